@@ -1,0 +1,46 @@
+# svc: the two commands are `make run` (svcd in dev mode on the embedded SQLite store) and
+# `make test` (everything, against a real Docker Engine and a real PostgreSQL).
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+DATA_DIR ?= .svc-data
+LISTEN ?= 127.0.0.1:8080
+# Node 20's --test does not expand globs: list the files here.
+TEST_FILES := $(shell find packages -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
+TEST_CONCURRENCY ?= 2
+
+.PHONY: build deps run test test-unit bench-api clean
+
+# npm ci only when the lock file changed since the last install (it wipes node_modules).
+node_modules/.installed: package-lock.json package.json
+	@echo "make: installing npm dependencies (npm ci)"
+	npm ci --no-fund --no-audit
+	@touch $@
+
+deps: node_modules/.installed
+
+build: deps
+	@echo "make: compiling TypeScript"
+	npx tsc -b packages/svcd packages/cli
+	@mkdir -p bin
+	@printf '#!/bin/sh\nexec node "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' > bin/svcd
+	@printf '#!/bin/sh\nexec node "$$(dirname "$$0")/../packages/cli/dist/main.js" "$$@"\n' > bin/svc
+	@chmod +x bin/svcd bin/svc
+	@echo "make: wrote bin/svcd and bin/svc"
+
+run: build
+	@bash scripts/ensure-docker.sh
+	@echo "make: starting svcd in dev mode with open registration on SQLite in $(DATA_DIR), listening on http://$(LISTEN)"
+	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+test: build
+	@bash scripts/ensure-docker.sh
+	@eval "$$(bash scripts/ensure-postgres.sh)" && \
+	  echo "make: running $(words $(TEST_FILES)) test files on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
+	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-reporter=spec $(TEST_FILES)
+
+bench-api: build
+	@eval "$$(bash scripts/ensure-postgres.sh)" && node --import tsx bench/api/run.ts
+
+clean:
+	rm -rf bin packages/*/dist packages/*/tsconfig.tsbuildinfo

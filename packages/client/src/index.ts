@@ -1,0 +1,171 @@
+// A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
+// same schemas the server validates with. Used by the CLI and by the integration tests.
+import type {
+  ActivityEntry,
+  ActivityQuery,
+  CreatedKey,
+  CreateKeyRequest,
+  HealthBody,
+  HealthDetail,
+  KeyInfo,
+  QuotaPatchRequest,
+  QuotaRecord,
+  ReactivateResponse,
+  RecoverResponse,
+  RegisterRequest,
+  RegisterResponse,
+  RevokedKey,
+  Tenant,
+  TenantUsage,
+  ValidateTokenResponse,
+} from '@svc/contract';
+
+export type * from '@svc/contract';
+
+/** An answer other than 2xx, carrying the API's {error} message. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Headers,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export interface RawResponse<T = unknown> {
+  status: number;
+  headers: Headers;
+  body: T;
+  text: string;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  /** Sent as is (not JSON-encoded): for malformed-body tests and raw payloads. */
+  rawBody?: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  headers?: Record<string, string>;
+  /** false: no Authorization header even when the client has a key. */
+  auth?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  apiKey?: string;
+  /** Operator credential, sent as X-Admin-Token on operator routes. */
+  adminToken?: string;
+  /** Sent as X-Bootstrap-Token on registration. */
+  bootstrapToken?: string;
+}
+
+export class SvcClient {
+  readonly baseUrl: string;
+  apiKey: string | undefined;
+  adminToken: string | undefined;
+  bootstrapToken: string | undefined;
+
+  constructor(opts: ClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.apiKey = opts.apiKey;
+    this.adminToken = opts.adminToken;
+    this.bootstrapToken = opts.bootstrapToken;
+  }
+
+  /** A copy of this client that authenticates with another key. */
+  withKey(apiKey: string): SvcClient {
+    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken });
+  }
+
+  /** Any request, any answer: the status is not checked. */
+  async raw<T = unknown>(method: string, path: string, o: RequestOptions = {}): Promise<RawResponse<T>> {
+    const url = new URL(this.baseUrl + path);
+    for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.auth !== false && this.apiKey && !('authorization' in headers)) headers.authorization = `Bearer ${this.apiKey}`;
+    let body: string | undefined = o.rawBody;
+    if (o.body !== undefined) body = JSON.stringify(o.body);
+    if (body !== undefined && !('content-type' in headers)) headers['content-type'] = 'application/json';
+    const res = await fetch(url, { method, headers, body, signal: o.signal });
+    const text = await res.text();
+    let parsed: unknown = text;
+    if ((res.headers.get('content-type') ?? '').includes('json') && text !== '') parsed = JSON.parse(text);
+    return { status: res.status, headers: res.headers, body: parsed as T, text };
+  }
+
+  /** A request that must succeed: a non-2xx answer throws ApiError with the API's message. */
+  async call<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    const r = await this.raw<T>(method, path, o);
+    if (r.status < 200 || r.status >= 300) {
+      const msg = typeof r.body === 'object' && r.body !== null && 'error' in r.body ? String((r.body as { error: unknown }).error) : r.text;
+      throw new ApiError(r.status, msg, r.headers);
+    }
+    return r.body;
+  }
+
+  private operatorHeaders(): Record<string, string> {
+    if (this.adminToken) return { 'x-admin-token': this.adminToken };
+    if (this.bootstrapToken) return { 'x-bootstrap-token': this.bootstrapToken };
+    return {};
+  }
+
+  // System
+  health(): Promise<HealthBody> {
+    return this.call('GET', '/v1/system/health', { auth: false });
+  }
+  healthDetailed(fresh = false): Promise<HealthDetail> {
+    return this.call('GET', '/v1/system/health/detailed', { query: { fresh: fresh || undefined } });
+  }
+  validateBootstrapToken(token: string): Promise<ValidateTokenResponse> {
+    return this.call('POST', '/v1/system/bootstrap-token/validate', { body: { token }, auth: false });
+  }
+
+  // Tenants
+  register(req: RegisterRequest): Promise<RegisterResponse> {
+    const headers: Record<string, string> = this.bootstrapToken ? { 'x-bootstrap-token': this.bootstrapToken } : {};
+    return this.call('POST', '/v1/tenants/register', { body: req, headers, auth: false });
+  }
+  tenant(): Promise<Tenant> {
+    return this.call('GET', '/v1/tenant');
+  }
+  renameTenant(name: string): Promise<Tenant> {
+    return this.call('PATCH', '/v1/tenant', { body: { name } });
+  }
+  suspendTenant(): Promise<Tenant> {
+    return this.call('DELETE', '/v1/tenant');
+  }
+  usage(): Promise<TenantUsage> {
+    return this.call('GET', '/v1/tenant/usage');
+  }
+  reactivateTenant(tenantId: string): Promise<ReactivateResponse> {
+    return this.call('POST', `/v1/tenants/${encodeURIComponent(tenantId)}/reactivate`, { headers: this.operatorHeaders(), auth: false });
+  }
+  patchQuotas(tenantId: string, patch: QuotaPatchRequest): Promise<QuotaRecord> {
+    return this.call('PATCH', `/v1/tenants/${encodeURIComponent(tenantId)}/quotas`, {
+      body: patch,
+      headers: this.operatorHeaders(),
+      auth: false,
+    });
+  }
+
+  // API keys
+  createKey(req: CreateKeyRequest = {}): Promise<CreatedKey> {
+    return this.call('POST', '/v1/auth/keys', { body: req });
+  }
+  listKeys(): Promise<KeyInfo[]> {
+    return this.call('GET', '/v1/auth/keys');
+  }
+  revokeKey(keyId: string): Promise<RevokedKey> {
+    return this.call('DELETE', `/v1/auth/keys/${encodeURIComponent(keyId)}`);
+  }
+  recover(email: string): Promise<RecoverResponse> {
+    return this.call('POST', '/v1/auth/recover', { body: { email }, headers: this.operatorHeaders(), auth: false });
+  }
+
+  // Activity
+  activity(q: ActivityQuery = {}): Promise<ActivityEntry[]> {
+    return this.call('GET', '/v1/activity', { query: { ...q } });
+  }
+}

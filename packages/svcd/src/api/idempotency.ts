@@ -1,0 +1,69 @@
+// Idempotent replay (spec 8): on authenticated mutating routes, a retried request with the same
+// Idempotency-Key, tenant, method, path and body within 10 minutes gets the stored response
+// instead of running again; the same key with another request gets 409.
+import { createHash } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Deps } from '../app.js';
+import { unixSeconds } from '../clock.js';
+import { ConflictError, ValidationError } from '../errors.js';
+
+export const IDEMPOTENCY_WINDOW_S = 600;
+/** Responses larger than this are not stored; a retry of such a request runs again. */
+export const IDEMPOTENCY_MAX_STORED_BYTES = 8 * 1024;
+const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+export const REPLAY_HEADER = 'idempotent-replayed';
+
+export function idempotencyPreHandler(deps: Deps) {
+  return async function claim(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const route = request.routeOptions.config.svc;
+    const raw = request.headers['idempotency-key'];
+    if (raw === undefined || route?.auth !== 'key' || route.noIdempotency || !MUTATING.has(request.method)) return;
+    const key = Array.isArray(raw) ? raw[0] : raw;
+    if (!key || key.length > 255) throw new ValidationError('Idempotency-Key must be 1 to 255 characters');
+    const tenantId = request.principal?.tenantId;
+    if (!tenantId) return;
+
+    const now = unixSeconds(deps.clock);
+    const bodyHash = createHash('sha256').update(request.rawBody ?? '').digest('hex');
+    const held = await deps.store.idempotency.claim({
+      tenantId,
+      key,
+      method: request.method,
+      path: request.url,
+      bodyHash,
+      now,
+      expiresAt: now + IDEMPOTENCY_WINDOW_S,
+    });
+    if (!held) {
+      request.idempotencyClaim = { tenantId, key };
+      return;
+    }
+    if (held.method !== request.method || held.path !== request.url || held.body_hash !== bodyHash) {
+      throw new ConflictError('Idempotency-Key was already used with a different request');
+    }
+    if (held.state !== 'done' || held.status_code === null) {
+      throw new ConflictError('a request with this Idempotency-Key is still in progress');
+    }
+    void reply.code(held.status_code).header(REPLAY_HEADER, 'true');
+    if (held.content_type) void reply.header('content-type', held.content_type);
+    return reply.send(held.response_body ?? '');
+  };
+}
+
+export function idempotencyOnSend(deps: Deps) {
+  return async function store(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+    const claim = request.idempotencyClaim;
+    if (!claim) return payload;
+    request.idempotencyClaim = undefined;
+    const status = reply.statusCode;
+    const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null;
+    // Server errors and 429s are not answers worth replaying: the retry should run again.
+    if (body !== null && status < 500 && status !== 429 && Buffer.byteLength(body) <= IDEMPOTENCY_MAX_STORED_BYTES) {
+      const ct = reply.getHeader('content-type');
+      await deps.store.idempotency.complete(claim.tenantId, claim.key, status, typeof ct === 'string' ? ct : null, body);
+    } else {
+      await deps.store.idempotency.release(claim.tenantId, claim.key);
+    }
+    return payload;
+  };
+}

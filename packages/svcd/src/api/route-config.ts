@@ -1,0 +1,35 @@
+// What a route declares about itself; the guards read it. One place, so a route's access rules
+// are visible where the route is defined.
+
+export type RouteAuth =
+  /** No credentials. */
+  | 'public'
+  /** A tenant API key. */
+  | 'key'
+  /** The bootstrap token, unless --dev --open-registration. */
+  | 'bootstrap'
+  /** The admin token (or the bootstrap token while no admin token is configured). */
+  | 'operator';
+
+export interface SvcRouteConfig {
+  auth: RouteAuth;
+  /** Counts against the registration limiter (register, recover, reactivate, quota patch, validate). */
+  registrationLimited?: boolean;
+  /** No 30 s request timeout (logs, exec, long creates). */
+  longRunning?: boolean;
+  /** Idempotency-Key is ignored (exec: running a command twice is what a retry asks for). */
+  noIdempotency?: boolean;
+  /** Exempt from the global limit and the HTTPS rule: the liveness probe must always answer. */
+  liveness?: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    svc?: SvcRouteConfig;
+  }
+  interface FastifyRequest {
+    principal?: import('../auth/authenticator.js').Principal;
+    rawBody?: string;
+    idempotencyClaim?: { tenantId: string; key: string };
+  }
+}

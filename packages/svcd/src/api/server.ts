@@ -1,0 +1,110 @@
+// Builds the Fastify server: parsing, validation, the access pipeline, idempotency, timeouts,
+// error mapping and the routes. Routes parse and validate, call one domain function, and reply.
+import { Ajv, type Options as AjvOptions } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Deps } from '../app.js';
+import { ValidationError } from '../errors.js';
+import { BODY_LIMIT_BYTES, errorHandler } from './errors.js';
+import { accessGuard } from './guards.js';
+import { idempotencyOnSend, idempotencyPreHandler } from './idempotency.js';
+import { requestTimeouts } from './timeouts.js';
+import { activityRoutes } from './routes/activity.js';
+import { keyRoutes } from './routes/keys.js';
+import { systemRoutes } from './routes/system.js';
+import { tenantRoutes } from './routes/tenants.js';
+import './route-config.js';
+
+// ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+
+export type SvcServer = FastifyInstance<
+  import('node:http').Server,
+  import('node:http').IncomingMessage,
+  import('node:http').ServerResponse,
+  import('fastify').FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
+/** Server timeouts of spec 8: read 10 s, read-header 5 s (write: the 30 s request timeout). */
+export const READ_TIMEOUT_MS = 10_000;
+export const READ_HEADER_TIMEOUT_MS = 5_000;
+
+/**
+ * Two validators: bodies are checked strictly (a string "5" is not the integer 5: the quota
+ * patch takes integers only), while query strings and path parameters, which are always text on
+ * the wire, are coerced to their declared types.
+ */
+function validatorCompiler() {
+  const base: AjvOptions = { allErrors: false, useDefaults: true, strict: false };
+  const strictAjv = addFormats(new Ajv({ ...base, coerceTypes: false, removeAdditional: false }));
+  const coercingAjv = addFormats(new Ajv({ ...base, coerceTypes: true, removeAdditional: false }));
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+    (httpPart === 'body' ? strictAjv : coercingAjv).compile(schema);
+}
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+export async function buildServer(deps: Deps): Promise<SvcServer> {
+  const app = Fastify({
+    loggerInstance: deps.log as FastifyBaseLogger,
+    bodyLimit: BODY_LIMIT_BYTES,
+    requestTimeout: READ_TIMEOUT_MS,
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  app.server.headersTimeout = READ_HEADER_TIMEOUT_MS;
+  app.setValidatorCompiler(validatorCompiler());
+  app.setErrorHandler(errorHandler);
+
+  // Bodies are JSON whatever the Content-Type says (clients such as curl -d send form types);
+  // the raw text is kept for the idempotency fingerprint.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request: FastifyRequest, body: string | Buffer, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    request.rawBody = text;
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(new ValidationError(`malformed JSON: ${(err as Error).message}`), undefined);
+    }
+  });
+
+  // A mirror of the route table, so that a known path with the wrong method answers 405.
+  const known = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const m of methods.map((x) => x.toUpperCase() as HTTPMethod)) {
+      if (m !== 'HEAD' && !known.hasRoute(m, route.url)) known.on(m, route.url, () => {});
+    }
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((m) => known.find(m, path) !== null);
+    if (allowed.length > 0) {
+      return reply.code(405).header('allow', allowed.join(', ')).send({ error: `method ${request.method} not allowed on ${path}` });
+    }
+    return reply.code(404).send({ error: `no route for ${request.method} ${path}` });
+  });
+
+  // The timeout starts first, so that slow credential checks count against it too.
+  requestTimeouts(app, deps);
+  app.addHook('onRequest', accessGuard(deps));
+  app.addHook('preHandler', idempotencyPreHandler(deps));
+  app.addHook('onSend', idempotencyOnSend(deps));
+  app.addHook('onRequestAbort', async (request) => {
+    const claim = request.idempotencyClaim;
+    if (claim) await deps.store.idempotency.release(claim.tenantId, claim.key);
+  });
+
+  await app.register(systemRoutes(deps));
+  await app.register(tenantRoutes(deps));
+  await app.register(keyRoutes(deps));
+  await app.register(activityRoutes(deps));
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,99 @@
+// The dependency object: everything svcd needs, built once at start-up. Nothing in svcd keeps
+// module-level state; limiters, caches and the clock belong to this object, so two servers in one
+// process (the tests) are fully independent.
+import pino, { type Logger } from 'pino';
+import { Activity } from './activity/activity.js';
+import { ApiKeys } from './auth/api-keys.js';
+import { Authenticator } from './auth/authenticator.js';
+import { KeyCache } from './auth/key-cache.js';
+import { OperatorTokens } from './auth/operator.js';
+import { type Clock, type Timers, systemClock, systemTimers, unixSeconds } from './clock.js';
+import type { Config } from './config.js';
+import { hexId } from './ids.js';
+import { PeriodicJobs } from './jobs/periodic.js';
+import { RateLimits } from './ratelimit/index.js';
+import { DockerRuntime, type Runtime } from './runtime/index.js';
+import { openStore, type Store } from './store/index.js';
+import { Health } from './system/health.js';
+import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
+import { REQUEST_TIMEOUT_MS } from './api/timeouts.js';
+
+export interface Deps {
+  config: Config;
+  clock: Clock;
+  timers: Timers;
+  log: Logger;
+  /** Audit lines (reveals, operator actions): the same stream, marked audit: true. */
+  audit: Logger;
+  store: Store;
+  runtime: Runtime;
+  keyCache: KeyCache;
+  authenticator: Authenticator;
+  operatorTokens: OperatorTokens;
+  rateLimits: RateLimits;
+  activity: Activity;
+  apiKeys: ApiKeys;
+  tenants: Tenants;
+  health: Health;
+  jobs: PeriodicJobs;
+  requestTimeoutMs: number;
+}
+
+/** What tests (and later a multi-host runtime) may replace. */
+export interface DepsOverrides {
+  clock?: Clock;
+  timers?: Timers;
+  log?: Logger;
+  store?: Store;
+  runtime?: Runtime;
+  maxActiveTenants?: number;
+  requestTimeoutMs?: number;
+  tenantResources?: TenantResources[];
+}
+
+export const IDEMPOTENCY_PRUNE_EVERY_MS = 60_000;
+
+export async function createDeps(config: Config, o: DepsOverrides = {}): Promise<Deps> {
+  const clock = o.clock ?? systemClock;
+  const timers = o.timers ?? systemTimers;
+  const log = o.log ?? pino({ level: config.logLevel, base: { svc: 'svcd' } });
+  const audit = log.child({ audit: true });
+  const store = o.store ?? (await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  const runtime = o.runtime ?? new DockerRuntime(config.dockerHost);
+  const keyCache = new KeyCache(clock);
+  const activity = new Activity(store, clock);
+  const apiKeys = new ApiKeys(store, keyCache, activity, clock, audit);
+  const jobs = new PeriodicJobs(store, clock, timers, log, `svcd-${hexId(6)}`);
+  jobs.schedule({
+    name: 'idempotency.prune',
+    everyMs: IDEMPOTENCY_PRUNE_EVERY_MS,
+    run: async () => {
+      await store.idempotency.pruneExpired(unixSeconds(clock));
+    },
+  });
+  return {
+    config,
+    clock,
+    timers,
+    log,
+    audit,
+    store,
+    runtime,
+    keyCache,
+    authenticator: new Authenticator(store, keyCache, clock),
+    operatorTokens: new OperatorTokens(config.bootstrapTokens, config.adminTokens),
+    rateLimits: new RateLimits(config.rateLimits, clock, timers),
+    activity,
+    apiKeys,
+    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, o.tenantResources ?? [], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    health: new Health(store, runtime, clock, config.dataDir),
+    jobs,
+    requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+  };
+}
+
+export async function closeDeps(deps: Deps): Promise<void> {
+  deps.rateLimits.close();
+  await deps.jobs.close();
+  await deps.store.close();
+}

@@ -1,0 +1,120 @@
+// svcd's configuration: every flag has an SVC_* environment variable (see main.ts for the flag
+// table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
+// never show in `ps`. Start-up refusals live here and are tested on the built binary.
+
+export type SandboxMode = 'auto' | 'required' | 'off';
+
+export interface RateSetting {
+  perSecond: number;
+  burst: number;
+}
+
+export interface Config {
+  listen: { host: string; port: number };
+  dataDir: string;
+  /** postgres://... selects PostgreSQL; otherwise SQLite in dataDir. */
+  databaseUrl: string | null;
+  baseDomain: string | null;
+  dev: boolean;
+  openRegistration: boolean;
+  sandbox: SandboxMode;
+  dockerHost: string;
+  bootstrapTokens: string[];
+  adminTokens: string[];
+  logLevel: string;
+  /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
+  rateLimits: { tenant: RateSetting; global: RateSetting };
+}
+
+export class ConfigError extends Error {}
+
+export const SPEC_RATE_LIMITS = {
+  tenant: { perSecond: 100, burst: 200 },
+  global: { perSecond: 500, burst: 1000 },
+} as const;
+
+export const MIN_TOKEN_LENGTH = 32;
+
+/** The raw option values as commander hands them over (flags, or their SVC_* variables). */
+export interface RawOptions {
+  listen: string;
+  dataDir: string;
+  databaseUrl?: string;
+  baseDomain?: string;
+  dev?: boolean;
+  openRegistration?: boolean;
+  sandbox: string;
+  dockerHost: string;
+  logLevel: string;
+  devRateLimit?: string;
+}
+
+export function parseListen(value: string): { host: string; port: number } {
+  const m = /^(.*):(\d+)$/.exec(value);
+  if (!m) throw new ConfigError(`listen address must be HOST:PORT, got ${JSON.stringify(value)}`);
+  const port = Number(m[2]);
+  if (port > 65535) throw new ConfigError(`listen port out of range: ${port}`);
+  const host = (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '0.0.0.0';
+  return { host, port };
+}
+
+export function parseTokenList(name: string, value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  const tokens = value.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  for (const t of tokens) {
+    if (t.length < MIN_TOKEN_LENGTH) {
+      throw new ConfigError(`${name}: every token must be at least ${MIN_TOKEN_LENGTH} characters`);
+    }
+  }
+  return tokens;
+}
+
+/** `--dev-rate-limit TENANT_RPS:BURST,GLOBAL_RPS:BURST`, accepted only with --dev. */
+function parseDevRateLimit(value: string): Config['rateLimits'] {
+  const parts = value.split(',').map((p) => p.split(':').map(Number));
+  const [tenant, global] = parts;
+  const ok = (p: number[] | undefined): p is [number, number] =>
+    p !== undefined && p.length === 2 && p.every((n) => Number.isFinite(n) && n > 0);
+  if (parts.length !== 2 || !ok(tenant) || !ok(global)) {
+    throw new ConfigError('--dev-rate-limit must be TENANT_RPS:BURST,GLOBAL_RPS:BURST with positive numbers');
+  }
+  return {
+    tenant: { perSecond: tenant[0], burst: tenant[1] },
+    global: { perSecond: global[0], burst: global[1] },
+  };
+}
+
+export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
+  const dev = raw.dev === true;
+  const openRegistration = raw.openRegistration === true;
+  if (openRegistration && !dev) throw new ConfigError('--open-registration is allowed only with --dev');
+  if (!['auto', 'required', 'off'].includes(raw.sandbox)) {
+    throw new ConfigError(`--sandbox must be auto, required or off, got ${JSON.stringify(raw.sandbox)}`);
+  }
+  const bootstrapTokens = parseTokenList('SVC_BOOTSTRAP_TOKEN', env.SVC_BOOTSTRAP_TOKEN);
+  const adminTokens = parseTokenList('SVC_ADMIN_TOKEN', env.SVC_ADMIN_TOKEN);
+  if (!dev && bootstrapTokens.length === 0) {
+    throw new ConfigError(
+      'SVC_BOOTSTRAP_TOKEN is required in production (set it, or run with --dev --open-registration for local use)',
+    );
+  }
+  if (raw.devRateLimit !== undefined && !dev) throw new ConfigError('--dev-rate-limit is allowed only with --dev');
+  const databaseUrl = raw.databaseUrl?.trim() || null;
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('--database-url must be a postgres:// URL (leave it unset for the embedded SQLite store)');
+  }
+  return {
+    listen: parseListen(raw.listen),
+    dataDir: raw.dataDir,
+    databaseUrl,
+    baseDomain: raw.baseDomain?.trim() || null,
+    dev,
+    openRegistration,
+    sandbox: raw.sandbox as SandboxMode,
+    dockerHost: raw.dockerHost,
+    bootstrapTokens,
+    adminTokens,
+    logLevel: raw.logLevel,
+    rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
+  };
+}

@@ -1,0 +1,83 @@
+// Typed errors. Domain code throws these; api/errors.ts maps each to its status and `{error}`
+// body in one place. Anything else is a 500 with a generic message.
+
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** 400: the request is malformed or breaks a rule. */
+export class ValidationError extends AppError {
+  constructor(message: string) {
+    super(400, message);
+  }
+}
+
+/** 401: bad or missing credentials. */
+export class UnauthorizedError extends AppError {
+  constructor(message = 'unauthorized') {
+    super(401, message);
+  }
+}
+
+/** 403: the caller is known but may not do this. */
+export class ForbiddenError extends AppError {
+  constructor(message: string) {
+    super(403, message);
+  }
+}
+
+/** 404: missing, or owned by another tenant; the two are deliberately the same answer. */
+export class NotFoundError extends AppError {
+  constructor(what: string) {
+    super(404, `${what} not found`);
+  }
+}
+
+/** 409: quota exceeded, name conflict, wrong state. */
+export class ConflictError extends AppError {
+  constructor(message: string) {
+    super(409, message);
+  }
+}
+
+/** 409 with the spec's fixed prefix for quota hits (a quota hit is 409, not 429). */
+export class QuotaExceededError extends ConflictError {
+  constructor(detail: string) {
+    super(`quota exceeded: ${detail}`);
+  }
+}
+
+/** 422: registration uniqueness; the message is vague on purpose. */
+export class UnprocessableError extends AppError {
+  constructor(message: string) {
+    super(422, message);
+  }
+}
+
+/** 429 with Retry-After in whole seconds. */
+export class RateLimitedError extends AppError {
+  constructor(retryAfterSeconds: number, headers: Record<string, string> = {}) {
+    super(429, 'rate limit exceeded', { ...headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+  }
+}
+
+/** 503: a dependency (engine, store, registration capacity) is unavailable. */
+export class UnavailableError extends AppError {
+  constructor(message: string) {
+    super(503, message);
+  }
+}
+
+/** 500 for broken invariants: the message is logged, the client sees a generic one. */
+export class InternalError extends AppError {
+  constructor(message: string) {
+    super(500, message);
+  }
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// svcd's entry point: flags (each with its SVC_* variable) -> config -> dependencies -> server.
+import { Command, Option } from 'commander';
+import { buildServer } from './api/server.js';
+import { closeDeps, createDeps } from './app.js';
+import { buildConfig, ConfigError, type RawOptions } from './config.js';
+import { SANDBOX_RUNTIME } from './runtime/index.js';
+
+const program = new Command('svcd')
+  .description('svc API server')
+  .addOption(new Option('--listen <addr>', 'API listen address').env('SVC_LISTEN').default('127.0.0.1:8080'))
+  .addOption(new Option('--data-dir <dir>', 'data directory (SQLite store, master key)').env('SVC_DATA_DIR').default('./data'))
+  .addOption(new Option('--database-url <url>', 'PostgreSQL URL; unset means SQLite in --data-dir').env('SVC_DATABASE_URL'))
+  .addOption(new Option('--base-domain <domain>', 'public base domain for service hosts').env('SVC_BASE_DOMAIN'))
+  .addOption(new Option('--dev', 'development mode: no HTTPS rule, no bootstrap token required').env('SVC_DEV'))
+  .addOption(new Option('--open-registration', 'with --dev: registration needs no bootstrap token').env('SVC_OPEN_REGISTRATION'))
+  .addOption(
+    new Option('--sandbox <mode>', 'gVisor for tenant workloads: auto, required or off').env('SVC_SANDBOX').default('auto'),
+  )
+  .addOption(new Option('--docker-host <url>', 'Docker Engine address').env('SVC_DOCKER_HOST').default('unix:///var/run/docker.sock'))
+  .addOption(new Option('--log-level <level>', 'pino log level').env('SVC_LOG_LEVEL').default('info'))
+  .addOption(
+    new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
+      'SVC_DEV_RATE_LIMIT',
+    ),
+  );
+
+async function main(): Promise<void> {
+  program.parse();
+  let config;
+  try {
+    config = buildConfig(program.opts<RawOptions>(), process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svcd: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+
+  const deps = await createDeps(config);
+  if (config.sandbox === 'required') {
+    const info = await deps.runtime.info().catch(() => null);
+    if (!info?.runtimes.includes(SANDBOX_RUNTIME)) {
+      process.stderr.write(`svcd: --sandbox required, but the engine has no ${SANDBOX_RUNTIME} runtime\n`);
+      await closeDeps(deps);
+      process.exit(2);
+    }
+  }
+  if (config.dev) deps.log.warn('development mode: the HTTPS rule is off');
+  if (config.adminTokens.length === 0 && config.bootstrapTokens.length > 0) {
+    deps.log.warn('SVC_ADMIN_TOKEN is not set: operator routes accept the bootstrap token (deprecated)');
+  }
+
+  const app = await buildServer(deps);
+  const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+  process.stdout.write(`svcd listening on ${address} (store: ${deps.store.dialect}${config.dev ? ', dev mode' : ''})\n`);
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    deps.log.info({ signal }, 'shutting down');
+    await app.close();
+    await closeDeps(deps);
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`svcd: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

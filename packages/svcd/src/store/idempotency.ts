@@ -1,0 +1,77 @@
+import type { Kysely } from 'kysely';
+import type { Database, IdempotencyRow } from './schema.js';
+import { isUniqueViolation } from './dialect.js';
+
+export interface IdempotencyClaim {
+  tenantId: string;
+  key: string;
+  method: string;
+  path: string;
+  bodyHash: string;
+  now: number;
+  expiresAt: number;
+}
+
+export class IdempotencyStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /**
+   * Claims the key for a first request (state pending). Returns undefined when claimed, or the
+   * row that already holds the key. An expired row is replaced, so a key can be reused after
+   * its window.
+   */
+  async claim(c: IdempotencyClaim): Promise<IdempotencyRow | undefined> {
+    await this.db
+      .deleteFrom('idempotency_keys')
+      .where('tenant_id', '=', c.tenantId)
+      .where('key', '=', c.key)
+      .where('expires_at', '<=', c.now)
+      .execute();
+    try {
+      await this.db
+        .insertInto('idempotency_keys')
+        .values({
+          tenant_id: c.tenantId,
+          key: c.key,
+          method: c.method,
+          path: c.path,
+          body_hash: c.bodyHash,
+          state: 'pending',
+          status_code: null,
+          content_type: null,
+          response_body: null,
+          created_at: c.now,
+          expires_at: c.expiresAt,
+        })
+        .execute();
+      return undefined;
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+    }
+    return this.db
+      .selectFrom('idempotency_keys')
+      .selectAll()
+      .where('tenant_id', '=', c.tenantId)
+      .where('key', '=', c.key)
+      .executeTakeFirst();
+  }
+
+  async complete(tenantId: string, key: string, status: number, contentType: string | null, body: string): Promise<void> {
+    await this.db
+      .updateTable('idempotency_keys')
+      .set({ state: 'done', status_code: status, content_type: contentType, response_body: body })
+      .where('tenant_id', '=', tenantId)
+      .where('key', '=', key)
+      .execute();
+  }
+
+  /** Releases a claim whose response is not kept (server errors, oversize bodies). */
+  async release(tenantId: string, key: string): Promise<void> {
+    await this.db.deleteFrom('idempotency_keys').where('tenant_id', '=', tenantId).where('key', '=', key).execute();
+  }
+
+  async pruneExpired(now: number): Promise<number> {
+    const r = await this.db.deleteFrom('idempotency_keys').where('expires_at', '<=', now).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+}

@@ -1,0 +1,103 @@
+// The store: every SQL statement of svcd lives below this folder. One typed query layer
+// (Kysely) over two engines: SQLite (embedded default, better-sqlite3, WAL) and PostgreSQL
+// (production and multi-instance, node-postgres). Repositories are thin classes over a
+// Kysely handle, so the same ones serve inside and outside a transaction.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Database } from './schema.js';
+import type { Dialect } from './dialect.js';
+import { migrationProvider } from './migrations/index.js';
+import { TenantStore } from './tenants.js';
+import { ApiKeyStore } from './api-keys.js';
+import { ActivityStore } from './activity.js';
+import { IdempotencyStore } from './idempotency.js';
+import { JobLockStore } from './job-locks.js';
+
+export { isUniqueViolation } from './dialect.js';
+export type { Dialect } from './dialect.js';
+export type * from './schema.js';
+export type { QuotaColumns } from './tenants.js';
+export type { KeyWithTenantStatus } from './api-keys.js';
+export type { ActivityFilter } from './activity.js';
+
+/** The repositories, bound to the database or to one transaction. */
+export interface Repositories {
+  tenants: TenantStore;
+  apiKeys: ApiKeyStore;
+  activity: ActivityStore;
+  idempotency: IdempotencyStore;
+  jobLocks: JobLockStore;
+}
+
+export interface Store extends Repositories {
+  readonly dialect: Dialect;
+  /** Runs `fn` in one transaction; it commits when `fn` resolves and rolls back when it throws. */
+  transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+function repositories(db: Kysely<Database>): Repositories {
+  return {
+    tenants: new TenantStore(db),
+    apiKeys: new ApiKeyStore(db),
+    activity: new ActivityStore(db),
+    idempotency: new IdempotencyStore(db),
+    jobLocks: new JobLockStore(db),
+  };
+}
+
+export interface StoreOptions {
+  /** postgres://... or null for SQLite. */
+  databaseUrl: string | null;
+  /** Where the SQLite file lives (created if missing). */
+  dataDir: string;
+}
+
+// node-postgres returns int8 as strings by default (to be safe past 2^53); our int8 columns are
+// unix seconds and milliseconds, so numbers are right. Set per pool, not on the global `pg.types`.
+const pgTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+export async function openStore(opts: StoreOptions): Promise<Store> {
+  let dialect: Dialect;
+  let db: Kysely<Database>;
+  if (opts.databaseUrl !== null) {
+    dialect = 'postgres';
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes });
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  } else {
+    dialect = 'sqlite';
+    mkdirSync(opts.dataDir, { recursive: true });
+    const file = new BetterSqlite3(join(opts.dataDir, 'svc.db'));
+    file.pragma('journal_mode = WAL');
+    // WAL with synchronous=NORMAL survives a process kill (SIGKILL) without losing commits;
+    // only a power loss can drop the last transactions.
+    file.pragma('synchronous = NORMAL');
+    file.pragma('foreign_keys = ON');
+    file.pragma('busy_timeout = 5000');
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: file }) });
+  }
+
+  const migrator = new Migrator({ db, provider: migrationProvider(dialect) });
+  const { error } = await migrator.migrateToLatest();
+  if (error) {
+    await db.destroy();
+    throw error instanceof Error ? error : new Error(String(error));
+  }
+
+  return {
+    dialect,
+    ...repositories(db),
+    transaction: (fn) => db.transaction().execute((trx) => fn(repositories(trx))),
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}

@@ -1,0 +1,34 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+import { isUniqueViolation } from './dialect.js';
+
+/**
+ * Leases on named background jobs, so that two svcd processes on one store never run the same
+ * job at once. A lease expires on its own, so a crashed holder blocks nobody for long.
+ */
+export class JobLockStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async tryAcquire(name: string, holder: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    const expires = nowMs + ttlMs;
+    // Take over an expired lease, or extend our own.
+    const r = await this.db
+      .updateTable('job_locks')
+      .set({ holder, expires_at_ms: expires })
+      .where('name', '=', name)
+      .where((eb) => eb.or([eb('expires_at_ms', '<=', nowMs), eb('holder', '=', holder)]))
+      .executeTakeFirst();
+    if (Number(r.numUpdatedRows) === 1) return true;
+    try {
+      await this.db.insertInto('job_locks').values({ name, holder, expires_at_ms: expires }).execute();
+      return true;
+    } catch (err) {
+      if (isUniqueViolation(err)) return false;
+      throw err;
+    }
+  }
+
+  async release(name: string, holder: string): Promise<void> {
+    await this.db.deleteFrom('job_locks').where('name', '=', name).where('holder', '=', holder).execute();
+  }
+}

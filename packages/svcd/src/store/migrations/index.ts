@@ -1,0 +1,14 @@
+import type { Migration, MigrationProvider } from 'kysely';
+import type { Dialect } from '../dialect.js';
+import { foundation } from './0001_foundation.js';
+
+/**
+ * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
+ * they survive bundling and the compiled layout; a new migration is one more line here.
+ */
+export function migrationProvider(dialect: Dialect): MigrationProvider {
+  const migrations: Record<string, Migration> = {
+    '0001_foundation': foundation(dialect),
+  };
+  return { getMigrations: async () => migrations };
+}

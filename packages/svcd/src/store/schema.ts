@@ -1,0 +1,89 @@
+// Table types for Kysely. Timestamps are unix seconds (integers) unless the column says _ms.
+// No boolean columns: better-sqlite3 cannot bind booleans, so state is a nullable timestamp
+// (revoked_at) or a text status instead.
+import type { Generated, Insertable, Selectable } from 'kysely';
+
+export interface TenantsTable {
+  id: string;
+  name: string;
+  /** lower-cased name: uniqueness is case-insensitive on both engines. */
+  name_key: string;
+  email: string;
+  email_key: string;
+  status: 'active' | 'suspended';
+  created_at: number;
+  updated_at: number;
+  max_services: number;
+  max_databases: number;
+  max_builds_concurrent: number;
+  max_env_vars_per_service: number;
+  max_environments: number;
+  max_memory_mb: number;
+  max_cpu_cores: number;
+  max_disk_gb: number;
+  api_rate_limit: number;
+}
+export type TenantRow = Selectable<TenantsTable>;
+export type NewTenantRow = Insertable<TenantsTable>;
+
+export interface ApiKeysTable {
+  /** The keyID part of `<keyID>.<secret>`. */
+  id: string;
+  tenant_id: string;
+  name: string;
+  prefix: string;
+  /** hex SHA-256 of the secret; the secret itself is never stored. */
+  secret_hash: string;
+  created_at: number;
+  last_used_at: number | null;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type NewApiKeyRow = Insertable<ApiKeysTable>;
+
+export interface ActivityTable {
+  /** Insertion order; the feed is newest first by this. */
+  seq: Generated<number>;
+  id: string;
+  tenant_id: string;
+  action: string;
+  resource_type: string;
+  resource_id: string;
+  service_id: string | null;
+  /** JSON object. */
+  details: string;
+  created_at: number;
+}
+export type ActivityRow = Selectable<ActivityTable>;
+export type NewActivityRow = Insertable<ActivityTable>;
+
+export interface IdempotencyKeysTable {
+  tenant_id: string;
+  key: string;
+  method: string;
+  path: string;
+  body_hash: string;
+  /** pending while the first request runs; done once its response is stored. */
+  state: 'pending' | 'done';
+  status_code: number | null;
+  content_type: string | null;
+  response_body: string | null;
+  created_at: number;
+  expires_at: number;
+}
+export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
+
+export interface JobLocksTable {
+  name: string;
+  holder: string;
+  expires_at_ms: number;
+}
+
+export interface Database {
+  tenants: TenantsTable;
+  api_keys: ApiKeysTable;
+  activity: ActivityTable;
+  idempotency_keys: IdempotencyKeysTable;
+  job_locks: JobLocksTable;
+}

@@ -1,0 +1,61 @@
+import type { Kysely } from 'kysely';
+import type { Database, NewTenantRow, TenantRow } from './schema.js';
+
+export type QuotaColumns = Pick<
+  TenantRow,
+  'max_services' | 'max_databases' | 'max_builds_concurrent' | 'max_env_vars_per_service'
+>;
+
+export class TenantStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: NewTenantRow): Promise<void> {
+    await this.db.insertInto('tenants').values(row).execute();
+  }
+
+  async findById(id: string): Promise<TenantRow | undefined> {
+    return this.db.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async findByEmailKey(emailKey: string): Promise<TenantRow | undefined> {
+    return this.db.selectFrom('tenants').selectAll().where('email_key', '=', emailKey).executeTakeFirst();
+  }
+
+  async countActive(): Promise<number> {
+    const r = await this.db
+      .selectFrom('tenants')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('status', '=', 'active')
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  async rename(id: string, name: string, nameKey: string, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('tenants')
+      .set({ name, name_key: nameKey, updated_at: now })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Moves the tenant to `to` only from `from`; false when it was not in `from` (or is missing). */
+  async transitionStatus(id: string, from: TenantRow['status'], to: TenantRow['status'], now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('tenants')
+      .set({ status: to, updated_at: now })
+      .where('id', '=', id)
+      .where('status', '=', from)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  async updateQuotas(id: string, patch: Partial<QuotaColumns>, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('tenants')
+      .set({ ...patch, updated_at: now })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+}

@@ -1,0 +1,206 @@
+import type {
+  QuotaPatchRequest,
+  QuotaRecord,
+  ReactivateResponse,
+  RegisterRequest,
+  RegisterResponse,
+  Tenant,
+  TenantUsage,
+} from '@svc/contract';
+import { MAX_API_KEYS } from '@svc/contract';
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import type { ApiKeys } from '../auth/api-keys.js';
+import type { KeyCache } from '../auth/key-cache.js';
+import { type Clock, unixSeconds } from '../clock.js';
+import { ConflictError, NotFoundError, UnavailableError, UnprocessableError } from '../errors.js';
+import { hexId } from '../ids.js';
+import { isUniqueViolation, type Store, type TenantRow } from '../store/index.js';
+
+export const MAX_ACTIVE_TENANTS = 1000;
+
+/** Quotas a new tenant starts with (spec 8 and DECISIONS.md). */
+export const DEFAULT_QUOTAS = {
+  max_services: 5,
+  max_databases: 3,
+  max_builds_concurrent: 3,
+  max_env_vars_per_service: 50,
+  max_environments: 2,
+  max_memory_mb: 2048,
+  max_cpu_cores: 2.0,
+  max_disk_gb: 20,
+  api_rate_limit: 100,
+} as const;
+
+/** One message for a taken name and a taken email, so registration does not reveal which. */
+const REGISTRATION_CONFLICT = 'registration failed: name or email is not available';
+
+/**
+ * What other parts of svc own per tenant. Later modules (services, databases, environments)
+ * plug in here, so the tenant domain does not depend on them.
+ */
+export interface TenantResources {
+  /** Counts for the usage report. */
+  count(tenantId: string): Promise<Partial<Record<'services' | 'databases' | 'environments', number>>>;
+  /** Stops what runs and cancels what is queued when the tenant is suspended. */
+  suspend(tenantId: string): Promise<void>;
+}
+
+export function tenantView(r: TenantRow): Tenant {
+  return { id: r.id, name: r.name, email: r.email, status: r.status, created_at: r.created_at, updated_at: r.updated_at };
+}
+
+function quotaRecord(r: TenantRow): QuotaRecord {
+  return {
+    tenant_id: r.id,
+    max_services: r.max_services,
+    max_databases: r.max_databases,
+    max_builds_concurrent: r.max_builds_concurrent,
+    max_env_vars_per_service: r.max_env_vars_per_service,
+    max_environments: r.max_environments,
+    max_memory_mb: r.max_memory_mb,
+    max_cpu_cores: r.max_cpu_cores,
+    max_disk_gb: r.max_disk_gb,
+    api_rate_limit: r.api_rate_limit,
+  };
+}
+
+export class Tenants {
+  constructor(
+    private readonly store: Store,
+    private readonly keys: ApiKeys,
+    private readonly keyCache: KeyCache,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly audit: Logger,
+    private readonly resources: readonly TenantResources[],
+    private readonly maxActiveTenants = MAX_ACTIVE_TENANTS,
+  ) {}
+
+  async register(req: RegisterRequest): Promise<RegisterResponse> {
+    const now = unixSeconds(this.clock);
+    const id = hexId(16);
+    const name = req.name.trim();
+    try {
+      return await this.store.transaction(async (tx) => {
+        if ((await tx.tenants.countActive()) >= this.maxActiveTenants) {
+          throw new UnavailableError(`registration unavailable: the limit of ${this.maxActiveTenants} active tenants is reached`);
+        }
+        await tx.tenants.insert({
+          id,
+          name,
+          name_key: name.toLowerCase(),
+          email: req.email,
+          email_key: req.email.toLowerCase(),
+          status: 'active',
+          created_at: now,
+          updated_at: now,
+          ...DEFAULT_QUOTAS,
+        });
+        await this.activity.record(tx, { tenantId: id, action: 'tenant.registered', resourceType: 'tenant', resourceId: id });
+        const key = await this.keys.issue(tx, id, 'initial');
+        return { tenant_id: id, api_key: key.api_key };
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new UnprocessableError(REGISTRATION_CONFLICT);
+      throw err;
+    }
+  }
+
+  async get(tenantId: string): Promise<Tenant> {
+    return tenantView(await this.row(tenantId));
+  }
+
+  async rename(tenantId: string, newName: string): Promise<Tenant> {
+    const name = newName.trim();
+    try {
+      await this.store.transaction(async (tx) => {
+        if (!(await tx.tenants.rename(tenantId, name, name.toLowerCase(), unixSeconds(this.clock)))) {
+          throw new NotFoundError('tenant');
+        }
+        await this.activity.record(tx, {
+          tenantId,
+          action: 'tenant.updated',
+          resourceType: 'tenant',
+          resourceId: tenantId,
+          details: { name },
+        });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError('tenant name is already taken');
+      throw err;
+    }
+    return this.get(tenantId);
+  }
+
+  /** DELETE /v1/tenant: suspends (nothing is deleted) and stops what the tenant runs. */
+  async suspend(tenantId: string): Promise<Tenant> {
+    await this.store.transaction(async (tx) => {
+      if (!(await tx.tenants.transitionStatus(tenantId, 'active', 'suspended', unixSeconds(this.clock)))) {
+        throw new NotFoundError('tenant');
+      }
+      await this.activity.record(tx, { tenantId, action: 'tenant.suspended', resourceType: 'tenant', resourceId: tenantId });
+    });
+    this.keyCache.invalidateTenant(tenantId);
+    for (const r of this.resources) await r.suspend(tenantId);
+    return this.get(tenantId);
+  }
+
+  /** Operator route: suspended -> active with a fresh key; 409 when already active. */
+  async reactivate(tenantId: string): Promise<ReactivateResponse> {
+    const result = await this.store.transaction(async (tx) => {
+      const t = await tx.tenants.findById(tenantId);
+      if (!t) throw new NotFoundError('tenant');
+      if (t.status === 'active') throw new ConflictError('tenant is already active');
+      if ((await tx.tenants.countActive()) >= this.maxActiveTenants) {
+        throw new UnavailableError(`reactivation unavailable: the limit of ${this.maxActiveTenants} active tenants is reached`);
+      }
+      if (!(await tx.tenants.transitionStatus(tenantId, 'suspended', 'active', unixSeconds(this.clock)))) {
+        throw new ConflictError('tenant is already active');
+      }
+      await this.activity.record(tx, { tenantId, action: 'tenant.reactivated', resourceType: 'tenant', resourceId: tenantId });
+      const key = await this.keys.issue(tx, tenantId, 'reactivated');
+      return { tenant_id: tenantId, api_key: key.api_key, status: 'active' as const };
+    });
+    this.keyCache.invalidateTenant(tenantId);
+    this.audit.info({ audit: true, event: 'operator.reactivate', tenant_id: tenantId }, 'operator reactivated a tenant');
+    return result;
+  }
+
+  async patchQuotas(tenantId: string, patch: QuotaPatchRequest): Promise<QuotaRecord> {
+    await this.store.transaction(async (tx) => {
+      if (!(await tx.tenants.updateQuotas(tenantId, patch, unixSeconds(this.clock)))) throw new NotFoundError('tenant');
+      await this.activity.record(tx, {
+        tenantId,
+        action: 'tenant.quotas_updated',
+        resourceType: 'tenant',
+        resourceId: tenantId,
+        details: { ...patch },
+      });
+    });
+    this.audit.info({ audit: true, event: 'operator.quota_patch', tenant_id: tenantId, patch }, 'operator changed tenant quotas');
+    return quotaRecord(await this.row(tenantId));
+  }
+
+  async usage(tenantId: string): Promise<TenantUsage> {
+    const t = await this.row(tenantId);
+    const counts = { services: 0, databases: 0, environments: 0 };
+    for (const r of this.resources) Object.assign(counts, await r.count(tenantId));
+    return {
+      services: { used: counts.services, max: t.max_services },
+      databases: { used: counts.databases, max: t.max_databases },
+      api_keys: { used: await this.store.apiKeys.countActive(tenantId), max: MAX_API_KEYS },
+      environments: { used: counts.environments, max: t.max_environments },
+      memory_mb: t.max_memory_mb,
+      cpu_cores: t.max_cpu_cores,
+      disk_gb: t.max_disk_gb,
+      rate_limit: t.api_rate_limit,
+    };
+  }
+
+  private async row(tenantId: string): Promise<TenantRow> {
+    const t = await this.store.tenants.findById(tenantId);
+    if (!t) throw new NotFoundError('tenant');
+    return t;
+  }
+}

@@ -1,0 +1,130 @@
+// Starts a real svcd (in-process, on a loopback port) for HTTP tests, on either store. Each
+// server gets its own data dir or PostgreSQL database, its own clock and its own limiters, so
+// test files run in parallel without sharing anything.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import pino from 'pino';
+import { SvcClient } from '@svc/client';
+import { buildServer, closeDeps, createDeps, SPEC_RATE_LIMITS, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { ManualClock } from './manual-clock.js';
+
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** Admin URL of the test PostgreSQL server; `make test` sets it after starting one. */
+export const PG_ADMIN_URL = process.env.SVC_TEST_PG_URL;
+
+/** Every store the suite runs against: SQLite always, PostgreSQL whenever one is configured. */
+export const STORES: StoreKind[] = PG_ADMIN_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+if (!PG_ADMIN_URL) process.stderr.write('# SVC_TEST_PG_URL is not set: PostgreSQL variants are skipped (make test sets it)\n');
+
+export const DOCKER_HOST = process.env.SVC_TEST_DOCKER_HOST ?? 'unix:///var/run/docker.sock';
+export const BOOTSTRAP_TOKEN = 'bootstrap-token-for-tests-0123456789abcdef';
+export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789abcdef-xyz';
+
+/** A fresh, empty PostgreSQL database; drop() removes it. */
+export async function freshPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (!PG_ADMIN_URL) throw new Error('SVC_TEST_PG_URL is not set');
+  const name = `svc_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const a = new pg.Client({ connectionString: PG_ADMIN_URL });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.end();
+    },
+  };
+}
+
+/** Where a store lives: a temp data dir, and for PostgreSQL a fresh database. */
+export async function storeLocation(kind: StoreKind): Promise<{ dataDir: string; databaseUrl: string | null; cleanup: () => Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-'));
+  const db = kind === 'postgres' ? await freshPgDatabase() : null;
+  return {
+    dataDir,
+    databaseUrl: db?.url ?? null,
+    cleanup: async () => {
+      await db?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function testConfig(over: Partial<Config> = {}): Config {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    dataDir: '',
+    databaseUrl: null,
+    baseDomain: null,
+    dev: true,
+    openRegistration: true,
+    sandbox: 'auto',
+    dockerHost: DOCKER_HOST,
+    bootstrapTokens: [],
+    adminTokens: [],
+    logLevel: 'silent',
+    rateLimits: SPEC_RATE_LIMITS,
+    ...over,
+  };
+}
+
+export interface TestServer {
+  url: string;
+  /** A client without credentials (register with it, or use .withKey). */
+  client: SvcClient;
+  deps: Deps;
+  clock: ManualClock;
+  server: SvcServer;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  store?: StoreKind;
+  config?: Partial<Config>;
+  overrides?: DepsOverrides;
+  /** Capture log lines (for audit assertions). */
+  logLines?: string[];
+}
+
+export async function startServer(o: StartOptions = {}): Promise<TestServer> {
+  const loc = await storeLocation(o.store ?? 'sqlite');
+  const clock = new ManualClock();
+  const config = testConfig({ dataDir: loc.dataDir, databaseUrl: loc.databaseUrl, ...o.config });
+  const lines = o.logLines;
+  const log = lines
+    ? pino({ level: 'info' }, { write: (s: string) => void lines.push(s) })
+    : pino({ level: 'silent' });
+  const deps = await createDeps(config, { clock, timers: clock, log, ...o.overrides });
+  const server = await buildServer(deps);
+  const address = await server.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    url: address,
+    client: new SvcClient({ baseUrl: address }),
+    deps,
+    clock,
+    server,
+    close: async () => {
+      await server.close();
+      await closeDeps(deps);
+      await loc.cleanup();
+    },
+  };
+}
+
+let counter = 0;
+/** A registered tenant and a client holding its key. */
+export async function newTenant(t: TestServer, name?: string): Promise<{ id: string; key: string; client: SvcClient }> {
+  counter += 1;
+  const n = name ?? `tenant-${counter}-${randomBytes(3).toString('hex')}`;
+  const r = await t.client.register({ name: n, email: `${n}@example.com` });
+  return { id: r.tenant_id, key: r.api_key, client: t.client.withKey(r.api_key) };
+}

@@ -1,0 +1,53 @@
+import type { Clock, TimerHandle, Timers } from '../src/clock.js';
+
+interface Pending {
+  at: number;
+  fn: () => void;
+  every: number | null;
+  cancelled: boolean;
+}
+
+/**
+ * A clock and timers that move only when the test says so. advance() fires due timers in time
+ * order, so the 30 s, 5 min and 1 h rules are tested in microseconds.
+ */
+export class ManualClock implements Clock, Timers {
+  private ms: number;
+  private pending: Pending[] = [];
+
+  constructor(start = Date.UTC(2026, 0, 1)) {
+    this.ms = start;
+  }
+
+  now(): number {
+    return this.ms;
+  }
+
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    return this.add(fn, ms, null);
+  }
+
+  setInterval(fn: () => void, ms: number): TimerHandle {
+    return this.add(fn, ms, ms);
+  }
+
+  advance(ms: number): void {
+    const target = this.ms + ms;
+    for (;;) {
+      const due = this.pending.filter((p) => !p.cancelled && p.at <= target).sort((a, b) => a.at - b.at)[0];
+      if (!due) break;
+      this.ms = due.at;
+      if (due.every === null) due.cancelled = true;
+      else due.at += due.every;
+      due.fn();
+    }
+    this.pending = this.pending.filter((p) => !p.cancelled);
+    this.ms = target;
+  }
+
+  private add(fn: () => void, ms: number, every: number | null): TimerHandle {
+    const p: Pending = { at: this.ms + ms, fn, every, cancelled: false };
+    this.pending.push(p);
+    return { cancel: () => (p.cancelled = true) };
+  }
+}

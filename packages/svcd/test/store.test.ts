@@ -1,0 +1,151 @@
+// One store suite, run against SQLite and PostgreSQL alike.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { openStore, type Store } from '../src/store/index.js';
+import { STORES, storeLocation } from './harness.js';
+
+const T = 1_800_000_000;
+
+function tenantRow(id: string, name: string, status: 'active' | 'suspended' = 'active') {
+  return {
+    id,
+    name,
+    name_key: name.toLowerCase(),
+    email: `${name}@x.io`,
+    email_key: `${name.toLowerCase()}@x.io`,
+    status,
+    created_at: T,
+    updated_at: T,
+    max_services: 5,
+    max_databases: 3,
+    max_builds_concurrent: 3,
+    max_env_vars_per_service: 50,
+    max_environments: 2,
+    max_memory_mb: 2048,
+    max_cpu_cores: 2.5,
+    max_disk_gb: 20,
+    api_rate_limit: 100,
+  };
+}
+
+for (const kind of STORES) {
+  describe(`store (${kind})`, () => {
+    let store: Store;
+    let second: Store;
+    let cleanup: () => Promise<void>;
+
+    before(async () => {
+      const loc = await storeLocation(kind);
+      cleanup = loc.cleanup;
+      store = await openStore(loc);
+      // A second handle on the same database stands for a second svcd process; opening it
+      // also proves migrations are idempotent.
+      second = await openStore(loc);
+    });
+    after(async () => {
+      await store.close();
+      await second.close();
+      await cleanup();
+    });
+
+    test('tenants: insert, read back with numeric types, unique name and email regardless of case', async () => {
+      await store.tenants.insert(tenantRow('t1', 'Alpha'));
+      const t = await store.tenants.findById('t1');
+      assert.equal(t?.name, 'Alpha');
+      assert.equal(t?.created_at, T);
+      assert.equal(typeof t?.created_at, 'number');
+      assert.equal(t?.max_cpu_cores, 2.5);
+      await assert.rejects(store.tenants.insert({ ...tenantRow('t2', 'ALPHA'), email_key: 'other@x.io' }), (e: unknown) => {
+        return (e as { code?: string }).code === '23505' || String((e as Error).message).includes('UNIQUE');
+      });
+      await assert.rejects(store.tenants.insert({ ...tenantRow('t3', 'beta'), email_key: 'alpha@x.io' }));
+      assert.equal(await store.tenants.countActive(), 1);
+    });
+
+    test('tenants: status transitions only from the expected state', async () => {
+      await store.tenants.insert(tenantRow('s1', 'gamma'));
+      assert.equal(await store.tenants.transitionStatus('s1', 'active', 'suspended', T + 1), true);
+      assert.equal(await store.tenants.transitionStatus('s1', 'active', 'suspended', T + 2), false);
+      assert.equal((await store.tenants.findById('s1'))?.status, 'suspended');
+      assert.equal(await store.tenants.transitionStatus('missing', 'active', 'suspended', T), false);
+    });
+
+    test('transactions roll back everything when the function throws', async () => {
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          await tx.tenants.insert(tenantRow('r1', 'rolled'));
+          throw new Error('boom');
+        }),
+        /boom/,
+      );
+      assert.equal(await store.tenants.findById('r1'), undefined);
+    });
+
+    test('api keys: scoped revoke, active counts, auth read joins the tenant status', async () => {
+      await store.tenants.insert(tenantRow('k1', 'keyowner'));
+      await store.tenants.insert(tenantRow('k2', 'other'));
+      const key = { tenant_id: 'k1', name: 'n', prefix: 'p', secret_hash: 'ab', created_at: T, last_used_at: null, expires_at: null, revoked_at: null };
+      await store.apiKeys.insert({ ...key, id: 'key-a' });
+      await store.apiKeys.insert({ ...key, id: 'key-b', created_at: T + 1 });
+      assert.equal(await store.apiKeys.countActive('k1'), 2);
+      assert.equal(await store.apiKeys.revoke('k2', 'key-a', T), false, 'another tenant cannot revoke it');
+      assert.equal(await store.apiKeys.revoke('k1', 'key-a', T), true);
+      assert.equal(await store.apiKeys.revoke('k1', 'key-a', T), false, 'already revoked');
+      assert.deepEqual((await store.apiKeys.listActive('k1')).map((k) => k.id), ['key-b']);
+      const auth = await store.apiKeys.findForAuth('key-b');
+      assert.equal(auth?.tenant_status, 'active');
+      await store.apiKeys.touch('key-b', T + 99);
+      assert.equal((await store.apiKeys.findForAuth('key-b'))?.last_used_at, T + 99);
+    });
+
+    test('activity: newest first, filters and pagination, scoped by tenant', async () => {
+      for (let i = 0; i < 5; i++) {
+        await store.activity.insert({
+          id: `a${i}`,
+          tenant_id: 'act',
+          action: i % 2 ? 'key.created' : 'service.created',
+          resource_type: i % 2 ? 'key' : 'service',
+          resource_id: `r${i}`,
+          service_id: i % 2 ? null : 'svc1',
+          details: '{}',
+          created_at: T + i,
+        });
+      }
+      await store.activity.insert({ id: 'foreign', tenant_id: 'other', action: 'key.created', resource_type: 'key', resource_id: 'x', service_id: null, details: '{}', created_at: T });
+      const all = await store.activity.list({ tenantId: 'act', limit: 10, offset: 0 });
+      assert.deepEqual(all.map((a) => a.id), ['a4', 'a3', 'a2', 'a1', 'a0']);
+      assert.deepEqual((await store.activity.list({ tenantId: 'act', limit: 2, offset: 1 })).map((a) => a.id), ['a3', 'a2']);
+      assert.deepEqual((await store.activity.list({ tenantId: 'act', action: 'key.created', limit: 10, offset: 0 })).map((a) => a.id), ['a3', 'a1']);
+      assert.deepEqual((await store.activity.list({ tenantId: 'act', resourceType: 'service', since: T + 2, limit: 10, offset: 0 })).map((a) => a.id), ['a4', 'a2']);
+      assert.equal((await store.activity.list({ tenantId: 'act', serviceId: 'svc1', limit: 10, offset: 0 })).length, 3);
+    });
+
+    test('idempotency: one claim wins, the stored answer comes back, expired keys are reused', async () => {
+      const c = { tenantId: 'i1', key: 'k', method: 'POST', path: '/v1/x', bodyHash: 'h', now: T, expiresAt: T + 600 };
+      assert.equal(await store.idempotency.claim(c), undefined);
+      const held = await second.idempotency.claim(c);
+      assert.equal(held?.state, 'pending');
+      await store.idempotency.complete('i1', 'k', 201, 'application/json', '{"ok":true}');
+      const done = await second.idempotency.claim(c);
+      assert.equal(done?.state, 'done');
+      assert.equal(done?.status_code, 201);
+      assert.equal(done?.response_body, '{"ok":true}');
+      assert.equal(await store.idempotency.claim({ ...c, now: T + 600, expiresAt: T + 1200 }), undefined, 'expired: claimable again');
+      assert.equal(await store.idempotency.pruneExpired(T + 1200), 1);
+    });
+
+    test('job locks: one holder at a time across processes; expired leases are taken over', async () => {
+      const now = T * 1000;
+      assert.equal(await store.jobLocks.tryAcquire('job', 'p1', now, 1000), true);
+      assert.equal(await second.jobLocks.tryAcquire('job', 'p2', now + 10, 1000), false);
+      assert.equal(await store.jobLocks.tryAcquire('job', 'p1', now + 20, 1000), true, 'the holder extends its lease');
+      assert.equal(await second.jobLocks.tryAcquire('job', 'p2', now + 1020, 1000), true, 'expired lease taken over');
+      await second.jobLocks.release('job', 'p2');
+      assert.equal(await store.jobLocks.tryAcquire('job', 'p1', now + 1030, 1000), true);
+    });
+
+    test('ping answers', async () => {
+      await store.ping();
+    });
+  });
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Makes sure a Docker Engine (Debian's docker.io) runs, with gVisor (Debian's runsc) registered
+# as a runtime, and says what it did on stderr.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+need_pkg docker.io
+need_pkg runsc
+DAEMON_JSON=/etc/docker/daemon.json
+# gVisor's own network stack does not start on this kernel; with --network=host it runs, and the
+# container still gets its own network namespace from the engine (DECISIONS.md, Runtime).
+WANT_JSON='{ "runtimes": { "runsc": { "path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"] } } }'
+if ! grep -q '"runsc"' "$DAEMON_JSON" 2>/dev/null; then
+  say "registering runsc with the engine in $DAEMON_JSON"
+  $SUDO mkdir -p /etc/docker
+  echo "$WANT_JSON" | $SUDO tee "$DAEMON_JSON" >/dev/null
+  if [ -S /var/run/docker.sock ] && docker version >/dev/null 2>&1; then
+    say "restarting dockerd to load the runtime"
+    $SUDO pkill -x dockerd || true
+    for _ in $(seq 1 50); do pgrep -x dockerd >/dev/null || break; sleep 0.2; done
+  fi
+fi
+if ! docker version >/dev/null 2>&1; then
+  say "starting dockerd (log: /var/log/svc-dockerd.log)"
+  $SUDO sh -c 'nohup dockerd >/var/log/svc-dockerd.log 2>&1 &'
+  for _ in $(seq 1 150); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
+  docker version >/dev/null 2>&1 || { say "dockerd did not come up; see /var/log/svc-dockerd.log"; exit 1; }
+else
+  say "dockerd already running"
+fi
