@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
-import { SvcClient } from '@svc/client';
+import { SvcClient, type RequestOptions } from '@svc/client';
 import { buildServer, closeDeps, createDeps, SPEC_RATE_LIMITS, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 
@@ -121,10 +121,32 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
 }
 
 let counter = 0;
+
+/**
+ * POST /v1/tenants/register without tripping the registration limiter (20 an hour overall,
+ * 5 per client IP): the clock moves on by one refill interval (3 min) and each call comes from
+ * its own X-Real-Ip. Tests of the limiter itself call the route directly instead.
+ */
+export async function registerRaw<T = unknown>(t: TestServer, body: unknown, headers: Record<string, string> = {}) {
+  return limitedRaw<T>(t, 'POST', '/v1/tenants/register', { body, headers });
+}
+
+/** Any registration-limited route (register, recover, reactivate, quota patch, validate), the same way. */
+export async function limitedRaw<T = unknown>(t: TestServer, method: string, path: string, o: RequestOptions = {}) {
+  counter += 1;
+  t.clock.advance(180_000);
+  return t.client.raw<T>(method, path, {
+    ...o,
+    auth: false,
+    headers: { 'x-real-ip': `10.99.${(counter >> 8) & 255}.${counter & 255}`, ...o.headers },
+  });
+}
+
 /** A registered tenant and a client holding its key. */
 export async function newTenant(t: TestServer, name?: string): Promise<{ id: string; key: string; client: SvcClient }> {
-  counter += 1;
   const n = name ?? `tenant-${counter}-${randomBytes(3).toString('hex')}`;
-  const r = await t.client.register({ name: n, email: `${n}@example.com` });
-  return { id: r.tenant_id, key: r.api_key, client: t.client.withKey(r.api_key) };
+  const headers: Record<string, string> = t.client.bootstrapToken ? { 'x-bootstrap-token': t.client.bootstrapToken } : {};
+  const r = await registerRaw<{ tenant_id: string; api_key: string; error?: string }>(t, { name: n, email: `${n}@example.com` }, headers);
+  if (r.status !== 201) throw new Error(`register failed: ${r.status} ${r.text}`);
+  return { id: r.body.tenant_id, key: r.body.api_key, client: t.client.withKey(r.body.api_key) };
 }

@@ -16,7 +16,8 @@ export interface JobDefinition {
  */
 export class PeriodicJobs {
   private readonly handles: TimerHandle[] = [];
-  private readonly running = new Set<Promise<void>>();
+  private readonly running = new Set<Promise<boolean>>();
+  private closed = false;
 
   constructor(
     private readonly store: Store,
@@ -31,21 +32,32 @@ export class PeriodicJobs {
     this.handles.push(this.timers.setInterval(() => void this.runOnce(job), job.everyMs));
   }
 
-  /** One run under the lease; false when another process holds it. */
-  async runOnce(job: JobDefinition): Promise<boolean> {
-    const leaseMs = Math.max(job.everyMs, 60_000);
-    if (!(await this.store.jobLocks.tryAcquire(job.name, this.holder, this.clock.now(), leaseMs))) return false;
-    const run = job
-      .run()
-      .catch((err: unknown) => this.log.error({ err, job: job.name }, 'periodic job failed'))
-      .finally(() => this.store.jobLocks.release(job.name, this.holder).catch(() => {}));
+  /** One run under the lease; false when another process holds it (or this one is closing). */
+  runOnce(job: JobDefinition): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    // Tracked from the lease attempt on, so close() waits for store work that is under way.
+    const run = this.leaseAndRun(job).finally(() => this.running.delete(run));
     this.running.add(run);
-    await run;
-    this.running.delete(run);
+    return run;
+  }
+
+  private async leaseAndRun(job: JobDefinition): Promise<boolean> {
+    const leaseMs = Math.max(job.everyMs, 60_000);
+    try {
+      if (!(await this.store.jobLocks.tryAcquire(job.name, this.holder, this.clock.now(), leaseMs))) return false;
+      try {
+        await job.run();
+      } finally {
+        await this.store.jobLocks.release(job.name, this.holder);
+      }
+    } catch (err) {
+      this.log.error({ err, job: job.name }, 'periodic job failed');
+    }
     return true;
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const h of this.handles) h.cancel();
     await Promise.all(this.running);
   }

@@ -1,0 +1,108 @@
+// The built launcher bin/svcd: start-up refusals, production start, graceful SIGTERM, and a
+// SIGKILL that loses nothing.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { SvcClient } from '@svc/client';
+
+const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
+const TOKEN = 'binary-test-bootstrap-token-0123456789';
+const dirs: string[] = [];
+after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function dataDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'svcd-bin-'));
+  dirs.push(d);
+  return d;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+function refuse(args: string[], env: Record<string, string>, message: RegExp): void {
+  const r = spawnSync(BIN, [...args, '--data-dir', dataDir()], { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', timeout: 20_000 });
+  assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+  assert.match(r.stderr, message);
+}
+
+async function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string }> {
+  const port = await freePort();
+  const proc = spawn(BIN, [...args, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn'], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  await new Promise<void>((res, rej) => {
+    let out = '';
+    proc.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      if (out.includes('svcd listening on')) res();
+    });
+    proc.on('exit', (code) => rej(new Error(`svcd exited with ${code} before listening`)));
+  });
+  return { proc, url: `http://127.0.0.1:${port}` };
+}
+
+function exited(proc: ChildProcess): Promise<number | null> {
+  return new Promise((res) => proc.on('exit', (code) => res(code)));
+}
+
+describe('bin/svcd start-up', () => {
+  test('production refuses to start without SVC_BOOTSTRAP_TOKEN', () => {
+    refuse([], {}, /SVC_BOOTSTRAP_TOKEN is required/);
+  });
+  test('tokens shorter than 32 characters are refused', () => {
+    refuse([], { SVC_BOOTSTRAP_TOKEN: 'too-short' }, /at least 32/);
+    refuse([], { SVC_BOOTSTRAP_TOKEN: TOKEN, SVC_ADMIN_TOKEN: `${'a'.repeat(32)},short` }, /SVC_ADMIN_TOKEN/);
+  });
+  test('--open-registration needs --dev', () => {
+    refuse(['--open-registration'], { SVC_BOOTSTRAP_TOKEN: TOKEN }, /only with --dev/);
+  });
+
+  test('production start: the HTTPS rule holds, registration needs the token, SIGTERM exits cleanly', async () => {
+    const { proc, url } = await start(['--data-dir', dataDir()], { SVC_BOOTSTRAP_TOKEN: TOKEN });
+    const c = new SvcClient({ baseUrl: url });
+    assert.equal((await c.raw('GET', '/v1/system/health')).status, 200);
+    assert.equal((await c.raw('GET', '/v1/tenant')).status, 403);
+    const https = { 'x-forwarded-proto': 'https' };
+    const noToken = await c.raw('POST', '/v1/tenants/register', { body: { name: 'prod', email: 'p@x.io' }, headers: https });
+    assert.equal(noToken.status, 401);
+    const ok = await c.raw('POST', '/v1/tenants/register', {
+      body: { name: 'prod', email: 'p@x.io' },
+      headers: { ...https, 'x-bootstrap-token': TOKEN },
+    });
+    assert.equal(ok.status, 201);
+    const done = exited(proc);
+    proc.kill('SIGTERM');
+    assert.equal(await done, 0);
+  });
+
+  test('SIGKILL loses nothing that was acknowledged (SQLite)', async () => {
+    const dir = dataDir();
+    const first = await start(['--dev', '--open-registration', '--data-dir', dir]);
+    const c = new SvcClient({ baseUrl: first.url });
+    const reg = await c.register({ name: 'survivor', email: 's@x.io' });
+    const key = await c.withKey(reg.api_key).createKey({ name: 'after-kill' });
+    const gone = exited(first.proc);
+    first.proc.kill('SIGKILL');
+    await gone;
+    const second = await start(['--dev', '--open-registration', '--data-dir', dir]);
+    try {
+      const again = new SvcClient({ baseUrl: second.url, apiKey: key.api_key });
+      assert.equal((await again.tenant()).name, 'survivor');
+      assert.ok((await again.listKeys()).some((k) => k.name === 'after-kill'));
+    } finally {
+      second.proc.kill('SIGTERM');
+      await exited(second.proc);
+    }
+  });
+});

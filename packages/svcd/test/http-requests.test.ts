@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Runtime } from '../src/runtime/index.js';
+import { STORES, newTenant, startServer, type TestServer } from './harness.js';
+
+describe('request handling', () => {
+  let t: TestServer;
+  before(async () => {
+    t = await startServer();
+  });
+  after(() => t.close());
+
+  test('bodies over 1 MB are 413 {error}; exactly at the limit they are parsed', async () => {
+    const a = await newTenant(t);
+    const big = JSON.stringify({ name: 'x'.repeat(1024 * 1024) });
+    const r = await a.client.raw<{ error: string }>('POST', '/v1/auth/keys', { rawBody: big });
+    assert.equal(r.status, 413);
+    assert.match(r.body.error, /too large/);
+    const padded = `{"name":"ok"${' '.repeat(1024 * 1024 - 13)}}`;
+    assert.equal(Buffer.byteLength(padded), 1024 * 1024);
+    assert.equal((await a.client.raw('POST', '/v1/auth/keys', { rawBody: padded })).status, 201);
+  });
+
+  test('malformed JSON and wrong types are 400 {error}; any content type is read as JSON', async () => {
+    const a = await newTenant(t);
+    const bad = await a.client.raw<{ error: string }>('POST', '/v1/auth/keys', { rawBody: '{"name": ' });
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.error, /malformed JSON/);
+    const wrongType = await a.client.raw<{ error: string }>('POST', '/v1/auth/keys', { body: { name: 7 } });
+    assert.equal(wrongType.status, 400);
+    assert.match(wrongType.body.error, /name/);
+    const form = await a.client.raw('POST', '/v1/auth/keys', {
+      rawBody: '{"name":"curl-d"}',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assert.equal(form.status, 201);
+  });
+
+  test('unknown routes are 404 and known paths with another method 405, both {error}', async () => {
+    const nf = await t.client.raw<{ error: string }>('GET', '/v1/nothing-here');
+    assert.equal(nf.status, 404);
+    assert.equal(typeof nf.body.error, 'string');
+    const na = await t.client.raw<{ error: string }>('PUT', '/v1/tenant');
+    assert.equal(na.status, 405);
+    assert.equal(typeof na.body.error, 'string');
+    assert.equal(na.headers.get('allow'), 'GET, PATCH, DELETE');
+    assert.equal((await t.client.raw('POST', '/v1/tenants/abc/quotas')).status, 405);
+  });
+
+  test('activity: newest first, filters, limit default 50 clamped to 200, offset >= 0, since in unix seconds', async () => {
+    const a = await newTenant(t);
+    const start = Math.floor(t.clock.now() / 1000);
+    for (let i = 0; i < 3; i++) await a.client.createKey({ name: `a${i}` });
+    const feed = await a.client.activity();
+    assert.deepEqual(feed.slice(0, 4).map((e) => e.action), ['key.created', 'key.created', 'key.created', 'key.created']);
+    assert.equal(feed.at(-1)?.action, 'tenant.registered');
+    assert.equal(feed[0]?.details.name, 'a2');
+    assert.equal((await a.client.activity({ resource_type: 'tenant' })).length, 1);
+    assert.equal((await a.client.activity({ action: 'key.created', limit: 2 })).length, 2);
+    assert.equal((await a.client.activity({ offset: 4 })).length, 1);
+    t.clock.advance(10_000);
+    await a.client.renameTenant('activity-renamed');
+    const since = await a.client.activity({ since: start + 5 });
+    assert.deepEqual(since.map((e) => e.action), ['tenant.updated']);
+
+    const other = await newTenant(t);
+    assert.ok((await other.client.activity()).every((e) => e.resource_id !== a.id), 'scoped to the tenant');
+
+    for (const q of [{ offset: -1 }, { limit: 0 }, { since: 'yesterday' }]) {
+      const r = await a.client.raw<{ error: string }>('GET', '/v1/activity', { query: q as Record<string, string | number> });
+      assert.equal(r.status, 400, JSON.stringify(q));
+    }
+    // Enough entries to see the default and the clamp.
+    await t.deps.store.transaction(async (tx) => {
+      for (let i = 0; i < 230; i++) {
+        await t.deps.activity.record(tx, { tenantId: a.id, action: 'test.bulk', resourceType: 'test', resourceId: String(i) });
+      }
+    });
+    assert.equal((await a.client.activity()).length, 50);
+    assert.equal((await a.client.activity({ limit: 500 })).length, 200);
+  });
+});
+
+describe('request timeout', () => {
+  test('a route that has not answered after 30 s gets 503 {error}', async () => {
+    let reached!: () => void;
+    const inHandler = new Promise<void>((r) => (reached = r));
+    const hanging: Runtime = {
+      info: () => {
+        reached();
+        return new Promise(() => {});
+      },
+      sandboxVersion: async () => null,
+      storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
+      countNetworks: async () => 0,
+    };
+    const t = await startServer({ overrides: { runtime: hanging } });
+    try {
+      const a = await newTenant(t);
+      const pending = a.client.raw<{ error: string }>('GET', '/v1/system/health/detailed');
+      await inHandler;
+      t.clock.advance(29_999);
+      t.clock.advance(1);
+      const r = await pending;
+      assert.equal(r.status, 503);
+      assert.deepEqual(r.body, { error: 'request timed out' });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+for (const kind of STORES) {
+  describe(`idempotent replay (${kind})`, () => {
+    let t: TestServer;
+    before(async () => {
+      t = await startServer({ store: kind });
+    });
+    after(() => t.close());
+
+    test('same key, method, path and body within 10 minutes replays the stored response', async () => {
+      const a = await newTenant(t);
+      const send = (name: string, key = 'idem-1') =>
+        a.client.raw<{ id: string; api_key: string; error?: string }>('POST', '/v1/auth/keys', { body: { name }, headers: { 'idempotency-key': key } });
+      const first = await send('replayed');
+      assert.equal(first.status, 201);
+      const second = await send('replayed');
+      assert.equal(second.status, 201);
+      assert.equal(second.text, first.text, 'byte-identical replay');
+      assert.equal(second.headers.get('idempotent-replayed'), 'true');
+      assert.equal((await a.client.listKeys()).filter((k) => k.name === 'replayed').length, 1, 'ran once');
+
+      const different = await send('other-body');
+      assert.equal(different.status, 409);
+      assert.match(different.body.error ?? '', /Idempotency-Key/);
+      const otherPath = await a.client.raw('DELETE', '/v1/auth/keys/0000000000000000', { headers: { 'idempotency-key': 'idem-1' } });
+      assert.equal(otherPath.status, 409);
+
+      t.clock.advance(600_000);
+      const later = await send('replayed');
+      assert.equal(later.status, 201);
+      assert.notEqual(later.body.id, first.body.id, 'after 10 minutes the key is fresh');
+    });
+
+    test('keys are per tenant, errors below 500 are replayed, and requests without a key run each time', async () => {
+      const a = await newTenant(t);
+      const b = await newTenant(t);
+      const h = { 'idempotency-key': 'shared-key' };
+      assert.equal((await a.client.raw('POST', '/v1/auth/keys', { body: { name: 'x' }, headers: h })).status, 201);
+      assert.equal((await b.client.raw('POST', '/v1/auth/keys', { body: { name: 'x' }, headers: h })).status, 201, 'another tenant, same key: independent');
+      const nf1 = await a.client.raw('DELETE', '/v1/auth/keys/1111111111111111', { headers: { 'idempotency-key': 'nf' } });
+      const nf2 = await a.client.raw('DELETE', '/v1/auth/keys/1111111111111111', { headers: { 'idempotency-key': 'nf' } });
+      assert.equal(nf1.status, 404);
+      assert.equal(nf2.status, 404);
+      assert.equal(nf2.headers.get('idempotent-replayed'), 'true');
+      await a.client.createKey({ name: 'plain' });
+      await a.client.createKey({ name: 'plain' });
+      assert.equal((await a.client.listKeys()).filter((k) => k.name === 'plain').length, 2);
+      const tooLong = await a.client.raw('POST', '/v1/auth/keys', { body: {}, headers: { 'idempotency-key': 'k'.repeat(256) } });
+      assert.equal(tooLong.status, 400);
+    });
+  });
+}

@@ -1,0 +1,136 @@
+// Pure logic: buckets, caches, key format, operator tokens, configuration, client IP.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { FastifyRequest } from 'fastify';
+import { clientIp } from '../src/api/client-ip.js';
+import { KeyCache } from '../src/auth/key-cache.js';
+import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
+import { OperatorTokens } from '../src/auth/operator.js';
+import { buildConfig, ConfigError, parseListen, type RawOptions } from '../src/config.js';
+import { KeyedLimiter, TokenBucket } from '../src/ratelimit/index.js';
+import type { KeyWithTenantStatus } from '../src/store/index.js';
+import { ManualClock } from './manual-clock.js';
+
+describe('token bucket', () => {
+  test('starts full, refuses when empty with the wait until the next token, refills at the rate', () => {
+    const b = new TokenBucket(10, 3, 0);
+    assert.deepEqual([b.take(0).allowed, b.take(0).allowed, b.take(0).remaining], [true, true, 0]);
+    const refused = b.take(0);
+    assert.equal(refused.allowed, false);
+    assert.ok(Math.abs(refused.retryAfterSeconds - 0.1) < 1e-9);
+    assert.equal(b.take(100).allowed, true, 'one token after 100 ms at 10/s');
+    assert.equal(b.take(10_000).remaining, 2, 'never above the burst');
+  });
+});
+
+describe('keyed limiter', () => {
+  test('drops the least recently used bucket past maxKeys', () => {
+    const clock = new ManualClock();
+    const l = new KeyedLimiter({ perSecond: 1, burst: 1, maxKeys: 2, idleMs: 1e9, sweepEveryMs: 1e9 }, clock, clock);
+    l.take('a');
+    l.take('b');
+    l.take('a');
+    l.take('c');
+    assert.deepEqual([l.has('a'), l.has('b'), l.has('c')], [true, false, true]);
+    l.close();
+  });
+});
+
+describe('key cache', () => {
+  const key = (id: string, tenant: string) => ({ id, tenant_id: tenant }) as KeyWithTenantStatus;
+  test('entries live 30 s, at most maxEntries, and a tenant can be dropped at once', () => {
+    const clock = new ManualClock();
+    const c = new KeyCache(clock, 30_000, 3);
+    c.set(key('k1', 't1'));
+    c.set(key('k2', 't1'));
+    c.set(key('k3', 't2'));
+    clock.advance(29_999);
+    assert.ok(c.get('k1'));
+    c.set(key('k4', 't2'));
+    assert.equal(c.size, 3);
+    assert.equal(c.get('k2'), undefined, 'least recently used went first');
+    c.invalidateTenant('t2');
+    assert.deepEqual([!!c.get('k1'), !!c.get('k3'), !!c.get('k4')], [true, false, false]);
+    clock.advance(1);
+    assert.equal(c.get('k1'), undefined, 'expired at 30 s');
+  });
+  test('the spec sizes: 30 s and 5000 entries', () => {
+    const clock = new ManualClock();
+    const c = new KeyCache(clock);
+    for (let i = 0; i < 5001; i++) c.set(key(`k${i}`, 't'));
+    assert.equal(c.size, 5000);
+  });
+});
+
+describe('key format', () => {
+  test('keys are <keyID>.<secret>, stored as a hash, and parsed back', () => {
+    const k = generateKey();
+    assert.equal(k.apiKey, `${k.id}.${k.secret}`);
+    assert.equal(k.secretHash, hashSecret(k.secret));
+    assert.notEqual(k.secretHash, k.secret);
+    assert.deepEqual(parseKey(k.apiKey), { id: k.id, secret: k.secret });
+    for (const bad of ['', 'nodot', '.secret', 'id.', `${'x'.repeat(65)}.s`]) assert.equal(parseKey(bad), null, bad);
+  });
+  test('token lists match any member, only exactly', () => {
+    assert.equal(tokenInList('b'.repeat(32), ['a'.repeat(32), 'b'.repeat(32)]), true);
+    assert.equal(tokenInList('b'.repeat(31), ['b'.repeat(32)]), false);
+    assert.equal(tokenInList('x', []), false);
+  });
+});
+
+describe('operator tokens', () => {
+  const boot = 'b'.repeat(32);
+  const admin = 'a'.repeat(32);
+  test('admin configured: admin in either header ok, bootstrap 403, other 401', () => {
+    const o = new OperatorTokens([boot], [admin]);
+    assert.equal(o.authorize({ admin }), 'admin');
+    assert.equal(o.authorize({ bootstrap: admin }), 'admin');
+    assert.throws(() => o.authorize({ bootstrap: boot }), (e: { status?: number }) => e.status === 403);
+    assert.throws(() => o.authorize({ admin: 'z'.repeat(32) }), (e: { status?: number }) => e.status === 401);
+    assert.throws(() => o.authorize({}), (e: { status?: number }) => e.status === 401);
+  });
+  test('no admin token: the bootstrap token is accepted', () => {
+    const o = new OperatorTokens([boot], []);
+    assert.equal(o.authorize({ bootstrap: boot }), 'bootstrap');
+    assert.throws(() => o.authorize({ admin: 'z'.repeat(32) }), (e: { status?: number }) => e.status === 401);
+  });
+});
+
+describe('configuration', () => {
+  const raw: RawOptions = { listen: '127.0.0.1:8080', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info' };
+  const token = 't'.repeat(32);
+  test('production needs SVC_BOOTSTRAP_TOKEN; tokens are at least 32 characters; lists are comma-separated', () => {
+    assert.throws(() => buildConfig(raw, {}), ConfigError);
+    assert.throws(() => buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: 'short' }), /at least 32/);
+    assert.throws(() => buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: `${token},short` }), /at least 32/);
+    assert.throws(() => buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: token, SVC_ADMIN_TOKEN: 'short' }), /SVC_ADMIN_TOKEN/);
+    const c = buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: `${token}, ${'u'.repeat(40)}` });
+    assert.deepEqual(c.bootstrapTokens, [token, 'u'.repeat(40)]);
+    assert.equal(c.dev, false);
+  });
+  test('--open-registration and --dev-rate-limit only with --dev', () => {
+    assert.throws(() => buildConfig({ ...raw, openRegistration: true }, { SVC_BOOTSTRAP_TOKEN: token }), /only with --dev/);
+    assert.throws(() => buildConfig({ ...raw, devRateLimit: '1:1,1:1' }, { SVC_BOOTSTRAP_TOKEN: token }), /only with --dev/);
+    const dev = buildConfig({ ...raw, dev: true, openRegistration: true, devRateLimit: '100000:200000,100000:200000' }, {});
+    assert.deepEqual(dev.rateLimits.global, { perSecond: 100000, burst: 200000 });
+    assert.throws(() => buildConfig({ ...raw, dev: true, devRateLimit: 'lots' }, {}), ConfigError);
+  });
+  test('listen addresses, sandbox modes and database URLs are checked', () => {
+    assert.deepEqual(parseListen('[::1]:9000'), { host: '::1', port: 9000 });
+    assert.throws(() => parseListen('8080'), ConfigError);
+    assert.throws(() => buildConfig({ ...raw, dev: true, sandbox: 'maybe' }, {}), /sandbox/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, databaseUrl: 'mysql://x' }, {}), /postgres/);
+  });
+});
+
+describe('client IP', () => {
+  const req = (remoteAddress: string, headers: Record<string, string>) => ({ socket: { remoteAddress }, headers }) as unknown as FastifyRequest;
+  test('X-Real-Ip only from a loopback peer; X-Forwarded-For never', () => {
+    assert.equal(clientIp(req('127.0.0.1', { 'x-real-ip': '203.0.113.7' })), '203.0.113.7');
+    assert.equal(clientIp(req('::1', { 'x-real-ip': '203.0.113.8' })), '203.0.113.8');
+    assert.equal(clientIp(req('::ffff:127.0.0.1', { 'x-real-ip': '203.0.113.9' })), '203.0.113.9');
+    assert.equal(clientIp(req('198.51.100.4', { 'x-real-ip': '203.0.113.7' })), '198.51.100.4');
+    assert.equal(clientIp(req('198.51.100.4', { 'x-forwarded-for': '203.0.113.7' })), '198.51.100.4');
+    assert.equal(clientIp(req('127.0.0.1', { 'x-forwarded-for': '203.0.113.7' })), '127.0.0.1');
+  });
+});
