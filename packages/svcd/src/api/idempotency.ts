@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../app.js';
 import { unixSeconds } from '../clock.js';
 import { ConflictError, ValidationError } from '../errors.js';
+import type { SvcRouteConfig } from './route-config.js';
 
 export const IDEMPOTENCY_WINDOW_S = 600;
 /** Responses larger than this are not stored; a retry of such a request runs again. */
@@ -13,11 +14,16 @@ export const IDEMPOTENCY_MAX_STORED_BYTES = 8 * 1024;
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 export const REPLAY_HEADER = 'idempotent-replayed';
 
+/** Authenticated mutating routes, except those that opt out (exec). */
+export function isIdempotencyCandidate(route: SvcRouteConfig, methods: readonly string[]): boolean {
+  return route.auth === 'key' && !route.noIdempotency && methods.some((m) => MUTATING.has(m));
+}
+
+/** Route-level preHandler of the candidate routes. */
 export function idempotencyPreHandler(deps: Deps) {
   return async function claim(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const route = request.routeOptions.config.svc;
     const raw = request.headers['idempotency-key'];
-    if (raw === undefined || route?.auth !== 'key' || route.noIdempotency || !MUTATING.has(request.method)) return;
+    if (raw === undefined || !MUTATING.has(request.method)) return;
     const key = Array.isArray(raw) ? raw[0] : raw;
     if (!key || key.length > 255) throw new ValidationError('Idempotency-Key must be 1 to 255 characters');
     const tenantId = request.principal?.tenantId;

@@ -9,7 +9,7 @@ import type { Deps } from '../app.js';
 import { ValidationError } from '../errors.js';
 import { BODY_LIMIT_BYTES, errorHandler } from './errors.js';
 import { accessGuard } from './guards.js';
-import { idempotencyOnSend, idempotencyPreHandler } from './idempotency.js';
+import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
 import { requestTimeouts } from './timeouts.js';
 import { activityRoutes } from './routes/activity.js';
 import { keyRoutes } from './routes/keys.js';
@@ -48,6 +48,10 @@ function validatorCompiler() {
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
+function toArray<T>(x: T | T[] | undefined): T[] {
+  return x === undefined ? [] : Array.isArray(x) ? x : [x];
+}
+
 export async function buildServer(deps: Deps): Promise<SvcServer> {
   const app = Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
@@ -76,10 +80,18 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
 
   // A mirror of the route table, so that a known path with the wrong method answers 405.
   const known = FindMyWay();
+  const claimIdempotency = idempotencyPreHandler(deps);
+  const storeIdempotent = idempotencyOnSend(deps);
   app.addHook('onRoute', (route) => {
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    for (const m of methods.map((x) => x.toUpperCase() as HTTPMethod)) {
+    const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((x) => x.toUpperCase() as HTTPMethod);
+    for (const m of methods) {
       if (m !== 'HEAD' && !known.hasRoute(m, route.url)) known.on(m, route.url, () => {});
+    }
+    // Idempotency hooks only where they can apply, so reads pay nothing for them.
+    const svc = route.config?.svc;
+    if (svc && isIdempotencyCandidate(svc, methods)) {
+      route.preHandler = [...toArray(route.preHandler), claimIdempotency];
+      route.onSend = [...toArray(route.onSend), storeIdempotent];
     }
   });
   app.setNotFoundHandler((request, reply) => {
@@ -94,8 +106,6 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   // The timeout starts first, so that slow credential checks count against it too.
   requestTimeouts(app, deps);
   app.addHook('onRequest', accessGuard(deps));
-  app.addHook('preHandler', idempotencyPreHandler(deps));
-  app.addHook('onSend', idempotencyOnSend(deps));
   app.addHook('onRequestAbort', async (request) => {
     const claim = request.idempotencyClaim;
     if (claim) await deps.store.idempotency.release(claim.tenantId, claim.key);

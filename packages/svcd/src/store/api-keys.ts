@@ -1,10 +1,23 @@
 import type { Kysely } from 'kysely';
 import type { ApiKeyRow, Database, NewApiKeyRow, TenantRow } from './schema.js';
+import { compiledOnce } from './compiled-once.js';
 
 export type KeyWithTenantStatus = ApiKeyRow & { tenant_status: TenantRow['status'] };
 
 export class ApiKeyStore {
-  constructor(private readonly db: Kysely<Database>) {}
+  // Read on every authenticated request whose key is not cached: compiled once (see compiled-once.ts).
+  private readonly forAuth: (id: string) => Promise<KeyWithTenantStatus[]>;
+
+  constructor(private readonly db: Kysely<Database>) {
+    this.forAuth = compiledOnce<Database, KeyWithTenantStatus, [string]>(db, () =>
+      db
+        .selectFrom('api_keys')
+        .innerJoin('tenants', 'tenants.id', 'api_keys.tenant_id')
+        .selectAll('api_keys')
+        .select('tenants.status as tenant_status')
+        .where('api_keys.id', '=', ''),
+    );
+  }
 
   async insert(row: NewApiKeyRow): Promise<void> {
     await this.db.insertInto('api_keys').values(row).execute();
@@ -12,13 +25,7 @@ export class ApiKeyStore {
 
   /** What authentication needs in one read: the key and its tenant's status. */
   async findForAuth(id: string): Promise<KeyWithTenantStatus | undefined> {
-    return this.db
-      .selectFrom('api_keys')
-      .innerJoin('tenants', 'tenants.id', 'api_keys.tenant_id')
-      .selectAll('api_keys')
-      .select('tenants.status as tenant_status')
-      .where('api_keys.id', '=', id)
-      .executeTakeFirst();
+    return (await this.forAuth(id))[0];
   }
 
   /** Non-revoked keys of a tenant, oldest first. */

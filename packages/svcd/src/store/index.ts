@@ -10,6 +10,7 @@ import pg from 'pg';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
 import { migrationProvider } from './migrations/index.js';
+import { withStatementCache } from './sqlite-statements.js';
 import { TenantStore } from './tenants.js';
 import { ApiKeyStore } from './api-keys.js';
 import { ActivityStore } from './activity.js';
@@ -81,7 +82,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
     file.pragma('synchronous = NORMAL');
     file.pragma('foreign_keys = ON');
     file.pragma('busy_timeout = 5000');
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: file }) });
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
   }
 
   const migrator = new Migrator({ db, provider: migrationProvider(dialect) });

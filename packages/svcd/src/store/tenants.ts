@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, NewTenantRow, TenantRow } from './schema.js';
+import { compiledOnce } from './compiled-once.js';
 
 export type QuotaColumns = Pick<
   TenantRow,
@@ -7,14 +8,21 @@ export type QuotaColumns = Pick<
 >;
 
 export class TenantStore {
-  constructor(private readonly db: Kysely<Database>) {}
+  // Read on every GET /v1/tenant: compiled once (see compiled-once.ts).
+  private readonly byId: (id: string) => Promise<TenantRow[]>;
+
+  constructor(private readonly db: Kysely<Database>) {
+    this.byId = compiledOnce<Database, TenantRow, [string]>(db, () =>
+      db.selectFrom('tenants').selectAll().where('id', '=', ''),
+    );
+  }
 
   async insert(row: NewTenantRow): Promise<void> {
     await this.db.insertInto('tenants').values(row).execute();
   }
 
   async findById(id: string): Promise<TenantRow | undefined> {
-    return this.db.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
+    return (await this.byId(id))[0];
   }
 
   async findByEmailKey(emailKey: string): Promise<TenantRow | undefined> {
