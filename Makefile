@@ -40,7 +40,7 @@ test: build
 	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-reporter=spec $(TEST_FILES)
 
 bench-api: build
-	@eval "$$(bash scripts/ensure-postgres.sh)" && node --import tsx bench/api/run.ts
+	@eval "$$(bash scripts/ensure-postgres.sh)" && taskset -c 1 node --import tsx bench/api/run.ts
 
 clean:
 	rm -rf bin packages/*/dist packages/*/tsconfig.tsbuildinfo

@@ -1,0 +1,197 @@
+// bench/api: authenticated GET /v1/tenant and key create+revoke against one svcd process, on
+// SQLite and on PostgreSQL. svcd runs pinned to core 0, this load generator (autocannon) to
+// core 1. Each figure is the median of several rounds; the unauthenticated liveness route is
+// measured in the same run as the baseline (the cost of the HTTP stack alone), so the ratio says
+// what authentication, limits and the store add.
+//
+// The rate limits stay in the product; the benchmark raises them with --dev-rate-limit, which
+// exists only with --dev. Run: make bench-api (needs SVC_TEST_PG_URL for the PostgreSQL half).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { openLoop, type OpenLoopResult } from './open-loop.js';
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p50: number; p99: number; average: number };
+  non2xx: number;
+  errors: number;
+}
+type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+// autocannon is CommonJS without type declarations.
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONNECTIONS = 32;
+const PORT = 18_900 + Math.floor(Math.random() * 50);
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+async function freshPgDatabase(): Promise<{ url: string; drop: () => Promise<void> } | null> {
+  const admin = process.env.SVC_TEST_PG_URL;
+  if (!admin) return null;
+  const name = `svc_bench_${randomBytes(4).toString('hex')}`;
+  const c = new pg.Client({ connectionString: admin });
+  await c.connect();
+  await c.query(`CREATE DATABASE ${name}`);
+  await c.end();
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const d = new pg.Client({ connectionString: admin });
+      await d.connect();
+      await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await d.end();
+    },
+  };
+}
+
+async function startSvcd(dataDir: string, databaseUrl: string | null): Promise<ChildProcess> {
+  const args = [
+    '-c', '0', join(ROOT, 'bin/svcd'),
+    '--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${PORT}`,
+    '--log-level', 'warn', '--dev-rate-limit', '1000000:1000000,1000000:1000000',
+    ...(databaseUrl ? ['--database-url', databaseUrl] : []),
+  ];
+  const proc = spawn('taskset', args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((res, rej) => {
+    proc.stdout!.on('data', (b: Buffer) => b.toString().includes('svcd listening') && res());
+    proc.on('exit', (code) => rej(new Error(`svcd exited ${code}`)));
+  });
+  return proc;
+}
+
+async function json<T>(method: string, path: string, key?: string, body?: unknown): Promise<T> {
+  const res = await fetch(`http://127.0.0.1:${PORT}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+async function rounds(opts: Record<string, unknown>, beforeEach?: () => Promise<void>): Promise<Figures> {
+  const rps: number[] = [];
+  const p50: number[] = [];
+  const p99: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    await beforeEach?.();
+    const { path = '', ...rest } = opts as { path?: string };
+    const r = await autocannon({ url: `http://127.0.0.1:${PORT}${path}`, duration: SECONDS, connections: CONNECTIONS, ...rest });
+    if (r.non2xx > 0 || r.errors > 0) throw new Error(`round had ${r.non2xx} non-2xx answers and ${r.errors} errors`);
+    rps.push(r.requests.average);
+    p50.push(r.latency.p50);
+    p99.push(r.latency.p99);
+  }
+  return { rps: median(rps), p50: median(p50), p99: median(p99) };
+}
+
+/** Latency at a fixed 1,000 req/s (open loop), median over the rounds. */
+async function fixedRate(path: string, headers: Record<string, string>): Promise<Figures> {
+  const runs: OpenLoopResult[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const r = await openLoop(`http://127.0.0.1:${PORT}${path}`, 1000, SECONDS, headers);
+    if (r.non2xx > 0) throw new Error(`${path}: ${r.non2xx} non-2xx answers at a fixed rate`);
+    runs.push(r);
+  }
+  return { rps: median(runs.map((r) => r.rps)), p50: median(runs.map((r) => r.p50)), p99: median(runs.map((r) => r.p99)) };
+}
+
+async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, Figures | number>> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
+  const pgdb = store === 'postgres' ? await freshPgDatabase() : null;
+  const svcd = await startSvcd(dataDir, pgdb?.url ?? null);
+  try {
+    const reg = await json<{ api_key: string }>('POST', '/v1/tenants/register', undefined, { name: `bench-${store}`, email: `bench-${store}@x.io` });
+    const auth = { authorization: `Bearer ${reg.api_key}` };
+    // Warm-up: JIT, statement caches, the key cache.
+    await autocannon({ url: `http://127.0.0.1:${PORT}/v1/tenant`, duration: 2, connections: CONNECTIONS, headers: auth });
+
+    const baseline = await rounds({ path: '/v1/system/health' });
+    const get = await rounds({ path: '/v1/tenant', headers: auth });
+    const fixed = await fixedRate('/v1/tenant', auth);
+    const fixedBaseline = await fixedRate('/v1/system/health', {});
+    // A round ends with up to one created-but-not-revoked key per connection: revoke them before
+    // the next round, so the 20-key quota is never reached.
+    const mainKeyId = reg.api_key.split('.')[0];
+    const revokeLeftovers = async () => {
+      const keys = await json<Array<{ id: string }>>('GET', '/v1/auth/keys', reg.api_key);
+      for (const k of keys) if (k.id !== mainKeyId) await json('DELETE', `/v1/auth/keys/${k.id}`, reg.api_key);
+    };
+    const keys = await rounds({
+      connections: 8,
+      headers: { ...auth, 'content-type': 'application/json' },
+      requests: [
+        {
+          method: 'POST',
+          path: '/v1/auth/keys',
+          body: '{"name":"bench"}',
+          onResponse: (_s: number, body: string, ctx: { id?: string }) => {
+            ctx.id = (JSON.parse(body) as { id: string }).id;
+          },
+        },
+        {
+          method: 'DELETE',
+          setupRequest: (req: Record<string, unknown>, ctx: { id?: string }) => ({ ...req, path: `/v1/auth/keys/${ctx.id}` }),
+        },
+      ],
+    }, revokeLeftovers);
+    return {
+      baseline_health: baseline,
+      get_tenant: get,
+      get_tenant_ratio_to_baseline: Math.round((get.rps / baseline.rps) * 100) / 100,
+      get_tenant_at_1000_rps: fixed,
+      baseline_health_at_1000_rps: fixedBaseline,
+      // Each create+revoke pair is two requests.
+      key_create_revoke: { ...keys, rps: keys.rps / 2 },
+    };
+  } finally {
+    svcd.kill('SIGTERM');
+    await new Promise((r) => svcd.on('exit', r));
+    await pgdb?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+const results: Record<string, unknown> = { rounds: ROUNDS, seconds: SECONDS, connections: CONNECTIONS, date: new Date().toISOString() };
+for (const store of ['sqlite', 'postgres'] as const) {
+  if (store === 'postgres' && !process.env.SVC_TEST_PG_URL) {
+    process.stderr.write('bench-api: SVC_TEST_PG_URL not set, PostgreSQL skipped\n');
+    continue;
+  }
+  process.stderr.write(`bench-api: ${store}...\n`);
+  results[store] = await benchStore(store);
+}
+
+const fmt = (f: Figures) => `${Math.round(f.rps)} req/s, p50 ${f.p50} ms, p99 ${f.p99} ms`;
+for (const store of ['sqlite', 'postgres']) {
+  const r = results[store] as Record<string, Figures | number> | undefined;
+  if (!r) continue;
+  console.log(`\n## ${store}`);
+  console.log(`| measure | median of ${ROUNDS} x ${SECONDS}s |\n|---|---|`);
+  console.log(`| GET /v1/system/health (baseline: HTTP stack, no auth, no store) | ${fmt(r.baseline_health as Figures)} |`);
+  console.log(`| GET /v1/tenant, ${CONNECTIONS} connections | ${fmt(r.get_tenant as Figures)} (${String(r.get_tenant_ratio_to_baseline)} of baseline) |`);
+  console.log(`| GET /v1/tenant at a fixed 1,000 req/s (open loop) | ${fmt(r.get_tenant_at_1000_rps as Figures)} |`);
+  console.log(`| GET /v1/system/health at a fixed 1,000 req/s (baseline) | ${fmt(r.baseline_health_at_1000_rps as Figures)} |`);
+  const k = r.key_create_revoke as Figures;
+  console.log(`| key create + revoke, 8 connections | ${Math.round(k.rps)} pairs/s, p50 ${k.p50} ms, p99 ${k.p99} ms per request |`);
+}
+mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+const out = join(ROOT, 'bench/results', `api-${Date.now()}.json`);
+writeFileSync(out, JSON.stringify(results, null, 2));
+process.stderr.write(`bench-api: raw figures in ${out}\n`);
