@@ -10,6 +10,7 @@ import { ValidationError } from '../errors.js';
 import { BODY_LIMIT_BYTES, errorHandler } from './errors.js';
 import { accessGuard } from './guards.js';
 import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
+import { openApiRoute, registerOpenApi } from './openapi.js';
 import { requestTimeouts } from './timeouts.js';
 import { activityRoutes } from './routes/activity.js';
 import { keyRoutes } from './routes/keys.js';
@@ -20,6 +21,18 @@ import './route-config.js';
 // ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+
+export interface RouteEntry {
+  method: string;
+  url: string;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route svcd serves (HEAD excluded), for the OpenAPI completeness test. */
+    svcRoutes: RouteEntry[];
+  }
+}
 
 export type SvcServer = FastifyInstance<
   import('node:http').Server,
@@ -80,12 +93,17 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
 
   // A mirror of the route table, so that a known path with the wrong method answers 405.
   const known = FindMyWay();
+  const table: RouteEntry[] = [];
+  app.decorate('svcRoutes', table);
   const claimIdempotency = idempotencyPreHandler(deps);
   const storeIdempotent = idempotencyOnSend(deps);
   app.addHook('onRoute', (route) => {
     const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((x) => x.toUpperCase() as HTTPMethod);
     for (const m of methods) {
-      if (m !== 'HEAD' && !known.hasRoute(m, route.url)) known.on(m, route.url, () => {});
+      if (m !== 'HEAD' && !known.hasRoute(m, route.url)) {
+        known.on(m, route.url, () => {});
+        table.push({ method: m, url: route.url });
+      }
     }
     // Idempotency hooks only where they can apply, so reads pay nothing for them.
     const svc = route.config?.svc;
@@ -111,10 +129,12 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
     if (claim) await deps.store.idempotency.release(claim.tenantId, claim.key);
   });
 
+  await registerOpenApi(app);
   await app.register(systemRoutes(deps));
   await app.register(tenantRoutes(deps));
   await app.register(keyRoutes(deps));
   await app.register(activityRoutes(deps));
+  openApiRoute(app);
   await app.ready();
   return app;
 }
