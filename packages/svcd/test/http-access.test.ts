@@ -195,6 +195,28 @@ describe('global rate limit', () => {
 });
 
 describe('registration limiter', () => {
+  test('register, validate, recover, reactivate and quota patch share the per-IP allowance', async () => {
+    const t = await startServer({ config: { adminTokens: [ADMIN_TOKEN] } });
+    try {
+      const a = await newTenant(t);
+      const ip = { 'x-real-ip': '192.0.2.77' };
+      const admin = { ...ip, 'x-admin-token': ADMIN_TOKEN };
+      const calls = [
+        () => t.client.raw('POST', '/v1/tenants/register', { body: { name: 'shared-ip', email: 'shared@x.io' }, headers: ip }),
+        () => t.client.raw('POST', '/v1/system/bootstrap-token/validate', { body: { token: 'x' }, headers: ip }),
+        () => t.client.raw('POST', '/v1/auth/recover', { body: { email: 'nobody@x.io' }, headers: admin }),
+        () => t.client.raw('POST', `/v1/tenants/${a.id}/reactivate`, { headers: admin }),
+        () => t.client.raw('PATCH', `/v1/tenants/${a.id}/quotas`, { body: { max_services: 9 }, headers: admin }),
+      ];
+      const statuses = [];
+      for (const call of calls) statuses.push((await call()).status);
+      assert.deepEqual(statuses, [201, 200, 404, 409, 200]);
+      for (const call of calls) assert.equal((await call()).status, 429);
+    } finally {
+      await t.close();
+    }
+  });
+
   test('5 per client IP per hour, 20 per hour overall; invalid tokens count; X-Forwarded-For is ignored', async () => {
     const t = await startServer({ config: { bootstrapTokens: [BOOTSTRAP_TOKEN] } });
     try {

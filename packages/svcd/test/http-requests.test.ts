@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Runtime } from '../src/runtime/index.js';
 import { STORES, newTenant, startServer, type TestServer } from './harness.js';
@@ -163,3 +164,40 @@ for (const kind of STORES) {
     });
   });
 }
+
+describe('server timeouts (real sockets, real time)', () => {
+  const probe = async (url: string, payload: string): Promise<{ ms: number; answer: string }> => {
+    const { hostname, port } = new URL(url);
+    const started = Date.now();
+    return new Promise((resolve, reject) => {
+      let answer = '';
+      const sock = connect({ host: hostname, port: Number(port) }, () => sock.write(payload));
+      sock.on('data', (b) => (answer += b.toString()));
+      sock.on('close', () => resolve({ ms: Date.now() - started, answer }));
+      sock.on('error', reject);
+      sock.setTimeout(20_000, () => sock.destroy(new Error('server never closed the connection')));
+    });
+  };
+
+  test('headers not complete within 5 s: 408 and the connection is closed', async () => {
+    const t = await startServer();
+    try {
+      const r = await probe(t.url, 'GET /v1/system/health HTTP/1.1\r\nHost: x\r\n');
+      assert.match(r.answer, /^HTTP\/1\.1 408/);
+      assert.ok(r.ms >= 4_500 && r.ms < 7_500, `closed after ${r.ms} ms`);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('a body not complete within 10 s: 408 and the connection is closed', async () => {
+    const t = await startServer();
+    try {
+      const r = await probe(t.url, 'POST /v1/system/bootstrap-token/validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"tok');
+      assert.match(r.answer, /^HTTP\/1\.1 408/);
+      assert.ok(r.ms >= 9_500 && r.ms < 12_500, `closed after ${r.ms} ms`);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { FastifyRequest } from 'fastify';
 import { clientIp } from '../src/api/client-ip.js';
+import { isReplayable } from '../src/api/idempotency.js';
 import { KeyCache } from '../src/auth/key-cache.js';
 import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
 import { OperatorTokens } from '../src/auth/operator.js';
@@ -132,5 +133,16 @@ describe('client IP', () => {
     assert.equal(clientIp(req('198.51.100.4', { 'x-real-ip': '203.0.113.7' })), '198.51.100.4');
     assert.equal(clientIp(req('198.51.100.4', { 'x-forwarded-for': '203.0.113.7' })), '198.51.100.4');
     assert.equal(clientIp(req('127.0.0.1', { 'x-forwarded-for': '203.0.113.7' })), '127.0.0.1');
+  });
+});
+
+describe('idempotent replay storage', () => {
+  test('answers below 500 (but not 429) of at most 8 KB are kept; others run again on retry', () => {
+    assert.equal(isReplayable(201, 8 * 1024), true);
+    assert.equal(isReplayable(404, 10), true);
+    assert.equal(isReplayable(201, 8 * 1024 + 1), false);
+    assert.equal(isReplayable(429, 10), false);
+    assert.equal(isReplayable(500, 10), false);
+    assert.equal(isReplayable(503, 10), false);
   });
 });

@@ -56,6 +56,11 @@ export function idempotencyPreHandler(deps: Deps) {
   };
 }
 
+/** Which answers are kept for replay: not server errors or 429s (a retry should run again), not oversize ones. */
+export function isReplayable(status: number, bodyBytes: number): boolean {
+  return status < 500 && status !== 429 && bodyBytes <= IDEMPOTENCY_MAX_STORED_BYTES;
+}
+
 export function idempotencyOnSend(deps: Deps) {
   return async function store(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
     const claim = request.idempotencyClaim;
@@ -63,8 +68,7 @@ export function idempotencyOnSend(deps: Deps) {
     request.idempotencyClaim = undefined;
     const status = reply.statusCode;
     const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null;
-    // Server errors and 429s are not answers worth replaying: the retry should run again.
-    if (body !== null && status < 500 && status !== 429 && Buffer.byteLength(body) <= IDEMPOTENCY_MAX_STORED_BYTES) {
+    if (body !== null && isReplayable(status, Buffer.byteLength(body))) {
       const ct = reply.getHeader('content-type');
       await deps.store.idempotency.complete(claim.tenantId, claim.key, status, typeof ct === 'string' ? ct : null, body);
     } else {
