@@ -7,12 +7,11 @@
 // The rate limits stay in the product; the benchmark raises them with --dev-rate-limit, which
 // exists only with --dev. Run: make bench-api (needs SVC_TEST_PG_URL for the PostgreSQL half).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import pg from 'pg';
+import { freshPgDatabase } from '../../packages/svcd/test/harness.js';
 import { openLoop, type OpenLoopResult } from './open-loop.js';
 
 interface AutocannonResult {
@@ -33,26 +32,6 @@ const PORT = 18_900 + Math.floor(Math.random() * 50);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
-async function freshPgDatabase(): Promise<{ url: string; drop: () => Promise<void> } | null> {
-  const admin = process.env.SVC_TEST_PG_URL;
-  if (!admin) return null;
-  const name = `svc_bench_${randomBytes(4).toString('hex')}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${name}`);
-  await c.end();
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const d = new pg.Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await d.end();
-    },
-  };
-}
 
 async function startSvcd(dataDir: string, databaseUrl: string | null): Promise<ChildProcess> {
   const args = [
@@ -114,7 +93,7 @@ async function fixedRate(path: string, headers: Record<string, string>): Promise
 
 async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, Figures | number>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
-  const pgdb = store === 'postgres' ? await freshPgDatabase() : null;
+  const pgdb = store === 'postgres' ? await freshPgDatabase() : null; // a throwaway database, as in the tests
   const svcd = await startSvcd(dataDir, pgdb?.url ?? null);
   try {
     const reg = await json<{ api_key: string }>('POST', '/v1/tenants/register', undefined, { name: `bench-${store}`, email: `bench-${store}@x.io` });

@@ -10,6 +10,8 @@ import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
 import { buildServer, closeDeps, createDeps, SPEC_RATE_LIMITS, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
+import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
+import type { NewTenantRow } from '../src/store/index.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 
@@ -149,4 +151,20 @@ export async function newTenant(t: TestServer, name?: string): Promise<{ id: str
   const r = await registerRaw<{ tenant_id: string; api_key: string; error?: string }>(t, { name: n, email: `${n}@example.com` }, headers);
   if (r.status !== 201) throw new Error(`register failed: ${r.status} ${r.text}`);
   return { id: r.body.tenant_id, key: r.body.api_key, client: t.client.withKey(r.body.api_key) };
+}
+
+/** A tenant row with the default quotas, for seeding a store directly. */
+export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> = {}): NewTenantRow {
+  return {
+    id,
+    name,
+    name_key: name.toLowerCase(),
+    email: `${name}@x.io`,
+    email_key: `${name.toLowerCase()}@x.io`,
+    status: 'active',
+    created_at: 1_800_000_000,
+    updated_at: 1_800_000_000,
+    ...DEFAULT_QUOTAS,
+    ...over,
+  };
 }

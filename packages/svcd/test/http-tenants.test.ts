@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, STORES, limitedRaw, newTenant, registerRaw, startServer, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, STORES, limitedRaw, newTenant, registerRaw, startServer, tenantRow, type TestServer } from './harness.js';
 
 for (const kind of STORES) {
   describe(`tenants over HTTP (${kind})`, () => {
@@ -154,23 +154,9 @@ for (const kind of STORES) {
     test('at most 1000 active tenants; suspended ones do not count', async () => {
       const fresh = await startServer({ store: kind });
       try {
-        const base = {
-          status: 'active' as const,
-          created_at: 1,
-          updated_at: 1,
-          max_services: 5,
-          max_databases: 3,
-          max_builds_concurrent: 3,
-          max_env_vars_per_service: 50,
-          max_environments: 2,
-          max_memory_mb: 2048,
-          max_cpu_cores: 2,
-          max_disk_gb: 20,
-          api_rate_limit: 100,
-        };
         await fresh.deps.store.transaction(async (tx) => {
           for (let i = 0; i < 999; i++) {
-            await tx.tenants.insert({ ...base, id: `seed${i}`, name: `seed${i}`, name_key: `seed${i}`, email: `s${i}@x.io`, email_key: `s${i}@x.io` });
+            await tx.tenants.insert(tenantRow(`seed${i}`, `seed${i}`));
           }
         });
         const last = await registerRaw(fresh, { name: 'number-1000', email: 'n1000@x.io' });

@@ -2,30 +2,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { openStore, type Store } from '../src/store/index.js';
-import { STORES, storeLocation } from './harness.js';
+import { STORES, storeLocation, tenantRow as seedRow } from './harness.js';
 
 const T = 1_800_000_000;
 
 function tenantRow(id: string, name: string, status: 'active' | 'suspended' = 'active') {
-  return {
-    id,
-    name,
-    name_key: name.toLowerCase(),
-    email: `${name}@x.io`,
-    email_key: `${name.toLowerCase()}@x.io`,
-    status,
-    created_at: T,
-    updated_at: T,
-    max_services: 5,
-    max_databases: 3,
-    max_builds_concurrent: 3,
-    max_env_vars_per_service: 50,
-    max_environments: 2,
-    max_memory_mb: 2048,
-    max_cpu_cores: 2.5,
-    max_disk_gb: 20,
-    api_rate_limit: 100,
-  };
+  // A fractional CPU quota checks that floats survive both engines.
+  return seedRow(id, name, { status, created_at: T, updated_at: T, max_cpu_cores: 2.5 });
 }
 
 for (const kind of STORES) {
