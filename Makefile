@@ -35,6 +35,7 @@ run: build
 
 test: build
 	@bash scripts/ensure-docker.sh
+	@bash scripts/ensure-test-tools.sh
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
 	  echo "make: running $(words $(TEST_FILES)) test files on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
 	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-reporter=spec $(TEST_FILES)

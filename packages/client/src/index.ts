@@ -1,6 +1,10 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  CreateServiceRequest,
+  Deployment,
+  LifecycleResponse,
+  Service,
   ActivityEntry,
   ActivityQuery,
   CreatedKey,
@@ -162,6 +166,45 @@ export class SvcClient {
   }
   recover(email: string): Promise<RecoverResponse> {
     return this.call('POST', '/v1/auth/recover', { body: { email }, headers: this.operatorHeaders(), auth: false });
+  }
+
+  // Services
+  createService(req: CreateServiceRequest): Promise<Service> {
+    return this.call('POST', '/v1/services', { body: req });
+  }
+  listServices(q: { limit?: number; offset?: number } = {}): Promise<Service[]> {
+    return this.call('GET', '/v1/services', { query: q });
+  }
+  service(id: string): Promise<Service> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}`);
+  }
+  renameService(id: string, name: string): Promise<Service> {
+    return this.call('PATCH', `/v1/services/${encodeURIComponent(id)}`, { body: { name } });
+  }
+  async deleteService(id: string): Promise<void> {
+    await this.call('DELETE', `/v1/services/${encodeURIComponent(id)}`);
+  }
+  serviceAction(id: string, action: 'start' | 'stop' | 'restart' | 'redeploy' | 'reset'): Promise<LifecycleResponse> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(id)}/${action}`);
+  }
+  deployments(id: string): Promise<Deployment[]> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}/deployments`);
+  }
+  cancelDeployment(id: string, deploymentId: string): Promise<Deployment> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(id)}/deployments/${encodeURIComponent(deploymentId)}/cancel`);
+  }
+  /** Logs as text (tail only; for follow, use raw() or fetch the URL and read the stream). */
+  serviceLogs(id: string, tail?: number): Promise<string> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}/logs`, { query: { tail } });
+  }
+  serviceEnv(id: string, reveal = false): Promise<Record<string, string>> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}/env`, { query: { reveal: reveal || undefined } });
+  }
+  setServiceEnv(id: string, vars: Record<string, string>): Promise<Record<string, string>> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(id)}/env`, { body: vars });
+  }
+  async unsetServiceEnv(id: string, key: string): Promise<void> {
+    await this.call('DELETE', `/v1/services/${encodeURIComponent(id)}/env/${encodeURIComponent(key)}`);
   }
 
   // Activity

@@ -6,3 +6,4 @@ export * from './system.js';
 export * from './tenants.js';
 export * from './keys.js';
 export * from './activity.js';
+export * from './services.js';

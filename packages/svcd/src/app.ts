@@ -17,6 +17,9 @@ import { openStore, type Store } from './store/index.js';
 import { Health } from './system/health.js';
 import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
 import { REQUEST_TIMEOUT_MS } from './api/timeouts.js';
+import { loadMasterKey, Sealer } from './secrets/sealer.js';
+import { Deployer } from './services/deployer.js';
+import { Services } from './services/services.js';
 
 export interface Deps {
   config: Config;
@@ -35,6 +38,9 @@ export interface Deps {
   apiKeys: ApiKeys;
   tenants: Tenants;
   health: Health;
+  sealer: Sealer;
+  deployer: Deployer;
+  services: Services;
   jobs: PeriodicJobs;
   requestTimeoutMs: number;
 }
@@ -48,7 +54,11 @@ export interface DepsOverrides {
   runtime?: Runtime;
   maxActiveTenants?: number;
   requestTimeoutMs?: number;
+  /** Extra per-tenant resources (tests); the real ones are always wired. */
   tenantResources?: TenantResources[];
+  /** Deploy timing (tests). */
+  deployDeadlineMs?: number;
+  readyTimeoutMs?: number;
 }
 
 export const IDEMPOTENCY_PRUNE_EVERY_MS = 60_000;
@@ -63,7 +73,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const keyCache = new KeyCache(clock);
   const activity = new Activity(store, clock);
   const apiKeys = new ApiKeys(store, keyCache, activity, clock, audit);
-  const jobs = new PeriodicJobs(store, clock, timers, log, `svcd-${hexId(6)}`);
+  const holder = `svcd-${hexId(6)}`;
+  const jobs = new PeriodicJobs(store, clock, timers, log, holder);
+  const sealer = new Sealer(loadMasterKey(config.masterKey ?? undefined, config.dataDir));
+  const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
+    sandbox: config.sandbox,
+    deadlineMs: o.deployDeadlineMs,
+    readyTimeoutMs: o.readyTimeoutMs,
+  });
+  const services = new Services(store, runtime, deployer, sealer, activity, clock, audit, { baseDomain: config.baseDomain });
   jobs.schedule({
     name: 'idempotency.prune',
     everyMs: IDEMPOTENCY_PRUNE_EVERY_MS,
@@ -85,8 +103,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,
     apiKeys,
-    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, o.tenantResources ?? [], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
     health: new Health(store, runtime, clock, config.dataDir),
+    sealer,
+    deployer,
+    services,
     jobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
   };
@@ -94,6 +115,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
 
 export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
+  await deps.deployer.close();
   await deps.jobs.close();
   await deps.store.close();
 }

@@ -1,6 +1,7 @@
 // svcd's configuration: every flag has an SVC_* environment variable (see main.ts for the flag
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
+import { parseMasterKey } from './secrets/sealer.js';
 
 export type SandboxMode = 'auto' | 'required' | 'off';
 
@@ -21,6 +22,8 @@ export interface Config {
   dockerHost: string;
   bootstrapTokens: string[];
   adminTokens: string[];
+  /** SVC_MASTER_KEY; null means the key file in the data dir. */
+  masterKey: string | null;
   logLevel: string;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
@@ -98,6 +101,14 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
       'SVC_BOOTSTRAP_TOKEN is required in production (set it, or run with --dev --open-registration for local use)',
     );
   }
+  const masterKey = env.SVC_MASTER_KEY?.trim() || null;
+  if (masterKey !== null) {
+    try {
+      parseMasterKey(masterKey);
+    } catch (err) {
+      throw new ConfigError((err as Error).message);
+    }
+  }
   if (raw.devRateLimit !== undefined && !dev) throw new ConfigError('--dev-rate-limit is allowed only with --dev');
   const databaseUrl = raw.databaseUrl?.trim() || null;
   if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
@@ -114,6 +125,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     dockerHost: raw.dockerHost,
     bootstrapTokens,
     adminTokens,
+    masterKey,
     logLevel: raw.logLevel,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };

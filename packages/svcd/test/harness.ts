@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
-import { buildServer, closeDeps, createDeps, SPEC_RATE_LIMITS, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { buildServer, closeDeps, createDeps, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import type { NewTenantRow } from '../src/store/index.js';
@@ -73,6 +73,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     dockerHost: DOCKER_HOST,
     bootstrapTokens: [],
     adminTokens: [],
+    masterKey: null,
     logLevel: 'silent',
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
@@ -95,6 +96,11 @@ export interface StartOptions {
   overrides?: DepsOverrides;
   /** Capture log lines (for audit assertions). */
   logLines?: string[];
+  /**
+   * Real clock and timers, for tests that wait on the engine (deploys poll it). The manual clock
+   * still exists, but moving it changes nothing.
+   */
+  realTime?: boolean;
 }
 
 export async function startServer(o: StartOptions = {}): Promise<TestServer> {
@@ -105,7 +111,8 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const log = lines
     ? pino({ level: 'info' }, { write: (s: string) => void lines.push(s) })
     : pino({ level: 'silent' });
-  const deps = await createDeps(config, { clock, timers: clock, log, ...o.overrides });
+  const time = o.realTime ? { clock: systemClock, timers: systemTimers } : { clock, timers: clock };
+  const deps = await createDeps(config, { ...time, log, ...o.overrides });
   const server = await buildServer(deps);
   const address = await server.listen({ host: '127.0.0.1', port: 0 });
   return {

@@ -12,11 +12,19 @@ function validationMessage(err: FastifyError): string {
   const missing = (first.params as { missingProperty?: string }).missingProperty;
   const extra = (first.params as { additionalProperty?: string }).additionalProperty;
   if (missing) return `${where}: ${field ? `${field}.` : ''}${missing} is required`;
-  if (extra) return `${where}: unknown field ${JSON.stringify(extra)}`;
+  if (extra) return `${where}: ${field ? `${field}: ` : ''}unknown or invalid field ${JSON.stringify(extra)}`;
   return `${where}: ${field ? `${field} ` : ''}${first.message ?? 'is invalid'}`;
 }
 
 export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  if (reply.raw.headersSent) {
+    // A stream failed after its answer started: nothing can be sent any more.
+    request.log.warn({ err }, 'error after the response started');
+    reply.raw.destroy();
+    return;
+  }
+  // Errors are JSON whatever the route answers otherwise (text/plain logs).
+  void reply.type('application/json; charset=utf-8');
   if (err instanceof AppError) {
     if (err.status >= 500) request.log.error({ err }, 'request failed');
     void reply.code(err.status).headers(err.headers).send({ error: err.status === 500 ? 'internal server error' : err.message });

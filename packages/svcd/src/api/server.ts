@@ -14,6 +14,7 @@ import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from
 import { openApiRoute, registerOpenApi } from './openapi.js';
 import { requestTimeouts } from './timeouts.js';
 import { activityRoutes } from './routes/activity.js';
+import { serviceRoutes } from './routes/services.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -147,6 +148,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(tenantRoutes(deps));
   await app.register(keyRoutes(deps));
   await app.register(activityRoutes(deps));
+  await app.register(serviceRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

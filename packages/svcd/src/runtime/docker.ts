@@ -1,12 +1,20 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
+import { PassThrough } from 'node:stream';
 import {
+  LABELS,
   RuntimeUnavailableError,
   SANDBOX_RUNTIME,
+  tenantNetworkName,
   type EngineInfo,
   type EngineStorage,
+  type LogOptions,
   type Runtime,
+  type WorkloadInfo,
+  type WorkloadKind,
+  type WorkloadSpec,
+  type WorkloadState,
 } from './index.js';
 
 const execFileAsync = promisify(execFile);
@@ -28,10 +36,14 @@ interface DfResponse {
 /** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
 export class DockerRuntime implements Runtime {
   private readonly docker: Docker;
+  /** Long-lived streams (followed logs) must not be cut by the request timeout. */
+  private readonly streaming: Docker;
+  private readonly networkCreations = new Map<string, Promise<void>>();
   private sandboxVersionCache: { path: string; version: string } | null = null;
 
   constructor(host: string, timeoutMs = 5_000) {
     this.docker = new Docker(dockerOptions(host, timeoutMs));
+    this.streaming = new Docker({ ...dockerOptions(host, timeoutMs), timeout: undefined });
   }
 
   async info(): Promise<EngineInfo> {
@@ -73,9 +85,228 @@ export class DockerRuntime implements Runtime {
     };
   }
 
+  async ensureTenantNetwork(tenantId: string): Promise<void> {
+    // One creation per tenant at a time in this process: the engine does not reliably refuse a
+    // second network of the same name, and two would make the name ambiguous.
+    const pending = this.networkCreations.get(tenantId);
+    if (pending) return pending;
+    const p = this.createTenantNetwork(tenantId).finally(() => this.networkCreations.delete(tenantId));
+    this.networkCreations.set(tenantId, p);
+    return p;
+  }
+
+  private async createTenantNetwork(tenantId: string): Promise<void> {
+    const name = tenantNetworkName(tenantId);
+    const existing = await this.networksNamed(name);
+    if (existing.length === 1) return;
+    if (existing.length > 1) return this.dropDuplicateNetworks(existing);
+    try {
+      await this.docker.createNetwork({
+        Name: name,
+        Driver: 'bridge',
+        CheckDuplicate: true,
+        Labels: { [LABELS.managed]: 'true', [LABELS.tenant]: tenantId },
+        // Bridges of different networks cannot reach each other (the engine's isolation rules);
+        // inter-container traffic inside the tenant's own network stays allowed.
+        Options: { 'com.docker.network.bridge.enable_icc': 'true' },
+      });
+    } catch (err) {
+      // Another svcd created it meanwhile.
+      if ((err as { statusCode?: number }).statusCode !== 409) throw err;
+    }
+    // Another svcd may have created one at the same moment: keep the oldest, drop the rest.
+    const after = await this.networksNamed(name);
+    if (after.length > 1) await this.dropDuplicateNetworks(after);
+  }
+
+  private async networksNamed(name: string): Promise<Docker.NetworkInspectInfo[]> {
+    const nets = await this.docker.listNetworks({ filters: { name: [name] } });
+    return nets.filter((n) => n.Name === name);
+  }
+
+  private async dropDuplicateNetworks(nets: Docker.NetworkInspectInfo[]): Promise<void> {
+    const [, ...extra] = [...nets].sort((a, b) => a.Created.localeCompare(b.Created) || a.Id.localeCompare(b.Id));
+    for (const n of extra) await this.docker.getNetwork(n.Id).remove().catch(() => {});
+  }
+
+  async removeTenantNetworkIfUnused(tenantId: string): Promise<boolean> {
+    const net = this.docker.getNetwork(tenantNetworkName(tenantId));
+    try {
+      const info = (await net.inspect()) as { Containers?: Record<string, unknown> };
+      if (Object.keys(info.Containers ?? {}).length > 0) return false;
+      await net.remove();
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      // 403/409: something attached meanwhile.
+      if ([403, 409].includes((err as { statusCode?: number }).statusCode ?? 0)) return false;
+      throw err;
+    }
+  }
+
+  async hasImage(image: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  }
+
+  async pullImage(image: string, signal?: AbortSignal): Promise<void> {
+    const stream = (await this.docker.pull(image, { abortSignal: signal })) as NodeJS.ReadableStream;
+    await new Promise<void>((resolve, reject) => {
+      this.docker.modem.followProgress(stream, (err: Error | null, events: Array<{ error?: string }>) => {
+        const failed = events?.find((e) => e.error);
+        if (err) reject(err);
+        else if (failed?.error) reject(new Error(failed.error));
+        else resolve();
+      });
+    });
+  }
+
+  async runWorkload(spec: WorkloadSpec): Promise<string> {
+    const network = tenantNetworkName(spec.tenantId);
+    const container = await this.docker.createContainer({
+      name: spec.name,
+      Image: spec.image,
+      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+      ExposedPorts: { [`${spec.port}/tcp`]: {} },
+      Labels: {
+        ...spec.labels,
+        [LABELS.managed]: 'true',
+        [LABELS.tenant]: spec.tenantId,
+        [LABELS.kind]: spec.kind,
+        [LABELS.resource]: spec.resourceId,
+      },
+      HostConfig: {
+        NetworkMode: network,
+        // Hardening (DECISIONS.md): no capabilities, no privilege gain, bounded processes,
+        // memory and CPU from the tenant's quota.
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        PidsLimit: spec.limits.pids,
+        Memory: spec.limits.memoryMb * 1024 * 1024,
+        MemorySwap: spec.limits.memoryMb * 1024 * 1024,
+        NanoCpus: Math.round(spec.limits.cpus * 1e9),
+        Runtime: spec.sandbox ? SANDBOX_RUNTIME : undefined,
+        // svc restarts crashed workloads itself (with backoff and a circuit breaker).
+        RestartPolicy: { Name: 'no' },
+        LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
+      },
+      NetworkingConfig: { EndpointsConfig: { [network]: {} } },
+    });
+    try {
+      await container.start();
+    } catch (err) {
+      await container.remove({ force: true, v: true }).catch(() => {});
+      throw err;
+    }
+    return container.id;
+  }
+
+  async startWorkload(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).start();
+    } catch (err) {
+      // 304: already running.
+      if ((err as { statusCode?: number }).statusCode !== 304) throw err;
+    }
+  }
+
+  async stopWorkload(id: string, timeoutSeconds = 10): Promise<void> {
+    try {
+      await this.docker.getContainer(id).stop({ t: timeoutSeconds });
+    } catch (err) {
+      const code = (err as { statusCode?: number }).statusCode;
+      if (code !== 304 && code !== 404) throw err;
+    }
+  }
+
+  async removeWorkload(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).remove({ force: true, v: true });
+    } catch (err) {
+      const code = (err as { statusCode?: number }).statusCode;
+      // 404: gone already; 409: removal already in progress.
+      if (code !== 404 && code !== 409) throw err;
+    }
+  }
+
+  async inspectWorkload(id: string): Promise<WorkloadInfo | null> {
+    try {
+      const c = await this.docker.getContainer(id).inspect();
+      const tenant = c.Config.Labels?.[LABELS.tenant];
+      const net = tenant ? c.NetworkSettings.Networks?.[tenantNetworkName(tenant)] : undefined;
+      const port = Object.keys(c.Config.ExposedPorts ?? {})[0];
+      return {
+        id: c.Id,
+        name: c.Name.replace(/^\//, ''),
+        state: c.State.Status as WorkloadState,
+        exitCode: c.State.Running ? null : c.State.ExitCode,
+        labels: c.Config.Labels ?? {},
+        address: net?.IPAddress && port ? { host: net.IPAddress, port: Number.parseInt(port, 10) } : null,
+      };
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+  }
+
+  async listWorkloads(filter: { tenantId?: string; kind?: WorkloadKind } = {}): Promise<WorkloadInfo[]> {
+    const label = [`${LABELS.managed}=true`];
+    if (filter.tenantId) label.push(`${LABELS.tenant}=${filter.tenantId}`);
+    if (filter.kind) label.push(`${LABELS.kind}=${filter.kind}`);
+    const list = await this.docker.listContainers({ all: true, filters: { label } });
+    return list.map((c) => ({
+      id: c.Id,
+      name: (c.Names[0] ?? '').replace(/^\//, ''),
+      state: c.State as WorkloadState,
+      exitCode: null,
+      labels: c.Labels,
+      address: null,
+    }));
+  }
+
+  async logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream> {
+    const container = (opts.follow ? this.streaming : this.docker).getContainer(id);
+    const out = new PassThrough();
+    const options = { stdout: true, stderr: true, tail: opts.tail, timestamps: false };
+    // Without a TTY the engine multiplexes stdout and stderr into frames; demux them into one text stream.
+    if (opts.follow) {
+      const raw = (await container.logs({ ...options, follow: true })) as NodeJS.ReadableStream & { destroy(): void };
+      this.docker.modem.demuxStream(raw, out, out);
+      // However the engine side ends (container gone, connection closed), the log simply ends.
+      raw.on('end', () => out.end());
+      raw.on('error', () => out.end());
+      out.on('close', () => raw.destroy());
+    } else {
+      const buf = (await container.logs({ ...options, follow: false })) as Buffer;
+      out.end(demuxBuffer(buf));
+    }
+    return out;
+  }
+
   async countNetworks(prefix: string): Promise<number> {
     // The engine's name filter matches substrings; keep only true prefixes.
     const nets = await this.docker.listNetworks({ filters: { name: [prefix] } });
     return nets.filter((n) => n.Name.startsWith(prefix)).length;
   }
+}
+
+function isNotFound(err: unknown): boolean {
+  return (err as { statusCode?: number }).statusCode === 404;
+}
+
+/** Strips the engine's 8-byte frame headers from a non-TTY log buffer. */
+export function demuxBuffer(buf: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let i = 0;
+  while (i + 8 <= buf.length) {
+    const size = buf.readUInt32BE(i + 4);
+    parts.push(buf.subarray(i + 8, i + 8 + size));
+    i += 8 + size;
+  }
+  return Buffer.concat(parts);
 }

@@ -20,6 +20,53 @@ export interface EngineStorage {
   buildCacheBytes: number;
 }
 
+/** Labels every svc workload carries, so that the engine's state can be matched to the store. */
+export const LABELS = {
+  managed: 'svc.managed',
+  tenant: 'svc.tenant',
+  kind: 'svc.kind',
+  resource: 'svc.resource',
+  deployment: 'svc.deployment',
+} as const;
+
+export type WorkloadKind = 'service' | 'database' | 'kanban' | 'environment' | 'build';
+
+/** What to run: one container (later, one Swarm service). */
+export interface WorkloadSpec {
+  /** Unique engine name, e.g. svc-<serviceID>. */
+  name: string;
+  image: string;
+  env: Record<string, string>;
+  /** Container port the workload serves on. */
+  port: number;
+  tenantId: string;
+  kind: WorkloadKind;
+  /** The store id of what this workload is (service id, ...). */
+  resourceId: string;
+  /** Extra labels (deployment id, ...). */
+  labels?: Record<string, string>;
+  limits: { memoryMb: number; cpus: number; pids: number };
+  /** Run under gVisor. */
+  sandbox: boolean;
+}
+
+export type WorkloadState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
+
+export interface WorkloadInfo {
+  id: string;
+  name: string;
+  state: WorkloadState;
+  exitCode: number | null;
+  labels: Record<string, string>;
+  /** Where the workload answers on its tenant network, as seen from the host. */
+  address: { host: string; port: number } | null;
+}
+
+export interface LogOptions {
+  tail: number;
+  follow: boolean;
+}
+
 export interface Runtime {
   /** Engine version and capabilities; throws RuntimeUnavailableError when no engine answers. */
   info(): Promise<EngineInfo>;
@@ -27,8 +74,32 @@ export interface Runtime {
   sandboxVersion(): Promise<string | null>;
   storage(): Promise<EngineStorage>;
   countNetworks(prefix: string): Promise<number>;
+
+  /** The tenant's own network (tenant-<tenantID>), created on first use. */
+  ensureTenantNetwork(tenantId: string): Promise<void>;
+  /** Removes the tenant's network when nothing is attached to it any more; true when removed. */
+  removeTenantNetworkIfUnused(tenantId: string): Promise<boolean>;
+  hasImage(image: string): Promise<boolean>;
+  /** Pulls an image; rejects with the registry's message. */
+  pullImage(image: string, signal?: AbortSignal): Promise<void>;
+  /** Creates and starts a workload; returns its engine id. */
+  runWorkload(spec: WorkloadSpec): Promise<string>;
+  startWorkload(id: string): Promise<void>;
+  /** Stops gracefully (SIGTERM, then SIGKILL after timeoutSeconds). Missing workloads are fine. */
+  stopWorkload(id: string, timeoutSeconds?: number): Promise<void>;
+  /** Removes a workload and its anonymous volumes. Missing workloads are fine. */
+  removeWorkload(id: string): Promise<void>;
+  inspectWorkload(id: string): Promise<WorkloadInfo | null>;
+  /** svc workloads, optionally of one tenant or kind. */
+  listWorkloads(filter?: { tenantId?: string; kind?: WorkloadKind }): Promise<WorkloadInfo[]>;
+  /** stdout and stderr as text; with follow, open until the workload ends or the stream is destroyed. */
+  logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream>;
 }
 
 export class RuntimeUnavailableError extends Error {}
+
+export function tenantNetworkName(tenantId: string): string {
+  return `${TENANT_NETWORK_PREFIX}${tenantId}`;
+}
 
 export { DockerRuntime } from './docker.js';

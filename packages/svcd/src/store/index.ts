@@ -16,6 +16,9 @@ import { ApiKeyStore } from './api-keys.js';
 import { ActivityStore } from './activity.js';
 import { IdempotencyStore } from './idempotency.js';
 import { JobLockStore } from './job-locks.js';
+import { ServiceStore } from './services.js';
+import { ServiceEnvStore } from './service-env.js';
+import { DeploymentStore } from './deployments.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -23,6 +26,7 @@ export type * from './schema.js';
 export type { QuotaColumns } from './tenants.js';
 export type { KeyWithTenantStatus } from './api-keys.js';
 export type { ActivityFilter } from './activity.js';
+export type { ServicePatch } from './services.js';
 
 /** The repositories, bound to the database or to one transaction. */
 export interface Repositories {
@@ -31,6 +35,9 @@ export interface Repositories {
   activity: ActivityStore;
   idempotency: IdempotencyStore;
   jobLocks: JobLockStore;
+  services: ServiceStore;
+  serviceEnv: ServiceEnvStore;
+  deployments: DeploymentStore;
 }
 
 export interface Store extends Repositories {
@@ -48,6 +55,9 @@ function repositories(db: Kysely<Database>): Repositories {
     activity: new ActivityStore(db),
     idempotency: new IdempotencyStore(db),
     jobLocks: new JobLockStore(db),
+    services: new ServiceStore(db),
+    serviceEnv: new ServiceEnvStore(db),
+    deployments: new DeploymentStore(db),
   };
 }
 

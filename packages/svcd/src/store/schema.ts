@@ -80,10 +80,66 @@ export interface JobLocksTable {
   expires_at_ms: number;
 }
 
+export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'crashed';
+
+export interface ServicesTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  /** lower-cased name: unique per tenant. */
+  name_key: string;
+  image: string;
+  port: number;
+  status: ServiceStatus;
+  /** What the tenant asked for: reconcile and crash handling restore it. */
+  desired_state: 'running' | 'stopped';
+  dns_label: string;
+  last_error: string | null;
+  container_id: string | null;
+  crash_count: number;
+  crash_window_start: number | null;
+  last_crash_at: number | null;
+  circuit_open_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+export type ServiceRow = Selectable<ServicesTable>;
+export type NewServiceRow = Insertable<ServicesTable>;
+
+export interface ServiceEnvTable {
+  service_id: string;
+  key: string;
+  /** AES-256-GCM under the master key (secrets/sealer.ts). */
+  sealed_value: string;
+  updated_at: number;
+}
+
+export type DeploymentStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface DeploymentsTable {
+  id: string;
+  service_id: string;
+  tenant_id: string;
+  status: DeploymentStatus;
+  reason: string;
+  image: string;
+  /** 1: pull the image even when present (redeploy). */
+  pull: number;
+  last_error: string | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+export type DeploymentRow = Selectable<DeploymentsTable>;
+export type NewDeploymentRow = Insertable<DeploymentsTable>;
+
 export interface Database {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   activity: ActivityTable;
   idempotency_keys: IdempotencyKeysTable;
   job_locks: JobLocksTable;
+  services: ServicesTable;
+  service_env: ServiceEnvTable;
+  deployments: DeploymentsTable;
 }

@@ -1,6 +1,7 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import type { Dialect } from '../dialect.js';
 import { foundation } from './0001_foundation.js';
+import { services } from './0002_services.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -9,6 +10,7 @@ import { foundation } from './0001_foundation.js';
 export function migrationProvider(dialect: Dialect): MigrationProvider {
   const migrations: Record<string, Migration> = {
     '0001_foundation': foundation(dialect),
+    '0002_services': services,
   };
   return { getMigrations: async () => migrations };
 }

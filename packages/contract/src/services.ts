@@ -1,0 +1,95 @@
+import { Type, type Static } from 'typebox';
+import { UnixSeconds } from './common.js';
+
+export const SERVICE_NAME_MAX = 128;
+/** Letters, digits, hyphen, underscore, space and dot (spec 2, Service.name). */
+export const SERVICE_NAME_PATTERN = '^[A-Za-z0-9 ._-]+$';
+export const DEFAULT_SERVICE_PORT = 8000;
+/** POSIX-ish environment variable names. */
+export const ENV_KEY_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
+export const LOG_TAIL_DEFAULT = 100;
+export const LOG_TAIL_MAX = 10_000;
+
+const ServiceName = Type.String({ minLength: 1, maxLength: SERVICE_NAME_MAX, pattern: SERVICE_NAME_PATTERN });
+// Keys must match the pattern: other keys are refused, not ignored (TypeBox's Record alone would let them through).
+const EnvMap = Type.Record(Type.String({ pattern: ENV_KEY_PATTERN }), Type.String({ maxLength: 32_768 }), {
+  additionalProperties: false,
+  propertyNames: { maxLength: 256 },
+  description: 'variable names: letters, digits and underscores, not starting with a digit',
+});
+
+export const CreateServiceRequest = Type.Object({
+  name: ServiceName,
+  image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Docker Hub or a loopback registry (127.0.0.1:PORT/..., localhost:PORT/...)' })),
+  port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: '0 or absent means 8000' })),
+  env: Type.Optional(EnvMap),
+});
+export type CreateServiceRequest = Static<typeof CreateServiceRequest>;
+
+export const CreateServiceQuery = Type.Object({
+  from_snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+});
+
+export const Service = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  image: Type.String(),
+  port: Type.Integer(),
+  status: Type.String({ description: 'deploying, running, stopped, failed or crashed' }),
+  url: Type.Union([Type.String(), Type.Null()], { description: 'where users open the service; null until it is routed' }),
+  dns_label: Type.String(),
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  crash_count: Type.Integer({ description: 'unexpected exits in the current 10-minute window' }),
+  circuit_open: Type.Boolean({ description: 'true after 5 crashes in 10 minutes: no more restarts until reset' }),
+  last_crash_at: Type.Union([UnixSeconds, Type.Null()]),
+  created_at: UnixSeconds,
+  updated_at: UnixSeconds,
+});
+export type Service = Static<typeof Service>;
+export const ServiceList = Type.Array(Service);
+
+export const ServiceIdParams = Type.Object({ serviceID: Type.String({ minLength: 1, maxLength: 64 }) });
+export const RenameServiceRequest = Type.Object({ name: ServiceName }, { additionalProperties: false });
+
+export const ServiceListQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, description: 'default 100, clamped to 200' })),
+  offset: Type.Optional(Type.Integer({ minimum: 0 })),
+});
+
+export const Deployment = Type.Object({
+  id: Type.String(),
+  service_id: Type.String(),
+  status: Type.String({ description: 'pending, running, succeeded, failed or cancelled' }),
+  reason: Type.String({ description: 'create, start, restart, redeploy, reset, crash, build' }),
+  image: Type.String(),
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  created_at: UnixSeconds,
+  started_at: Type.Union([UnixSeconds, Type.Null()]),
+  finished_at: Type.Union([UnixSeconds, Type.Null()]),
+});
+export type Deployment = Static<typeof Deployment>;
+export const DeploymentList = Type.Array(Deployment);
+export const DeploymentParams = Type.Object({
+  serviceID: Type.String({ minLength: 1, maxLength: 64 }),
+  deploymentID: Type.String({ minLength: 1, maxLength: 64 }),
+});
+
+/** Answer of start, stop, restart, redeploy and reset: the service and the deployment started, if any. */
+export const LifecycleResponse = Type.Object({
+  service: Service,
+  deployment: Type.Union([Deployment, Type.Null()]),
+});
+export type LifecycleResponse = Static<typeof LifecycleResponse>;
+
+export const LogsQuery = Type.Object({
+  follow: Type.Optional(Type.Boolean()),
+  tail: Type.Optional(Type.Integer({ minimum: 0, maximum: LOG_TAIL_MAX, description: 'default 100, max 10000' })),
+});
+
+export const EnvQuery = Type.Object({ reveal: Type.Optional(Type.Boolean({ description: 'show values (audit-logged)' })) });
+export const EnvVars = Type.Record(Type.String(), Type.String());
+export const SetEnvRequest = EnvMap;
+export const EnvKeyParams = Type.Object({
+  serviceID: Type.String({ minLength: 1, maxLength: 64 }),
+  key: Type.String({ minLength: 1, maxLength: 256 }),
+});

@@ -1,0 +1,208 @@
+import {
+  CreateServiceQuery,
+  CreateServiceRequest,
+  DeploymentList,
+  DeploymentParams,
+  Deployment,
+  EnvKeyParams,
+  EnvQuery,
+  EnvVars,
+  LifecycleResponse,
+  LOG_TAIL_DEFAULT,
+  LogsQuery,
+  RenameServiceRequest,
+  Service,
+  ServiceIdParams,
+  ServiceList,
+  ServiceListQuery,
+  SetEnvRequest,
+} from '@svc/contract';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
+import { Type } from 'typebox';
+import type { Deps } from '../../app.js';
+import { ValidationError } from '../../errors.js';
+import { tenantOf } from '../guards.js';
+import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+
+/**
+ * A followed log answers 200 at once (headers flushed before any line exists) and then passes
+ * each chunk on as it comes, until the container ends or the client leaves. The reply is
+ * written directly: Fastify would hold the headers back until the first chunk.
+ */
+function streamFollow(reply: FastifyReply, stream: NodeJS.ReadableStream & { destroy?: () => void }): void {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, { ...(reply.getHeaders() as Record<string, string>), 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  res.flushHeaders();
+  stream.on('data', (chunk: Buffer) => res.write(chunk));
+  stream.on('end', () => res.end());
+  stream.on('error', () => res.end());
+  res.on('close', () => stream.destroy?.());
+}
+
+export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
+  const { services } = deps;
+  const key = { svc: { auth: 'key' as const } };
+  return async (app) => {
+    app.post(
+      '/v1/services',
+      {
+        config: key,
+        schema: {
+          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes)',
+          tags: ['services'],
+          querystring: CreateServiceQuery,
+          body: CreateServiceRequest,
+          response: { 201: Service, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        if (request.query.from_snapshot !== undefined) throw new ValidationError('from_snapshot is not available yet');
+        return reply.code(201).send(await services.create(tenantOf(request), request.body));
+      },
+    );
+
+    app.get(
+      '/v1/services',
+      {
+        config: key,
+        schema: { summary: 'Services, oldest first', tags: ['services'], querystring: ServiceListQuery, response: { 200: ServiceList, ...errors(...KEY_ROUTE_ERRORS) } },
+      },
+      async (request) => services.list(tenantOf(request), request.query.limit, request.query.offset),
+    );
+
+    app.get(
+      '/v1/services/:serviceID',
+      {
+        config: key,
+        schema: { summary: 'One service, with url, dns_label, last_error and crash/circuit fields', tags: ['services'], params: ServiceIdParams, response: { 200: Service, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request) => services.get(tenantOf(request), request.params.serviceID),
+    );
+
+    app.patch(
+      '/v1/services/:serviceID',
+      {
+        config: key,
+        schema: { summary: 'Renames a service (the DNS label stays)', tags: ['services'], params: ServiceIdParams, body: RenameServiceRequest, response: { 200: Service, ...errors(...KEY_ROUTE_ERRORS, 404, 409) } },
+      },
+      async (request) => services.rename(tenantOf(request), request.params.serviceID, request.body.name),
+    );
+
+    app.delete(
+      '/v1/services/:serviceID',
+      {
+        config: key,
+        schema: { summary: 'Deletes a service, its container and (when it was the last) the tenant network', tags: ['services'], params: ServiceIdParams, response: { 204: Type.Null(), ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request, reply) => {
+        await services.delete(tenantOf(request), request.params.serviceID);
+        return reply.code(204).send(null);
+      },
+    );
+
+    for (const reason of ['start', 'restart', 'redeploy', 'reset'] as const) {
+      app.post(
+        `/v1/services/:serviceID/${reason}`,
+        {
+          config: key,
+          schema: {
+            summary: {
+              start: 'Starts a stopped service (a new deployment)',
+              restart: 'Recreates the container so env changes apply',
+              redeploy: 'Pulls the image again and redeploys',
+              reset: 'Clears the crash count and the circuit, and redeploys',
+            }[reason],
+            tags: ['services'],
+            params: ServiceIdParams,
+            response: { 202: LifecycleResponse, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+          },
+        },
+        async (request, reply) => reply.code(202).send(await services.deploy(tenantOf(request), request.params.serviceID, reason)),
+      );
+    }
+
+    app.post(
+      '/v1/services/:serviceID/stop',
+      {
+        config: key,
+        schema: { summary: 'Stops a service (its container is removed; start deploys it again)', tags: ['services'], params: ServiceIdParams, response: { 200: LifecycleResponse, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request) => services.stop(tenantOf(request), request.params.serviceID),
+    );
+
+    app.get(
+      '/v1/services/:serviceID/deployments',
+      {
+        config: key,
+        schema: { summary: 'Deployments, newest first', tags: ['services'], params: ServiceIdParams, querystring: ServiceListQuery, response: { 200: DeploymentList, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request) => services.deployments(tenantOf(request), request.params.serviceID, request.query.limit, request.query.offset),
+    );
+
+    app.post(
+      '/v1/services/:serviceID/deployments/:deploymentID/cancel',
+      {
+        config: key,
+        schema: { summary: 'Cancels a pending or running deployment', tags: ['services'], params: DeploymentParams, response: { 200: Deployment, ...errors(...KEY_ROUTE_ERRORS, 404, 409) } },
+      },
+      async (request) => services.cancelDeployment(tenantOf(request), request.params.serviceID, request.params.deploymentID),
+    );
+
+    app.get(
+      '/v1/services/:serviceID/logs',
+      {
+        config: { svc: { auth: 'key', longRunning: true } },
+        schema: {
+          summary: 'Container output as text/plain: tail (default 100, max 10000); follow=true streams until the client leaves or the container ends',
+          tags: ['services'],
+          params: ServiceIdParams,
+          querystring: LogsQuery,
+          response: { 200: { content: { 'text/plain': { schema: Type.String() } } }, ...errors(...KEY_ROUTE_ERRORS, 404) },
+        },
+      },
+      async (request, reply) => {
+        // The service is looked up before anything is written, so a bad id is a clean 404.
+        const stream = await services.logs(tenantOf(request), request.params.serviceID, request.query.tail ?? LOG_TAIL_DEFAULT, request.query.follow === true);
+        void reply.type('text/plain; charset=utf-8');
+        if (!stream) return reply.send('');
+        if (request.query.follow !== true) {
+          // The 200 schema documents text/plain; the body is a stream of it, which the typed reply cannot express.
+          return reply.send(stream as unknown as string);
+        }
+        streamFollow(reply, stream);
+      },
+    );
+
+    app.get(
+      '/v1/services/:serviceID/env',
+      {
+        config: key,
+        schema: { summary: 'Environment variables, masked unless reveal=true (audit-logged)', tags: ['services'], params: ServiceIdParams, querystring: EnvQuery, response: { 200: EnvVars, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request) => services.env(tenantOf(request), request.params.serviceID, request.query.reveal === true),
+    );
+
+    app.post(
+      '/v1/services/:serviceID/env',
+      {
+        config: key,
+        schema: { summary: 'Sets variables (merged; applied on restart); answers the masked set', tags: ['services'], params: ServiceIdParams, body: SetEnvRequest, response: { 200: EnvVars, ...errors(...KEY_ROUTE_ERRORS, 404, 409) } },
+      },
+      async (request) => services.setEnv(tenantOf(request), request.params.serviceID, request.body),
+    );
+
+    app.delete(
+      '/v1/services/:serviceID/env/:key',
+      {
+        config: key,
+        schema: { summary: 'Removes a variable (applied on restart)', tags: ['services'], params: EnvKeyParams, response: { 204: Type.Null(), ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request, reply) => {
+        await services.unsetEnv(tenantOf(request), request.params.serviceID, request.params.key);
+        return reply.code(204).send(null);
+      },
+    );
+  };
+}

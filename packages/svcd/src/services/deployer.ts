@@ -1,0 +1,259 @@
+// Runs deployments: each is a record (pending -> running -> succeeded | failed | cancelled) and
+// runs in the background under a 10-minute deadline. Deployments of one service run one after
+// another: in this process through a chain per service, across processes through a lease per
+// service in the store. The record is re-read after taking the lease, so a deployment cancelled
+// meanwhile is not run. A deployment whose lease is held elsewhere stays pending.
+import { connect } from 'node:net';
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import type { Sealer } from '../secrets/sealer.js';
+import { LABELS, SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
+import type { DeploymentRow, ServiceRow, Store, TenantRow } from '../store/index.js';
+
+export const DEPLOY_DEADLINE_MS = 10 * 60_000;
+/** How long a started container has to accept TCP connections on its port. */
+export const READY_TIMEOUT_MS = 60_000;
+const READY_POLL_MS = 200;
+const PIDS_LIMIT = 256;
+const MIN_MEMORY_MB = 64;
+
+export type SandboxPolicy = 'auto' | 'required' | 'off';
+
+export interface DeployerOptions {
+  sandbox: SandboxPolicy;
+  deadlineMs?: number;
+  readyTimeoutMs?: number;
+}
+
+class Cancelled extends Error {}
+
+export function workloadName(serviceId: string): string {
+  return `svc-${serviceId}`;
+}
+
+/**
+ * Each workload's share of the tenant's quota: memory and CPU divided by the service quota, so
+ * that all of a tenant's services together never exceed what the tenant was given.
+ */
+export function workloadLimits(t: TenantRow): { memoryMb: number; cpus: number; pids: number } {
+  const share = Math.max(1, t.max_services);
+  return {
+    memoryMb: Math.max(MIN_MEMORY_MB, Math.floor(t.max_memory_mb / share)),
+    cpus: Math.round((t.max_cpu_cores / share) * 1000) / 1000,
+    pids: PIDS_LIMIT,
+  };
+}
+
+export class Deployer {
+  private readonly active = new Map<string, AbortController>();
+  private readonly runs = new Set<Promise<void>>();
+  /** The last run queued per service: the next one starts when it ends. */
+  private readonly chains = new Map<string, Promise<void>>();
+  private closed = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly sealer: Sealer,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly timers: Timers,
+    private readonly log: Logger,
+    private readonly holder: string,
+    private readonly opts: DeployerOptions,
+  ) {}
+
+  /** Runs a deployment in the background, after the service's earlier ones. */
+  start(deploymentId: string, serviceId: string): void {
+    if (this.closed) return;
+    const previous = this.chains.get(serviceId) ?? Promise.resolve();
+    const run: Promise<void> = previous
+      .then(() => this.run(deploymentId, serviceId))
+      .catch((err: unknown) => this.log.error({ err, deploymentId }, 'deployment crashed'))
+      .finally(() => {
+        this.runs.delete(run);
+        if (this.chains.get(serviceId) === run) this.chains.delete(serviceId);
+      });
+    this.chains.set(serviceId, run);
+    this.runs.add(run);
+  }
+
+  /** Stops a deployment this process runs; false when it runs elsewhere or not at all. */
+  abort(deploymentId: string, why: string): boolean {
+    const c = this.active.get(deploymentId);
+    if (!c) return false;
+    c.abort(new Cancelled(`deployment cancelled: ${why}`));
+    return true;
+  }
+
+  /** Waits until this process runs no deployment of the service. */
+  async idleFor(serviceId: string): Promise<void> {
+    while (this.chains.has(serviceId)) await this.chains.get(serviceId);
+  }
+
+  /** Waits for the deployments under way (tests, shutdown). */
+  async idle(): Promise<void> {
+    while (this.runs.size > 0) await Promise.all(this.runs);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const c of this.active.values()) c.abort(new Error('svcd is shutting down'));
+    await this.idle();
+  }
+
+  private async run(deploymentId: string, serviceId: string): Promise<void> {
+    const lease = `deploy:${serviceId}`;
+    const deadlineMs = this.opts.deadlineMs ?? DEPLOY_DEADLINE_MS;
+    if (!(await this.store.jobLocks.tryAcquire(lease, this.holder, this.clock.now(), deadlineMs + 60_000))) return;
+    const controller = new AbortController();
+    const deadline = this.timers.setTimeout(
+      () => controller.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)),
+      deadlineMs,
+    );
+    this.active.set(deploymentId, controller);
+    try {
+      const now = unixSeconds(this.clock);
+      if (!(await this.store.deployments.transition(deploymentId, ['pending'], { status: 'running', started_at: now }))) return;
+      const dep = await this.store.deployments.find(deploymentId);
+      const service = dep && (await this.store.services.findAny(dep.service_id));
+      if (!dep || !service) return;
+      try {
+        await this.deploy(dep, service, controller.signal);
+        await this.finish(dep, service, 'succeeded', null);
+      } catch (err) {
+        const reason = controller.signal.aborted ? controller.signal.reason : err;
+        const cancelled = reason instanceof Cancelled;
+        await this.finish(dep, service, cancelled ? 'cancelled' : 'failed', (reason as Error).message ?? String(reason));
+      }
+    } finally {
+      deadline.cancel();
+      this.active.delete(deploymentId);
+      await this.store.jobLocks.release(lease, this.holder);
+    }
+  }
+
+  private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<void> {
+    const check = () => {
+      if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
+    };
+    const tenant = await this.store.tenants.findById(service.tenant_id);
+    if (!tenant) throw new Error('tenant not found');
+    await this.runtime.ensureTenantNetwork(service.tenant_id);
+    check();
+
+    const present = await this.runtime.hasImage(dep.image);
+    if (dep.pull === 1 || !present) {
+      try {
+        await this.runtime.pullImage(dep.image, signal);
+      } catch (err) {
+        check();
+        // Offline-friendly: a redeploy whose pull fails keeps going with the image it has.
+        if (!present) throw new Error(`image ${dep.image} could not be pulled: ${(err as Error).message}`);
+        this.log.warn({ image: dep.image, err }, 'pull failed; deploying the local image');
+      }
+    }
+    check();
+
+    // Replace whatever ran before (including a container left by an interrupted deploy).
+    if (service.container_id) await this.runtime.removeWorkload(service.container_id);
+    await this.runtime.removeWorkload(workloadName(service.id));
+    check();
+
+    const sealedEnv = await this.store.serviceEnv.get(service.id);
+    const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.sealer.open(v)]));
+    env.PORT ??= String(service.port);
+    const id = await this.runtime.runWorkload({
+      name: workloadName(service.id),
+      image: dep.image,
+      env,
+      port: service.port,
+      tenantId: service.tenant_id,
+      kind: 'service',
+      resourceId: service.id,
+      labels: { [LABELS.deployment]: dep.id },
+      limits: workloadLimits(tenant),
+      sandbox: await this.useSandbox(),
+    });
+    await this.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.clock) });
+    await this.waitReady(id, signal);
+  }
+
+  private async useSandbox(): Promise<boolean> {
+    if (this.opts.sandbox === 'off') return false;
+    if (this.opts.sandbox === 'required') return true;
+    return (await this.runtime.info()).runtimes.includes(SANDBOX_RUNTIME);
+  }
+
+  /** Ready = running and accepting TCP on its port; an exit fails the deploy with the last log lines. */
+  private async waitReady(id: string, signal: AbortSignal): Promise<void> {
+    const until = this.clock.now() + (this.opts.readyTimeoutMs ?? READY_TIMEOUT_MS);
+    for (;;) {
+      if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
+      const info = await this.runtime.inspectWorkload(id);
+      if (!info) throw new Error('container disappeared during the deploy');
+      if (info.state === 'exited' || info.state === 'dead') {
+        const tail = await this.lastLogLines(id);
+        throw new Error(`container exited with code ${info.exitCode ?? '?'} during the deploy${tail ? `: ${tail}` : ''}`);
+      }
+      if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, info.address.port))) return;
+      if (this.clock.now() >= until) {
+        throw new Error(`service did not accept connections on port ${info.address?.port ?? '?'} within ${Math.round((this.opts.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
+      }
+      await new Promise<void>((r) => this.timers.setTimeout(r, READY_POLL_MS));
+    }
+  }
+
+  private async lastLogLines(id: string): Promise<string> {
+    try {
+      const stream = await this.runtime.logs(id, { tail: 5, follow: false });
+      let text = '';
+      for await (const chunk of stream) text += chunk.toString();
+      return text.trim().split('\n').slice(-5).join(' | ').slice(0, 500);
+    } catch {
+      return '';
+    }
+  }
+
+  private async finish(dep: DeploymentRow, service: ServiceRow, status: 'succeeded' | 'failed' | 'cancelled', error: string | null): Promise<void> {
+    const now = unixSeconds(this.clock);
+    // A deployment cancelled through the store by another process keeps its cancelled state.
+    const moved = await this.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
+    if (!moved) return;
+    await this.activity.record(this.store, {
+      tenantId: service.tenant_id,
+      action: `deployment.${status}`,
+      resourceType: 'deployment',
+      resourceId: dep.id,
+      serviceId: service.id,
+      details: error ? { error } : {},
+    });
+    this.log.info({ deployment: dep.id, service: service.id, status, error }, 'deployment finished');
+    // Superseded by a newer deployment (restart during a deploy): that one owns the service now.
+    if ((await this.store.deployments.listUnfinished(service.id)).some((d) => d.id !== dep.id)) return;
+    await this.store.services.update(service.id, {
+      status: status === 'succeeded' ? 'running' : 'failed',
+      last_error: status === 'succeeded' ? null : error,
+      updated_at: now,
+    });
+    if (status !== 'succeeded') {
+      const current = await this.store.services.findAny(service.id);
+      if (current?.container_id) await this.runtime.removeWorkload(current.container_id).catch(() => {});
+      await this.store.services.update(service.id, { container_id: null });
+    }
+  }
+}
+
+function tcpAccepts(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(1_000, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}

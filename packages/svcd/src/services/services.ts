@@ -1,0 +1,321 @@
+// Service rules: creation (name, image, port, env, quota, DNS label), lifecycle through
+// deployments, env, logs. Every read and change is scoped to the calling tenant; a foreign
+// service is the same 404 as a missing one.
+import type { CreateServiceRequest, Deployment, LifecycleResponse, Service } from '@svc/contract';
+import { DEFAULT_SERVICE_PORT, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import { type Clock, unixSeconds } from '../clock.js';
+import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
+import { hexId, timeOrderedId } from '../ids.js';
+import type { Runtime } from '../runtime/index.js';
+import type { Sealer } from '../secrets/sealer.js';
+import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type Store } from '../store/index.js';
+import type { TenantResources } from '../tenants/tenants.js';
+import type { Deployer } from './deployer.js';
+import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
+import { imageRefusal } from './images.js';
+
+const MASK = '********';
+
+export function deploymentView(d: DeploymentRow): Deployment {
+  return {
+    id: d.id,
+    service_id: d.service_id,
+    status: d.status,
+    reason: d.reason,
+    image: d.image,
+    last_error: d.last_error,
+    created_at: d.created_at,
+    started_at: d.started_at,
+    finished_at: d.finished_at,
+  };
+}
+
+export interface ServicesOptions {
+  /** --base-domain: DNS labels are then unique across tenants. */
+  baseDomain: string | null;
+}
+
+export class Services implements TenantResources {
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly deployer: Deployer,
+    private readonly sealer: Sealer,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly audit: Logger,
+    private readonly opts: ServicesOptions,
+  ) {}
+
+  view(s: ServiceRow): Service {
+    return {
+      id: s.id,
+      name: s.name,
+      image: s.image,
+      port: s.port,
+      status: s.status,
+      // Set once the public proxy routes services (next step of the services work).
+      url: null,
+      dns_label: s.dns_label,
+      last_error: s.last_error,
+      crash_count: s.crash_count,
+      circuit_open: s.circuit_open_at !== null,
+      last_crash_at: s.last_crash_at,
+      created_at: s.created_at,
+      updated_at: s.updated_at,
+    };
+  }
+
+  async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
+    if (req.image === undefined) throw new ValidationError('body: image is required');
+    const refusal = imageRefusal(req.image);
+    if (refusal) throw new ValidationError(refusal);
+    const name = req.name.trim();
+    if (name === '') throw new ValidationError('body: name must not be blank');
+    const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
+    const env = req.env ?? {};
+    const id = hexId(12);
+    const now = unixSeconds(this.clock);
+    let dep: DeploymentRow;
+    try {
+      dep = await this.store.transaction(async (tx) => {
+        const tenant = await tx.tenants.findById(tenantId);
+        if (!tenant) throw new NotFoundError('tenant');
+        if ((await tx.services.count(tenantId)) >= tenant.max_services) {
+          throw new QuotaExceededError(`maximum services reached (${tenant.max_services})`);
+        }
+        if (Object.keys(env).length > tenant.max_env_vars_per_service) {
+          throw new QuotaExceededError(`maximum environment variables per service is ${tenant.max_env_vars_per_service}`);
+        }
+        const dnsLabel = await this.claimDnsLabel(tx, name);
+        await tx.services.insert({
+          id,
+          tenant_id: tenantId,
+          name,
+          name_key: name.toLowerCase(),
+          image: req.image!,
+          port,
+          status: 'deploying',
+          desired_state: 'running',
+          dns_label: dnsLabel,
+          last_error: null,
+          container_id: null,
+          crash_count: 0,
+          crash_window_start: null,
+          last_crash_at: null,
+          circuit_open_at: null,
+          created_at: now,
+          updated_at: now,
+        });
+        for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.sealer.seal(v), now);
+        await this.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image: req.image } });
+        return this.newDeployment(tx, tenantId, id, req.image!, 'create', false);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
+      throw err;
+    }
+    this.deployer.start(dep.id, id);
+    return this.view(await this.row(tenantId, id));
+  }
+
+  async list(tenantId: string, limit?: number, offset?: number): Promise<Service[]> {
+    const rows = await this.store.services.list(tenantId, Math.min(limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), offset ?? 0);
+    return rows.map((r) => this.view(r));
+  }
+
+  async get(tenantId: string, id: string): Promise<Service> {
+    return this.view(await this.row(tenantId, id));
+  }
+
+  async rename(tenantId: string, id: string, newName: string): Promise<Service> {
+    const name = newName.trim();
+    if (name === '') throw new ValidationError('body: name must not be blank');
+    try {
+      await this.store.transaction(async (tx) => {
+        const s = await tx.services.find(tenantId, id);
+        if (!s) throw new NotFoundError('service');
+        // The DNS label stays: renaming must not move the service's public address.
+        await tx.services.update(id, { name, name_key: name.toLowerCase(), updated_at: unixSeconds(this.clock) });
+        await this.activity.record(tx, { tenantId, action: 'service.renamed', resourceType: 'service', resourceId: id, serviceId: id, details: { from: s.name, to: name } });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
+      throw err;
+    }
+    return this.get(tenantId, id);
+  }
+
+  async delete(tenantId: string, id: string): Promise<void> {
+    const s = await this.row(tenantId, id);
+    await this.cancelUnfinished(s.id);
+    await this.store.transaction(async (tx) => {
+      if (!(await tx.services.delete(tenantId, id))) throw new NotFoundError('service');
+      await this.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
+    });
+    await this.deployer.idleFor(id);
+    await this.removeContainers(s);
+    await this.runtime.removeTenantNetworkIfUnused(tenantId);
+  }
+
+  /** start, restart, redeploy and reset: a new deployment (restart recreates, so env changes apply). */
+  async deploy(tenantId: string, id: string, reason: 'start' | 'restart' | 'redeploy' | 'reset'): Promise<LifecycleResponse> {
+    const s = await this.row(tenantId, id);
+    if (reason === 'start' && s.status === 'running') throw new ConflictError('service is already running');
+    if (reason !== 'reset' && s.circuit_open_at !== null) {
+      throw new ConflictError('the crash circuit is open: reset the service to deploy it again');
+    }
+    await this.cancelUnfinished(id);
+    const now = unixSeconds(this.clock);
+    const dep = await this.store.transaction(async (tx) => {
+      const crash = reason === 'reset' ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
+      await tx.services.update(id, { ...crash, status: 'deploying', desired_state: 'running', last_error: null, updated_at: now });
+      const verb = { start: 'started', restart: 'restarted', redeploy: 'redeployed', reset: 'reset' }[reason];
+      await this.activity.record(tx, { tenantId, action: `service.${verb}`, resourceType: 'service', resourceId: id, serviceId: id });
+      return this.newDeployment(tx, tenantId, id, s.image, reason, reason === 'redeploy');
+    });
+    this.deployer.start(dep.id, id);
+    return { service: await this.get(tenantId, id), deployment: deploymentView(dep) };
+  }
+
+  async stop(tenantId: string, id: string): Promise<LifecycleResponse> {
+    const s = await this.row(tenantId, id);
+    await this.stopService(s);
+    await this.activity.record(this.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: id, serviceId: id });
+    return { service: await this.get(tenantId, id), deployment: null };
+  }
+
+  async deployments(tenantId: string, id: string, limit?: number, offset?: number): Promise<Deployment[]> {
+    await this.row(tenantId, id);
+    const rows = await this.store.deployments.listForService(id, Math.min(limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), offset ?? 0);
+    return rows.map(deploymentView);
+  }
+
+  async cancelDeployment(tenantId: string, id: string, deploymentId: string): Promise<Deployment> {
+    await this.row(tenantId, id);
+    const dep = await this.store.deployments.find(deploymentId);
+    if (!dep || dep.service_id !== id) throw new NotFoundError('deployment');
+    if (dep.status !== 'pending' && dep.status !== 'running') throw new ConflictError(`deployment is already ${dep.status}`);
+    await this.cancelOne(dep, 'cancelled by the tenant');
+    await this.deployer.idleFor(id);
+    // A pending deployment never ran, so nothing else ends the service's deploying state.
+    const s = await this.row(tenantId, id);
+    if (s.status === 'deploying' && (await this.store.deployments.listUnfinished(id)).length === 0) {
+      await this.store.services.update(id, { status: 'failed', last_error: 'deployment cancelled', updated_at: unixSeconds(this.clock) });
+    }
+    const after = await this.store.deployments.find(deploymentId);
+    return deploymentView(after ?? dep);
+  }
+
+  async logs(tenantId: string, id: string, tail: number, follow: boolean): Promise<NodeJS.ReadableStream | null> {
+    const s = await this.row(tenantId, id);
+    if (!s.container_id) return null;
+    if (!(await this.runtime.inspectWorkload(s.container_id))) return null;
+    return this.runtime.logs(s.container_id, { tail, follow });
+  }
+
+  async env(tenantId: string, id: string, reveal: boolean): Promise<Record<string, string>> {
+    await this.row(tenantId, id);
+    const sealed = await this.store.serviceEnv.get(id);
+    if (reveal) this.audit.info({ audit: true, event: 'service.env.reveal', tenant_id: tenantId, service_id: id }, 'service env revealed');
+    return Object.fromEntries([...sealed].map(([k, v]) => [k, reveal ? this.sealer.open(v) : MASK]));
+  }
+
+  /** Merges variables; they apply on the next restart. */
+  async setEnv(tenantId: string, id: string, vars: Record<string, string>): Promise<Record<string, string>> {
+    const now = unixSeconds(this.clock);
+    await this.store.transaction(async (tx) => {
+      const s = await tx.services.find(tenantId, id);
+      if (!s) throw new NotFoundError('service');
+      const tenant = await tx.tenants.findById(tenantId);
+      const existing = await tx.serviceEnv.get(id);
+      const total = new Set([...existing.keys(), ...Object.keys(vars)]).size;
+      if (tenant && total > tenant.max_env_vars_per_service) {
+        throw new QuotaExceededError(`maximum environment variables per service is ${tenant.max_env_vars_per_service}`);
+      }
+      for (const [k, v] of Object.entries(vars)) await tx.serviceEnv.set(id, k, this.sealer.seal(v), now);
+      await this.activity.record(tx, { tenantId, action: 'service.env_updated', resourceType: 'service', resourceId: id, serviceId: id, details: { keys: Object.keys(vars) } });
+    });
+    return this.env(tenantId, id, false);
+  }
+
+  async unsetEnv(tenantId: string, id: string, key: string): Promise<void> {
+    await this.store.transaction(async (tx) => {
+      if (!(await tx.services.find(tenantId, id))) throw new NotFoundError('service');
+      if (!(await tx.serviceEnv.delete(id, key))) throw new NotFoundError('environment variable');
+      await this.activity.record(tx, { tenantId, action: 'service.env_deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { key } });
+    });
+  }
+
+  // TenantResources: usage counts and suspension.
+  async count(tenantId: string): Promise<{ services: number }> {
+    return { services: await this.store.services.count(tenantId) };
+  }
+
+  /** Suspension stops every service; reactivation leaves them stopped until started. */
+  async suspend(tenantId: string): Promise<void> {
+    for (const s of await this.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) await this.stopService(s);
+  }
+
+  private async stopService(s: ServiceRow): Promise<void> {
+    await this.cancelUnfinished(s.id);
+    await this.deployer.idleFor(s.id);
+    await this.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', updated_at: unixSeconds(this.clock) });
+    const current = await this.store.services.findAny(s.id);
+    if (current) await this.removeContainers(current);
+    await this.store.services.update(s.id, { container_id: null });
+  }
+
+  private async removeContainers(s: ServiceRow): Promise<void> {
+    if (s.container_id) {
+      await this.runtime.stopWorkload(s.container_id);
+      await this.runtime.removeWorkload(s.container_id);
+    }
+  }
+
+  private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean): Promise<DeploymentRow> {
+    const row: DeploymentRow = {
+      id: timeOrderedId(this.clock.now()),
+      service_id: serviceId,
+      tenant_id: tenantId,
+      status: 'pending',
+      reason,
+      image,
+      pull: pull ? 1 : 0,
+      last_error: null,
+      created_at: unixSeconds(this.clock),
+      started_at: null,
+      finished_at: null,
+    };
+    await tx.deployments.insert(row);
+    return row;
+  }
+
+  private async cancelUnfinished(serviceId: string): Promise<void> {
+    for (const d of await this.store.deployments.listUnfinished(serviceId)) await this.cancelOne(d, 'superseded by a newer request');
+  }
+
+  private async cancelOne(d: DeploymentRow, why: string): Promise<void> {
+    // A pending one is cancelled in the store; a running one is aborted where it runs.
+    const now = unixSeconds(this.clock);
+    if (!(await this.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why }))) {
+      this.deployer.abort(d.id, why);
+    }
+  }
+
+  private async claimDnsLabel(tx: Repositories, name: string): Promise<string> {
+    const label = dnsLabelFor(name);
+    if (this.opts.baseDomain === null) return label;
+    if (RESERVED_LABELS.has(label)) throw new ConflictError(`the DNS label ${JSON.stringify(label)} is reserved; choose another name`);
+    if (await tx.services.dnsLabelTaken(label)) throw new ConflictError(`the DNS label ${JSON.stringify(label)} is taken; choose another name`);
+    return label;
+  }
+
+  private async row(tenantId: string, id: string): Promise<ServiceRow> {
+    const s = await this.store.services.find(tenantId, id);
+    if (!s) throw new NotFoundError('service');
+    return s;
+  }
+}

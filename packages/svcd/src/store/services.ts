@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import type { Database, NewServiceRow, ServiceRow, ServicesTable } from './schema.js';
+
+export type ServicePatch = Partial<Omit<ServicesTable, 'id' | 'tenant_id' | 'created_at'>>;
+
+/** Services, always scoped by tenant where a tenant asks. */
+export class ServiceStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: NewServiceRow): Promise<void> {
+    await this.db.insertInto('services').values(row).execute();
+  }
+
+  /** A tenant's service; undefined for a missing or foreign one alike. */
+  async find(tenantId: string, id: string): Promise<ServiceRow | undefined> {
+    return this.db.selectFrom('services').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
+  }
+
+  /** Any tenant's service: for workers, which act on behalf of the platform. */
+  async findAny(id: string): Promise<ServiceRow | undefined> {
+    return this.db.selectFrom('services').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async list(tenantId: string, limit: number, offset: number): Promise<ServiceRow[]> {
+    return this.db
+      .selectFrom('services')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+  }
+
+  async listAll(): Promise<ServiceRow[]> {
+    return this.db.selectFrom('services').selectAll().execute();
+  }
+
+  async count(tenantId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('services')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  async dnsLabelTaken(label: string, exceptId?: string): Promise<boolean> {
+    let q = this.db.selectFrom('services').select('id').where('dns_label', '=', label);
+    if (exceptId) q = q.where('id', '!=', exceptId);
+    return (await q.executeTakeFirst()) !== undefined;
+  }
+
+  async update(id: string, patch: ServicePatch): Promise<void> {
+    await this.db.updateTable('services').set(patch).where('id', '=', id).execute();
+  }
+
+  async delete(tenantId: string, id: string): Promise<boolean> {
+    const r = await this.db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+}

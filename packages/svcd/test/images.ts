@@ -1,0 +1,109 @@
+// Images the tests build themselves (no registry is reachable): FROM scratch plus Debian's
+// static busybox, through the Engine API. The busybox image serves HTTP on $PORT with CGI
+// scripts that show the environment, crash the container on request, and fetch another address
+// (for the network isolation tests).
+import { existsSync, readFileSync } from 'node:fs';
+import Docker from 'dockerode';
+import { pack } from 'tar-stream';
+import { dockerOptions } from '../src/runtime/docker.js';
+import { DOCKER_HOST } from './harness.js';
+
+export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:4';
+/** Same contents, never listens: deploys that cannot become ready. */
+export const SLEEPER_IMAGE = 'svc-test/sleeper:1';
+const BUSYBOX = '/bin/busybox';
+
+const START = `#!/bin/sh
+# PID 1: serve, and exit with code 3 once /tmp/crash appears (the crash CGI creates it).
+echo "svc-test starting on port \${PORT:-8000}"
+httpd -f -v -p \${PORT:-8000} -h /www &
+while [ ! -f /tmp/crash ]; do sleep 0.1; done
+echo "svc-test crashing on request"
+exit 3
+`;
+
+// CRLF after the CGI header: busybox passes it through, and Node's HTTP parser insists on it.
+const CGI = (body: string) => `#!/bin/sh
+printf 'Content-Type: text/plain\\r\\n\\r\\n'
+${body}
+`;
+
+export const docker = new Docker(dockerOptions(DOCKER_HOST, 120_000));
+
+async function build(tag: string, files: Record<string, { body: string | Buffer; mode?: number }>): Promise<void> {
+  const tar = pack();
+  for (const [name, f] of Object.entries(files)) tar.entry({ name, mode: f.mode ?? 0o644 }, f.body);
+  tar.finalize();
+  const stream = await docker.buildImage(tar as unknown as NodeJS.ReadableStream, { t: tag, forcerm: true });
+  await new Promise<void>((resolve, reject) =>
+    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
+      const failed = out?.find((o) => o.error);
+      if (err || failed) reject(err ?? new Error(failed?.error));
+      else resolve();
+    }),
+  );
+}
+
+async function present(tag: string): Promise<boolean> {
+  try {
+    await docker.getImage(tag).inspect();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Builds the test images once per machine (they are kept between runs). */
+export async function ensureTestImages(): Promise<void> {
+  if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: install Debian's busybox-static (make test does)`);
+  const busybox = { body: readFileSync(BUSYBOX), mode: 0o755 };
+  if (!(await present(BUSYBOX_IMAGE))) {
+    await build(BUSYBOX_IMAGE, {
+      Dockerfile: {
+        body: [
+          'FROM scratch',
+          'COPY busybox /bin/busybox',
+          'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
+          'COPY start.sh /start.sh',
+          'COPY www /www',
+          'ENV PATH=/bin',
+          'EXPOSE 8000',
+          'CMD ["/bin/sh", "/start.sh"]',
+        ].join('\n'),
+      },
+      busybox,
+      'start.sh': { body: START, mode: 0o755 },
+      'www/index.html': { body: 'hello from svc-test\n' },
+      'www/cgi-bin/env': { body: CGI('env | sort'), mode: 0o755 },
+      // /cgi-bin/log?TEXT -> TEXT on the container's stdout (PID 1's), for log tests.
+      'www/cgi-bin/log': { body: CGI('echo "log: $QUERY_STRING" > /proc/1/fd/1; echo logged'), mode: 0o755 },
+      'www/cgi-bin/crash': { body: CGI('touch /tmp/crash; echo crashing'), mode: 0o755 },
+      // /cgi-bin/fetch?HOST:PORT -> what that address answers, or "unreachable". (nc, not wget:
+      // the static busybox's wget crashes resolving even an IP literal in a FROM scratch image.)
+      'www/cgi-bin/fetch': {
+        body: CGI(
+          [
+            'out=$(printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 2 "${QUERY_STRING%:*}" "${QUERY_STRING##*:}" 2>/dev/null)',
+            'if [ -n "$out" ]; then echo "$out"; else echo unreachable; fi',
+          ].join('\n'),
+        ),
+        mode: 0o755,
+      },
+    });
+  }
+  if (!(await present(SLEEPER_IMAGE))) {
+    await build(SLEEPER_IMAGE, {
+      Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sleep", "3600"]'].join('\n') },
+      busybox,
+    });
+  }
+}
+
+/** Removes every workload and network the engine holds for the tenants of a test store. */
+export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> {
+  for (const id of tenantIds) {
+    const list = await docker.listContainers({ all: true, filters: { label: [`svc.tenant=${id}`] } });
+    for (const c of list) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {});
+    await docker.getNetwork(`tenant-${id}`).remove().catch(() => {});
+  }
+}

@@ -1,0 +1,312 @@
+// Services on the real Docker Engine, with images the tests build (test/images.ts).
+import assert from 'node:assert/strict';
+import { get } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import type { Service } from '@svc/client';
+import { tenantNetworkName } from '../src/runtime/index.js';
+import { workloadName } from '../src/services/deployer.js';
+import { ADMIN_TOKEN, newTenant, startServer, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+
+type Tenant = Awaited<ReturnType<typeof newTenant>>;
+let track: (id: string) => void = () => {};
+async function tenantOn(t: TestServer): Promise<Tenant> {
+  const x = await newTenant(t);
+  track(x.id);
+  return x;
+}
+
+async function waitFor(what: string, fn: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function settled(a: Tenant, id: string): Promise<Service> {
+  let s!: Service;
+  await waitFor(`service ${id} to leave deploying`, async () => (s = await a.client.service(id)).status !== 'deploying');
+  return s;
+}
+
+/**
+ * What the service answers on its tenant network, seen from the host. A new connection each
+ * time: a replaced container often gets the same IP, and a kept-alive socket would reach the old one.
+ */
+async function fetchFromService(serviceId: string, path: string): Promise<string> {
+  const c = await docker.getContainer(workloadName(serviceId)).inspect();
+  const ip = Object.values(c.NetworkSettings.Networks)[0]?.IPAddress;
+  return new Promise((resolve, reject) => {
+    get({ host: ip, port: 8000, path, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+}
+
+describe('services on the real engine', () => {
+  let t: TestServer;
+  const lines: string[] = [];
+  before(async () => {
+    await ensureTestImages();
+    track = (id) => tenants.push(id);
+    t = await startServer({ realTime: true, logLines: lines, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { readyTimeoutMs: 3_000 } });
+  });
+  const tenants: string[] = [];
+  after(async () => {
+    // Server errors, for whoever reads a failed run.
+    for (const l of lines) if (l.includes('"level":50')) process.stderr.write(`# svcd: ${l.slice(0, 2000)}\n`);
+    await t.close();
+    await removeTenantWorkloads(tenants);
+  });
+
+  test('create: 201 deploying, then running; hardened container on the tenant network with env and quota limits', async () => {
+    const a = await tenantOn(t);
+    const r = await a.client.raw<Service>('POST', '/v1/services', { body: { name: 'web app', image: BUSYBOX_IMAGE, env: { GREETING: 'hello' } } });
+    assert.equal(r.status, 201);
+    assert.equal(r.body.status, 'deploying');
+    assert.equal(r.body.port, 8000, 'port 0/absent means 8000');
+    assert.equal(r.body.dns_label, 'web-app');
+    const s = await settled(a, r.body.id);
+    assert.equal(s.status, 'running', s.last_error ?? '');
+    assert.equal(s.last_error, null);
+
+    const env = await fetchFromService(s.id, '/cgi-bin/env');
+    assert.match(env, /^GREETING=hello$/m);
+    assert.match(env, /^PORT=8000$/m);
+
+    const c = await docker.getContainer(workloadName(s.id)).inspect();
+    assert.deepEqual(c.HostConfig.CapDrop, ['ALL']);
+    assert.deepEqual(c.HostConfig.SecurityOpt, ['no-new-privileges']);
+    assert.equal(c.HostConfig.PidsLimit, 256);
+    assert.equal(c.HostConfig.Memory, Math.floor(2048 / 5) * 1024 * 1024, "memory: the tenant's 2048 MB over its 5 services");
+    assert.equal(c.HostConfig.NanoCpus, 0.4e9);
+    assert.equal(c.HostConfig.NetworkMode, tenantNetworkName(a.id));
+    assert.equal(c.Config.Labels['svc.tenant'], a.id);
+    assert.equal(c.Config.Labels['svc.resource'], s.id);
+    const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+    assert.equal(c.HostConfig.Runtime, 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc', 'gVisor when the engine has it (--sandbox auto)');
+
+    const deps = await a.client.deployments(s.id);
+    assert.equal(deps.length, 1);
+    assert.equal(deps[0]?.status, 'succeeded');
+    assert.equal(deps[0]?.reason, 'create');
+    const actions = (await a.client.activity({ service_id: s.id })).map((e) => e.action);
+    assert.deepEqual(actions.sort(), ['deployment.succeeded', 'service.created']);
+    assert.equal((await a.client.usage()).services.used, 1);
+  });
+
+  test('validation: name, port, image source; quota and duplicate names are 409', async () => {
+    const a = await tenantOn(t);
+    const bad: Array<[Record<string, unknown>, RegExp]> = [
+      [{ name: 'x'.repeat(129), image: BUSYBOX_IMAGE }, /name/],
+      [{ name: 'bad/name', image: BUSYBOX_IMAGE }, /name/],
+      [{ name: 'ok', image: BUSYBOX_IMAGE, port: 65536 }, /port/],
+      [{ name: 'ok', image: BUSYBOX_IMAGE, port: -1 }, /port/],
+      [{ name: 'ok', image: 'ghcr.io/acme/app:1' }, /Docker Hub or a loopback registry/],
+      [{ name: 'ok', image: '10.0.0.5:5000/app' }, /Docker Hub or a loopback registry/],
+      [{ name: 'ok', image: 'Not A Valid Ref' }, /invalid image reference/],
+      [{ name: 'ok' }, /image is required/],
+      [{ name: 'ok', image: BUSYBOX_IMAGE, env: { 'BAD-KEY': 'x' } }, /env/],
+    ];
+    for (const [body, msg] of bad) {
+      const r = await a.client.raw<{ error: string }>('POST', '/v1/services', { body });
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.match(r.body.error, msg);
+    }
+    assert.equal((await a.client.listServices()).length, 0, 'refused requests created nothing');
+
+    await t.client.raw('PATCH', `/v1/tenants/${a.id}/quotas`, { body: { max_services: 1, max_env_vars_per_service: 2 }, headers: { 'x-admin-token': ADMIN_TOKEN, 'x-real-ip': '10.7.0.1' } });
+    const envCap = await a.client.raw<{ error: string }>('POST', '/v1/services', { body: { name: 'many', image: BUSYBOX_IMAGE, env: { A: '1', B: '2', C: '3' } } });
+    assert.equal(envCap.status, 409);
+    assert.match(envCap.body.error, /^quota exceeded: maximum environment variables/);
+    const first = await a.client.createService({ name: 'only', image: BUSYBOX_IMAGE, port: 8000 });
+    const second = await a.client.raw<{ error: string }>('POST', '/v1/services', { body: { name: 'second', image: BUSYBOX_IMAGE } });
+    assert.equal(second.status, 409);
+    assert.match(second.body.error, /^quota exceeded: maximum services reached/);
+    await t.client.raw('PATCH', `/v1/tenants/${a.id}/quotas`, { body: { max_services: 3 }, headers: { 'x-admin-token': ADMIN_TOKEN, 'x-real-ip': '10.7.0.2' } });
+    const dup = await a.client.raw('POST', '/v1/services', { body: { name: 'ONLY', image: BUSYBOX_IMAGE } });
+    assert.equal(dup.status, 409);
+    await settled(a, first.id);
+  });
+
+  test('a foreign service is the same 404 as a missing one', async () => {
+    const a = await tenantOn(t);
+    const b = await tenantOn(t);
+    const s = await a.client.createService({ name: 'mine', image: BUSYBOX_IMAGE });
+    for (const [method, path] of [
+      ['GET', `/v1/services/${s.id}`],
+      ['PATCH', `/v1/services/${s.id}`],
+      ['DELETE', `/v1/services/${s.id}`],
+      ['POST', `/v1/services/${s.id}/restart`],
+      ['GET', `/v1/services/${s.id}/logs`],
+      ['GET', `/v1/services/${s.id}/env`],
+    ] as const) {
+      const foreign = await b.client.raw<{ error: string }>(method, path, { body: method === 'PATCH' ? { name: 'x' } : undefined });
+      const missing = await b.client.raw<{ error: string }>(method, path.replace(s.id, 'ffffffffffffffffffffffff'), { body: method === 'PATCH' ? { name: 'x' } : undefined });
+      assert.equal(foreign.status, 404, `${method} ${path}`);
+      assert.deepEqual(foreign.body, missing.body);
+    }
+    assert.equal((await b.client.listServices()).length, 0);
+    await settled(a, s.id);
+  });
+
+  test('env: masked list, audited reveal, merge and delete; a restart applies the change', async () => {
+    const a = await tenantOn(t);
+    const s = await a.client.createService({ name: 'envy', image: BUSYBOX_IMAGE, env: { ONE: '1' } });
+    await settled(a, s.id);
+    assert.deepEqual(await a.client.setServiceEnv(s.id, { TWO: 'two', ONE: 'uno' }), { ONE: '********', TWO: '********' });
+    assert.deepEqual(await a.client.serviceEnv(s.id, true), { ONE: 'uno', TWO: 'two' });
+    assert.ok(lines.some((l) => l.includes('"service.env.reveal"') && l.includes(s.id)), 'reveal is audit-logged');
+    await a.client.unsetServiceEnv(s.id, 'TWO');
+    assert.equal((await a.client.raw('DELETE', `/v1/services/${s.id}/env/TWO`)).status, 404);
+    assert.match(await fetchFromService(s.id, '/cgi-bin/env'), /^ONE=1$/m, 'not applied before a restart');
+
+    const r = await a.client.raw<{ service: Service; deployment: { reason: string } }>('POST', `/v1/services/${s.id}/restart`);
+    assert.equal(r.status, 202);
+    assert.equal(r.body.service.status, 'deploying');
+    assert.equal(r.body.deployment.reason, 'restart');
+    assert.equal((await settled(a, s.id)).status, 'running');
+    const env = await fetchFromService(s.id, '/cgi-bin/env');
+    assert.match(env, /^ONE=uno$/m);
+    assert.doesNotMatch(env, /^TWO=/m);
+    // Values are sealed at rest.
+    const sealed = await t.deps.store.serviceEnv.get(s.id);
+    assert.ok(!(sealed.get('ONE') ?? '').includes('uno'));
+  });
+
+  test('logs: tail default and bounds; follow streams new lines as text/plain', async () => {
+    const a = await tenantOn(t);
+    const s = await a.client.createService({ name: 'chatty', image: BUSYBOX_IMAGE });
+    await settled(a, s.id);
+    await fetchFromService(s.id, '/index.html');
+    const logs = await a.client.raw('GET', `/v1/services/${s.id}/logs`);
+    assert.equal(logs.status, 200);
+    assert.match(logs.headers.get('content-type') ?? '', /^text\/plain/);
+    assert.match(logs.text, /svc-test starting on port 8000/);
+    assert.equal((await a.client.serviceLogs(s.id, 1)).trim().split('\n').length, 1);
+    assert.equal((await a.client.raw('GET', `/v1/services/${s.id}/logs`, { query: { tail: 10001 } })).status, 400);
+    assert.equal((await a.client.raw('GET', `/v1/services/${s.id}/logs`, { query: { tail: 10000 } })).status, 200);
+
+    const controller = new AbortController();
+    const res = await fetch(`${t.url}/v1/services/${s.id}/logs?follow=true&tail=0`, { headers: { authorization: `Bearer ${a.key}` }, signal: controller.signal });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    assert.equal(await fetchFromService(s.id, '/cgi-bin/log?marker-for-follow'), 'logged\n');
+    let seen = '';
+    const timeout = setTimeout(() => controller.abort(), 10_000);
+    try {
+      while (!seen.includes('marker-for-follow')) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += Buffer.from(value).toString();
+      }
+    } catch {
+      // aborted at the deadline: the assertion below says what was missing
+    }
+    clearTimeout(timeout);
+    assert.match(seen, /marker-for-follow/);
+    controller.abort();
+    const missing = await a.client.raw('GET', '/v1/services/ffffffffffffffffffffffff/logs', { query: { follow: true } });
+    assert.equal(missing.status, 404, 'existence is checked before the stream starts');
+  });
+
+  test('stop removes the container; start deploys it again; rename keeps the DNS label', async () => {
+    const a = await tenantOn(t);
+    const s = await a.client.createService({ name: 'stoppable', image: BUSYBOX_IMAGE });
+    await settled(a, s.id);
+    const stopped = await a.client.serviceAction(s.id, 'stop');
+    assert.equal(stopped.service.status, 'stopped');
+    await assert.rejects(docker.getContainer(workloadName(s.id)).inspect(), /no such container/i);
+    const started = await a.client.serviceAction(s.id, 'start');
+    assert.equal(started.deployment?.reason, 'start');
+    assert.equal((await settled(a, s.id)).status, 'running');
+    assert.equal((await a.client.raw('POST', `/v1/services/${s.id}/start`)).status, 409, 'already running');
+    const renamed = await a.client.renameService(s.id, 'renamed.service');
+    assert.equal(renamed.name, 'renamed.service');
+    assert.equal(renamed.dns_label, 'stoppable');
+    assert.deepEqual((await a.client.deployments(s.id)).map((d) => d.reason), ['start', 'create']);
+  });
+
+  test('failed deploys end failed with last_error: an image that cannot be pulled, a container that exits', async () => {
+    const a = await tenantOn(t);
+    const missing = await a.client.createService({ name: 'ghost', image: 'svc-test/does-not-exist:1' });
+    const m = await settled(a, missing.id);
+    assert.equal(m.status, 'failed');
+    assert.match(m.last_error ?? '', /could not be pulled/);
+    assert.equal((await a.client.deployments(missing.id))[0]?.status, 'failed');
+
+    const s = await a.client.createService({ name: 'crasher', image: BUSYBOX_IMAGE });
+    await settled(a, s.id);
+    await docker.getContainer(workloadName(s.id)).exec({ Cmd: ['/bin/touch', '/tmp/crash'] }).then((e) => e.start({}));
+    await a.client.serviceAction(s.id, 'restart');
+    // The restarted container crashes again only when asked; ask before it is ready by failing readiness instead:
+    const sleeper = await a.client.createService({ name: 'sleeper', image: SLEEPER_IMAGE });
+    const sl = await settled(a, sleeper.id);
+    assert.equal(sl.status, 'failed');
+    assert.match(sl.last_error ?? '', /did not accept connections on port 8000/);
+    await settled(a, s.id);
+  });
+
+  test('cancel a running deployment', async () => {
+    const slow = await startServer({ realTime: true, overrides: { readyTimeoutMs: 60_000 } });
+    try {
+      const a = await tenantOn(slow);
+      const s = await a.client.createService({ name: 'never-ready', image: SLEEPER_IMAGE });
+      let running: string | undefined;
+      await waitFor('the deployment to run', async () => {
+        const d = (await a.client.deployments(s.id))[0];
+        running = d?.status === 'running' ? d.id : undefined;
+        return running !== undefined;
+      });
+      const cancelled = await a.client.cancelDeployment(s.id, running!);
+      assert.equal(cancelled.status, 'cancelled');
+      const after = await a.client.service(s.id);
+      assert.equal(after.status, 'failed');
+      assert.match(after.last_error ?? '', /cancelled/);
+      assert.equal((await a.client.raw('POST', `/v1/services/${s.id}/deployments/${running}/cancel`)).status, 409);
+      await assert.rejects(docker.getContainer(workloadName(s.id)).inspect(), /no such container/i);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  test("two tenants' containers cannot reach each other; one tenant's can", async () => {
+    const a = await tenantOn(t);
+    const b = await tenantOn(t);
+    const a1 = await a.client.createService({ name: 'a1', image: BUSYBOX_IMAGE });
+    const a2 = await a.client.createService({ name: 'a2', image: BUSYBOX_IMAGE });
+    const b1 = await b.client.createService({ name: 'b1', image: BUSYBOX_IMAGE });
+    for (const [c, id] of [[a, a1.id], [a, a2.id], [b, b1.id]] as const) {
+      const s = await settled(c, id);
+      assert.equal(s.status, 'running', s.last_error ?? '');
+    }
+    const ipOf = async (id: string) => Object.values((await docker.getContainer(workloadName(id)).inspect()).NetworkSettings.Networks)[0]?.IPAddress;
+    assert.match(await fetchFromService(a1.id, `/cgi-bin/fetch?${await ipOf(a2.id)}:8000`), /hello from svc-test/, 'same tenant: reachable');
+    assert.match(await fetchFromService(a1.id, `/cgi-bin/fetch?${await ipOf(b1.id)}:8000`), /unreachable/, 'other tenant: not reachable');
+    assert.match(await fetchFromService(b1.id, `/cgi-bin/fetch?${await ipOf(a1.id)}:8000`), /unreachable/);
+    const api = new URL(t.url);
+    assert.match(await fetchFromService(a1.id, `/cgi-bin/fetch?${api.hostname}:${api.port}`), /unreachable/, "svcd's API port is not reachable");
+  });
+
+  test('delete removes the container, and the tenant network with the last service; suspension stops services', async () => {
+    const a = await tenantOn(t);
+    const s = await a.client.createService({ name: 'doomed', image: BUSYBOX_IMAGE });
+    await settled(a, s.id);
+    assert.equal((await a.client.raw('DELETE', `/v1/services/${s.id}`)).status, 204);
+    await assert.rejects(docker.getContainer(workloadName(s.id)).inspect(), /no such container/i);
+    await assert.rejects(docker.getNetwork(tenantNetworkName(a.id)).inspect(), /not found/i);
+    assert.equal((await a.client.raw('GET', `/v1/services/${s.id}`)).status, 404);
+    assert.ok((await a.client.activity()).some((e) => e.action === 'service.deleted'));
+
+    const kept = await a.client.createService({ name: 'suspended-one', image: BUSYBOX_IMAGE });
+    await settled(a, kept.id);
+    await a.client.suspendTenant();
+    const row = await t.deps.store.services.findAny(kept.id);
+    assert.equal(row?.status, 'stopped');
+    await assert.rejects(docker.getContainer(workloadName(kept.id)).inspect(), /no such container/i);
+  });
+});

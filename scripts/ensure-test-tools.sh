@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Debian packages the tests use to build their own images (no registry is reachable):
+#   busybox-static: a static binary for FROM scratch test images (HTTP server, shell, nc)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+need_pkg busybox-static
