@@ -38,7 +38,7 @@ test: build
 	@bash scripts/ensure-test-tools.sh
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
 	  echo "make: running $(words $(TEST_FILES)) test files on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
-	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-reporter=spec $(TEST_FILES)
+	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-timeout=300000 --test-reporter=spec $(TEST_FILES)
 
 bench-api: build
 	@eval "$$(bash scripts/ensure-postgres.sh)" && taskset -c 1 node --import tsx bench/api/run.ts

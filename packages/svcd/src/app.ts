@@ -20,6 +20,9 @@ import { REQUEST_TIMEOUT_MS } from './api/timeouts.js';
 import { loadMasterKey, Sealer } from './secrets/sealer.js';
 import { Deployer } from './services/deployer.js';
 import { Services } from './services/services.js';
+import { CrashHandler } from './services/crashes.js';
+import { RECONCILE_EVERY_MS, Reconciler } from './services/reconciler.js';
+import { loadInstanceId } from './instance.js';
 
 export interface Deps {
   config: Config;
@@ -41,6 +44,8 @@ export interface Deps {
   sealer: Sealer;
   deployer: Deployer;
   services: Services;
+  crashes: CrashHandler;
+  reconciler: Reconciler;
   jobs: PeriodicJobs;
   requestTimeoutMs: number;
 }
@@ -59,21 +64,34 @@ export interface DepsOverrides {
   /** Deploy timing (tests). */
   deployDeadlineMs?: number;
   readyTimeoutMs?: number;
+  /** Crash restart backoff base (tests). */
+  crashBackoffMs?: number;
 }
 
-export const IDEMPOTENCY_PRUNE_EVERY_MS = 60_000;
+export const PRUNE_EVERY_MS = 60_000;
 
 export async function createDeps(config: Config, o: DepsOverrides = {}): Promise<Deps> {
   const clock = o.clock ?? systemClock;
   const timers = o.timers ?? systemTimers;
   const log = o.log ?? pino({ level: config.logLevel, base: { svc: 'svcd' } });
   const audit = log.child({ audit: true });
-  const store = o.store ?? (await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
-  const runtime = o.runtime ?? new DockerRuntime(config.dockerHost);
+  const store =
+    o.store ??
+    (await openStore({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      onConnectionError: (err) => log.warn({ err }, 'idle database connection failed; the pool replaces it'),
+    }));
+  // One id per store: it labels every workload, so installations sharing an engine stay apart.
+  const installation = await store.settings.getOrCreate('installation_id', hexId(8));
+  const runtime = o.runtime ?? new DockerRuntime(config.dockerHost, installation);
+  // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
+  const instance = loadInstanceId(config.dataDir);
+  const holder = `${instance}/${hexId(4)}`;
+  await store.jobLocks.releaseEarlierBoots(instance, holder);
   const keyCache = new KeyCache(clock);
   const activity = new Activity(store, clock);
   const apiKeys = new ApiKeys(store, keyCache, activity, clock, audit);
-  const holder = `svcd-${hexId(6)}`;
   const jobs = new PeriodicJobs(store, clock, timers, log, holder);
   const sealer = new Sealer(loadMasterKey(config.masterKey ?? undefined, config.dataDir));
   const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
@@ -82,11 +100,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.readyTimeoutMs,
   });
   const services = new Services(store, runtime, deployer, sealer, activity, clock, audit, { baseDomain: config.baseDomain });
+  const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs);
+  const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder);
+  jobs.schedule(reconcileJob(reconciler));
   jobs.schedule({
-    name: 'idempotency.prune',
-    everyMs: IDEMPOTENCY_PRUNE_EVERY_MS,
+    name: 'store.prune',
+    everyMs: PRUNE_EVERY_MS,
     run: async () => {
       await store.idempotency.pruneExpired(unixSeconds(clock));
+      await store.jobLocks.pruneExpired(clock.now());
     },
   });
   return {
@@ -108,13 +130,26 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     sealer,
     deployer,
     services,
+    crashes,
+    reconciler,
     jobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
   };
 }
 
+function reconcileJob(reconciler: Reconciler) {
+  return { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() };
+}
+
+/** Starts the work that runs without requests: crash watching and a first reconcile. */
+export async function startBackground(deps: Deps): Promise<void> {
+  deps.crashes.watch();
+  await deps.jobs.runOnce(reconcileJob(deps.reconciler));
+}
+
 export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
+  await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();
   await deps.store.close();

@@ -2,7 +2,7 @@
 // svcd's entry point: flags (each with its SVC_* variable) -> config -> dependencies -> server.
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
-import { closeDeps, createDeps } from './app.js';
+import { closeDeps, createDeps, startBackground } from './app.js';
 import { buildConfig, ConfigError, type RawOptions } from './config.js';
 import { SANDBOX_RUNTIME } from './runtime/index.js';
 
@@ -54,6 +54,7 @@ async function main(): Promise<void> {
 
   const app = await buildServer(deps);
   const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+  await startBackground(deps);
   process.stdout.write(`svcd listening on ${address} (store: ${deps.store.dialect}${config.dev ? ', dev mode' : ''})\n`);
 
   let closing = false;

@@ -7,7 +7,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { SvcClient } from '@svc/client';
+import { SvcClient, type Service } from '@svc/client';
+import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 
 const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
 const TOKEN = 'binary-test-bootstrap-token-0123456789';
@@ -103,6 +104,56 @@ describe('bin/svcd start-up', () => {
     } finally {
       second.proc.kill('SIGTERM');
       await exited(second.proc);
+    }
+  });
+});
+
+describe('bin/svcd killed in the middle of deploys', () => {
+  test('after a SIGKILL and a restart, every service runs, interrupted deploys say so, nothing is orphaned', async () => {
+    await ensureTestImages();
+    const dir = dataDir();
+    const first = await start(['--dev', '--open-registration', '--data-dir', dir]);
+    const c = new SvcClient({ baseUrl: first.url });
+    const reg = await c.register({ name: 'killed', email: 'k@x.io' });
+    const a = c.withKey(reg.api_key);
+    try {
+      const created: Service[] = [];
+      for (const name of ['one', 'two', 'three']) created.push(await a.createService({ name, image: BUSYBOX_IMAGE }));
+      const gone = exited(first.proc);
+      first.proc.kill('SIGKILL');
+      await gone;
+
+      const second = await start(['--dev', '--open-registration', '--data-dir', dir]);
+      let interrupted = 0;
+      try {
+        const b = new SvcClient({ baseUrl: second.url, apiKey: reg.api_key });
+        for (const s of created) {
+          const until = Date.now() + 60_000;
+          let now = await b.service(s.id);
+          while (now.status !== 'running' && Date.now() < until) {
+            await new Promise((r) => setTimeout(r, 200));
+            now = await b.service(s.id);
+          }
+          assert.equal(now.status, 'running', `${s.name}: ${now.last_error ?? ''}`);
+          const containers = await docker.listContainers({ all: true, filters: { label: [`svc.resource=${s.id}`] } });
+          assert.equal(containers.length, 1, `${s.name}: exactly one container`);
+          const deps = await b.deployments(s.id);
+          assert.equal(deps[0]?.status, 'succeeded');
+          for (const d of deps.slice(1)) {
+            assert.equal(d.status, 'failed', 'an earlier deployment was interrupted');
+            assert.match(d.last_error ?? '', /interrupted: svcd stopped during this deployment/);
+            interrupted += 1;
+          }
+          assert.ok(deps.every((d) => d.status !== 'pending' && d.status !== 'running'), 'nothing left unfinished');
+        }
+        // A deploy takes longer than the kill comes after the last create: at least that one was cut.
+        assert.ok(interrupted >= 1, 'the kill interrupted at least one deploy');
+      } finally {
+        second.proc.kill('SIGTERM');
+        await exited(second.proc);
+      }
+    } finally {
+      await removeTenantWorkloads([reg.tenant_id]);
     }
   });
 });

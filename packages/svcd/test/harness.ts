@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
-import { buildServer, closeDeps, createDeps, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { buildServer, closeDeps, createDeps, startBackground, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import type { NewTenantRow } from '../src/store/index.js';
@@ -115,6 +115,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const deps = await createDeps(config, { ...time, log, ...o.overrides });
   const server = await buildServer(deps);
   const address = await server.listen({ host: '127.0.0.1', port: 0 });
+  await startBackground(deps);
   return {
     url: address,
     client: new SvcClient({ baseUrl: address }),

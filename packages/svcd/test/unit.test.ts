@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import type { FastifyRequest } from 'fastify';
 import { clientIp } from '../src/api/client-ip.js';
 import { isReplayable } from '../src/api/idempotency.js';
+import { afterCrash, restartDelayMs } from '../src/services/crashes.js';
 import { KeyCache } from '../src/auth/key-cache.js';
 import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
 import { OperatorTokens } from '../src/auth/operator.js';
@@ -144,5 +145,21 @@ describe('idempotent replay storage', () => {
     assert.equal(isReplayable(429, 10), false);
     assert.equal(isReplayable(500, 10), false);
     assert.equal(isReplayable(503, 10), false);
+  });
+});
+
+describe('crash bookkeeping', () => {
+  test('crashes count within a 10-minute window; the fifth opens the circuit; backoff doubles to 30 s', () => {
+    let s = { crash_count: 0, crash_window_start: null as number | null };
+    const states = [];
+    for (const at of [1000, 1010, 1100, 1500, 1599]) {
+      const next = afterCrash(s, at);
+      states.push([next.crash_count, next.circuitOpen]);
+      s = next;
+    }
+    assert.deepEqual(states, [[1, false], [2, false], [3, false], [4, false], [5, true]]);
+    assert.deepEqual(afterCrash({ crash_count: 4, crash_window_start: 1000 }, 1600), { crash_count: 1, crash_window_start: 1600, last_crash_at: 1600, circuitOpen: false }, 'a crash after the window starts a new one');
+    assert.deepEqual([1, 2, 3, 5, 6, 10].map((n) => restartDelayMs(n)), [1000, 2000, 4000, 16000, 30000, 30000]);
+    assert.equal(restartDelayMs(3, 10), 40, 'scaled base for tests');
   });
 });

@@ -15,6 +15,7 @@ import {
   type WorkloadKind,
   type WorkloadSpec,
   type WorkloadState,
+  type WorkloadExit,
 } from './index.js';
 
 const execFileAsync = promisify(execFile);
@@ -41,7 +42,15 @@ export class DockerRuntime implements Runtime {
   private readonly networkCreations = new Map<string, Promise<void>>();
   private sandboxVersionCache: { path: string; version: string } | null = null;
 
-  constructor(host: string, timeoutMs = 5_000) {
+  /**
+   * `installation` labels every workload this runtime creates, and scopes what it lists and
+   * reports to them: another svc installation on the same engine is invisible to this one.
+   */
+  constructor(
+    host: string,
+    private readonly installation: string,
+    timeoutMs = 5_000,
+  ) {
     this.docker = new Docker(dockerOptions(host, timeoutMs));
     this.streaming = new Docker({ ...dockerOptions(host, timeoutMs), timeout: undefined });
   }
@@ -176,6 +185,7 @@ export class DockerRuntime implements Runtime {
       Labels: {
         ...spec.labels,
         [LABELS.managed]: 'true',
+        [LABELS.installation]: this.installation,
         [LABELS.tenant]: spec.tenantId,
         [LABELS.kind]: spec.kind,
         [LABELS.resource]: spec.resourceId,
@@ -255,7 +265,7 @@ export class DockerRuntime implements Runtime {
   }
 
   async listWorkloads(filter: { tenantId?: string; kind?: WorkloadKind } = {}): Promise<WorkloadInfo[]> {
-    const label = [`${LABELS.managed}=true`];
+    const label = [`${LABELS.installation}=${this.installation}`];
     if (filter.tenantId) label.push(`${LABELS.tenant}=${filter.tenantId}`);
     if (filter.kind) label.push(`${LABELS.kind}=${filter.kind}`);
     const list = await this.docker.listContainers({ all: true, filters: { label } });
@@ -286,6 +296,40 @@ export class DockerRuntime implements Runtime {
       out.end(demuxBuffer(buf));
     }
     return out;
+  }
+
+  async *exits(signal: AbortSignal): AsyncIterable<WorkloadExit> {
+    const stream = (await this.streaming.getEvents({
+      filters: { type: ['container'], event: ['die'], label: [`${LABELS.installation}=${this.installation}`] },
+    })) as NodeJS.ReadableStream & { destroy(): void };
+    // The abort may have come while the stream was being opened: then no listener would fire.
+    if (signal.aborted) {
+      stream.destroy();
+      return;
+    }
+    const stop = () => stream.destroy();
+    signal.addEventListener('abort', stop, { once: true });
+    let buffered = '';
+    try {
+      for await (const chunk of stream) {
+        buffered += chunk.toString();
+        let nl: number;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (line === '') continue;
+          const e = JSON.parse(line) as { id: string; Actor?: { Attributes?: Record<string, string> } };
+          const attrs = e.Actor?.Attributes ?? {};
+          const code = attrs.exitCode === undefined ? null : Number(attrs.exitCode);
+          yield { id: e.id, labels: attrs, exitCode: Number.isNaN(code) ? null : code };
+        }
+      }
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    } finally {
+      signal.removeEventListener('abort', stop);
+      stream.destroy();
+    }
   }
 
   async countNetworks(prefix: string): Promise<number> {

@@ -23,6 +23,8 @@ export interface EngineStorage {
 /** Labels every svc workload carries, so that the engine's state can be matched to the store. */
 export const LABELS = {
   managed: 'svc.managed',
+  /** The svc installation (one store) that owns the workload: several may share an engine. */
+  installation: 'svc.installation',
   tenant: 'svc.tenant',
   kind: 'svc.kind',
   resource: 'svc.resource',
@@ -67,6 +69,13 @@ export interface LogOptions {
   follow: boolean;
 }
 
+/** A workload ended (whatever the reason: crash, stop, removal). */
+export interface WorkloadExit {
+  id: string;
+  labels: Record<string, string>;
+  exitCode: number | null;
+}
+
 export interface Runtime {
   /** Engine version and capabilities; throws RuntimeUnavailableError when no engine answers. */
   info(): Promise<EngineInfo>;
@@ -94,6 +103,8 @@ export interface Runtime {
   listWorkloads(filter?: { tenantId?: string; kind?: WorkloadKind }): Promise<WorkloadInfo[]>;
   /** stdout and stderr as text; with follow, open until the workload ends or the stream is destroyed. */
   logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream>;
+  /** Exits of svc workloads as the engine reports them, until the signal aborts. */
+  exits(signal: AbortSignal): AsyncIterable<WorkloadExit>;
 }
 
 export class RuntimeUnavailableError extends Error {}

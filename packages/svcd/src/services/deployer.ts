@@ -6,10 +6,11 @@
 import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
-import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import type { Sealer } from '../secrets/sealer.js';
 import { LABELS, SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import type { DeploymentRow, ServiceRow, Store, TenantRow } from '../store/index.js';
+import { timeOrderedId } from '../ids.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** How long a started container has to accept TCP connections on its port. */
@@ -27,6 +28,23 @@ export interface DeployerOptions {
 }
 
 class Cancelled extends Error {}
+
+/** A new pending deployment record. */
+export function deploymentRow(clock: Clock, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean): DeploymentRow {
+  return {
+    id: timeOrderedId(clock.now()),
+    service_id: serviceId,
+    tenant_id: tenantId,
+    status: 'pending',
+    reason,
+    image,
+    pull: pull ? 1 : 0,
+    last_error: null,
+    created_at: unixSeconds(clock),
+    started_at: null,
+    finished_at: null,
+  };
+}
 
 export function workloadName(serviceId: string): string {
   return `svc-${serviceId}`;
@@ -50,6 +68,8 @@ export class Deployer {
   private readonly runs = new Set<Promise<void>>();
   /** The last run queued per service: the next one starts when it ends. */
   private readonly chains = new Map<string, Promise<void>>();
+  /** Deployments waiting for a delay (crash backoff): reconcile leaves them alone. */
+  private readonly delayed = new Map<string, TimerHandle>();
   private closed = false;
 
   constructor(
@@ -79,6 +99,23 @@ export class Deployer {
     this.runs.add(run);
   }
 
+  /** Runs a deployment after a delay (crash backoff). */
+  startLater(deploymentId: string, serviceId: string, delayMs: number): void {
+    if (this.closed) return;
+    this.delayed.set(
+      deploymentId,
+      this.timers.setTimeout(() => {
+        this.delayed.delete(deploymentId);
+        this.start(deploymentId, serviceId);
+      }, delayMs),
+    );
+  }
+
+  /** Whether this process runs, or will run, deployments of the service or this deployment. */
+  owns(deploymentId: string, serviceId: string): boolean {
+    return this.delayed.has(deploymentId) || this.chains.has(serviceId);
+  }
+
   /** Stops a deployment this process runs; false when it runs elsewhere or not at all. */
   abort(deploymentId: string, why: string): boolean {
     const c = this.active.get(deploymentId);
@@ -99,6 +136,8 @@ export class Deployer {
 
   async close(): Promise<void> {
     this.closed = true;
+    for (const t of this.delayed.values()) t.cancel();
+    this.delayed.clear();
     for (const c of this.active.values()) c.abort(new Error('svcd is shutting down'));
     await this.idle();
   }

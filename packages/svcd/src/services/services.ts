@@ -7,12 +7,12 @@ import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
-import { hexId, timeOrderedId } from '../ids.js';
+import { hexId } from '../ids.js';
 import type { Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
-import type { Deployer } from './deployer.js';
+import { deploymentRow, type Deployer } from './deployer.js';
 import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
 import { imageRefusal } from './images.js';
 
@@ -276,19 +276,7 @@ export class Services implements TenantResources {
   }
 
   private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean): Promise<DeploymentRow> {
-    const row: DeploymentRow = {
-      id: timeOrderedId(this.clock.now()),
-      service_id: serviceId,
-      tenant_id: tenantId,
-      status: 'pending',
-      reason,
-      image,
-      pull: pull ? 1 : 0,
-      last_error: null,
-      created_at: unixSeconds(this.clock),
-      started_at: null,
-      finished_at: null,
-    };
+    const row = deploymentRow(this.clock, tenantId, serviceId, image, reason, pull);
     await tx.deployments.insert(row);
     return row;
   }

@@ -19,6 +19,7 @@ import { JobLockStore } from './job-locks.js';
 import { ServiceStore } from './services.js';
 import { ServiceEnvStore } from './service-env.js';
 import { DeploymentStore } from './deployments.js';
+import { SettingsStore } from './settings.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -38,6 +39,7 @@ export interface Repositories {
   services: ServiceStore;
   serviceEnv: ServiceEnvStore;
   deployments: DeploymentStore;
+  settings: SettingsStore;
 }
 
 export interface Store extends Repositories {
@@ -58,6 +60,7 @@ function repositories(db: Kysely<Database>): Repositories {
     services: new ServiceStore(db),
     serviceEnv: new ServiceEnvStore(db),
     deployments: new DeploymentStore(db),
+    settings: new SettingsStore(db),
   };
 }
 
@@ -66,6 +69,11 @@ export interface StoreOptions {
   databaseUrl: string | null;
   /** Where the SQLite file lives (created if missing). */
   dataDir: string;
+  /**
+   * Errors of idle PostgreSQL connections (server restarted, connection terminated). The pool
+   * replaces such connections itself; without a listener, Node would crash the process.
+   */
+  onConnectionError?: (err: Error) => void;
 }
 
 // node-postgres returns int8 as strings by default (to be safe past 2^53); our int8 columns are
@@ -81,6 +89,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   if (opts.databaseUrl !== null) {
     dialect = 'postgres';
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes });
+    pool.on('error', (err) => opts.onConnectionError?.(err));
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   } else {
     dialect = 'sqlite';

@@ -28,6 +28,24 @@ export class JobLockStore {
     }
   }
 
+  /**
+   * Frees the leases an earlier run of the same instance held (holders are `<instance>/<boot>`):
+   * that process is gone, so nobody has to wait for its leases to expire.
+   */
+  async releaseEarlierBoots(instance: string, currentHolder: string): Promise<number> {
+    const r = await this.db
+      .deleteFrom('job_locks')
+      .where('holder', 'like', `${instance}/%`)
+      .where('holder', '!=', currentHolder)
+      .executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+
+  async pruneExpired(nowMs: number): Promise<number> {
+    const r = await this.db.deleteFrom('job_locks').where('expires_at_ms', '<=', nowMs).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+
   async release(name: string, holder: string): Promise<void> {
     await this.db.deleteFrom('job_locks').where('name', '=', name).where('holder', '=', holder).execute();
   }

@@ -133,6 +133,11 @@ export interface DeploymentsTable {
 export type DeploymentRow = Selectable<DeploymentsTable>;
 export type NewDeploymentRow = Insertable<DeploymentsTable>;
 
+export interface SettingsTable {
+  key: string;
+  value: string;
+}
+
 export interface Database {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
@@ -142,4 +147,5 @@ export interface Database {
   services: ServicesTable;
   service_env: ServiceEnvTable;
   deployments: DeploymentsTable;
+  settings: SettingsTable;
 }

@@ -2,6 +2,13 @@ import type { Kysely } from 'kysely';
 
 export const services = {
   async up(db: Kysely<unknown>): Promise<void> {
+    // Facts about this installation (its id labels every workload it runs).
+    await db.schema
+      .createTable('settings')
+      .addColumn('key', 'text', (c) => c.primaryKey())
+      .addColumn('value', 'text', (c) => c.notNull())
+      .execute();
+
     await db.schema
       .createTable('services')
       .addColumn('id', 'text', (c) => c.primaryKey())

@@ -1,0 +1,124 @@
+// Crash handling: an unexpected exit of a running service is a crash. svc restarts it after a
+// growing delay; after 5 crashes within 10 minutes the circuit opens (status crashed) and
+// nothing restarts it until the tenant resets the service.
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
+import { LABELS, type Runtime, type WorkloadExit } from '../runtime/index.js';
+import type { ServiceRow, Store } from '../store/index.js';
+import { deploymentRow, type Deployer } from './deployer.js';
+
+export const CRASH_WINDOW_S = 600;
+export const CRASH_LIMIT = 5;
+export const BACKOFF_BASE_MS = 1_000;
+export const BACKOFF_MAX_MS = 30_000;
+
+export interface CrashState {
+  crash_count: number;
+  crash_window_start: number;
+  last_crash_at: number;
+  circuitOpen: boolean;
+}
+
+/** The crash bookkeeping after one more crash at `now` (unix seconds). */
+export function afterCrash(s: Pick<ServiceRow, 'crash_count' | 'crash_window_start'>, now: number): CrashState {
+  const inWindow = s.crash_window_start !== null && now - s.crash_window_start < CRASH_WINDOW_S;
+  const count = inWindow ? s.crash_count + 1 : 1;
+  return {
+    crash_count: count,
+    crash_window_start: inWindow && s.crash_window_start !== null ? s.crash_window_start : now,
+    last_crash_at: now,
+    circuitOpen: count >= CRASH_LIMIT,
+  };
+}
+
+/** 1 s, 2 s, 4 s, ... up to 30 s (scaled by base in tests). */
+export function restartDelayMs(crashCount: number, baseMs = BACKOFF_BASE_MS): number {
+  return Math.min(baseMs * 2 ** Math.max(0, crashCount - 1), (BACKOFF_MAX_MS * baseMs) / BACKOFF_BASE_MS);
+}
+
+export class CrashHandler {
+  private readonly controller = new AbortController();
+  private watching: Promise<void> | null = null;
+  private retry: TimerHandle | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly deployer: Deployer,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly timers: Timers,
+    private readonly log: Logger,
+    private readonly holder: string,
+    private readonly backoffBaseMs = BACKOFF_BASE_MS,
+  ) {}
+
+  /** Follows the engine's exit events until close(); reconnects when the stream breaks. */
+  watch(): void {
+    if (this.controller.signal.aborted || this.watching) return;
+    this.watching = (async () => {
+      try {
+        for await (const exit of this.runtime.exits(this.controller.signal)) {
+          await this.handleExit(exit).catch((err: unknown) => this.log.error({ err, exit }, 'crash handling failed'));
+        }
+      } catch (err) {
+        if (!this.controller.signal.aborted) this.log.warn({ err }, 'engine event stream broke; reconnecting');
+      }
+      this.watching = null;
+      if (!this.controller.signal.aborted) this.retry = this.timers.setTimeout(() => this.watch(), 1_000);
+    })();
+  }
+
+  async close(): Promise<void> {
+    this.controller.abort();
+    this.retry?.cancel();
+    await this.watching;
+  }
+
+  /** One exit: a crash when the service should be running on exactly this container. */
+  async handleExit(exit: WorkloadExit): Promise<void> {
+    if (exit.labels[LABELS.kind] !== 'service') return;
+    const serviceId = exit.labels[LABELS.resource];
+    if (!serviceId) return;
+    const s = await this.store.services.findAny(serviceId);
+    // Our own stops and replacements: the service no longer points at this container, or is
+    // being deployed, or is meant to be stopped.
+    if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return;
+    if ((await this.store.deployments.listUnfinished(s.id)).length > 0) return;
+    // Each death is counted once, by whichever svcd sees it first.
+    if (!(await this.store.jobLocks.tryAcquire(`exit:${exit.id}`, this.holder, this.clock.now(), 3_600_000))) return;
+
+    const now = unixSeconds(this.clock);
+    const next = afterCrash(s, now);
+    const code = exit.exitCode ?? '?';
+    const crash = { crash_count: next.crash_count, crash_window_start: next.crash_window_start, last_crash_at: now, updated_at: now };
+    const details = { exit_code: exit.exitCode, crash_count: next.crash_count };
+    if (next.circuitOpen) {
+      await this.store.transaction(async (tx) => {
+        await tx.services.update(s.id, {
+          ...crash,
+          status: 'crashed',
+          circuit_open_at: now,
+          last_error: `container exited with code ${code}; ${next.crash_count} crashes in 10 minutes opened the circuit: reset the service to deploy it again`,
+        });
+        await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+        await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.circuit_opened', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+      });
+      this.log.warn({ service: s.id }, 'crash circuit opened');
+      return;
+    }
+    const delay = restartDelayMs(next.crash_count, this.backoffBaseMs);
+    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, 'crash', false);
+    await this.store.transaction(async (tx) => {
+      await tx.services.update(s.id, {
+        ...crash,
+        status: 'deploying',
+        last_error: `container exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); restarting in ${Math.round(delay / 100) / 10} s`,
+      });
+      await tx.deployments.insert(dep);
+      await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+    });
+    this.deployer.startLater(dep.id, s.id, delay);
+  }
+}

@@ -1,0 +1,97 @@
+// Reconcile: on start and every 30 s, the store's services are matched against the engine's
+// containers. Deploys interrupted by a dead svcd are failed with a clear error and run again;
+// services whose container vanished are redeployed; exits missed while svcd was down count as
+// crashes; containers no service owns are removed.
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import { type Clock, unixSeconds } from '../clock.js';
+import { LABELS, type Runtime } from '../runtime/index.js';
+import type { ServiceRow, Store } from '../store/index.js';
+import type { CrashHandler } from './crashes.js';
+import { deploymentRow, type Deployer } from './deployer.js';
+
+export const RECONCILE_EVERY_MS = 30_000;
+export const INTERRUPTED = 'interrupted: svcd stopped during this deployment; a new one was started';
+
+export class Reconciler {
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly deployer: Deployer,
+    private readonly crashes: CrashHandler,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly holder: string,
+  ) {}
+
+  async run(): Promise<void> {
+    await this.resumeDeployments();
+    await this.matchServices();
+    await this.removeOrphans();
+  }
+
+  /** Deployments nobody runs: pending ones start; running ones whose runner died are redone. */
+  private async resumeDeployments(): Promise<void> {
+    for (const d of await this.store.deployments.listUnfinished()) {
+      if (this.deployer.owns(d.id, d.service_id)) continue;
+      if (d.status === 'pending') {
+        this.deployer.start(d.id, d.service_id);
+        continue;
+      }
+      // Running, but is anyone running it? Only if someone holds the service's deploy lease.
+      const lease = `deploy:${d.service_id}`;
+      if (!(await this.store.jobLocks.tryAcquire(lease, this.holder, this.clock.now(), 60_000))) continue;
+      try {
+        const now = unixSeconds(this.clock);
+        if (!(await this.store.deployments.transition(d.id, ['running'], { status: 'failed', finished_at: now, last_error: INTERRUPTED }))) continue;
+        const s = await this.store.services.findAny(d.service_id);
+        if (s?.desired_state === 'running') await this.redeploy(s, 'resume', INTERRUPTED);
+      } finally {
+        await this.store.jobLocks.release(lease, this.holder);
+      }
+      this.log.warn({ deployment: d.id, service: d.service_id }, 'resumed a deployment interrupted by a stopped svcd');
+    }
+  }
+
+  private async matchServices(): Promise<void> {
+    for (const s of await this.store.services.listAll()) {
+      if (s.desired_state !== 'running' || s.circuit_open_at !== null) continue;
+      if ((await this.store.deployments.listUnfinished(s.id)).length > 0) continue;
+      if (s.status === 'deploying' || s.status === 'running' && !s.container_id) {
+        await this.redeploy(s, 'resume', 'no deployment was running for this service; deploying it again');
+        continue;
+      }
+      if (s.status !== 'running' || !s.container_id) continue;
+      const w = await this.runtime.inspectWorkload(s.container_id);
+      if (!w) {
+        await this.redeploy(s, 'reconcile', 'the container vanished; redeploying');
+      } else if (w.state === 'exited' || w.state === 'dead') {
+        // An exit the event stream did not deliver (svcd was down): a crash like any other.
+        await this.crashes.handleExit({ id: w.id, labels: w.labels, exitCode: w.exitCode });
+      }
+    }
+  }
+
+  /** Service containers that no service points at, and that no deployment is about to claim. */
+  private async removeOrphans(): Promise<void> {
+    for (const w of await this.runtime.listWorkloads({ kind: 'service' })) {
+      const serviceId = w.labels[LABELS.resource];
+      const s = serviceId ? await this.store.services.findAny(serviceId) : undefined;
+      if (s && s.container_id === w.id) continue;
+      if (s && (await this.store.deployments.listUnfinished(s.id)).length > 0) continue;
+      await this.runtime.removeWorkload(w.id);
+      this.log.info({ container: w.id, service: serviceId }, 'removed an orphan container');
+    }
+  }
+
+  private async redeploy(s: ServiceRow, reason: string, why: string): Promise<void> {
+    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, reason, false);
+    await this.store.transaction(async (tx) => {
+      await tx.services.update(s.id, { status: 'deploying', last_error: why, updated_at: unixSeconds(this.clock) });
+      await tx.deployments.insert(dep);
+      await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.reconciled', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason: why } });
+    });
+    this.deployer.start(dep.id, s.id);
+  }
+}
