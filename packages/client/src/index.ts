@@ -1,6 +1,7 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  Snapshot,
   CreateServiceRequest,
   Deployment,
   LifecycleResponse,
@@ -205,6 +206,23 @@ export class SvcClient {
   }
   async unsetServiceEnv(id: string, key: string): Promise<void> {
     await this.call('DELETE', `/v1/services/${encodeURIComponent(id)}/env/${encodeURIComponent(key)}`);
+  }
+
+  // Snapshots
+  createSnapshot(serviceId: string, name: string, description?: string): Promise<Snapshot> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/snapshots`, { body: { name, description } });
+  }
+  listSnapshots(): Promise<Snapshot[]> {
+    return this.call('GET', '/v1/snapshots');
+  }
+  snapshot(id: string): Promise<Snapshot> {
+    return this.call('GET', `/v1/snapshots/${encodeURIComponent(id)}`);
+  }
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.call('DELETE', `/v1/snapshots/${encodeURIComponent(id)}`);
+  }
+  serviceFromSnapshot(snapshotId: string, name: string): Promise<Service> {
+    return this.call('POST', '/v1/services', { query: { from_snapshot: snapshotId }, body: { name } });
   }
 
   // Activity

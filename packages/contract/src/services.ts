@@ -93,3 +93,23 @@ export const EnvKeyParams = Type.Object({
   serviceID: Type.String({ minLength: 1, maxLength: 64 }),
   key: Type.String({ minLength: 1, maxLength: 256 }),
 });
+
+export const CreateSnapshotRequest = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 128 }),
+  description: Type.Optional(Type.String({ maxLength: 1024 })),
+});
+export type CreateSnapshotRequest = Static<typeof CreateSnapshotRequest>;
+
+export const Snapshot = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  description: Type.String(),
+  service_id: Type.Union([Type.String(), Type.Null()], { description: 'the service it was taken from; null once that service is deleted' }),
+  image: Type.String(),
+  port: Type.Integer(),
+  env_keys: Type.Array(Type.String(), { description: 'names of the saved variables (values are sealed and never shown)' }),
+  created_at: UnixSeconds,
+});
+export type Snapshot = Static<typeof Snapshot>;
+export const SnapshotList = Type.Array(Snapshot);
+export const SnapshotIdParams = Type.Object({ snapshotID: Type.String({ minLength: 1, maxLength: 64 }) });

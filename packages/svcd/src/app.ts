@@ -20,6 +20,7 @@ import { REQUEST_TIMEOUT_MS } from './api/timeouts.js';
 import { loadMasterKey, Sealer } from './secrets/sealer.js';
 import { Deployer } from './services/deployer.js';
 import { Services } from './services/services.js';
+import { Snapshots } from './services/snapshots.js';
 import { CrashHandler } from './services/crashes.js';
 import { RECONCILE_EVERY_MS, Reconciler } from './services/reconciler.js';
 import { loadInstanceId } from './instance.js';
@@ -44,6 +45,7 @@ export interface Deps {
   sealer: Sealer;
   deployer: Deployer;
   services: Services;
+  snapshots: Snapshots;
   crashes: CrashHandler;
   reconciler: Reconciler;
   jobs: PeriodicJobs;
@@ -99,7 +101,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
   });
-  const services = new Services(store, runtime, deployer, sealer, activity, clock, audit, { baseDomain: config.baseDomain });
+  const snapshots = new Snapshots(store, sealer, activity, clock);
+  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { baseDomain: config.baseDomain });
   const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs);
   const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder);
   jobs.schedule(reconcileJob(reconciler));
@@ -130,6 +133,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     sealer,
     deployer,
     services,
+    snapshots,
     crashes,
     reconciler,
     jobs,

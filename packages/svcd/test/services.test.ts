@@ -398,6 +398,36 @@ describe('services on the real engine', () => {
     }
   });
 
+  test('snapshots: image, port and env saved; a service created from one runs with them; they outlive the service', async () => {
+    const a = await tenantOn(t);
+    const b = await tenantOn(t);
+    const s = await a.client.createService({ name: 'original', image: BUSYBOX_IMAGE, port: 8000, env: { SECRET: 'kept' } });
+    await settled(a, s.id);
+    const r = await a.client.raw<{ id: string; env_keys: string[]; image: string; port: number; service_id: string }>('POST', `/v1/services/${s.id}/snapshots`, {
+      body: { name: 'v1', description: 'before the change' },
+    });
+    assert.equal(r.status, 201);
+    assert.deepEqual([r.body.image, r.body.port, r.body.env_keys, r.body.service_id], [BUSYBOX_IMAGE, 8000, ['SECRET'], s.id]);
+    assert.ok(!r.text.includes('kept'), 'env values are not shown');
+    assert.equal((await a.client.listSnapshots()).length, 1);
+    assert.equal((await b.client.raw('GET', `/v1/snapshots/${r.body.id}`)).status, 404, "another tenant's snapshot is a 404");
+    assert.equal((await b.client.raw('POST', '/v1/services', { query: { from_snapshot: r.body.id }, body: { name: 'stolen' } })).status, 404);
+
+    const refused = await a.client.raw('POST', '/v1/services', { query: { from_snapshot: r.body.id }, body: { name: 'x', image: BUSYBOX_IMAGE } });
+    assert.equal(refused.status, 400, 'with from_snapshot only the name is given');
+    const copy = await a.client.serviceFromSnapshot(r.body.id, 'copy');
+    assert.equal(copy.image, BUSYBOX_IMAGE);
+    assert.equal((await settled(a, copy.id)).status, 'running');
+    assert.match(await fetchFromService(copy.id, '/cgi-bin/env'), /^SECRET=kept$/m);
+
+    await a.client.deleteService(s.id);
+    assert.equal((await a.client.snapshot(r.body.id)).service_id, null, 'the snapshot outlives its service');
+    await a.client.deleteSnapshot(r.body.id);
+    assert.equal((await a.client.raw('GET', `/v1/snapshots/${r.body.id}`)).status, 404);
+    const actions = (await a.client.activity({ resource_type: 'snapshot' })).map((e) => e.action);
+    assert.deepEqual(actions, ['snapshot.deleted', 'snapshot.created']);
+  });
+
   test('delete removes the container, and the tenant network with the last service; suspension stops services', async () => {
     const a = await tenantOn(t);
     const s = await a.client.createService({ name: 'doomed', image: BUSYBOX_IMAGE });

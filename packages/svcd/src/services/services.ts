@@ -15,6 +15,7 @@ import type { TenantResources } from '../tenants/tenants.js';
 import { deploymentRow, type Deployer } from './deployer.js';
 import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
 import { imageRefusal } from './images.js';
+import type { Snapshots } from './snapshots.js';
 
 const MASK = '********';
 
@@ -42,6 +43,7 @@ export class Services implements TenantResources {
     private readonly store: Store,
     private readonly runtime: Runtime,
     private readonly deployer: Deployer,
+    private readonly snapshots: Snapshots,
     private readonly sealer: Sealer,
     private readonly activity: Activity,
     private readonly clock: Clock,
@@ -66,6 +68,15 @@ export class Services implements TenantResources {
       created_at: s.created_at,
       updated_at: s.updated_at,
     };
+  }
+
+  /** A service from a snapshot: the snapshot gives image, port and env; the body only the name. */
+  async createFromSnapshot(tenantId: string, snapshotId: string, req: CreateServiceRequest): Promise<Service> {
+    if (req.image !== undefined || req.port !== undefined || req.env !== undefined) {
+      throw new ValidationError('with from_snapshot, the body takes only name: image, port and env come from the snapshot');
+    }
+    const c = await this.snapshots.contents(tenantId, snapshotId);
+    return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env });
   }
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
@@ -152,6 +163,7 @@ export class Services implements TenantResources {
     const s = await this.row(tenantId, id);
     await this.cancelUnfinished(s.id);
     await this.store.transaction(async (tx) => {
+      await tx.snapshots.detachService(id);
       if (!(await tx.services.delete(tenantId, id))) throw new NotFoundError('service');
       await this.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
     });

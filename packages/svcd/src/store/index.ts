@@ -20,6 +20,7 @@ import { ServiceStore } from './services.js';
 import { ServiceEnvStore } from './service-env.js';
 import { DeploymentStore } from './deployments.js';
 import { SettingsStore } from './settings.js';
+import { SnapshotStore } from './snapshots.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -40,6 +41,7 @@ export interface Repositories {
   serviceEnv: ServiceEnvStore;
   deployments: DeploymentStore;
   settings: SettingsStore;
+  snapshots: SnapshotStore;
 }
 
 export interface Store extends Repositories {
@@ -61,6 +63,7 @@ function repositories(db: Kysely<Database>): Repositories {
     serviceEnv: new ServiceEnvStore(db),
     deployments: new DeploymentStore(db),
     settings: new SettingsStore(db),
+    snapshots: new SnapshotStore(db),
   };
 }
 

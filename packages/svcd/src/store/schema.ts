@@ -133,6 +133,23 @@ export interface DeploymentsTable {
 export type DeploymentRow = Selectable<DeploymentsTable>;
 export type NewDeploymentRow = Insertable<DeploymentsTable>;
 
+export interface SnapshotsTable {
+  id: string;
+  tenant_id: string;
+  service_id: string | null;
+  name: string;
+  description: string;
+  image: string;
+  port: number;
+  /** The env as one sealed JSON object. */
+  sealed_env: string;
+  /** JSON array of the variable names. */
+  env_keys: string;
+  created_at: number;
+}
+export type SnapshotRow = Selectable<SnapshotsTable>;
+export type NewSnapshotRow = Insertable<SnapshotsTable>;
+
 export interface SettingsTable {
   key: string;
   value: string;
@@ -148,4 +165,5 @@ export interface Database {
   service_env: ServiceEnvTable;
   deployments: DeploymentsTable;
   settings: SettingsTable;
+  snapshots: SnapshotsTable;
 }

@@ -16,12 +16,15 @@ import {
   ServiceList,
   ServiceListQuery,
   SetEnvRequest,
+  CreateSnapshotRequest,
+  Snapshot,
+  SnapshotIdParams,
+  SnapshotList,
 } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
-import { ValidationError } from '../../errors.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 
@@ -50,7 +53,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: key,
         schema: {
-          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes)',
+          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes). With ?from_snapshot=ID the body is {name} and the snapshot gives image, port and env',
           tags: ['services'],
           querystring: CreateServiceQuery,
           body: CreateServiceRequest,
@@ -58,8 +61,10 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) => {
-        if (request.query.from_snapshot !== undefined) throw new ValidationError('from_snapshot is not available yet');
-        return reply.code(201).send(await services.create(tenantOf(request), request.body));
+        const tenant = tenantOf(request);
+        const snapshot = request.query.from_snapshot;
+        const created = snapshot === undefined ? await services.create(tenant, request.body) : await services.createFromSnapshot(tenant, snapshot, request.body);
+        return reply.code(201).send(created);
       },
     );
 
@@ -172,6 +177,45 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
           return reply.send(stream as unknown as string);
         }
         streamFollow(reply, stream);
+      },
+    );
+
+    app.post(
+      '/v1/services/:serviceID/snapshots',
+      {
+        config: key,
+        schema: { summary: "Saves the service's image, port and env as a snapshot", tags: ['snapshots'], params: ServiceIdParams, body: CreateSnapshotRequest, response: { 201: Snapshot, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request, reply) => reply.code(201).send(await deps.snapshots.create(tenantOf(request), request.params.serviceID, request.body)),
+    );
+
+    app.get(
+      '/v1/snapshots',
+      {
+        config: key,
+        schema: { summary: 'Snapshots, newest first', tags: ['snapshots'], querystring: ServiceListQuery, response: { 200: SnapshotList, ...errors(...KEY_ROUTE_ERRORS) } },
+      },
+      async (request) => deps.snapshots.list(tenantOf(request), request.query.limit, request.query.offset),
+    );
+
+    app.get(
+      '/v1/snapshots/:snapshotID',
+      {
+        config: key,
+        schema: { summary: 'One snapshot', tags: ['snapshots'], params: SnapshotIdParams, response: { 200: Snapshot, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request) => deps.snapshots.get(tenantOf(request), request.params.snapshotID),
+    );
+
+    app.delete(
+      '/v1/snapshots/:snapshotID',
+      {
+        config: key,
+        schema: { summary: 'Deletes a snapshot', tags: ['snapshots'], params: SnapshotIdParams, response: { 204: Type.Null(), ...errors(...KEY_ROUTE_ERRORS, 404) } },
+      },
+      async (request, reply) => {
+        await deps.snapshots.delete(tenantOf(request), request.params.snapshotID);
+        return reply.code(204).send(null);
       },
     );
 

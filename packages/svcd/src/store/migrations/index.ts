@@ -2,6 +2,7 @@ import type { Migration, MigrationProvider } from 'kysely';
 import type { Dialect } from '../dialect.js';
 import { foundation } from './0001_foundation.js';
 import { services } from './0002_services.js';
+import { snapshots } from './0003_snapshots.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -11,6 +12,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
   const migrations: Record<string, Migration> = {
     '0001_foundation': foundation(dialect),
     '0002_services': services,
+    '0003_snapshots': snapshots,
   };
   return { getMigrations: async () => migrations };
 }
