@@ -5,6 +5,7 @@ SHELL := /bin/bash
 
 DATA_DIR ?= .svc-data
 LISTEN ?= 127.0.0.1:8080
+PROXY_LISTEN ?= 127.0.0.1:8081
 # Node 20's --test does not expand globs: list the files here.
 TEST_FILES := $(shell find packages -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
 TEST_CONCURRENCY ?= 2
@@ -30,12 +31,14 @@ build: deps
 
 run: build
 	@bash scripts/ensure-docker.sh
-	@echo "make: starting svcd in dev mode with open registration on SQLite in $(DATA_DIR), listening on http://$(LISTEN)"
-	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN)
+	@bash scripts/ensure-caddy.sh
+	@echo "make: starting svcd in dev mode with open registration on SQLite in $(DATA_DIR): API http://$(LISTEN), services behind Caddy on http://$(PROXY_LISTEN)"
+	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN) --proxy-listen $(PROXY_LISTEN)
 
 test: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-caddy.sh
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
 	  echo "make: running $(words $(TEST_FILES)) test files on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
 	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-timeout=300000 --test-reporter=spec $(TEST_FILES)

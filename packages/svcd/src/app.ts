@@ -24,6 +24,8 @@ import { Snapshots } from './services/snapshots.js';
 import { CrashHandler } from './services/crashes.js';
 import { RECONCILE_EVERY_MS, Reconciler } from './services/reconciler.js';
 import { loadInstanceId } from './instance.js';
+import { CaddyProxy } from './proxy/caddy.js';
+import { routeTargets } from './services/routing.js';
 
 export interface Deps {
   config: Config;
@@ -48,6 +50,8 @@ export interface Deps {
   snapshots: Snapshots;
   crashes: CrashHandler;
   reconciler: Reconciler;
+  /** The public reverse proxy, when --proxy-listen is set. */
+  proxy: CaddyProxy | null;
   jobs: PeriodicJobs;
   requestTimeoutMs: number;
 }
@@ -96,15 +100,26 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const apiKeys = new ApiKeys(store, keyCache, activity, clock, audit);
   const jobs = new PeriodicJobs(store, clock, timers, log, holder);
   const sealer = new Sealer(loadMasterKey(config.masterKey ?? undefined, config.dataDir));
+  const routing = { baseDomain: config.baseDomain, proxyListen: config.proxyListen };
+  const proxy = config.proxyListen
+    ? new CaddyProxy(
+        { listen: config.proxyListen, adminUrl: config.caddyAdmin, dataDir: config.dataDir },
+        async () => routeTargets(await store.services.listAll(), routing),
+        timers,
+        log,
+      )
+    : null;
+  // Domain changes that move routes: push them to Caddy (pushes fold together while one runs).
+  const routesChanged = () => void proxy?.sync().catch((err: unknown) => log.warn({ err }, 'proxy sync failed'));
   const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
     sandbox: config.sandbox,
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
-  });
+  }, routesChanged);
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { baseDomain: config.baseDomain });
-  const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs);
-  const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder);
+  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged });
+  const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs, routesChanged);
+  const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
   jobs.schedule(reconcileJob(reconciler));
   jobs.schedule({
     name: 'store.prune',
@@ -136,6 +151,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     snapshots,
     crashes,
     reconciler,
+    proxy,
     jobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
   };
@@ -147,6 +163,7 @@ function reconcileJob(reconciler: Reconciler) {
 
 /** Starts the work that runs without requests: crash watching and a first reconcile. */
 export async function startBackground(deps: Deps): Promise<void> {
+  await deps.proxy?.start();
   deps.crashes.watch();
   await deps.jobs.runOnce(reconcileJob(deps.reconciler));
 }
@@ -156,5 +173,6 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();
+  await deps.proxy?.close();
   await deps.store.close();
 }

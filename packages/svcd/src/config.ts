@@ -16,6 +16,10 @@ export interface Config {
   /** postgres://... selects PostgreSQL; otherwise SQLite in dataDir. */
   databaseUrl: string | null;
   baseDomain: string | null;
+  /** Public reverse proxy: svcd runs Caddy bound here (--proxy-listen). */
+  proxyListen: string | null;
+  /** An operator's Caddy admin API instead (--caddy-admin). */
+  caddyAdmin: string | null;
   dev: boolean;
   openRegistration: boolean;
   sandbox: SandboxMode;
@@ -44,6 +48,8 @@ export interface RawOptions {
   dataDir: string;
   databaseUrl?: string;
   baseDomain?: string;
+  proxyListen?: string;
+  caddyAdmin?: string;
   dev?: boolean;
   openRegistration?: boolean;
   sandbox: string;
@@ -114,11 +120,16 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('--database-url must be a postgres:// URL (leave it unset for the embedded SQLite store)');
   }
+  if (raw.caddyAdmin && !/^https?:\/\//.test(raw.caddyAdmin)) throw new ConfigError('--caddy-admin must be an http:// URL');
+  if (raw.caddyAdmin && !raw.proxyListen) throw new ConfigError('--caddy-admin needs --proxy-listen (the address that Caddy serves)');
+  if (raw.proxyListen) parseListen(raw.proxyListen);
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
     databaseUrl,
     baseDomain: raw.baseDomain?.trim() || null,
+    proxyListen: raw.proxyListen?.trim() || null,
+    caddyAdmin: raw.caddyAdmin?.trim() || null,
     dev,
     openRegistration,
     sandbox: raw.sandbox as SandboxMode,

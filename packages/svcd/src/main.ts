@@ -12,6 +12,8 @@ const program = new Command('svcd')
   .addOption(new Option('--data-dir <dir>', 'data directory (SQLite store, master key)').env('SVC_DATA_DIR').default('./data'))
   .addOption(new Option('--database-url <url>', 'PostgreSQL URL; unset means SQLite in --data-dir').env('SVC_DATABASE_URL'))
   .addOption(new Option('--base-domain <domain>', 'public base domain for service hosts').env('SVC_BASE_DOMAIN'))
+  .addOption(new Option('--proxy-listen <addr>', 'public reverse proxy address; svcd runs Caddy there').env('SVC_PROXY_LISTEN'))
+  .addOption(new Option('--caddy-admin <url>', "drive an operator's Caddy through this admin URL instead").env('SVC_CADDY_ADMIN'))
   .addOption(new Option('--dev', 'development mode: no HTTPS rule, no bootstrap token required').env('SVC_DEV'))
   .addOption(new Option('--open-registration', 'with --dev: registration needs no bootstrap token').env('SVC_OPEN_REGISTRATION'))
   .addOption(

@@ -67,6 +67,8 @@ export function testConfig(over: Partial<Config> = {}): Config {
     dataDir: '',
     databaseUrl: null,
     baseDomain: null,
+    proxyListen: null,
+    caddyAdmin: null,
     dev: true,
     openRegistration: true,
     sandbox: 'auto',

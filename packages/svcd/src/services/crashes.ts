@@ -52,6 +52,7 @@ export class CrashHandler {
     private readonly log: Logger,
     private readonly holder: string,
     private readonly backoffBaseMs = BACKOFF_BASE_MS,
+    private readonly routesChanged: () => void = () => {},
   ) {}
 
   /** Follows the engine's exit events until close(); reconnects when the stream breaks. */
@@ -99,6 +100,7 @@ export class CrashHandler {
         await tx.services.update(s.id, {
           ...crash,
           status: 'crashed',
+          upstream: null,
           circuit_open_at: now,
           last_error: `container exited with code ${code}; ${next.crash_count} crashes in 10 minutes opened the circuit: reset the service to deploy it again`,
         });
@@ -106,6 +108,7 @@ export class CrashHandler {
         await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.circuit_opened', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
       });
       this.log.warn({ service: s.id }, 'crash circuit opened');
+      this.routesChanged();
       return;
     }
     const delay = restartDelayMs(next.crash_count, this.backoffBaseMs);
@@ -114,11 +117,13 @@ export class CrashHandler {
       await tx.services.update(s.id, {
         ...crash,
         status: 'deploying',
+        upstream: null,
         last_error: `container exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); restarting in ${Math.round(delay / 100) / 10} s`,
       });
       await tx.deployments.insert(dep);
       await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
     });
+    this.routesChanged();
     this.deployer.startLater(dep.id, s.id, delay);
   }
 }

@@ -82,6 +82,8 @@ export class Deployer {
     private readonly log: Logger,
     private readonly holder: string,
     private readonly opts: DeployerOptions,
+    /** Called after a deployment changed what the proxy should route. */
+    private readonly routesChanged: () => void = () => {},
   ) {}
 
   /** Runs a deployment in the background, after the service's earlier ones. */
@@ -159,8 +161,8 @@ export class Deployer {
       const service = dep && (await this.store.services.findAny(dep.service_id));
       if (!dep || !service) return;
       try {
-        await this.deploy(dep, service, controller.signal);
-        await this.finish(dep, service, 'succeeded', null);
+        const upstream = await this.deploy(dep, service, controller.signal);
+        await this.finish(dep, service, 'succeeded', null, upstream);
       } catch (err) {
         const reason = controller.signal.aborted ? controller.signal.reason : err;
         const cancelled = reason instanceof Cancelled;
@@ -173,7 +175,8 @@ export class Deployer {
     }
   }
 
-  private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<void> {
+  /** Returns the running container's host:port on its tenant network. */
+  private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<string> {
     const check = () => {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
     };
@@ -216,7 +219,7 @@ export class Deployer {
       sandbox: await this.useSandbox(),
     });
     await this.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.clock) });
-    await this.waitReady(id, signal);
+    return this.waitReady(id, signal);
   }
 
   private async useSandbox(): Promise<boolean> {
@@ -226,7 +229,7 @@ export class Deployer {
   }
 
   /** Ready = running and accepting TCP on its port; an exit fails the deploy with the last log lines. */
-  private async waitReady(id: string, signal: AbortSignal): Promise<void> {
+  private async waitReady(id: string, signal: AbortSignal): Promise<string> {
     const until = this.clock.now() + (this.opts.readyTimeoutMs ?? READY_TIMEOUT_MS);
     for (;;) {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
@@ -236,7 +239,9 @@ export class Deployer {
         const tail = await this.lastLogLines(id);
         throw new Error(`container exited with code ${info.exitCode ?? '?'} during the deploy${tail ? `: ${tail}` : ''}`);
       }
-      if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, info.address.port))) return;
+      if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, info.address.port))) {
+        return `${info.address.host}:${info.address.port}`;
+      }
       if (this.clock.now() >= until) {
         throw new Error(`service did not accept connections on port ${info.address?.port ?? '?'} within ${Math.round((this.opts.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
       }
@@ -255,7 +260,7 @@ export class Deployer {
     }
   }
 
-  private async finish(dep: DeploymentRow, service: ServiceRow, status: 'succeeded' | 'failed' | 'cancelled', error: string | null): Promise<void> {
+  private async finish(dep: DeploymentRow, service: ServiceRow, status: 'succeeded' | 'failed' | 'cancelled', error: string | null, upstream: string | null = null): Promise<void> {
     const now = unixSeconds(this.clock);
     // A deployment cancelled through the store by another process keeps its cancelled state.
     const moved = await this.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
@@ -274,8 +279,10 @@ export class Deployer {
     await this.store.services.update(service.id, {
       status: status === 'succeeded' ? 'running' : 'failed',
       last_error: status === 'succeeded' ? null : error,
+      upstream,
       updated_at: now,
     });
+    this.routesChanged();
     if (status !== 'succeeded') {
       const current = await this.store.services.findAny(service.id);
       if (current?.container_id) await this.runtime.removeWorkload(current.container_id).catch(() => {});

@@ -23,6 +23,7 @@ export class Reconciler {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly holder: string,
+    private readonly routesChanged: () => void = () => {},
   ) {}
 
   async run(): Promise<void> {
@@ -88,10 +89,11 @@ export class Reconciler {
   private async redeploy(s: ServiceRow, reason: string, why: string): Promise<void> {
     const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, reason, false);
     await this.store.transaction(async (tx) => {
-      await tx.services.update(s.id, { status: 'deploying', last_error: why, updated_at: unixSeconds(this.clock) });
+      await tx.services.update(s.id, { status: 'deploying', last_error: why, upstream: null, updated_at: unixSeconds(this.clock) });
       await tx.deployments.insert(dep);
       await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.reconciled', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason: why } });
     });
+    this.routesChanged();
     this.deployer.start(dep.id, s.id);
   }
 }

@@ -15,6 +15,7 @@ import type { TenantResources } from '../tenants/tenants.js';
 import { deploymentRow, type Deployer } from './deployer.js';
 import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
 import { imageRefusal } from './images.js';
+import { serviceUrl, type RoutingOptions } from './routing.js';
 import type { Snapshots } from './snapshots.js';
 
 const MASK = '********';
@@ -33,9 +34,9 @@ export function deploymentView(d: DeploymentRow): Deployment {
   };
 }
 
-export interface ServicesOptions {
-  /** --base-domain: DNS labels are then unique across tenants. */
-  baseDomain: string | null;
+export interface ServicesOptions extends RoutingOptions {
+  /** Called after a change of what the proxy should route. */
+  routesChanged?: () => void;
 }
 
 export class Services implements TenantResources {
@@ -58,8 +59,7 @@ export class Services implements TenantResources {
       image: s.image,
       port: s.port,
       status: s.status,
-      // Set once the public proxy routes services (next step of the services work).
-      url: null,
+      url: serviceUrl(s, this.opts),
       dns_label: s.dns_label,
       last_error: s.last_error,
       crash_count: s.crash_count,
@@ -129,6 +129,7 @@ export class Services implements TenantResources {
       throw err;
     }
     this.deployer.start(dep.id, id);
+    this.opts.routesChanged?.();
     return this.view(await this.row(tenantId, id));
   }
 
@@ -168,6 +169,7 @@ export class Services implements TenantResources {
       await this.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
     });
     await this.deployer.idleFor(id);
+    this.opts.routesChanged?.();
     await this.removeContainers(s);
     await this.runtime.removeTenantNetworkIfUnused(tenantId);
   }
@@ -183,12 +185,13 @@ export class Services implements TenantResources {
     const now = unixSeconds(this.clock);
     const dep = await this.store.transaction(async (tx) => {
       const crash = reason === 'reset' ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
-      await tx.services.update(id, { ...crash, status: 'deploying', desired_state: 'running', last_error: null, updated_at: now });
+      await tx.services.update(id, { ...crash, status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
       const verb = { start: 'started', restart: 'restarted', redeploy: 'redeployed', reset: 'reset' }[reason];
       await this.activity.record(tx, { tenantId, action: `service.${verb}`, resourceType: 'service', resourceId: id, serviceId: id });
       return this.newDeployment(tx, tenantId, id, s.image, reason, reason === 'redeploy');
     });
     this.deployer.start(dep.id, id);
+    this.opts.routesChanged?.();
     return { service: await this.get(tenantId, id), deployment: deploymentView(dep) };
   }
 
@@ -274,7 +277,8 @@ export class Services implements TenantResources {
   private async stopService(s: ServiceRow): Promise<void> {
     await this.cancelUnfinished(s.id);
     await this.deployer.idleFor(s.id);
-    await this.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', updated_at: unixSeconds(this.clock) });
+    await this.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, updated_at: unixSeconds(this.clock) });
+    this.opts.routesChanged?.();
     const current = await this.store.services.findAny(s.id);
     if (current) await this.removeContainers(current);
     await this.store.services.update(s.id, { container_id: null });

@@ -96,6 +96,7 @@ export interface ServicesTable {
   dns_label: string;
   last_error: string | null;
   container_id: string | null;
+  upstream: string | null;
   crash_count: number;
   crash_window_start: number | null;
   last_crash_at: number | null;

@@ -22,6 +22,8 @@ export const services = {
       .addColumn('dns_label', 'text', (c) => c.notNull())
       .addColumn('last_error', 'text')
       .addColumn('container_id', 'text')
+      // host:port of the running container on its tenant network: what the proxy routes to.
+      .addColumn('upstream', 'text')
       .addColumn('crash_count', 'integer', (c) => c.notNull().defaultTo(0))
       .addColumn('crash_window_start', 'bigint')
       .addColumn('last_crash_at', 'bigint')

@@ -1,0 +1,179 @@
+// The proxy: the only module that talks to Caddy. With --proxy-listen, svcd runs and supervises
+// its own Caddy (admin API on a private unix socket in the data dir); with --caddy-admin it
+// drives an operator's Caddy. Either way the whole configuration is built from the store and
+// POSTed to /load; a marker route tells whether a (restarted) Caddy still has it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { request } from 'node:http';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { Timers, TimerHandle } from '../clock.js';
+import { buildCaddyConfig, type RouteTarget } from './caddy-config.js';
+
+export { buildCaddyConfig, routeId, type RouteTarget } from './caddy-config.js';
+
+export interface ProxyOptions {
+  /** Public listen address, e.g. 127.0.0.1:8081 (--proxy-listen). */
+  listen: string;
+  /** Operator Caddy admin URL (--caddy-admin); null: svcd runs its own Caddy. */
+  adminUrl: string | null;
+  dataDir: string;
+  /** The caddy binary. */
+  caddyPath?: string;
+}
+
+/** How often the proxy checks that Caddy still has the current routes (a safety net). */
+export const PROXY_CHECK_EVERY_MS = 5_000;
+
+export class CaddyProxy {
+  private child: ChildProcess | null = null;
+  private closed = false;
+  private lastMarker: string | null = null;
+  private syncing: Promise<void> | null = null;
+  private again = false;
+  private checker: TimerHandle | null = null;
+  private readonly socketPath: string;
+
+  constructor(
+    private readonly opts: ProxyOptions,
+    /** The routes as the store has them now. */
+    private readonly targets: () => Promise<RouteTarget[]>,
+    private readonly timers: Timers,
+    private readonly log: Logger,
+  ) {
+    this.socketPath = join(opts.dataDir, 'caddy-admin.sock');
+  }
+
+  async start(): Promise<void> {
+    if (this.opts.adminUrl === null) await this.spawnCaddy();
+    await this.sync();
+    this.checker = this.timers.setInterval(() => void this.check(), PROXY_CHECK_EVERY_MS);
+  }
+
+  /** Pushes the routes if they changed; calls that arrive during a push are folded into one more. */
+  sync(): Promise<void> {
+    if (this.syncing) {
+      this.again = true;
+      return this.syncing;
+    }
+    this.syncing = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.push(false);
+        } while (this.again);
+      } finally {
+        this.syncing = null;
+      }
+    })();
+    return this.syncing;
+  }
+
+  /** Re-pushes when Caddy lost the configuration (restarted, or changed by someone else). */
+  async check(): Promise<void> {
+    try {
+      if (this.lastMarker && (await this.admin('GET', `/id/${this.lastMarker}`)).status === 200) return;
+      await this.push(true);
+    } catch (err) {
+      this.log.warn({ err }, 'proxy check failed');
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.checker?.cancel();
+    await this.syncing?.catch(() => {});
+    if (this.child) {
+      const exited = new Promise((r) => this.child?.once('exit', r));
+      this.child.kill('SIGTERM');
+      await exited;
+    }
+  }
+
+  /** The supervised Caddy's process id (tests kill it). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  private async push(force: boolean): Promise<void> {
+    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets: await this.targets() });
+    if (!force && marker === this.lastMarker) return;
+    const r = await this.admin('POST', '/load', JSON.stringify(config));
+    if (r.status !== 200) throw new Error(`caddy refused the configuration (${r.status}): ${r.body}`);
+    this.lastMarker = marker;
+  }
+
+  private adminListen(): string {
+    if (this.opts.adminUrl === null) return `unix/${this.socketPath}`;
+    return new URL(this.opts.adminUrl).host;
+  }
+
+  private async spawnCaddy(): Promise<void> {
+    rmSync(this.socketPath, { force: true });
+    // The bootstrap file only places the admin API on a private socket; every route reaches
+    // Caddy through that API. (Not stdin: Node's stdio pipes are socket pairs, which Caddy
+    // cannot open as /dev/stdin.)
+    const bootstrap = join(this.opts.dataDir, 'caddy-bootstrap.json');
+    writeFileSync(bootstrap, JSON.stringify({ admin: { listen: `unix/${this.socketPath}`, config: { persist: false } } }), { mode: 0o600 });
+    const child = spawn(this.opts.caddyPath ?? 'caddy', ['run', '--config', bootstrap], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
+    this.child = child;
+    child.once('exit', (code, signal) => {
+      if (this.closed || this.child !== child) return;
+      this.log.warn({ code, signal, stderr: stderr.slice(-500) }, 'caddy exited; restarting it');
+      this.child = null;
+      this.lastMarker = null;
+      this.timers.setTimeout(() => void this.restart(), 500);
+    });
+    const until = Date.now() + 10_000;
+    for (;;) {
+      try {
+        if ((await this.admin('GET', '/config/')).status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      if (child.exitCode !== null || Date.now() > until) throw new Error(`caddy did not start: ${stderr.slice(-500)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  private async restart(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.spawnCaddy();
+      await this.push(true);
+    } catch (err) {
+      this.log.error({ err }, 'caddy restart failed');
+      this.timers.setTimeout(() => void this.restart(), 2_000);
+    }
+  }
+
+  private admin(method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
+    const target = this.opts.adminUrl === null ? { socketPath: this.socketPath } : { host: new URL(this.opts.adminUrl).hostname, port: Number(new URL(this.opts.adminUrl).port || 2019) };
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          ...target,
+          path,
+          method,
+          // Caddy checks the Host of admin requests; on its unix socket it accepts only an empty one.
+          setHost: this.opts.adminUrl !== null,
+          headers: {
+            ...(this.opts.adminUrl === null ? { host: '' } : {}),
+            ...(body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}),
+          },
+          timeout: 10_000,
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('caddy admin API timed out')));
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+}

@@ -1,0 +1,34 @@
+// Where a service is reached: <serviceID>.localhost always, and <dns_label>.<base-domain> when a
+// base domain is set. Its url is the base-domain host when there is one.
+import { parseListen } from '../config.js';
+import type { RouteTarget } from '../proxy/caddy.js';
+import type { ServiceRow } from '../store/index.js';
+
+export interface RoutingOptions {
+  baseDomain: string | null;
+  /** --proxy-listen; null: services are not routed, and have no url. */
+  proxyListen: string | null;
+}
+
+export function serviceHosts(s: Pick<ServiceRow, 'id' | 'dns_label'>, o: RoutingOptions): string[] {
+  const hosts = [`${s.id}.localhost`];
+  if (o.baseDomain) hosts.push(`${s.dns_label}.${o.baseDomain}`);
+  return hosts;
+}
+
+export function serviceUrl(s: Pick<ServiceRow, 'id' | 'dns_label'>, o: RoutingOptions): string | null {
+  if (!o.proxyListen) return null;
+  const { port } = parseListen(o.proxyListen);
+  const host = o.baseDomain ? `${s.dns_label}.${o.baseDomain}` : `${s.id}.localhost`;
+  return `http://${host}${port === 80 ? '' : `:${port}`}`;
+}
+
+export function routeTargets(rows: ServiceRow[], o: RoutingOptions): RouteTarget[] {
+  return rows.map((s) => ({
+    serviceId: s.id,
+    name: s.name,
+    status: s.status,
+    hosts: serviceHosts(s, o),
+    upstream: s.status === 'running' ? s.upstream : null,
+  }));
+}

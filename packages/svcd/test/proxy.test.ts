@@ -1,0 +1,112 @@
+// Public routing through a real Caddy that svcd runs and supervises, to services on the real engine.
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import type { Service } from '@svc/client';
+import { newTenant, startServer, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+
+async function freePort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+/** A request through the proxy with the given Host (what a browser sends for the url). */
+function viaProxy(port: number, host: string, path = '/'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers: { host }, agent: false, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('proxy timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('public routing through Caddy', () => {
+  let t: TestServer;
+  let port: number;
+  const tenants: string[] = [];
+  before(async () => {
+    await ensureTestImages();
+    port = await freePort();
+    t = await startServer({ realTime: true, config: { proxyListen: `127.0.0.1:${port}` }, overrides: { readyTimeoutMs: 5_000 } });
+  });
+  after(async () => {
+    await t.close();
+    await removeTenantWorkloads(tenants);
+  });
+
+  test('a running service answers at its url, with X-Forwarded-* set; unknown hosts get 404', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'public', image: BUSYBOX_IMAGE });
+    assert.equal(s.url, `http://${s.id}.localhost:${port}`);
+    const running = await waitFor('running', async () => {
+      const now = await a.client.service(s.id);
+      return now.status === 'running' ? now : undefined;
+    });
+    const host = new URL(running.url!).host;
+    const page = await waitFor('the route', async () => {
+      const r = await viaProxy(port, host, '/index.html');
+      return r.status === 200 ? r : undefined;
+    });
+    assert.equal(page.body, 'hello from svc-test\n');
+    const env = (await viaProxy(port, host, '/cgi-bin/env')).body;
+    assert.match(env, /^HTTP_X_FORWARDED_FOR=127\.0\.0\.1$/m);
+    assert.match(env, /^HTTP_X_FORWARDED_PROTO=http$/m);
+    assert.match(env, new RegExp(`^HTTP_X_FORWARDED_HOST=${host.replace('.', '\\.')}$`, 'm'));
+    const unknown = await viaProxy(port, 'nothing-here.localhost');
+    assert.equal(unknown.status, 404);
+  });
+
+  test('a stopped service gets a short 503 page; started again it answers', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'pausable', image: BUSYBOX_IMAGE });
+    const host = `${s.id}.localhost:${port}`;
+    await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+    await a.client.serviceAction(s.id, 'stop');
+    const down = await waitFor('the 503 page', async () => {
+      const r = await viaProxy(port, host);
+      return r.status === 503 ? r : undefined;
+    });
+    assert.match(down.body, /Service pausable is stopped/);
+    await a.client.serviceAction(s.id, 'start');
+    await waitFor('the route back', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+  });
+
+  test('Caddy killed: svcd restarts it and pushes the routes again', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s: Service = await a.client.createService({ name: 'survivor', image: BUSYBOX_IMAGE });
+    const host = `${s.id}.localhost:${port}`;
+    await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+    const pid = t.deps.proxy?.pid;
+    assert.ok(pid);
+    process.kill(pid, 'SIGKILL');
+    await waitFor('caddy to be restarted', async () => (t.deps.proxy?.pid !== pid && t.deps.proxy?.pid ? true : undefined));
+    const back = await waitFor('the route after the restart', async () => {
+      const r = await viaProxy(port, host, '/index.html');
+      return r.status === 200 ? r : undefined;
+    });
+    assert.equal(back.body, 'hello from svc-test\n');
+  });
+});
