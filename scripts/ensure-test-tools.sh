@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Debian packages the tests use to build their own images (no registry is reachable):
 #   busybox-static: a static binary for FROM scratch test images (HTTP server, shell, nc)
+#   docker-registry: a registry on loopback, for the loopback-registry cases
 #   (caddy comes from scripts/ensure-caddy.sh, which make test runs too)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_pkg busybox-static
+need_pkg docker-registry
 

@@ -2,7 +2,11 @@
 // static busybox, through the Engine API. The busybox image serves HTTP on $PORT with CGI
 // scripts that show the environment, crash the container on request, and fetch another address
 // (for the network isolation tests).
-import { existsSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker.js';
@@ -106,4 +110,49 @@ export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> 
     for (const c of list) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {});
     await docker.getNetwork(`tenant-${id}`).remove().catch(() => {});
   }
+}
+
+/** A loopback registry (Debian's docker-registry) on a free port, for the tests that pull. */
+export async function startRegistry(): Promise<{ host: string; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
+  const port = await new Promise<number>((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+  const config = join(dir, 'config.yml');
+  writeFileSync(config, [
+    'version: 0.1',
+    'log: { level: error }',
+    `storage: { filesystem: { rootdirectory: ${join(dir, 'data')} }, delete: { enabled: true } }`,
+    `http: { addr: 127.0.0.1:${port} }`,
+  ].join('\n'));
+  const proc = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
+  const host = `127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    if (await fetch(`http://${host}/v2/`).then((r) => r.ok, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    host,
+    stop: async () => {
+      proc.kill('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Tags a local image into the registry and pushes it through the Engine API. */
+export async function pushToRegistry(image: string, target: string): Promise<void> {
+  const [repo, tag] = [target.slice(0, target.lastIndexOf(':')), target.slice(target.lastIndexOf(':') + 1)];
+  await docker.getImage(image).tag({ repo, tag });
+  const stream = await docker.getImage(target).push({ authconfig: {} });
+  await new Promise<void>((resolve, reject) =>
+    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
+      const failed = out?.find((o) => o.error);
+      if (err || failed) reject(err ?? new Error(failed?.error));
+      else resolve();
+    }),
+  );
 }

@@ -6,7 +6,7 @@ import type { Service } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { workloadName } from '../src/services/deployer.js';
 import { ADMIN_TOKEN, newTenant, startServer, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
 let track: (id: string) => void = () => {};
@@ -426,6 +426,47 @@ describe('services on the real engine', () => {
     assert.equal((await a.client.raw('GET', `/v1/snapshots/${r.body.id}`)).status, 404);
     const actions = (await a.client.activity({ resource_type: 'snapshot' })).map((e) => e.action);
     assert.deepEqual(actions, ['snapshot.deleted', 'snapshot.created']);
+  });
+
+  test('with --base-domain: DNS labels are unique across tenants, reserved ones refused, url under the domain', async () => {
+    const bd = await startServer({ realTime: true, config: { baseDomain: 'apps.example.test', proxyListen: '127.0.0.1:1' } });
+    try {
+      const a = await tenantOn(bd);
+      const b = await tenantOn(bd);
+      const s = await a.client.createService({ name: 'Shop Front', image: BUSYBOX_IMAGE });
+      assert.equal(s.dns_label, 'shop-front');
+      assert.equal(s.url, 'http://shop-front.apps.example.test:1');
+      const taken = await b.client.raw<{ error: string }>('POST', '/v1/services', { body: { name: 'shop.front', image: BUSYBOX_IMAGE } });
+      assert.equal(taken.status, 409);
+      assert.match(taken.body.error, /DNS label "shop-front" is taken/);
+      const reserved = await b.client.raw<{ error: string }>('POST', '/v1/services', { body: { name: 'api', image: BUSYBOX_IMAGE } });
+      assert.equal(reserved.status, 409);
+      assert.match(reserved.body.error, /reserved/);
+      await a.client.deleteService(s.id);
+      assert.equal((await b.client.raw('POST', '/v1/services', { body: { name: 'shop front', image: BUSYBOX_IMAGE } })).status, 201, 'free again once deleted');
+    } finally {
+      await bd.close();
+    }
+  });
+
+  test('a loopback registry image deploys; redeploy pulls it again', async () => {
+    const registry = await startRegistry();
+    try {
+      const image = `${registry.host}/svc-test/pulled:1`;
+      await pushToRegistry(BUSYBOX_IMAGE, image);
+      await docker.getImage(image).remove();
+      const a = await tenantOn(t);
+      const s = await a.client.createService({ name: 'from-registry', image });
+      assert.equal((await settled(a, s.id)).status, 'running', 'pulled from the loopback registry on first deploy');
+      await docker.getContainer(workloadName(s.id)).remove({ force: true });
+      await docker.getImage(image).remove({ force: true });
+      const r = await a.client.serviceAction(s.id, 'redeploy');
+      assert.equal(r.deployment?.reason, 'redeploy');
+      assert.equal((await settled(a, s.id)).status, 'running');
+      assert.ok(await docker.getImage(image).inspect(), 'the redeploy pulled the image again');
+    } finally {
+      await registry.stop();
+    }
   });
 
   test('delete removes the container, and the tenant network with the last service; suspension stops services', async () => {

@@ -5,6 +5,8 @@ import type { FastifyRequest } from 'fastify';
 import { clientIp } from '../src/api/client-ip.js';
 import { isReplayable } from '../src/api/idempotency.js';
 import { afterCrash, restartDelayMs } from '../src/services/crashes.js';
+import { imageRefusal } from '../src/services/images.js';
+import { dnsLabelFor } from '../src/services/dns-labels.js';
 import { KeyCache } from '../src/auth/key-cache.js';
 import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
 import { OperatorTokens } from '../src/auth/operator.js';
@@ -161,5 +163,23 @@ describe('crash bookkeeping', () => {
     assert.deepEqual(afterCrash({ crash_count: 4, crash_window_start: 1000 }, 1600), { crash_count: 1, crash_window_start: 1600, last_crash_at: 1600, circuitOpen: false }, 'a crash after the window starts a new one');
     assert.deepEqual([1, 2, 3, 5, 6, 10].map((n) => restartDelayMs(n)), [1000, 2000, 4000, 16000, 30000, 30000]);
     assert.equal(restartDelayMs(3, 10), 40, 'scaled base for tests');
+  });
+});
+
+describe('image references and DNS labels', () => {
+  test('Docker Hub and loopback registries are accepted; anything else is refused with a reason', () => {
+    for (const ok of ['nginx', 'nginx:1.27', 'library/nginx:latest', 'docker.io/acme/app:v2', 'acme/app@sha256:' + 'a'.repeat(64), '127.0.0.1:5000/app:1', 'localhost:5000/team/app', '[::1]:5000/app']) {
+      assert.equal(imageRefusal(ok), null, ok);
+    }
+    assert.match(imageRefusal('ghcr.io/acme/app') ?? '', /not ghcr\.io/);
+    assert.match(imageRefusal('10.0.0.5:5000/app') ?? '', /loopback/);
+    assert.match(imageRefusal('localhost/app') ?? '', /loopback/, 'a loopback registry needs its port');
+    assert.match(imageRefusal('UPPER/case') ?? '', /invalid/);
+    assert.match(imageRefusal('app:') ?? '', /invalid/);
+  });
+  test('labels: lower-case, hyphens for the rest, at most 63 characters', () => {
+    assert.equal(dnsLabelFor('My Web_App.v2'), 'my-web-app-v2');
+    assert.equal(dnsLabelFor('---'), 'service');
+    assert.equal(dnsLabelFor('x'.repeat(70)).length, 63);
   });
 });
