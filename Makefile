@@ -10,7 +10,7 @@ PROXY_LISTEN ?= 127.0.0.1:8081
 TEST_FILES := $(shell find packages -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
 TEST_CONCURRENCY ?= 2
 
-.PHONY: build deps run test test-unit bench-api clean
+.PHONY: build deps run test bench-api bench-deploy clean
 
 # npm ci only when the lock file changed since the last install (it wipes node_modules).
 node_modules/.installed: package-lock.json package.json
@@ -45,6 +45,12 @@ test: build
 
 bench-api: build
 	@eval "$$(bash scripts/ensure-postgres.sh)" && taskset -c 1 node --import tsx bench/api/run.ts
+
+bench-deploy: build
+	@bash scripts/ensure-docker.sh
+	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-caddy.sh
+	node --import tsx bench/deploy/run.ts
 
 clean:
 	rm -rf bin packages/*/dist packages/*/tsconfig.tsbuildinfo

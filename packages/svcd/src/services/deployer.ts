@@ -15,7 +15,10 @@ import { timeOrderedId } from '../ids.js';
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** How long a started container has to accept TCP connections on its port. */
 export const READY_TIMEOUT_MS = 60_000;
-const READY_POLL_MS = 200;
+/** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
+const READY_POLL_MS = 25;
+/** How long the engine's list of OCI runtimes is trusted (it changes only when the engine restarts). */
+const RUNTIMES_TTL_MS = 60_000;
 const PIDS_LIMIT = 256;
 const MIN_MEMORY_MB = 64;
 
@@ -71,6 +74,7 @@ export class Deployer {
   /** Deployments waiting for a delay (crash backoff): reconcile leaves them alone. */
   private readonly delayed = new Map<string, TimerHandle>();
   private closed = false;
+  private sandboxKnown: { atMs: number; available: boolean } | null = null;
 
   constructor(
     private readonly store: Store,
@@ -225,7 +229,11 @@ export class Deployer {
   private async useSandbox(): Promise<boolean> {
     if (this.opts.sandbox === 'off') return false;
     if (this.opts.sandbox === 'required') return true;
-    return (await this.runtime.info()).runtimes.includes(SANDBOX_RUNTIME);
+    const now = this.clock.now();
+    if (!this.sandboxKnown || now - this.sandboxKnown.atMs > RUNTIMES_TTL_MS) {
+      this.sandboxKnown = { atMs: now, available: (await this.runtime.info()).runtimes.includes(SANDBOX_RUNTIME) };
+    }
+    return this.sandboxKnown.available;
   }
 
   /** Ready = running and accepting TCP on its port; an exit fails the deploy with the last log lines. */

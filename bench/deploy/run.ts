@@ -1,0 +1,111 @@
+// bench/deploy: POST /v1/services until the first 200 through svc's proxy, against the bare
+// Engine API doing create + start + first 200 of the same image (same OCI runtime) in the same
+// run. The two alternate round by round, so the machine's drift hits both alike. Median of 20.
+// Both deploy onto a network that exists already: the tenant keeps one resident service (as any
+// tenant with a service has its network), and the bare side uses a network made once. The cost
+// of a tenant's very first service, which creates its network, is measured and printed apart.
+// Run: make bench-deploy
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { SvcClient } from '../../packages/client/src/index.js';
+import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+async function freePort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+function get(host: string, port: number, hostHeader?: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request({ host, port, path: '/index.html', agent: false, timeout: 2_000, headers: hostHeader ? { host: hostHeader } : {} }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+}
+
+async function until200(host: string, port: number, hostHeader?: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while ((await get(host, port, hostHeader)) !== 200) {
+    if (Date.now() > deadline) throw new Error('no 200 within 60 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+await ensureTestImages();
+const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
+const apiPort = await freePort();
+const proxyPort = await freePort();
+const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-deploy-'));
+const svcd = spawn(join(ROOT, 'bin/svcd'), ['--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${apiPort}`, '--proxy-listen', `127.0.0.1:${proxyPort}`, '--log-level', 'warn'], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+await new Promise<void>((res, rej) => {
+  svcd.stdout!.on('data', (b: Buffer) => b.toString().includes('svcd listening') && res());
+  svcd.on('exit', (code) => rej(new Error(`svcd exited ${code}`)));
+});
+const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
+const reg = await anon.register({ name: 'bench-deploy', email: 'bench-deploy@x.io' });
+const c = anon.withKey(reg.api_key);
+await docker.createNetwork({ Name: 'svc-bench-bare', Driver: 'bridge' }).catch(() => {});
+
+// The first service of the tenant creates its network: measured apart, then kept as the resident.
+let t0 = performance.now();
+const resident = await c.createService({ name: 'resident', image: BUSYBOX_IMAGE });
+await until200('127.0.0.1', proxyPort, `${resident.id}.localhost:${proxyPort}`);
+const firstService = performance.now() - t0;
+
+const svcTimes: number[] = [];
+const bareTimes: number[] = [];
+try {
+  for (let i = 0; i < ROUNDS; i++) {
+    // svc: the API call, the background deploy, Caddy's route, the first answer through it.
+    t0 = performance.now();
+    const s = await c.createService({ name: `bench-${i}`, image: BUSYBOX_IMAGE });
+    await until200('127.0.0.1', proxyPort, `${s.id}.localhost:${proxyPort}`);
+    svcTimes.push(performance.now() - t0);
+    await c.deleteService(s.id);
+
+    // Bare Engine API: create + start the same image (same runtime, same hardening), first 200.
+    t0 = performance.now();
+    const ct = await docker.createContainer({
+      Image: BUSYBOX_IMAGE,
+      HostConfig: { NetworkMode: 'svc-bench-bare', Runtime: runtime, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] },
+    });
+    await ct.start();
+    const ip = Object.values((await ct.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
+    await until200(ip, 8000);
+    bareTimes.push(performance.now() - t0);
+    await ct.remove({ force: true });
+    process.stderr.write(`bench-deploy: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
+  }
+} finally {
+  svcd.kill('SIGTERM');
+  await new Promise((r) => svcd.on('exit', r));
+  await removeTenantWorkloads([reg.tenant_id]);
+  await docker.getNetwork('svc-bench-bare').remove().catch(() => {});
+  rmSync(dataDir, { recursive: true, force: true });
+}
+const svcMedian = median(svcTimes);
+const bareMedian = median(bareTimes);
+console.log(`\n| deploy to first 200 (${runtime}), median of ${ROUNDS} | ms |\n|---|---|`);
+console.log(`| svc: POST /v1/services until the first 200 through the proxy | ${Math.round(svcMedian)} |`);
+console.log(`| bare Engine API: create + start + first 200 | ${Math.round(bareMedian)} |`);
+console.log(`| ratio svc / bare | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.3) |`);
+console.log(`| svc, the tenant's first service (creates its network), once | ${Math.round(firstService)} |`);
