@@ -4,7 +4,7 @@ import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
-import { newTenant, startServer, type TestServer } from './harness.js';
+import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
 
 async function freePort(): Promise<number> {
@@ -108,5 +108,38 @@ describe('public routing through Caddy', () => {
       return r.status === 200 ? r : undefined;
     });
     assert.equal(back.body, 'hello from svc-test\n');
+  });
+});
+
+describe('two svcd on one store', () => {
+  test('route alike: a service created through one answers through the other one\'s Caddy', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, async () => {
+    await ensureTestImages();
+    const db = await freshPgDatabase();
+    const portA = await freePort();
+    const portB = await freePort();
+    // Both on the same database and the same master key; each with its own data dir and Caddy.
+    const masterKey = 'a'.repeat(64);
+    const a = await startServer({ realTime: true, config: { databaseUrl: db.url, proxyListen: `127.0.0.1:${portA}`, masterKey }, overrides: { readyTimeoutMs: 5_000 } });
+    const b = await startServer({ realTime: true, config: { databaseUrl: db.url, proxyListen: `127.0.0.1:${portB}`, masterKey } });
+    let tenant = '';
+    try {
+      const x = await newTenant(a);
+      tenant = x.id;
+      const s = await x.client.createService({ name: 'shared', image: BUSYBOX_IMAGE, env: { SHARED: 'yes' } });
+      for (const port of [portA, portB]) {
+        const r = await waitFor(`the route on ${port}`, async () => {
+          const got = await viaProxy(port, `${s.id}.localhost:${port}`, '/index.html');
+          return got.status === 200 ? got : undefined;
+        });
+        assert.equal(r.body, 'hello from svc-test\n');
+      }
+      // The other process reads what the first sealed: same store, same key.
+      assert.deepEqual(await b.client.withKey(x.key).serviceEnv(s.id, true), { SHARED: 'yes' });
+    } finally {
+      await a.close();
+      await b.close();
+      await removeTenantWorkloads([tenant]);
+      await db.drop();
+    }
   });
 });

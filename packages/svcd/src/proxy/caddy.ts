@@ -69,9 +69,14 @@ export class CaddyProxy {
     return this.syncing;
   }
 
-  /** Re-pushes when Caddy lost the configuration (restarted, or changed by someone else). */
+  /**
+   * The safety net, every few seconds: rebuilds the routes from the store (another svcd on the
+   * same store may have changed them) and pushes them if they changed, then re-pushes when Caddy
+   * lost the configuration (restarted, or changed by someone else).
+   */
   async check(): Promise<void> {
     try {
+      await this.sync();
       if (this.lastMarker && (await this.admin('GET', `/id/${this.lastMarker}`)).status === 200) return;
       await this.push(true);
     } catch (err) {
