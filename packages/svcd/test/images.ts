@@ -12,7 +12,7 @@ import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker.js';
 import { DOCKER_HOST } from './harness.js';
 
-export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:4';
+export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:5';
 /** Same contents, never listens: deploys that cannot become ready. */
 export const SLEEPER_IMAGE = 'svc-test/sleeper:1';
 const BUSYBOX = '/bin/busybox';
@@ -81,6 +81,8 @@ export async function ensureTestImages(): Promise<void> {
       'www/cgi-bin/env': { body: CGI('env | sort'), mode: 0o755 },
       // /cgi-bin/log?TEXT -> TEXT on the container's stdout (PID 1's), for log tests.
       'www/cgi-bin/log': { body: CGI('echo "log: $QUERY_STRING" > /proc/1/fd/1; echo logged'), mode: 0o755 },
+      // /cgi-bin/stream -> four lines, 300 ms apart (streamed responses through the proxy).
+      'www/cgi-bin/stream': { body: CGI('for i in 1 2 3 4; do echo "line $i"; sleep 0.3; done'), mode: 0o755 },
       'www/cgi-bin/crash': { body: CGI('touch /tmp/crash; echo crashing'), mode: 0o755 },
       // /cgi-bin/fetch?HOST:PORT -> what that address answers, or "unreachable". (nc, not wget:
       // the static busybox's wget crashes resolving even an IP literal in a FROM scratch image.)

@@ -77,6 +77,29 @@ describe('public routing through Caddy', () => {
     assert.equal(unknown.status, 404);
   });
 
+  test('streamed responses pass through as they are produced', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'streamer', image: BUSYBOX_IMAGE });
+    const host = `${s.id}.localhost:${port}`;
+    await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+    const arrivals: Array<[number, string]> = [];
+    const started = Date.now();
+    await new Promise<void>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/cgi-bin/stream', headers: { host }, agent: false }, (res) => {
+        res.on('data', (d: Buffer) => arrivals.push([Date.now() - started, d.toString()]));
+        res.on('end', () => resolve());
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    const text = arrivals.map(([, t]) => t).join('');
+    assert.match(text, /line 1\nline 2\nline 3\nline 4/);
+    const first = arrivals.find(([, t]) => t.includes('line 1'))?.[0] ?? Infinity;
+    const last = arrivals.at(-1)?.[0] ?? 0;
+    assert.ok(last - first >= 600, `line 1 came ${last - first} ms before the end: it was not held back`);
+  });
+
   test('a stopped service gets a short 503 page; started again it answers', async () => {
     const a = await newTenant(t);
     tenants.push(a.id);
