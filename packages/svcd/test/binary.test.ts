@@ -3,12 +3,12 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { SvcClient, type Service } from '@svc/client';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { freePort } from './harness.js';
 
 const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
 const TOKEN = 'binary-test-bootstrap-token-0123456789';
@@ -19,15 +19,6 @@ function dataDir(): string {
   const d = mkdtempSync(join(tmpdir(), 'svcd-bin-'));
   dirs.push(d);
   return d;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
 }
 
 function refuse(args: string[], env: Record<string, string>, message: RegExp): void {

@@ -4,13 +4,12 @@
 // (for the network isolation tests).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker.js';
-import { DOCKER_HOST } from './harness.js';
+import { DOCKER_HOST, freePort } from './harness.js';
 
 export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:5';
 /** Same contents, never listens: deploys that cannot become ready. */
@@ -38,8 +37,12 @@ async function build(tag: string, files: Record<string, { body: string | Buffer;
   const tar = pack();
   for (const [name, f] of Object.entries(files)) tar.entry({ name, mode: f.mode ?? 0o644 }, f.body);
   tar.finalize();
-  const stream = await docker.buildImage(tar as unknown as NodeJS.ReadableStream, { t: tag, forcerm: true });
-  await new Promise<void>((resolve, reject) =>
+  await finished(await docker.buildImage(tar as unknown as NodeJS.ReadableStream, { t: tag, forcerm: true }));
+}
+
+/** Waits for an engine progress stream (build, push) to end; rejects with the engine's error. */
+function finished(stream: NodeJS.ReadableStream): Promise<void> {
+  return new Promise<void>((resolve, reject) =>
     docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
       const failed = out?.find((o) => o.error);
       if (err || failed) reject(err ?? new Error(failed?.error));
@@ -117,12 +120,7 @@ export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> 
 /** A loopback registry (Debian's docker-registry) on a free port, for the tests that pull. */
 export async function startRegistry(): Promise<{ host: string; stop: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
-  const port = await new Promise<number>((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => res(p));
-    });
-  });
+  const port = await freePort();
   const config = join(dir, 'config.yml');
   writeFileSync(config, [
     'version: 0.1',
@@ -149,12 +147,5 @@ export async function startRegistry(): Promise<{ host: string; stop: () => Promi
 export async function pushToRegistry(image: string, target: string): Promise<void> {
   const [repo, tag] = [target.slice(0, target.lastIndexOf(':')), target.slice(target.lastIndexOf(':') + 1)];
   await docker.getImage(image).tag({ repo, tag });
-  const stream = await docker.getImage(target).push({ authconfig: {} });
-  await new Promise<void>((resolve, reject) =>
-    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
-      const failed = out?.find((o) => o.error);
-      if (err || failed) reject(err ?? new Error(failed?.error));
-      else resolve();
-    }),
-  );
+  await finished(await docker.getImage(target).push({ authconfig: {} }));
 }

@@ -1,20 +1,10 @@
 // Public routing through a real Caddy that svcd runs and supervises, to services on the real engine.
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
-import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, type TestServer } from './harness.js';
+import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 /** A request through the proxy with the given Host (what a browser sends for the url). */
 function viaProxy(port: number, host: string, path = '/'): Promise<{ status: number; body: string }> {
@@ -28,16 +18,6 @@ function viaProxy(port: number, host: string, path = '/'): Promise<{ status: num
     req.on('error', reject);
     req.end();
   });
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('public routing through Caddy', () => {

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { workloadName } from '../src/services/deployer.js';
-import { ADMIN_TOKEN, newTenant, startServer, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
@@ -14,15 +14,6 @@ async function tenantOn(t: TestServer): Promise<Tenant> {
   const x = await newTenant(t);
   track(x.id);
   return x;
-}
-
-async function waitFor(what: string, fn: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 async function settled(a: Tenant, id: string): Promise<Service> {
