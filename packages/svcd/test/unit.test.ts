@@ -124,6 +124,10 @@ describe('configuration', () => {
     assert.throws(() => parseListen('8080'), ConfigError);
     assert.throws(() => buildConfig({ ...raw, dev: true, sandbox: 'maybe' }, {}), /sandbox/);
     assert.throws(() => buildConfig({ ...raw, dev: true, databaseUrl: 'mysql://x' }, {}), /postgres/);
+    assert.throws(() => buildConfig({ ...raw, dev: true }, { SVC_MASTER_KEY: 'not-32-bytes' }), /SVC_MASTER_KEY/);
+    assert.equal(buildConfig({ ...raw, dev: true }, { SVC_MASTER_KEY: 'b'.repeat(64) }).masterKey, 'b'.repeat(64));
+    assert.throws(() => buildConfig({ ...raw, dev: true, caddyAdmin: 'http://127.0.0.1:2019' }, {}), /needs --proxy-listen/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, proxyListen: 'nope' }, {}), ConfigError);
   });
 });
 

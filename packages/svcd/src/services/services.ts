@@ -12,7 +12,7 @@ import type { Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
-import { deploymentRow, type Deployer } from './deployer.js';
+import { deploymentRow, workloadName, type Deployer } from './deployer.js';
 import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
 import { imageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
@@ -284,11 +284,16 @@ export class Services implements TenantResources {
     await this.store.services.update(s.id, { container_id: null });
   }
 
+  /**
+   * The recorded container, and by name whatever a deploy that ended meanwhile may have started
+   * (the record read before waiting for it can be stale).
+   */
   private async removeContainers(s: ServiceRow): Promise<void> {
     if (s.container_id) {
       await this.runtime.stopWorkload(s.container_id);
       await this.runtime.removeWorkload(s.container_id);
     }
+    await this.runtime.removeWorkload(workloadName(s.id));
   }
 
   private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean): Promise<DeploymentRow> {
