@@ -1,6 +1,10 @@
 // Public routing through a real Caddy that svcd runs and supervises, to services on the real engine.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, waitFor, type TestServer } from './harness.js';
@@ -143,6 +147,40 @@ describe('two svcd on one store', () => {
       await b.close();
       await removeTenantWorkloads([tenant]);
       await db.drop();
+    }
+  });
+});
+
+describe("an operator's Caddy (--caddy-admin)", () => {
+  test('svcd pushes its routes to that Caddy through the admin URL', async () => {
+    await ensureTestImages();
+    const dir = mkdtempSync(join(tmpdir(), 'svc-op-caddy-'));
+    const adminPort = await freePort();
+    const port = await freePort();
+    writeFileSync(join(dir, 'caddy.json'), JSON.stringify({ admin: { listen: `127.0.0.1:${adminPort}`, config: { persist: false } } }));
+    const caddy = spawn('caddy', ['run', '--config', join(dir, 'caddy.json')], { stdio: 'ignore' });
+    await waitFor('the operator caddy', async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok || undefined);
+    const t = await startServer({
+      realTime: true,
+      config: { proxyListen: `127.0.0.1:${port}`, caddyAdmin: `http://127.0.0.1:${adminPort}` },
+      overrides: { readyTimeoutMs: 5_000 },
+    });
+    let tenant = '';
+    try {
+      assert.equal(t.deps.proxy?.pid, undefined, 'svcd runs no Caddy of its own');
+      const a = await newTenant(t);
+      tenant = a.id;
+      const s = await a.client.createService({ name: 'operator-routed', image: BUSYBOX_IMAGE });
+      const r = await waitFor('the route', async () => {
+        const got = await viaProxy(port, `${s.id}.localhost:${port}`, '/index.html');
+        return got.status === 200 ? got : undefined;
+      });
+      assert.equal(r.body, 'hello from svc-test\n');
+    } finally {
+      await t.close();
+      caddy.kill('SIGTERM');
+      await removeTenantWorkloads([tenant]);
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
