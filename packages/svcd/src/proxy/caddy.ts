@@ -33,6 +33,8 @@ export class CaddyProxy {
   private again = false;
   private checker: TimerHandle | null = null;
   private readonly socketPath: string;
+  /** Where admin requests go: the private socket, or the operator's admin host and port. */
+  private readonly adminTarget: { socketPath: string } | { host: string; port: number };
 
   constructor(
     private readonly opts: ProxyOptions,
@@ -42,6 +44,12 @@ export class CaddyProxy {
     private readonly log: Logger,
   ) {
     this.socketPath = join(opts.dataDir, 'caddy-admin.sock');
+    if (opts.adminUrl === null) {
+      this.adminTarget = { socketPath: this.socketPath };
+    } else {
+      const url = new URL(opts.adminUrl);
+      this.adminTarget = { host: url.hostname, port: Number(url.port || 2019) };
+    }
   }
 
   async start(): Promise<void> {
@@ -155,11 +163,10 @@ export class CaddyProxy {
   }
 
   private admin(method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
-    const target = this.opts.adminUrl === null ? { socketPath: this.socketPath } : { host: new URL(this.opts.adminUrl).hostname, port: Number(new URL(this.opts.adminUrl).port || 2019) };
     return new Promise((resolve, reject) => {
       const req = request(
         {
-          ...target,
+          ...this.adminTarget,
           path,
           method,
           // Caddy checks the Host of admin requests; on its unix socket it accepts only an empty one.

@@ -68,8 +68,7 @@ export function workloadLimits(t: TenantRow): { memoryMb: number; cpus: number; 
 
 export class Deployer {
   private readonly active = new Map<string, AbortController>();
-  private readonly runs = new Set<Promise<void>>();
-  /** The last run queued per service: the next one starts when it ends. */
+  /** The last run queued per service: the next one starts when it ends (earlier ones run before it). */
   private readonly chains = new Map<string, Promise<void>>();
   /** Deployments waiting for a delay (crash backoff): reconcile leaves them alone. */
   private readonly delayed = new Map<string, TimerHandle>();
@@ -98,11 +97,9 @@ export class Deployer {
       .then(() => this.run(deploymentId, serviceId))
       .catch((err: unknown) => this.log.error({ err, deploymentId }, 'deployment crashed'))
       .finally(() => {
-        this.runs.delete(run);
         if (this.chains.get(serviceId) === run) this.chains.delete(serviceId);
       });
     this.chains.set(serviceId, run);
-    this.runs.add(run);
   }
 
   /** Runs a deployment after a delay (crash backoff). */
@@ -137,7 +134,7 @@ export class Deployer {
 
   /** Waits for the deployments under way (tests, shutdown). */
   async idle(): Promise<void> {
-    while (this.runs.size > 0) await Promise.all(this.runs);
+    while (this.chains.size > 0) await Promise.all(this.chains.values());
   }
 
   async close(): Promise<void> {
@@ -284,18 +281,20 @@ export class Deployer {
     this.log.info({ deployment: dep.id, service: service.id, status, error }, 'deployment finished');
     // Superseded by a newer deployment (restart during a deploy): that one owns the service now.
     if ((await this.store.deployments.listUnfinished(service.id)).some((d) => d.id !== dep.id)) return;
+    const succeeded = status === 'succeeded';
+    if (!succeeded) {
+      // The container this deployment may have started is not left running half-ready.
+      const current = await this.store.services.findAny(service.id);
+      if (current?.container_id) await this.runtime.removeWorkload(current.container_id).catch(() => {});
+    }
     await this.store.services.update(service.id, {
-      status: status === 'succeeded' ? 'running' : 'failed',
-      last_error: status === 'succeeded' ? null : error,
+      status: succeeded ? 'running' : 'failed',
+      last_error: succeeded ? null : error,
       upstream,
+      ...(succeeded ? {} : { container_id: null }),
       updated_at: now,
     });
     this.routesChanged();
-    if (status !== 'succeeded') {
-      const current = await this.store.services.findAny(service.id);
-      if (current?.container_id) await this.runtime.removeWorkload(current.container_id).catch(() => {});
-      await this.store.services.update(service.id, { container_id: null });
-    }
   }
 }
 

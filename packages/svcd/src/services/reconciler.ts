@@ -56,9 +56,12 @@ export class Reconciler {
   }
 
   private async matchServices(): Promise<void> {
-    for (const s of await this.store.services.listAll()) {
+    const services = await this.store.services.listAll();
+    // Read after the services, so a deployment started meanwhile is seen.
+    const deploying = await this.servicesDeploying();
+    for (const s of services) {
       if (s.desired_state !== 'running' || s.circuit_open_at !== null) continue;
-      if ((await this.store.deployments.listUnfinished(s.id)).length > 0) continue;
+      if (deploying.has(s.id)) continue;
       if (s.status === 'deploying' || s.status === 'running' && !s.container_id) {
         await this.redeploy(s, 'resume', 'no deployment was running for this service; deploying it again');
         continue;
@@ -76,14 +79,24 @@ export class Reconciler {
 
   /** Service containers that no service points at, and that no deployment is about to claim. */
   private async removeOrphans(): Promise<void> {
-    for (const w of await this.runtime.listWorkloads({ kind: 'service' })) {
+    // In this order: a container listed was either claimed by a deployment still unfinished when
+    // the deployments are read, or recorded on its service before that deployment finished.
+    const workloads = await this.runtime.listWorkloads({ kind: 'service' });
+    const deploying = await this.servicesDeploying();
+    const services = new Map((await this.store.services.listAll()).map((s) => [s.id, s]));
+    for (const w of workloads) {
       const serviceId = w.labels[LABELS.resource];
-      const s = serviceId ? await this.store.services.findAny(serviceId) : undefined;
+      const s = serviceId ? services.get(serviceId) : undefined;
       if (s && s.container_id === w.id) continue;
-      if (s && (await this.store.deployments.listUnfinished(s.id)).length > 0) continue;
+      if (s && deploying.has(s.id)) continue;
       await this.runtime.removeWorkload(w.id);
       this.log.info({ container: w.id, service: serviceId }, 'removed an orphan container');
     }
+  }
+
+  /** Ids of the services with a pending or running deployment. */
+  private async servicesDeploying(): Promise<Set<string>> {
+    return new Set((await this.store.deployments.listUnfinished()).map((d) => d.service_id));
   }
 
   private async redeploy(s: ServiceRow, reason: string, why: string): Promise<void> {
