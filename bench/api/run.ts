@@ -6,12 +6,12 @@
 //
 // The rate limits stay in the product; the benchmark raises them with --dev-rate-limit, which
 // exists only with --dev. Run: make bench-api (needs SVC_TEST_PG_URL for the PostgreSQL half).
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { freshPgDatabase } from '../../packages/svcd/test/harness.js';
+import { ROOT, median, spawnSvcd } from '../svcd.js';
 import { openLoop, type OpenLoopResult } from './open-loop.js';
 
 interface AutocannonResult {
@@ -24,29 +24,12 @@ type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 // autocannon is CommonJS without type declarations.
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
 const PORT = 18_900 + Math.floor(Math.random() * 50);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
-
-async function startSvcd(dataDir: string, databaseUrl: string | null): Promise<ChildProcess> {
-  const args = [
-    '-c', '0', join(ROOT, 'bin/svcd'),
-    '--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${PORT}`,
-    '--log-level', 'warn', '--dev-rate-limit', '1000000:1000000,1000000:1000000',
-    ...(databaseUrl ? ['--database-url', databaseUrl] : []),
-  ];
-  const proc = spawn('taskset', args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((res, rej) => {
-    proc.stdout!.on('data', (b: Buffer) => b.toString().includes('svcd listening') && res());
-    proc.on('exit', (code) => rej(new Error(`svcd exited ${code}`)));
-  });
-  return proc;
-}
 
 async function json<T>(method: string, path: string, key?: string, body?: unknown): Promise<T> {
   const res = await fetch(`http://127.0.0.1:${PORT}${path}`, {
@@ -94,7 +77,11 @@ async function fixedRate(path: string, headers: Record<string, string>): Promise
 async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, Figures | number>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
   const pgdb = store === 'postgres' ? await freshPgDatabase() : null; // a throwaway database, as in the tests
-  const svcd = await startSvcd(dataDir, pgdb?.url ?? null);
+  const svcd = await spawnSvcd([
+    '--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${PORT}`,
+    '--log-level', 'warn', '--dev-rate-limit', '1000000:1000000,1000000:1000000',
+    ...(pgdb ? ['--database-url', pgdb.url] : []),
+  ], 0);
   try {
     const reg = await json<{ api_key: string }>('POST', '/v1/tenants/register', undefined, { name: `bench-${store}`, email: `bench-${store}@x.io` });
     const auth = { authorization: `Bearer ${reg.api_key}` };
@@ -140,15 +127,17 @@ async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, 
       key_create_revoke: { ...keys, rps: keys.rps / 2 },
     };
   } finally {
-    svcd.kill('SIGTERM');
-    await new Promise((r) => svcd.on('exit', r));
+    await svcd.stop();
     await pgdb?.drop();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
 const results: Record<string, unknown> = { rounds: ROUNDS, seconds: SECONDS, connections: CONNECTIONS, date: new Date().toISOString() };
+// BENCH_STORES=sqlite runs one store only.
+const stores = (process.env.BENCH_STORES ?? 'sqlite,postgres').split(',');
 for (const store of ['sqlite', 'postgres'] as const) {
+  if (!stores.includes(store)) continue;
   if (store === 'postgres' && !process.env.SVC_TEST_PG_URL) {
     process.stderr.write('bench-api: SVC_TEST_PG_URL not set, PostgreSQL skipped\n');
     continue;

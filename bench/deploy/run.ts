@@ -5,18 +5,16 @@
 // tenant with a service has its network), and the bare side uses a network made once. The cost
 // of a tenant's very first service, which creates its network, is measured and printed apart.
 // Run: make bench-deploy
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
+import { median, spawnSvcd } from '../svcd.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
 function get(host: string, port: number, hostHeader?: string): Promise<number> {
   return new Promise((resolve) => {
@@ -44,13 +42,7 @@ const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
 const apiPort = await freePort();
 const proxyPort = await freePort();
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-deploy-'));
-const svcd = spawn(join(ROOT, 'bin/svcd'), ['--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${apiPort}`, '--proxy-listen', `127.0.0.1:${proxyPort}`, '--log-level', 'warn'], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-await new Promise<void>((res, rej) => {
-  svcd.stdout!.on('data', (b: Buffer) => b.toString().includes('svcd listening') && res());
-  svcd.on('exit', (code) => rej(new Error(`svcd exited ${code}`)));
-});
+const svcd = await spawnSvcd(['--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${apiPort}`, '--proxy-listen', `127.0.0.1:${proxyPort}`, '--log-level', 'warn']);
 const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
 const reg = await anon.register({ name: 'bench-deploy', email: 'bench-deploy@x.io' });
 const c = anon.withKey(reg.api_key);
@@ -87,8 +79,7 @@ try {
     process.stderr.write(`bench-deploy: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
   }
 } finally {
-  svcd.kill('SIGTERM');
-  await new Promise((r) => svcd.on('exit', r));
+  await svcd.stop();
   await removeTenantWorkloads([reg.tenant_id]);
   await docker.getNetwork('svc-bench-bare').remove().catch(() => {});
   rmSync(dataDir, { recursive: true, force: true });

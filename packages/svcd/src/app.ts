@@ -12,7 +12,8 @@ import type { Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, type Runtime } from './runtime/index.js';
+import { DockerRuntime, HostFirewall, type Runtime } from './runtime/index.js';
+import { isLoopback } from './api/client-ip.js';
 import { openStore, type Store } from './store/index.js';
 import { Health } from './system/health.js';
 import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
@@ -52,6 +53,8 @@ export interface Deps {
   reconciler: Reconciler;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
+  /** Keeps tenant containers off the API port when it listens beyond loopback. */
+  hostFirewall: HostFirewall;
   jobs: PeriodicJobs;
   requestTimeoutMs: number;
 }
@@ -63,6 +66,7 @@ export interface DepsOverrides {
   log?: Logger;
   store?: Store;
   runtime?: Runtime;
+  hostFirewall?: HostFirewall;
   maxActiveTenants?: number;
   requestTimeoutMs?: number;
   /** Extra per-tenant resources (tests); the real ones are always wired. */
@@ -152,6 +156,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     crashes,
     reconciler,
     proxy,
+    hostFirewall: o.hostFirewall ?? new HostFirewall(),
     jobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
   };
@@ -162,7 +167,10 @@ function reconcileJob(reconciler: Reconciler) {
 }
 
 /** Starts the work that runs without requests: crash watching and a first reconcile. */
-export async function startBackground(deps: Deps): Promise<void> {
+/** `api` is where the API listens (after listen(), so that port 0 is resolved). */
+export async function startBackground(deps: Deps, api: { host: string; port: number }): Promise<void> {
+  // On loopback, containers cannot reach the API anyway (their 127.0.0.1 is their own).
+  if (!isLoopback(api.host)) await deps.hostFirewall.shield(api.port);
   await deps.proxy?.start();
   deps.crashes.watch();
   await deps.jobs.runOnce(reconcileJob(deps.reconciler));
@@ -174,5 +182,6 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.deployer.close();
   await deps.jobs.close();
   await deps.proxy?.close();
+  await deps.hostFirewall.close();
   await deps.store.close();
 }

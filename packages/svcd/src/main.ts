@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // svcd's entry point: flags (each with its SVC_* variable) -> config -> dependencies -> server.
+import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
@@ -56,7 +57,8 @@ async function main(): Promise<void> {
 
   const app = await buildServer(deps);
   const address = await app.listen({ host: config.listen.host, port: config.listen.port });
-  await startBackground(deps);
+  const { port } = app.server.address() as AddressInfo;
+  await startBackground(deps, { host: config.listen.host, port });
   process.stdout.write(`svcd listening on ${address} (store: ${deps.store.dialect}${config.dev ? ', dev mode' : ''})\n`);
 
   let closing = false;

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
@@ -104,6 +104,8 @@ export interface StartOptions {
    * still exists, but moving it changes nothing.
    */
   realTime?: boolean;
+  /** Where the API listens (default 127.0.0.1). */
+  listenHost?: string;
 }
 
 export async function startServer(o: StartOptions = {}): Promise<TestServer> {
@@ -117,8 +119,11 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const time = o.realTime ? { clock: systemClock, timers: systemTimers } : { clock, timers: clock };
   const deps = await createDeps(config, { ...time, log, ...o.overrides });
   const server = await buildServer(deps);
-  const address = await server.listen({ host: '127.0.0.1', port: 0 });
-  await startBackground(deps);
+  const listenHost = o.listenHost ?? '127.0.0.1';
+  await server.listen({ host: listenHost, port: 0 });
+  const { port } = server.server.address() as AddressInfo;
+  await startBackground(deps, { host: listenHost, port });
+  const address = `http://127.0.0.1:${port}`;
   return {
     url: address,
     client: new SvcClient({ baseUrl: address }),

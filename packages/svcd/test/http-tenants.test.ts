@@ -78,6 +78,22 @@ for (const kind of STORES) {
       assert.equal(taken.status, 409);
     });
 
+    test('GET /v1/tenant: changes through svcd show at once; a change by another process within 1 s', async () => {
+      const a = await newTenant(t);
+      const me = await a.client.tenant(); // now held in memory
+      await a.client.renameTenant('cached-renamed');
+      assert.equal((await a.client.tenant()).name, 'cached-renamed');
+      t.clock.advance(2_000);
+      await t.client.patchQuotas(me.id, { max_services: 7 });
+      assert.equal((await a.client.tenant()).updated_at, Math.floor(t.clock.now() / 1000), 'a quota change moves updated_at');
+
+      // Another svcd process on the same store renames the tenant: this one sees it within 1 s.
+      await t.deps.store.tenants.rename(me.id, 'elsewhere', 'elsewhere', Math.floor(t.clock.now() / 1000));
+      assert.equal((await a.client.tenant()).name, 'cached-renamed');
+      t.clock.advance(1_000);
+      assert.equal((await a.client.tenant()).name, 'elsewhere');
+    });
+
     test('DELETE /v1/tenant suspends: keys stop at once, workloads are stopped, reactivation gives a new key', async () => {
       const a = await newTenant(t);
       const spare = await a.client.createKey({ name: 'spare' });

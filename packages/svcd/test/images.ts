@@ -12,6 +12,8 @@ import { dockerOptions } from '../src/runtime/docker.js';
 import { DOCKER_HOST, freePort } from './harness.js';
 
 export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:5';
+/** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way. */
+export const WEBSOCKET_IMAGE = 'svc-test/websocket:1';
 /** Same contents, never listens: deploys that cannot become ready. */
 export const SLEEPER_IMAGE = 'svc-test/sleeper:1';
 const BUSYBOX = '/bin/busybox';
@@ -25,6 +27,25 @@ echo "svc-test crashing on request"
 exit 3
 `;
 
+// One WebSocket connection (RFC 6455) on stdin/stdout: answer the handshake with the right
+// Sec-WebSocket-Accept, send the text frame "hello", read the client's first frame (masked: 2
+// header bytes, 4 mask bytes and a 5-byte payload) and answer "got 11 bytes", which shows that
+// bytes flow both ways through whatever sits in between.
+const WEBSOCKET = `#!/bin/sh
+cr=$(printf '\\r')
+key=
+while IFS= read -r line; do
+  line=\${line%$cr}
+  [ -z "$line" ] && break
+  case "$line" in [Ss]ec-[Ww]eb[Ss]ocket-[Kk]ey:*) key=$(echo "\${line#*:}" | tr -d ' ');; esac
+done
+accept=$(printf '%s' "\${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -c1-40 | xxd -r -p | base64)
+printf 'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: %s\\r\\n\\r\\n' "$accept"
+printf '\\201\\005hello'
+n=$(dd bs=1 count=11 2>/dev/null | wc -c)
+printf '\\201\\014got %s bytes' "$n"
+`;
+
 // CRLF after the CGI header: busybox passes it through, and Node's HTTP parser insists on it.
 const CGI = (body: string) => `#!/bin/sh
 printf 'Content-Type: text/plain\\r\\n\\r\\n'
@@ -33,7 +54,7 @@ ${body}
 
 export const docker = new Docker(dockerOptions(DOCKER_HOST, 120_000));
 
-async function build(tag: string, files: Record<string, { body: string | Buffer; mode?: number }>): Promise<void> {
+export async function buildImage(tag: string, files: Record<string, { body: string | Buffer; mode?: number }>): Promise<void> {
   const tar = pack();
   for (const [name, f] of Object.entries(files)) tar.entry({ name, mode: f.mode ?? 0o644 }, f.body);
   tar.finalize();
@@ -51,7 +72,7 @@ function finished(stream: NodeJS.ReadableStream): Promise<void> {
   );
 }
 
-async function present(tag: string): Promise<boolean> {
+export async function imagePresent(tag: string): Promise<boolean> {
   try {
     await docker.getImage(tag).inspect();
     return true;
@@ -64,8 +85,8 @@ async function present(tag: string): Promise<boolean> {
 export async function ensureTestImages(): Promise<void> {
   if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: install Debian's busybox-static (make test does)`);
   const busybox = { body: readFileSync(BUSYBOX), mode: 0o755 };
-  if (!(await present(BUSYBOX_IMAGE))) {
-    await build(BUSYBOX_IMAGE, {
+  if (!(await imagePresent(BUSYBOX_IMAGE))) {
+    await buildImage(BUSYBOX_IMAGE, {
       Dockerfile: {
         body: [
           'FROM scratch',
@@ -100,8 +121,25 @@ export async function ensureTestImages(): Promise<void> {
       },
     });
   }
-  if (!(await present(SLEEPER_IMAGE))) {
-    await build(SLEEPER_IMAGE, {
+  if (!(await imagePresent(WEBSOCKET_IMAGE))) {
+    await buildImage(WEBSOCKET_IMAGE, {
+      Dockerfile: {
+        body: [
+          'FROM scratch',
+          'COPY busybox /bin/busybox',
+          'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
+          'COPY websocket.sh /websocket.sh',
+          'ENV PATH=/bin',
+          // -ll: keep listening, one websocket.sh per connection.
+          'CMD ["/bin/sh", "-c", "exec nc -ll -p ${PORT:-8000} -e /websocket.sh"]',
+        ].join('\n'),
+      },
+      busybox,
+      'websocket.sh': { body: WEBSOCKET, mode: 0o755 },
+    });
+  }
+  if (!(await imagePresent(SLEEPER_IMAGE))) {
+    await buildImage(SLEEPER_IMAGE, {
       Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sleep", "3600"]'].join('\n') },
       busybox,
     });

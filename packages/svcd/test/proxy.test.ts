@@ -2,13 +2,15 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
 
 /** A request through the proxy with the given Host (what a browser sends for the url). */
 function viaProxy(port: number, host: string, path = '/'): Promise<{ status: number; body: string }> {
@@ -20,6 +22,49 @@ function viaProxy(port: number, host: string, path = '/'): Promise<{ status: num
     });
     req.on('timeout', () => req.destroy(new Error('proxy timed out')));
     req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * A WebSocket upgrade through the proxy (Node 20 has no WebSocket client): the 101 answer with
+ * its accept header, the server's first frame, then one masked client frame and the reply.
+ */
+function webSocketThroughProxy(port: number, host: string): Promise<{ accept: string; expected: string; frames: string }> {
+  const key = randomBytes(16).toString('base64');
+  const expected = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  return new Promise((resolve, reject) => {
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path: '/socket',
+      agent: false,
+      timeout: 10_000,
+      headers: { host, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-key': key, 'sec-websocket-version': '13' },
+    });
+    req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+    req.on('timeout', () => req.destroy(new Error('upgrade timed out')));
+    req.on('error', reject);
+    req.on('upgrade', (res, socket: Socket, head: Buffer) => {
+      let frames = head.toString('latin1');
+      let sent = false;
+      const onData = (d: Buffer) => {
+        frames += d.toString('latin1');
+        if (!sent && frames.includes('hello')) {
+          sent = true;
+          const mask = randomBytes(4);
+          const payload = Buffer.from('howdy').map((b, i) => b ^ mask[i % 4]!);
+          socket.write(Buffer.concat([Buffer.from([0x81, 0x80 | 5]), mask, payload]));
+        }
+        if (frames.includes('bytes')) {
+          socket.destroy();
+          resolve({ accept: String(res.headers['sec-websocket-accept']), expected, frames });
+        }
+      };
+      socket.on('data', onData);
+      socket.on('error', reject);
+      if (head.length) onData(Buffer.alloc(0));
+    });
     req.end();
   });
 }
@@ -82,6 +127,18 @@ describe('public routing through Caddy', () => {
     const first = arrivals.find(([, t]) => t.includes('line 1'))?.[0] ?? Infinity;
     const last = arrivals.at(-1)?.[0] ?? 0;
     assert.ok(last - first >= 600, `line 1 came ${last - first} ms before the end: it was not held back`);
+  });
+
+  test('WebSocket upgrades pass through, both ways', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'sockets', image: WEBSOCKET_IMAGE });
+    const host = `${s.id}.localhost:${port}`;
+    await waitFor('running', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined));
+    // The route is pushed right after the service turns running; a first attempt can beat it.
+    const ws = await waitFor('the upgrade', () => webSocketThroughProxy(port, host).catch(() => undefined));
+    assert.equal(ws.accept, ws.expected, 'the server\'s handshake answer reaches the client unchanged');
+    assert.equal(ws.frames, '\x81\x05hello\x81\x0cgot 11 bytes');
   });
 
   test('a stopped service gets a short 503 page; started again it answers', async () => {

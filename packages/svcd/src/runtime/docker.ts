@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { PassThrough } from 'node:stream';
+import { tenantBridgeName } from './host-firewall.js';
 import {
   LABELS,
   RuntimeUnavailableError,
@@ -116,8 +117,9 @@ export class DockerRuntime implements Runtime {
         CheckDuplicate: true,
         Labels: { [LABELS.managed]: 'true', [LABELS.tenant]: tenantId },
         // Bridges of different networks cannot reach each other (the engine's isolation rules);
-        // inter-container traffic inside the tenant's own network stays allowed.
-        Options: { 'com.docker.network.bridge.enable_icc': 'true' },
+        // inter-container traffic inside the tenant's own network stays allowed. The bridge's
+        // name lets one host firewall rule cover every tenant (host-firewall.ts).
+        Options: { 'com.docker.network.bridge.enable_icc': 'true', 'com.docker.network.bridge.name': tenantBridgeName(tenantId) },
       });
     } catch (err) {
       // Another svcd created it meanwhile.

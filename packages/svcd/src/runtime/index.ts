@@ -114,3 +114,4 @@ export function tenantNetworkName(tenantId: string): string {
 }
 
 export { DockerRuntime } from './docker.js';
+export { HostFirewall, type Iptables } from './host-firewall.js';

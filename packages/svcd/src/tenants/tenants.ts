@@ -12,12 +12,22 @@ import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import type { ApiKeys } from '../auth/api-keys.js';
 import type { KeyCache } from '../auth/key-cache.js';
+import { ExpiringLru } from '../cache/expiring-lru.js';
 import { type Clock, unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, UnavailableError, UnprocessableError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { isUniqueViolation, type Store, type TenantRow } from '../store/index.js';
 
 export const MAX_ACTIVE_TENANTS = 1000;
+
+/**
+ * How long a tenant record is served from memory. GET /v1/tenant is the hottest key route and
+ * its store read was a third of its cost (bench/api). Every change made through this process
+ * drops the entry at once; a change made by another svcd process on the same store shows within
+ * this time (the key cache already allows 30 s for a revoked key).
+ */
+export const TENANT_VIEW_TTL_MS = 1_000;
+const TENANT_VIEW_MAX_ENTRIES = 5_000;
 
 /** Quotas a new tenant starts with (spec 8 and DECISIONS.md). */
 export const DEFAULT_QUOTAS = {
@@ -66,6 +76,8 @@ function quotaRecord(r: TenantRow): QuotaRecord {
 }
 
 export class Tenants {
+  private readonly views: ExpiringLru<string, Tenant>;
+
   constructor(
     private readonly store: Store,
     private readonly keys: ApiKeys,
@@ -75,7 +87,9 @@ export class Tenants {
     private readonly audit: Logger,
     private readonly resources: readonly TenantResources[],
     private readonly maxActiveTenants = MAX_ACTIVE_TENANTS,
-  ) {}
+  ) {
+    this.views = new ExpiringLru(clock, TENANT_VIEW_TTL_MS, TENANT_VIEW_MAX_ENTRIES);
+  }
 
   async register(req: RegisterRequest): Promise<RegisterResponse> {
     const now = unixSeconds(this.clock);
@@ -108,7 +122,12 @@ export class Tenants {
   }
 
   async get(tenantId: string): Promise<Tenant> {
-    return tenantView(await this.row(tenantId));
+    let view = this.views.get(tenantId);
+    if (!view) {
+      view = tenantView(await this.row(tenantId));
+      this.views.set(tenantId, view);
+    }
+    return view;
   }
 
   async rename(tenantId: string, newName: string): Promise<Tenant> {
@@ -129,6 +148,8 @@ export class Tenants {
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError('tenant name is already taken');
       throw err;
+    } finally {
+      this.views.delete(tenantId);
     }
     return this.get(tenantId);
   }
@@ -141,6 +162,7 @@ export class Tenants {
       }
       await this.activity.record(tx, { tenantId, action: 'tenant.suspended', resourceType: 'tenant', resourceId: tenantId });
     });
+    this.views.delete(tenantId);
     this.keyCache.invalidateTenant(tenantId);
     for (const r of this.resources) await r.suspend(tenantId);
     return this.get(tenantId);
@@ -162,6 +184,7 @@ export class Tenants {
       const key = await this.keys.issue(tx, tenantId, 'reactivated');
       return { tenant_id: tenantId, api_key: key.api_key, status: 'active' as const };
     });
+    this.views.delete(tenantId);
     this.keyCache.invalidateTenant(tenantId);
     this.audit.info({ audit: true, event: 'operator.reactivate', tenant_id: tenantId }, 'operator reactivated a tenant');
     return result;
@@ -178,6 +201,7 @@ export class Tenants {
         details: { ...patch },
       });
     });
+    this.views.delete(tenantId); // its updated_at moved
     this.audit.info({ audit: true, event: 'operator.quota_patch', tenant_id: tenantId, patch }, 'operator changed tenant quotas');
     return quotaRecord(await this.row(tenantId));
   }

@@ -1,0 +1,71 @@
+// Which git sources a build may clone: pure rules, with name resolution injected (and, for
+// `localhost`, the real resolver).
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { checkSourceRef, checkSourceUrl, type ResolveHost } from '../src/builds/sources.js';
+
+const names: Record<string, string[]> = {
+  'github.example': ['140.82.121.3'],
+  'intranet.example': ['10.1.2.3'],
+  'metadata.example': ['169.254.169.254'],
+  'v6private.example': ['fd00::1'],
+  'mixed.example': ['140.82.121.3', '192.168.1.1'],
+  'sneaky.example': ['::ffff:10.0.0.1'],
+  'myself.example': ['127.0.0.1'],
+};
+const resolve: ResolveHost = async (host) => names[host] ?? [];
+const strict = { allowLoopback: false };
+const dev = { allowLoopback: true };
+
+describe('build sources', () => {
+  test('https:// and git:// to public addresses are accepted, names and literals alike', async () => {
+    for (const url of ['https://github.example/acme/app.git', 'git://github.example/acme/app', 'https://140.82.121.3/x.git', 'https://[2606:4700::1]/x.git']) {
+      assert.equal(await checkSourceUrl(url, strict, resolve), url);
+    }
+  });
+
+  test('other schemes, credentials and unresolvable hosts are 400', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['http://github.example/x.git', /https:\/\/ or git:\/\//],
+      ['ssh://git@github.example/x.git', /https:\/\/ or git:\/\//],
+      ['file:///etc/passwd', /https:\/\/ or git:\/\//],
+      ['not a url', /https:\/\/ or git:\/\//],
+      ['https://user:secret@github.example/x.git', /credentials/],
+      ['https://nowhere.example/x.git', /does not resolve/],
+    ];
+    for (const [url, msg] of cases) await assert.rejects(checkSourceUrl(url, strict, resolve), msg, url);
+  });
+
+  test('private, link-local and mapped addresses are refused, also behind a name', async () => {
+    for (const url of [
+      'https://10.0.0.1/x.git', 'https://192.168.1.10/x.git', 'https://172.16.5.4/x.git', 'https://169.254.169.254/x',
+      'https://[fe80::1]/x.git', 'https://[fd12::1]/x.git', 'https://0.0.0.0/x.git', 'https://[::ffff:10.0.0.1]/x.git',
+      'https://intranet.example/x.git', 'https://metadata.example/x', 'https://v6private.example/x',
+      'https://mixed.example/x.git', 'https://sneaky.example/x.git',
+    ]) {
+      await assert.rejects(checkSourceUrl(url, strict, resolve), (err: Error & { status?: number }) => err.status === 400 && /public address/.test(err.message), url);
+    }
+  });
+
+  test('loopback only when the operator allows it (then http:// too); never by default', async () => {
+    for (const url of ['https://127.0.0.1/x.git', 'git://127.0.0.1:9418/x', 'https://myself.example/x.git', 'https://[::1]/x.git']) {
+      await assert.rejects(checkSourceUrl(url, strict, resolve), /loopback is refused/, url);
+    }
+    for (const url of ['http://127.0.0.1:8080/x.git', 'git://127.0.0.1:9418/x', 'https://myself.example/x.git']) {
+      assert.equal(await checkSourceUrl(url, dev, resolve), url);
+    }
+    // The real resolver: localhost is loopback.
+    await assert.rejects(checkSourceUrl('https://localhost/x.git', strict), /loopback is refused/);
+    assert.equal(await checkSourceUrl('http://localhost:9/x.git', dev), 'http://localhost:9/x.git');
+    await assert.rejects(checkSourceUrl('http://github.example/x.git', dev, resolve), /https:\/\/ or git:\/\//, 'http:// stays loopback-only');
+  });
+
+  test('refs: branches, tags and SHAs; nothing an option parser or git would misread', () => {
+    for (const ref of ['main', 'release/1.2', 'v1.0.0', 'feature_x-y', 'a3f9c1e', '0123456789abcdef0123456789abcdef01234567']) {
+      assert.equal(checkSourceRef(ref), ref);
+    }
+    for (const ref of ['', '-u', '--upload-pack=x', 'a..b', 'x/', 'x.lock', 'x/.hidden', '.x', 'a b', 'a;b', 'a~1', 'a^', 'a:b', 'x'.repeat(256), 'a//b']) {
+      assert.throws(() => checkSourceRef(ref), /branch, a tag or a commit SHA/, JSON.stringify(ref));
+    }
+  });
+});
