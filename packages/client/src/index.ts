@@ -1,6 +1,9 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  Build,
+  CreateBuildRequest,
+  CreateBuildResponse,
   Snapshot,
   CreateServiceRequest,
   Deployment,
@@ -223,6 +226,28 @@ export class SvcClient {
   }
   serviceFromSnapshot(snapshotId: string, name: string): Promise<Service> {
     return this.call('POST', '/v1/services', { query: { from_snapshot: snapshotId }, body: { name } });
+  }
+
+  // Builds
+  createBuild(serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/builds`, { body: req });
+  }
+  builds(serviceId: string): Promise<Build[]> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds`);
+  }
+  tenantBuilds(limit?: number): Promise<Build[]> {
+    return this.call('GET', '/v1/builds', { query: { limit } });
+  }
+  build(serviceId: string, buildId: string): Promise<Build> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);
+  }
+  async buildLogs(serviceId: string, buildId: string): Promise<string> {
+    const r = await this.raw<string>('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}/logs`);
+    if (r.status !== 200) throw new ApiError(r.status, r.text, r.headers);
+    return r.text;
+  }
+  cancelBuild(serviceId: string, buildId: string): Promise<{ status: 'cancelled' }> {
+    return this.call('DELETE', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);
   }
 
   // Activity

@@ -7,3 +7,4 @@ export * from './tenants.js';
 export * from './keys.js';
 export * from './activity.js';
 export * from './services.js';
+export * from './builds.js';

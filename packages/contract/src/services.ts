@@ -62,6 +62,7 @@ export const Deployment = Type.Object({
   status: Type.String({ description: 'pending, running, succeeded, failed or cancelled' }),
   reason: Type.String({ description: 'create, start, restart, redeploy, reset, crash, build' }),
   image: Type.String(),
+  build_id: Type.Union([Type.String(), Type.Null()], { description: 'the build that produced the image (reason build)' }),
   last_error: Type.Union([Type.String(), Type.Null()]),
   created_at: UnixSeconds,
   started_at: Type.Union([UnixSeconds, Type.Null()]),

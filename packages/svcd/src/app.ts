@@ -1,6 +1,7 @@
 // The dependency object: everything svcd needs, built once at start-up. Nothing in svcd keeps
 // module-level state; limiters, caches and the clock belong to this object, so two servers in one
 // process (the tests) are fully independent.
+import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { Activity } from './activity/activity.js';
 import { ApiKeys } from './auth/api-keys.js';
@@ -13,6 +14,9 @@ import { hexId } from './ids.js';
 import { PeriodicJobs } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
 import { DockerRuntime, HostFirewall, type Runtime } from './runtime/index.js';
+import { Builds } from './builds/builds.js';
+import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
+import type { ResolveHost } from './builds/sources.js';
 import { isLoopback } from './api/client-ip.js';
 import { openStore, type Store } from './store/index.js';
 import { Health } from './system/health.js';
@@ -51,6 +55,8 @@ export interface Deps {
   snapshots: Snapshots;
   crashes: CrashHandler;
   reconciler: Reconciler;
+  builds: Builds;
+  buildRunner: BuildRunner;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
   /** Keeps tenant containers off the API port when it listens beyond loopback. */
@@ -67,6 +73,10 @@ export interface DepsOverrides {
   store?: Store;
   runtime?: Runtime;
   hostFirewall?: HostFirewall;
+  /** Build worker settings (tests: short deadlines, few workers). */
+  buildRunner?: Partial<Omit<BuildRunnerOptions, 'workDir'>>;
+  /** Name resolution for build sources (tests). */
+  resolveHost?: ResolveHost;
   maxActiveTenants?: number;
   requestTimeoutMs?: number;
   /** Extra per-tenant resources (tests); the real ones are always wired. */
@@ -124,6 +134,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged });
   const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs, routesChanged);
   const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
+  const buildRunner = new BuildRunner(store, runtime, services, activity, clock, timers, log, holder, {
+    workDir: join(config.dataDir, 'builds'),
+    ...o.buildRunner,
+  });
+  const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, resolveHost: o.resolveHost });
   jobs.schedule(reconcileJob(reconciler));
   jobs.schedule({
     name: 'store.prune',
@@ -147,7 +162,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,
     apiKeys,
-    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
     health: new Health(store, runtime, clock, config.dataDir),
     sealer,
     deployer,
@@ -155,6 +170,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     snapshots,
     crashes,
     reconciler,
+    builds,
+    buildRunner,
     proxy,
     hostFirewall: o.hostFirewall ?? new HostFirewall(),
     jobs,
@@ -174,10 +191,12 @@ export async function startBackground(deps: Deps, api: { host: string; port: num
   await deps.proxy?.start();
   deps.crashes.watch();
   await deps.jobs.runOnce(reconcileJob(deps.reconciler));
+  await deps.buildRunner.start();
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
+  await deps.buildRunner.close();
   await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();

@@ -29,6 +29,8 @@ export interface Config {
   /** SVC_MASTER_KEY; null means the key file in the data dir. */
   masterKey: string | null;
   logLevel: string;
+  /** Builds may clone from loopback hosts (--dev, or --allow-loopback-git). */
+  allowLoopbackGit: boolean;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -56,6 +58,7 @@ export interface RawOptions {
   dockerHost: string;
   logLevel: string;
   devRateLimit?: string;
+  allowLoopbackGit?: boolean;
 }
 
 export function parseListen(value: string): { host: string; port: number } {
@@ -138,6 +141,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     adminTokens,
     masterKey,
     logLevel: raw.logLevel,
+    allowLoopbackGit: dev || raw.allowLoopbackGit === true,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }

@@ -1,16 +1,15 @@
 // The built launcher bin/svcd: start-up refusals, production start, graceful SIGTERM, and a
 // SIGKILL that loses nothing.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { SvcClient, type Service } from '@svc/client';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
-import { freePort } from './harness.js';
+import { BIN, exited, startSvcdProcess } from './svcd-process.js';
 
-const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
 const TOKEN = 'binary-test-bootstrap-token-0123456789';
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -27,26 +26,7 @@ function refuse(args: string[], env: Record<string, string>, message: RegExp): v
   assert.match(r.stderr, message);
 }
 
-async function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string }> {
-  const port = await freePort();
-  const proc = spawn(BIN, [...args, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn'], {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  await new Promise<void>((res, rej) => {
-    let out = '';
-    proc.stdout!.on('data', (b: Buffer) => {
-      out += b.toString();
-      if (out.includes('svcd listening on')) res();
-    });
-    proc.on('exit', (code) => rej(new Error(`svcd exited with ${code} before listening`)));
-  });
-  return { proc, url: `http://127.0.0.1:${port}` };
-}
-
-function exited(proc: ChildProcess): Promise<number | null> {
-  return new Promise((res) => proc.on('exit', (code) => res(code)));
-}
+const start = startSvcdProcess;
 
 describe('bin/svcd start-up', () => {
   test('production refuses to start without SVC_BOOTSTRAP_TOKEN', () => {

@@ -78,6 +78,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     adminTokens: [],
     masterKey: null,
     logLevel: 'silent',
+    allowLoopbackGit: true,
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };

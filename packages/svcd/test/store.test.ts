@@ -127,6 +127,46 @@ for (const kind of STORES) {
       assert.equal(await store.jobLocks.tryAcquire('job', 'p1', now + 1030, 1000), true);
     });
 
+    test('builds: one claim wins across processes; output is capped with its tail kept; they go with their service', async () => {
+      await store.tenants.insert(tenantRow('b1', 'builder'));
+      await store.services.insert({
+        id: 'svc1', tenant_id: 'b1', name: 'web', name_key: 'web', image: 'x', port: 8000, status: 'running', desired_state: 'running',
+        dns_label: 'web', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
+      });
+      const build = (id: string, created: number) => ({
+        id, tenant_id: 'b1', service_id: 'svc1', status: 'queued' as const, source_type: 'git', source_url: 'https://x/y.git', source_ref: null,
+        image: `svc/b1/svc1:${id}`, commit_sha: null, last_error: null, deployment_id: null, holder: null, lease_until_ms: null,
+        log_bytes: 0, log_truncated: 0, created_at: created, started_at: null, finished_at: null, duration_ms: null,
+      });
+      await store.builds.insert(build('bb2', T + 1));
+      await store.builds.insert(build('bb1', T));
+      assert.deepEqual((await store.builds.listQueued(10)).map((b) => b.id), ['bb1', 'bb2'], 'oldest first');
+      assert.equal(await store.builds.countWithStatus('b1', 'queued'), 2);
+
+      const claim = { status: 'running' as const, started_at: T + 5 };
+      const [one, two] = await Promise.all([
+        store.builds.transition('bb1', ['queued'], { ...claim, holder: 'p1' }),
+        second.builds.transition('bb1', ['queued'], { ...claim, holder: 'p2' }),
+      ]);
+      assert.equal(Number(one) + Number(two), 1, 'exactly one process takes the build');
+      const holder = (await store.builds.findAny('bb1'))!.holder!;
+      assert.equal(await store.builds.updateRunning('bb1', holder === 'p1' ? 'p2' : 'p1', { commit_sha: 'abc' }), false, 'only the holder updates it');
+      assert.equal(await store.builds.updateRunning('bb1', holder, { commit_sha: 'abc' }), true);
+      assert.equal(await store.builds.find('other-tenant', 'svc1', 'bb1'), undefined, 'scoped by tenant');
+
+      // 10-byte cap: the oldest chunks go, the last one always stays.
+      for (const chunk of ['aaaa\n', 'bbbb\n', 'cccc\n']) await store.builds.appendLog('bb1', chunk, 10);
+      assert.deepEqual((await store.builds.logChunks('bb1')).map((c) => c.chunk), ['bbbb\n', 'cccc\n']);
+      const row = await store.builds.findAny('bb1');
+      assert.deepEqual([row?.log_bytes, row?.log_truncated], [10, 1]);
+      assert.deepEqual((await store.builds.logChunks('bb1', 2)).map((c) => c.seq), [3], 'chunks after a sequence number');
+
+      await store.services.delete('b1', 'svc1');
+      assert.equal(await store.builds.findAny('bb1'), undefined);
+      assert.deepEqual(await store.builds.logChunks('bb1'), []);
+    });
+
     test('ping answers', async () => {
       await store.ping();
     });

@@ -15,6 +15,7 @@ import { openApiRoute, registerOpenApi } from './openapi.js';
 import { requestTimeouts } from './timeouts.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
+import { buildRoutes } from './routes/builds.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -149,6 +150,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(keyRoutes(deps));
   await app.register(activityRoutes(deps));
   await app.register(serviceRoutes(deps));
+  await app.register(buildRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

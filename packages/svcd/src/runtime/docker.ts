@@ -2,6 +2,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { PassThrough } from 'node:stream';
+import { join } from 'node:path';
+import { pack as packDirectory } from 'tar-fs';
 import { tenantBridgeName } from './host-firewall.js';
 import {
   LABELS,
@@ -10,6 +12,7 @@ import {
   tenantNetworkName,
   type EngineInfo,
   type EngineStorage,
+  type ImageBuildSpec,
   type LogOptions,
   type Runtime,
   type WorkloadInfo,
@@ -175,6 +178,60 @@ export class DockerRuntime implements Runtime {
         else resolve();
       });
     });
+  }
+
+  async buildImage(spec: ImageBuildSpec): Promise<void> {
+    // The engine needs the network for the RUN steps, and the tenant's own network keeps them
+    // as far from other tenants and from svcd as the tenant's services are.
+    await this.ensureTenantNetwork(spec.tenantId);
+    const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
+    const stream = (await this.docker.buildImage(context as unknown as NodeJS.ReadableStream, {
+      t: spec.tag,
+      // No labels: the classic builder adds a step (and a container) per label. The tag,
+      // svc/<tenant>/<service>:<build>, says whose image it is.
+      networkmode: tenantNetworkName(spec.tenantId),
+      memory: spec.limits.memoryMb * 1024 * 1024,
+      memswap: spec.limits.memoryMb * 1024 * 1024,
+      cpuperiod: 100_000,
+      cpuquota: Math.max(1_000, Math.round(spec.limits.cpus * 100_000)),
+      rm: true,
+      forcerm: true,
+      // dockerode passes it on to the request (its typings do not list it).
+      ...({ abortSignal: spec.signal } as object),
+    })) as NodeJS.ReadableStream;
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+        reject(spec.signal.reason instanceof Error ? spec.signal.reason : new Error('build aborted'));
+      };
+      spec.signal.addEventListener('abort', onAbort, { once: true });
+      this.docker.modem.followProgress(
+        stream,
+        (err: Error | null, events: Array<{ error?: string }>) => {
+          spec.signal.removeEventListener('abort', onAbort);
+          const failed = events?.find((e) => e.error);
+          if (err) reject(err);
+          else if (failed?.error) reject(new Error(failed.error.trim()));
+          else resolve();
+        },
+        (event: { stream?: string; status?: string; error?: string }) => {
+          const text = event.stream ?? event.status ?? (event.error ? `error: ${event.error}` : '');
+          for (const line of text.split('\n')) if (line.trim()) spec.onOutput(line);
+        },
+      );
+    });
+  }
+
+  async removeRepository(repository: string): Promise<void> {
+    for (const img of await this.docker.listImages({ filters: { reference: [repository] } })) {
+      for (const tag of img.RepoTags ?? []) {
+        if (!tag.startsWith(`${repository}:`)) continue;
+        await this.docker.getImage(tag).remove().catch((err: { statusCode?: number }) => {
+          // Gone already, or still used by a container that is going away: not worth failing a delete.
+          if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
+        });
+      }
+    }
   }
 
   async runWorkload(spec: WorkloadSpec): Promise<string> {

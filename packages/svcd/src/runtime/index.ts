@@ -64,6 +64,20 @@ export interface WorkloadInfo {
   address: { host: string; port: number } | null;
 }
 
+/** An image build from a context directory (Dockerfile at its root). */
+export interface ImageBuildSpec {
+  contextDir: string;
+  tag: string;
+  tenantId: string;
+  /** The build's store id. */
+  resourceId: string;
+  /** For the build's RUN steps. */
+  limits: { memoryMb: number; cpus: number };
+  signal: AbortSignal;
+  /** The engine's output, line by line, as it comes. */
+  onOutput(line: string): void;
+}
+
 export interface LogOptions {
   tail: number;
   follow: boolean;
@@ -91,6 +105,13 @@ export interface Runtime {
   hasImage(image: string): Promise<boolean>;
   /** Pulls an image; rejects with the registry's message. */
   pullImage(image: string, signal?: AbortSignal): Promise<void>;
+  /**
+   * Builds an image; rejects with the engine's error (a failed step, a bad Dockerfile) or when
+   * the signal aborts (which stops the build in the engine).
+   */
+  buildImage(spec: ImageBuildSpec): Promise<void>;
+  /** Removes every tag of an image repository (e.g. all builds of a service). */
+  removeRepository(repository: string): Promise<void>;
   /** Creates and starts a workload; returns its engine id. */
   runWorkload(spec: WorkloadSpec): Promise<string>;
   startWorkload(id: string): Promise<void>;

@@ -11,6 +11,7 @@ import type { Sealer } from '../secrets/sealer.js';
 import { LABELS, SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import type { DeploymentRow, ServiceRow, Store, TenantRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
+import { isLocallyBuilt } from './images.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** How long a started container has to accept TCP connections on its port. */
@@ -33,7 +34,7 @@ export interface DeployerOptions {
 class Cancelled extends Error {}
 
 /** A new pending deployment record. */
-export function deploymentRow(clock: Clock, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean): DeploymentRow {
+export function deploymentRow(clock: Clock, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean, buildId: string | null = null): DeploymentRow {
   return {
     id: timeOrderedId(clock.now()),
     service_id: serviceId,
@@ -41,7 +42,9 @@ export function deploymentRow(clock: Clock, tenantId: string, serviceId: string,
     status: 'pending',
     reason,
     image,
-    pull: pull ? 1 : 0,
+    // A locally built image has no registry to be pulled from again.
+    pull: pull && !isLocallyBuilt(image) ? 1 : 0,
+    build_id: buildId,
     last_error: null,
     created_at: unixSeconds(clock),
     started_at: null,

@@ -54,3 +54,18 @@ export function imageRefusal(ref: string): string | null {
   if (parsed.registry === null || DOCKER_HUB.has(parsed.registry) || LOOPBACK.test(parsed.registry)) return null;
   return `image must come from Docker Hub or a loopback registry (127.0.0.1:PORT or localhost:PORT), not ${parsed.registry}`;
 }
+
+/** Where a service's builds are tagged: svc/<tenant>/<service>. */
+export function builtImageRepository(tenantId: string, serviceId: string): string {
+  return `svc/${tenantId}/${serviceId}`;
+}
+
+/** What a build of a service produces (builds issue): svc/<tenant>/<service>:<build>. */
+export function builtImageTag(tenantId: string, serviceId: string, buildId: string): string {
+  return `${builtImageRepository(tenantId, serviceId)}:${buildId}`;
+}
+
+/** An image built here and kept only in the local engine: there is nothing to pull it from. */
+export function isLocallyBuilt(image: string): boolean {
+  return image.startsWith('svc/');
+}

@@ -14,7 +14,7 @@ import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceR
 import type { TenantResources } from '../tenants/tenants.js';
 import { deploymentRow, workloadName, type Deployer } from './deployer.js';
 import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
-import { imageRefusal } from './images.js';
+import { builtImageRepository, imageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
 import type { Snapshots } from './snapshots.js';
 
@@ -27,6 +27,7 @@ export function deploymentView(d: DeploymentRow): Deployment {
     status: d.status,
     reason: d.reason,
     image: d.image,
+    build_id: d.build_id,
     last_error: d.last_error,
     created_at: d.created_at,
     started_at: d.started_at,
@@ -171,6 +172,7 @@ export class Services implements TenantResources {
     await this.deployer.idleFor(id);
     this.opts.routesChanged?.();
     await this.removeContainers(s);
+    await this.runtime.removeRepository(builtImageRepository(tenantId, id));
     await this.runtime.removeTenantNetworkIfUnused(tenantId);
   }
 
@@ -193,6 +195,37 @@ export class Services implements TenantResources {
     this.deployer.start(dep.id, id);
     this.opts.routesChanged?.();
     return { service: await this.get(tenantId, id), deployment: deploymentView(dep) };
+  }
+
+  /**
+   * Deploys the image a build produced (builds issue): the service takes the image, and its crash
+   * state is cleared, since new code is the usual answer to a crash loop. Returns the deployment.
+   */
+  async deployBuild(tenantId: string, id: string, image: string, buildId: string): Promise<Deployment> {
+    await this.row(tenantId, id);
+    await this.cancelUnfinished(id);
+    const now = unixSeconds(this.clock);
+    const dep = await this.store.transaction(async (tx) => {
+      await tx.services.update(id, {
+        image,
+        crash_count: 0,
+        crash_window_start: null,
+        last_crash_at: null,
+        circuit_open_at: null,
+        status: 'deploying',
+        desired_state: 'running',
+        last_error: null,
+        upstream: null,
+        updated_at: now,
+      });
+      await this.activity.record(tx, { tenantId, action: 'service.redeployed', resourceType: 'service', resourceId: id, serviceId: id, details: { build_id: buildId, image } });
+      const row = deploymentRow(this.clock, tenantId, id, image, 'build', false, buildId);
+      await tx.deployments.insert(row);
+      return row;
+    });
+    this.deployer.start(dep.id, id);
+    this.opts.routesChanged?.();
+    return deploymentView(dep);
   }
 
   async stop(tenantId: string, id: string): Promise<LifecycleResponse> {

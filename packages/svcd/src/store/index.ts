@@ -21,6 +21,7 @@ import { ServiceEnvStore } from './service-env.js';
 import { DeploymentStore } from './deployments.js';
 import { SettingsStore } from './settings.js';
 import { SnapshotStore } from './snapshots.js';
+import { BuildStore } from './builds.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -42,6 +43,7 @@ export interface Repositories {
   deployments: DeploymentStore;
   settings: SettingsStore;
   snapshots: SnapshotStore;
+  builds: BuildStore;
 }
 
 export interface Store extends Repositories {
@@ -64,6 +66,7 @@ function repositories(db: Kysely<Database>): Repositories {
     deployments: new DeploymentStore(db),
     settings: new SettingsStore(db),
     snapshots: new SnapshotStore(db),
+    builds: new BuildStore(db),
   };
 }
 

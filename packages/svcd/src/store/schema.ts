@@ -126,6 +126,8 @@ export interface DeploymentsTable {
   image: string;
   /** 1: pull the image even when present (redeploy). */
   pull: number;
+  /** The build whose image this deploys (reason build). */
+  build_id: string | null;
   last_error: string | null;
   created_at: number;
   started_at: number | null;
@@ -151,6 +153,38 @@ export interface SnapshotsTable {
 export type SnapshotRow = Selectable<SnapshotsTable>;
 export type NewSnapshotRow = Insertable<SnapshotsTable>;
 
+export type BuildStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface BuildsTable {
+  id: string;
+  tenant_id: string;
+  service_id: string;
+  status: BuildStatus;
+  source_type: string;
+  source_url: string;
+  source_ref: string | null;
+  image: string;
+  commit_sha: string | null;
+  last_error: string | null;
+  deployment_id: string | null;
+  holder: string | null;
+  lease_until_ms: number | null;
+  log_bytes: number;
+  log_truncated: number;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  duration_ms: number | null;
+}
+export type BuildRow = Selectable<BuildsTable>;
+export type NewBuildRow = Insertable<BuildsTable>;
+
+export interface BuildLogsTable {
+  build_id: string;
+  seq: number;
+  chunk: string;
+}
+
 export interface SettingsTable {
   key: string;
   value: string;
@@ -167,4 +201,6 @@ export interface Database {
   deployments: DeploymentsTable;
   settings: SettingsTable;
   snapshots: SnapshotsTable;
+  builds: BuildsTable;
+  build_logs: BuildLogsTable;
 }

@@ -22,27 +22,11 @@ import {
   SnapshotList,
 } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
-
-/**
- * A followed log answers 200 at once (headers flushed before any line exists) and then passes
- * each chunk on as it comes, until the container ends or the client leaves. The reply is
- * written directly: Fastify would hold the headers back until the first chunk.
- */
-function streamFollow(reply: FastifyReply, stream: NodeJS.ReadableStream & { destroy?: () => void }): void {
-  reply.hijack();
-  const res = reply.raw;
-  res.writeHead(200, { ...(reply.getHeaders() as Record<string, string>), 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-  res.flushHeaders();
-  stream.on('data', (chunk: Buffer) => res.write(chunk));
-  stream.on('end', () => res.end());
-  stream.on('error', () => res.end());
-  res.on('close', () => stream.destroy?.());
-}
+import { streamFollow } from '../streaming.js';
 
 export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { services } = deps;

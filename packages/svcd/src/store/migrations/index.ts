@@ -3,6 +3,7 @@ import type { Dialect } from '../dialect.js';
 import { foundation } from './0001_foundation.js';
 import { services } from './0002_services.js';
 import { snapshots } from './0003_snapshots.js';
+import { builds } from './0004_builds.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -13,6 +14,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0001_foundation': foundation(dialect),
     '0002_services': services,
     '0003_snapshots': snapshots,
+    '0004_builds': builds,
   };
   return { getMigrations: async () => migrations };
 }

@@ -1,0 +1,82 @@
+// bench/build: a no-change rebuild of the same repository through svc (POST .../builds until the
+// build reads `succeeded`: queue, clone, image build through the engine, the start of its
+// deployment), against the bare Engine API build of the same context (already on disk) in the
+// same run. The two alternate round by round; medians of ROUNDS. The repository is served by a
+// loopback `git daemon`, as in the tests; its image builds on the local test image.
+// Run: make bench-build
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pack } from 'tar-fs';
+import { SvcClient } from '../../packages/client/src/index.js';
+import { freePort } from '../../packages/svcd/test/harness.js';
+import { docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
+import { median, spawnSvcd } from '../svcd.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+
+await ensureTestImages();
+const git = await startGitServer();
+const apiPort = await freePort();
+const dir = mkdtempSync(join(tmpdir(), 'svc-bench-build-'));
+const svcd = await spawnSvcd(['--dev', '--open-registration', '--data-dir', join(dir, 'data'), '--listen', `127.0.0.1:${apiPort}`, '--log-level', 'warn', '--dev-rate-limit', '1000000:1000000,1000000:1000000']);
+const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
+const reg = await anon.register({ name: 'bench-build', email: 'bench-build@x.io' });
+const c = anon.withKey(reg.api_key);
+
+async function svcBuild(serviceId: string): Promise<number> {
+  const t0 = performance.now();
+  const b = await c.createBuild(serviceId, { source_type: 'git', source_url: git.url('app'), source_ref: 'main' });
+  for (;;) {
+    const now = await c.build(serviceId, b.build_id);
+    if (now.status === 'succeeded') return performance.now() - t0;
+    if (now.status !== 'queued' && now.status !== 'running') throw new Error(`build ${now.status}: ${now.last_error}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** docker build through the Engine API, the same context as a tar stream, to the end of its output. */
+async function bareBuild(contextDir: string, tag: string): Promise<number> {
+  const t0 = performance.now();
+  const stream = await docker.buildImage(pack(contextDir, { ignore: (name) => name === join(contextDir, '.git') }) as unknown as NodeJS.ReadableStream, { t: tag, rm: true, forcerm: true });
+  await new Promise<void>((resolve, reject) =>
+    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
+      const failed = out?.find((o) => o.error);
+      if (err || failed) reject(err ?? new Error(failed?.error));
+      else resolve();
+    }),
+  );
+  return performance.now() - t0;
+}
+
+const svcTimes: number[] = [];
+const bareTimes: number[] = [];
+const context = join(dir, 'context');
+execFileSync('git', ['clone', '-q', '--depth', '1', '--branch', 'main', git.url('app'), context]);
+try {
+  const s = await c.createService({ name: 'bench-build', image: 'svc-test/busybox-httpd:5' });
+  // Warm-up: the first build fills the engine's layer cache for both sides (same context).
+  await svcBuild(s.id);
+  await bareBuild(context, 'svc-bench/bare-build:warm');
+  for (let i = 0; i < ROUNDS; i++) {
+    svcTimes.push(await svcBuild(s.id));
+    bareTimes.push(await bareBuild(context, `svc-bench/bare-build:${i}`));
+    process.stderr.write(`bench-build: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
+  }
+} finally {
+  await svcd.stop();
+  await removeTenantWorkloads([reg.tenant_id]);
+  for (const ref of [`svc/${reg.tenant_id}/*`, 'svc-bench/bare-build']) {
+    for (const img of await docker.listImages({ filters: { reference: [ref] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+  }
+  await git.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+const svcMedian = median(svcTimes);
+const bareMedian = median(bareTimes);
+console.log(`\n| no-change rebuild, median of ${ROUNDS} | ms |\n|---|---|`);
+console.log(`| svc: POST .../builds until succeeded (clone + build + deployment started) | ${Math.round(svcMedian)} |`);
+console.log(`| bare Engine API build of the same context | ${Math.round(bareMedian)} |`);
+console.log(`| ratio svc / bare | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.2) |`);

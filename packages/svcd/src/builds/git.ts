@@ -1,0 +1,120 @@
+// Shallow clone of one ref with Debian's git, under a size limit; the caller's signal (cancel,
+// time limit) kills git at once. git runs with no user or system configuration, never prompts,
+// follows no redirects (a redirect could lead to an address the source check refused) and
+// speaks only the protocols a source may use.
+import { spawn } from 'node:child_process';
+import { readdir, lstat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Timers } from '../clock.js';
+
+export interface CloneOptions {
+  url: string;
+  /** Branch, tag or commit SHA; null for the remote's default branch. */
+  ref: string | null;
+  /** An empty directory to clone into. */
+  dir: string;
+  maxBytes: number;
+  /** Aborting kills git. */
+  signal: AbortSignal;
+  timers: Timers;
+  onOutput(line: string): void;
+}
+
+const FULL_SHA = /^[0-9a-f]{40}$/;
+const SHORT_SHA = /^[0-9a-f]{7,39}$/;
+const SIZE_CHECK_MS = 500;
+
+export class CloneError extends Error {}
+
+/** Clones `ref` of `url` into `dir`; resolves to the commit SHA checked out. */
+export async function cloneAt(opts: CloneOptions): Promise<string> {
+  const git = (args: string[], quiet = false) => runGit(opts.dir, args, opts, quiet);
+  await git(['init', '-q', '.']);
+  await git(['remote', 'add', 'origin', opts.url]);
+
+  const ref = opts.ref;
+  if (ref !== null && SHORT_SHA.test(ref)) {
+    // An abbreviated SHA cannot be fetched by name: fetch the history, then look it up.
+    await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
+    await git(['checkout', '-q', '--detach', ref]).catch(() => {
+      throw new CloneError(`commit ${ref} not found in ${opts.url}`);
+    });
+  } else {
+    try {
+      await git(['fetch', '--progress', '--depth', '1', '--no-tags', 'origin', ref ?? 'HEAD']);
+    } catch (err) {
+      // Servers that do not allow fetching a commit by its SHA: fetch the history instead.
+      if (ref === null || !FULL_SHA.test(ref) || opts.signal.aborted) throw err;
+      opts.onOutput(`shallow fetch of ${ref} refused by the server; fetching the history`);
+      await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
+    }
+    await git(['checkout', '-q', '--detach', ref !== null && FULL_SHA.test(ref) ? ref : 'FETCH_HEAD']).catch(() => {
+      throw new CloneError(`ref ${ref} not found in ${opts.url}`);
+    });
+  }
+  return (await git(['rev-parse', 'HEAD'], true)).trim();
+}
+
+async function runGit(cwd: string, args: string[], opts: CloneOptions, quiet: boolean): Promise<string> {
+  const config = [
+    '-c', 'protocol.allow=never',
+    '-c', 'protocol.https.allow=always',
+    '-c', 'protocol.git.allow=always',
+    // Reaches git only for loopback sources: the source check refuses http:// otherwise.
+    '-c', 'protocol.http.allow=always',
+    '-c', 'http.followRedirects=false',
+    '-c', 'advice.detachedHead=false',
+  ];
+  const child = spawn('git', [...config, ...args], {
+    cwd,
+    signal: opts.signal,
+    killSignal: 'SIGKILL',
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, GIT_TERMINAL_PROMPT: '0', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LANG: 'C' },
+  });
+  let stdout = '';
+  let lastErr = '';
+  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+  child.stderr.on('data', (b: Buffer) => {
+    // Progress lines end in \r: keep the last state of each, not every percent.
+    for (const line of b.toString().split(/\r?\n/)) {
+      const text = line.split('\r').filter(Boolean).at(-1)?.trim();
+      if (!text) continue;
+      lastErr = text;
+      if (!quiet) opts.onOutput(text);
+    }
+  });
+
+  // The size limit: checked while git writes, so a huge repository is stopped early.
+  let tooLarge = false;
+  const sizeCheck = opts.timers.setInterval(() => {
+    void directorySize(cwd).then((bytes) => {
+      if (bytes > opts.maxBytes && child.exitCode === null) {
+        tooLarge = true;
+        child.kill('SIGKILL');
+      }
+    }, () => {});
+  }, SIZE_CHECK_MS);
+
+  try {
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.on('error', (err) => (opts.signal.aborted ? reject(opts.signal.reason instanceof Error ? opts.signal.reason : err) : reject(err)));
+      child.on('close', resolve);
+    });
+    if (tooLarge) throw new CloneError(`repository is larger than ${Math.round(opts.maxBytes / 1024 / 1024)} MB`);
+    if (code !== 0) throw new CloneError(`git ${args[0]} failed: ${lastErr || `exit code ${code}`}`);
+    return stdout;
+  } finally {
+    sizeCheck.cancel();
+  }
+}
+
+/** Bytes of the files under `dir` (symlinks counted as links, not followed). */
+export async function directorySize(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) total += await directorySize(path);
+    else total += (await lstat(path)).size;
+  }
+  return total;
+}

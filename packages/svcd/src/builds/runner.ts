@@ -1,0 +1,308 @@
+// Runs queued builds: clone, image build through the engine, then a deployment of the result.
+//
+// Like the other workers it takes its tick from the injected timers and can be closed. Every
+// step that two svcd processes could race on goes through the store: a build is taken by moving
+// it queued -> running with this process as holder (only one mover wins), the per-tenant
+// concurrency is counted under a per-tenant lease, and a running build's lease is renewed while
+// it runs. A build whose holder died (its lease ran out, or it was an earlier boot of this very
+// instance) is marked failed with a clear error; queued builds are simply run.
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
+import type { Runtime } from '../runtime/index.js';
+import { workloadLimits } from '../services/deployer.js';
+import type { Services } from '../services/services.js';
+import type { BuildRow, Store } from '../store/index.js';
+import type { BuildExecution } from './builds.js';
+import { cloneAt } from './git.js';
+
+export interface BuildRunnerOptions {
+  /** Where clones live while their build runs (`<data dir>/builds`). */
+  workDir: string;
+  /** Builds this process runs at once, whatever the tenants (the machine's share). */
+  workers?: number;
+  tickMs?: number;
+  cloneMaxBytes?: number;
+  /** The whole build: clone, image build and the start of its deployment. */
+  deadlineMs?: number;
+  leaseMs?: number;
+}
+
+export const BUILD_WORKERS = 4;
+export const BUILD_DEADLINE_MS = 30 * 60_000;
+export const CLONE_MAX_BYTES = 500 * 1024 * 1024;
+const TICK_MS = 1_000;
+const LEASE_MS = 60_000;
+/** How often a running build checks that it is still wanted (cancel from another process, service deleted). */
+const WATCH_MS = 500;
+/** Output is written to the store in batches: at most this often, or when this much is waiting. */
+const LOG_FLUSH_MS = 200;
+const LOG_FLUSH_BYTES = 64 * 1024;
+const INTERRUPTED = 'interrupted: svcd stopped during this build; start a new build';
+
+interface Running {
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+export class BuildRunner implements BuildExecution {
+  private readonly running = new Map<string, Running>();
+  private ticker: TimerHandle | null = null;
+  private ticking: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private readonly workers: number;
+  private readonly leaseMs: number;
+
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly services: Services,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly timers: Timers,
+    private readonly log: Logger,
+    /** `<instance>/<boot>`: this process as a lease holder. */
+    private readonly holder: string,
+    private readonly opts: BuildRunnerOptions,
+  ) {
+    this.workers = opts.workers ?? BUILD_WORKERS;
+    this.leaseMs = opts.leaseMs ?? LEASE_MS;
+  }
+
+  /** Clears clones left by an earlier process, then ticks. */
+  async start(): Promise<void> {
+    await rm(this.opts.workDir, { recursive: true, force: true });
+    await mkdir(this.opts.workDir, { recursive: true });
+    this.ticker = this.timers.setInterval(() => this.kick(), this.opts.tickMs ?? TICK_MS);
+    this.kick();
+    await this.ticking;
+  }
+
+  kick(): void {
+    if (this.closed) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    this.ticking = (async () => {
+      do {
+        this.again = false;
+        await this.tick().catch((err: unknown) => this.log.error({ err }, 'build tick failed'));
+      } while (this.again && !this.closed);
+    })().finally(() => (this.ticking = null));
+  }
+
+  abort(buildId: string, why: string): boolean {
+    const r = this.running.get(buildId);
+    if (!r) return false;
+    r.controller.abort(new Error(why));
+    return true;
+  }
+
+  /** Stops the tick and every build this process runs; they end failed as interrupted (a restart would say the same). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.ticker?.cancel();
+    await this.ticking;
+    for (const r of this.running.values()) r.controller.abort(new Error(INTERRUPTED));
+    await Promise.all([...this.running.values()].map((r) => r.done));
+  }
+
+  /** Builds running here now (tests, health). */
+  get active(): number {
+    return this.running.size;
+  }
+
+  private async tick(): Promise<void> {
+    await this.failOrphans();
+    if (this.running.size >= this.workers) return;
+    const queued = await this.store.builds.listQueued(200);
+    const byTenant = new Map<string, BuildRow[]>();
+    for (const b of queued) byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), b]);
+    for (const [tenantId, builds] of byTenant) {
+      if (this.running.size >= this.workers || this.closed) return;
+      await this.startForTenant(tenantId, builds);
+    }
+  }
+
+  /** Running builds whose holder is gone: failed, with the reason. */
+  private async failOrphans(): Promise<void> {
+    const instance = this.holder.split('/')[0];
+    const now = this.clock.now();
+    for (const b of await this.store.builds.listRunning()) {
+      if (b.holder === this.holder) continue;
+      const earlierBootOfMine = b.holder !== null && b.holder.startsWith(`${instance}/`);
+      const leaseGone = b.lease_until_ms === null || b.lease_until_ms < now;
+      if (!earlierBootOfMine && !leaseGone) continue;
+      await this.finish(b, 'failed', INTERRUPTED, null);
+    }
+  }
+
+  private async startForTenant(tenantId: string, queued: BuildRow[]): Promise<void> {
+    // The count and the claims under one per-tenant lease: two processes cannot both see a free slot.
+    const lock = `builds:${tenantId}`;
+    if (!(await this.store.jobLocks.tryAcquire(lock, this.holder, this.clock.now(), 30_000))) return;
+    try {
+      const tenant = await this.store.tenants.findById(tenantId);
+      if (!tenant || tenant.status !== 'active') return;
+      let runningForTenant = await this.store.builds.countWithStatus(tenantId, 'running');
+      for (const b of queued) {
+        if (runningForTenant >= tenant.max_builds_concurrent || this.running.size >= this.workers || this.closed) return;
+        const startedMs = this.clock.now();
+        const claimed = await this.store.builds.transition(b.id, ['queued'], {
+          status: 'running',
+          holder: this.holder,
+          lease_until_ms: startedMs + this.leaseMs,
+          started_at: unixSeconds(this.clock),
+        });
+        if (!claimed) continue;
+        runningForTenant++;
+        await this.activity.record(this.store, { tenantId, action: 'build.started', resourceType: 'build', resourceId: b.id, serviceId: b.service_id });
+        this.launch({ ...b, status: 'running', holder: this.holder, started_at: unixSeconds(this.clock) }, startedMs);
+      }
+    } finally {
+      await this.store.jobLocks.release(lock, this.holder);
+    }
+  }
+
+  private launch(b: BuildRow, startedMs: number): void {
+    const controller = new AbortController();
+    const deadline = this.timers.setTimeout(() => controller.abort(new Error(`build took longer than ${Math.round((this.opts.deadlineMs ?? BUILD_DEADLINE_MS) / 60_000)} minutes`)), this.opts.deadlineMs ?? BUILD_DEADLINE_MS);
+    const done = this.run(b, startedMs, controller.signal)
+      .catch((err: unknown) => this.log.error({ err, build: b.id }, 'build bookkeeping failed'))
+      .finally(() => {
+        deadline.cancel();
+        this.running.delete(b.id);
+        this.kick(); // a slot is free
+      });
+    this.running.set(b.id, { controller, done });
+  }
+
+  private async run(b: BuildRow, startedMs: number, signal: AbortSignal): Promise<void> {
+    const output = new LogBatcher(this.store, b.id, this.timers);
+    const watch = this.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
+    const dir = await mkdtemp(join(this.opts.workDir, `${b.id}-`));
+    try {
+      output.line(`==> cloning ${b.source_url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
+      const sha = await cloneAt({
+        url: b.source_url,
+        ref: b.source_ref,
+        dir,
+        maxBytes: this.opts.cloneMaxBytes ?? CLONE_MAX_BYTES,
+        signal,
+        timers: this.timers,
+        onOutput: (l) => output.line(l),
+      });
+      await this.store.builds.updateRunning(b.id, this.holder, { commit_sha: sha });
+      output.line(`==> commit ${sha}`);
+      if (!existsSync(join(dir, 'Dockerfile'))) throw new Error('no Dockerfile at the root of the repository');
+
+      const tenant = await this.store.tenants.findById(b.tenant_id);
+      if (!tenant) throw new Error('tenant not found');
+      output.line(`==> building ${b.image}`);
+      const limits = workloadLimits(tenant);
+      await this.runtime.buildImage({
+        contextDir: dir,
+        tag: b.image,
+        tenantId: b.tenant_id,
+        resourceId: b.id,
+        limits: { memoryMb: limits.memoryMb, cpus: limits.cpus },
+        signal,
+        onOutput: (l) => output.line(l),
+      });
+      if (signal.aborted) throw signal.reason;
+      output.line('==> built; deploying');
+      await output.flush();
+      const dep = await this.services.deployBuild(b.tenant_id, b.service_id, b.image, b.id);
+      await this.finish(b, 'succeeded', null, dep.id, startedMs);
+    } catch (err) {
+      const message = signal.aborted && signal.reason instanceof Error ? signal.reason.message : (err as Error).message;
+      output.line(`==> build failed: ${message}`);
+      await output.flush();
+      // A cancel has already written the record; anything else fails it.
+      await this.finish(b, 'failed', message, null, startedMs);
+    } finally {
+      watch.cancel();
+      await output.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  /** Aborts the build when its record says it should stop: cancelled or gone (its service was deleted). */
+  private async stillWanted(b: BuildRow, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
+    const now = await this.store.builds.findAny(b.id).catch(() => 'unknown' as const);
+    if (now === 'unknown') return;
+    if (!now) return void this.abort(b.id, 'the service was deleted');
+    if (now.status !== 'running' || now.holder !== this.holder) return void this.abort(b.id, now.last_error ?? `build ${now.status}`);
+    // Still ours: keep the lease alive.
+    await this.store.builds.updateRunning(b.id, this.holder, { lease_until_ms: this.clock.now() + this.leaseMs }).catch(() => {});
+  }
+
+  private async finish(b: BuildRow, status: 'succeeded' | 'failed', error: string | null, deploymentId: string | null, startedMs?: number): Promise<void> {
+    const nowMs = this.clock.now();
+    await this.store.transaction(async (tx) => {
+      const moved = await tx.builds.transition(b.id, ['running'], {
+        status,
+        last_error: error,
+        deployment_id: deploymentId,
+        finished_at: unixSeconds(this.clock),
+        duration_ms: startedMs === undefined ? (b.started_at === null ? null : Math.max(0, nowMs - b.started_at * 1000)) : nowMs - startedMs,
+      });
+      if (!moved) return;
+      await this.activity.record(tx, {
+        tenantId: b.tenant_id,
+        action: `build.${status}`,
+        resourceType: 'build',
+        resourceId: b.id,
+        serviceId: b.service_id,
+        details: error ? { error } : { image: b.image, deployment_id: deploymentId },
+      });
+    });
+    this.log.info({ build: b.id, status, error }, 'build finished');
+  }
+}
+
+/**
+ * Collects output lines and writes them to the store in batches (one row per batch), so that a
+ * chatty build does not cost a transaction per line; a followed log sees them within 200 ms.
+ */
+class LogBatcher {
+  private pending = '';
+  private writing: Promise<void> = Promise.resolve();
+  private timer: TimerHandle | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly buildId: string,
+    private readonly timers: Timers,
+  ) {}
+
+  line(text: string): void {
+    this.pending += `${text}\n`;
+    if (this.pending.length >= LOG_FLUSH_BYTES) void this.flush();
+    else this.timer ??= this.timers.setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+  }
+
+  flush(): Promise<void> {
+    this.timer?.cancel();
+    this.timer = null;
+    const chunk = this.pending;
+    this.pending = '';
+    if (chunk) {
+      this.writing = this.writing
+        .then(() => this.store.builds.appendLog(this.buildId, chunk, BUILD_LOG_MAX_BYTES))
+        .catch(() => {}); // the build itself matters more than its log; a lost batch is not fatal
+    }
+    return this.writing;
+  }
+
+  close(): Promise<void> {
+    return this.flush();
+  }
+}

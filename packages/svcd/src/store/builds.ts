@@ -1,0 +1,118 @@
+import { sql, type Kysely } from 'kysely';
+import type { BuildRow, BuildStatus, BuildsTable, Database, NewBuildRow } from './schema.js';
+
+export class BuildStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: NewBuildRow): Promise<void> {
+    await this.db.insertInto('builds').values(row).execute();
+  }
+
+  /** Scoped by tenant and service: a foreign build and a missing one are the same undefined. */
+  async find(tenantId: string, serviceId: string, id: string): Promise<BuildRow | undefined> {
+    return this.db
+      .selectFrom('builds')
+      .selectAll()
+      .where('id', '=', id)
+      .where('tenant_id', '=', tenantId)
+      .where('service_id', '=', serviceId)
+      .executeTakeFirst();
+  }
+
+  async findAny(id: string): Promise<BuildRow | undefined> {
+    return this.db.selectFrom('builds').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** Newest first. */
+  async listForService(tenantId: string, serviceId: string, limit: number, offset: number): Promise<BuildRow[]> {
+    return this.db
+      .selectFrom('builds')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('service_id', '=', serviceId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+  }
+
+  /** Newest first. */
+  async listForTenant(tenantId: string, limit: number): Promise<BuildRow[]> {
+    return this.db.selectFrom('builds').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+  }
+
+  async countWithStatus(tenantId: string, status: BuildStatus): Promise<number> {
+    const r = await this.db
+      .selectFrom('builds')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('tenant_id', '=', tenantId)
+      .where('status', '=', status)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  /** Tenants with queued builds, each with its oldest queued build first. */
+  async listQueued(limit: number): Promise<BuildRow[]> {
+    return this.db.selectFrom('builds').selectAll().where('status', '=', 'queued').orderBy('created_at').orderBy('id').limit(limit).execute();
+  }
+
+  async listRunning(): Promise<BuildRow[]> {
+    return this.db.selectFrom('builds').selectAll().where('status', '=', 'running').execute();
+  }
+
+  async listUnfinished(filter: { tenantId?: string; serviceId?: string }): Promise<BuildRow[]> {
+    let q = this.db.selectFrom('builds').selectAll().where('status', 'in', ['queued', 'running']);
+    if (filter.tenantId) q = q.where('tenant_id', '=', filter.tenantId);
+    if (filter.serviceId) q = q.where('service_id', '=', filter.serviceId);
+    return q.execute();
+  }
+
+  /** Moves a build only from one of `from`; false when it had moved on already (another process, a cancel). */
+  async transition(id: string, from: BuildStatus[], patch: Partial<BuildsTable> & { status: BuildStatus }): Promise<boolean> {
+    const r = await this.db.updateTable('builds').set(patch).where('id', '=', id).where('status', 'in', from).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Updates a running build held by `holder` (lease renewal, commit SHA); false when it is no longer so. */
+  async updateRunning(id: string, holder: string, patch: Partial<BuildsTable>): Promise<boolean> {
+    const r = await this.db.updateTable('builds').set(patch).where('id', '=', id).where('status', '=', 'running').where('holder', '=', holder).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  // Output
+
+  /**
+   * Appends a chunk of output and drops the oldest chunks while the total is over `maxBytes`
+   * (the tail is what explains a failure). One transaction per call: callers batch output.
+   */
+  async appendLog(id: string, chunk: string, maxBytes: number): Promise<void> {
+    const bytes = Buffer.byteLength(chunk);
+    await this.db.transaction().execute(async (tx) => {
+      const last = await tx.selectFrom('build_logs').select((eb) => eb.fn.max<number | null>('seq').as('seq')).where('build_id', '=', id).executeTakeFirst();
+      await tx.insertInto('build_logs').values({ build_id: id, seq: Number(last?.seq ?? 0) + 1, chunk }).execute();
+      const b = await tx
+        .updateTable('builds')
+        .set({ log_bytes: sql<number>`log_bytes + ${bytes}` })
+        .where('id', '=', id)
+        .returning(['log_bytes'])
+        .executeTakeFirst();
+      let total = Number(b?.log_bytes ?? 0);
+      if (total <= maxBytes) return;
+      const chunks = await tx.selectFrom('build_logs').select(['seq', 'chunk']).where('build_id', '=', id).orderBy('seq').execute();
+      const drop: number[] = [];
+      for (const c of chunks) {
+        if (total <= maxBytes || drop.length === chunks.length - 1) break;
+        drop.push(c.seq);
+        total -= Buffer.byteLength(c.chunk);
+      }
+      if (drop.length) await tx.deleteFrom('build_logs').where('build_id', '=', id).where('seq', 'in', drop).execute();
+      await tx.updateTable('builds').set({ log_bytes: total, log_truncated: 1 }).where('id', '=', id).execute();
+    });
+  }
+
+  /** Chunks after `afterSeq`, in order. */
+  async logChunks(id: string, afterSeq = 0): Promise<Array<{ seq: number; chunk: string }>> {
+    return this.db.selectFrom('build_logs').select(['seq', 'chunk']).where('build_id', '=', id).where('seq', '>', afterSeq).orderBy('seq').execute();
+  }
+}

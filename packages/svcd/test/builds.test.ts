@@ -1,0 +1,267 @@
+// Builds from git against the real engine, from repositories a loopback `git daemon` serves,
+// deployed and reached through svc's Caddy.
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { SvcClient, type Build } from '@svc/client';
+import { ADMIN_TOKEN, freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { startGitServer, type GitServer } from './git-fixtures.js';
+import { exited, startSvcdProcess } from './svcd-process.js';
+
+type Tenant = Awaited<ReturnType<typeof newTenant>>;
+
+async function finished(c: SvcClient, serviceId: string, buildId: string): Promise<Build> {
+  return waitFor(`build ${buildId} to finish`, async () => {
+    const b = await c.build(serviceId, buildId);
+    return b.status === 'queued' || b.status === 'running' ? undefined : b;
+  }, 120_000);
+}
+
+function viaProxy(port: number, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/index.html', headers: { host }, agent: false, timeout: 5_000 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.end();
+  });
+}
+
+/** Waits until the service answers `text` through the proxy (a redeploy replaces the container). */
+async function answers(port: number, serviceId: string, text: string): Promise<void> {
+  await waitFor(`service to answer ${JSON.stringify(text)}`, async () => {
+    const r = await viaProxy(port, `${serviceId}.localhost:${port}`);
+    return r.status === 200 && r.body === text ? true : undefined;
+  }, 60_000);
+}
+
+describe('builds from git', () => {
+  let t: TestServer;
+  let git: GitServer;
+  let proxyPort: number;
+  const tenants: string[] = [];
+  const tenant = async (): Promise<Tenant> => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    return a;
+  };
+
+  before(async () => {
+    await ensureTestImages();
+    git = await startGitServer();
+    proxyPort = await freePort();
+    t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}` }, overrides: { readyTimeoutMs: 10_000 } });
+    t.client.adminToken = ADMIN_TOKEN;
+  });
+  after(async () => {
+    await t.close();
+    await removeTenantWorkloads(tenants);
+    for (const id of tenants) {
+      for (const img of await docker.listImages({ filters: { reference: [`svc/${id}/*`] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+    }
+    await git.stop();
+  });
+
+  test('validation: source type, URL, ref and service; nothing is queued by a refused request', async () => {
+    const a = await tenant();
+    const s = await a.client.createService({ name: 'val', image: BUSYBOX_IMAGE });
+    const post = (body: unknown, id = s.id) => a.client.raw<{ error: string }>('POST', `/v1/services/${id}/builds`, { body });
+    const cases: Array<[unknown, number, RegExp]> = [
+      [{ source_type: 'svn', source_url: git.url('app') }, 400, /source_type must be git/],
+      [{ source_type: 'git', source_url: 'https://10.1.2.3/x.git' }, 400, /public address/],
+      [{ source_type: 'git', source_url: 'ftp://example.com/x' }, 400, /https:\/\/ or git:\/\//],
+      [{ source_type: 'git', source_url: git.url('app'), source_ref: '--upload-pack=touch /tmp/x' }, 400, /branch, a tag or a commit SHA/],
+      [{ source_type: 'git' }, 400, /source_url/],
+    ];
+    for (const [body, status, msg] of cases) {
+      const r = await post(body);
+      assert.equal(r.status, status, JSON.stringify(body));
+      assert.match(r.body.error, msg);
+    }
+    assert.equal((await post({ source_type: 'git', source_url: git.url('app') }, 'nope')).status, 404);
+    const other = await tenant();
+    assert.equal((await other.client.raw('POST', `/v1/services/${s.id}/builds`, { body: { source_type: 'git', source_url: git.url('app') } })).status, 404, "another tenant's service is a 404");
+    assert.deepEqual(await a.client.builds(s.id), []);
+  });
+
+  test('branch, tag and SHA refs build, redeploy the service, and answer through the proxy', async () => {
+    const a = await tenant();
+    const s = await a.client.createService({ name: 'from-git', image: BUSYBOX_IMAGE });
+    const created = await a.client.raw<{ build_id: string; status: string; image: string }>('POST', `/v1/services/${s.id}/builds`, {
+      body: { source_type: 'git', source_url: git.url('app'), source_ref: 'main' },
+    });
+    assert.equal(created.status, 202);
+    assert.equal(created.body.status, 'queued');
+    assert.equal(created.body.image, `svc/${a.id}/${s.id}:${created.body.build_id}`);
+    const main = await finished(a.client, s.id, created.body.build_id);
+    assert.equal(main.status, 'succeeded', main.last_error ?? '');
+    assert.equal(main.commit_sha, git.shas.v2);
+    assert.ok(main.deployment_id);
+    assert.ok(main.duration_ms !== null && main.duration_ms > 0);
+    await answers(proxyPort, s.id, 'v2 from git\n');
+    assert.equal((await a.client.service(s.id)).image, created.body.image);
+    const dep = (await a.client.deployments(s.id)).find((d) => d.id === main.deployment_id);
+    assert.equal(dep?.reason, 'build');
+    assert.equal(dep?.build_id, main.id);
+    const log = await a.client.buildLogs(s.id, main.id);
+    assert.match(log, /==> cloning git:\/\/127\.0\.0\.1:\d+\/app at main/);
+    assert.match(log, new RegExp(`==> commit ${git.shas.v2}`));
+    assert.match(log, /Step 2\/2 : COPY index.html/);
+
+    for (const [ref, sha, text] of [
+      ['v1', git.shas.v1, 'v1 from git\n'],
+      ['feature', git.shas.feature, 'feature branch\n'],
+      [git.shas.v2, git.shas.v2, 'v2 from git\n'],
+      [git.shas.v1.slice(0, 10), git.shas.v1, 'v1 from git\n'],
+    ] as const) {
+      const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: ref });
+      const done = await finished(a.client, s.id, b.build_id);
+      assert.equal(done.status, 'succeeded', `${ref}: ${done.last_error ?? ''}`);
+      assert.equal(done.commit_sha, sha, ref);
+      await answers(proxyPort, s.id, text);
+    }
+    const all = await a.client.builds(s.id);
+    assert.equal(all.length, 5);
+    assert.equal(all[0]!.source_ref, git.shas.v1.slice(0, 10), 'newest first');
+    assert.equal((await a.client.tenantBuilds(2)).length, 2, 'GET /v1/builds?limit=');
+    const actions = (await a.client.activity({ resource_type: 'build' })).map((e) => e.action);
+    for (const action of ['build.queued', 'build.started', 'build.succeeded']) assert.ok(actions.includes(action), action);
+
+    const images = () => docker.listImages({ filters: { reference: [`svc/${a.id}/${s.id}`] } });
+    assert.ok((await images()).length >= 3, 'one image per distinct build');
+    await a.client.deleteService(s.id);
+    assert.deepEqual(await images(), [], "deleting the service removes its builds' images");
+    assert.equal((await a.client.raw('GET', `/v1/services/${s.id}/builds/${main.id}`)).status, 404);
+  });
+
+  test('a broken Dockerfile fails with its error in the logs; the service keeps its image', async () => {
+    const a = await tenant();
+    const s = await a.client.createService({ name: 'broken', image: BUSYBOX_IMAGE });
+    const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('broken') });
+    const done = await finished(a.client, s.id, b.build_id);
+    assert.equal(done.status, 'failed');
+    assert.match(done.last_error ?? '', /returned a non-zero code: 7/);
+    const log = await a.client.buildLogs(s.id, b.build_id);
+    assert.match(log, /about to fail/);
+    assert.match(log, /==> build failed: .*non-zero code: 7/);
+    assert.equal((await a.client.service(s.id)).image, BUSYBOX_IMAGE);
+
+    const none = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('no-dockerfile') });
+    assert.match((await finished(a.client, s.id, none.build_id)).last_error ?? '', /no Dockerfile/);
+    const missing = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'no-such-branch' });
+    const m = await finished(a.client, s.id, missing.build_id);
+    assert.equal(m.status, 'failed');
+    assert.match(m.last_error ?? '', /couldn't find remote ref no-such-branch|not found/);
+  });
+
+  test('cancel stops a running build at once; a finished build cannot be cancelled', async () => {
+    const a = await tenant();
+    const s = await a.client.createService({ name: 'cancel-me', image: BUSYBOX_IMAGE });
+    const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('slow') });
+    await waitFor('the slow step to start', async () => ((await a.client.buildLogs(s.id, b.build_id)).includes('slow step starting') ? true : undefined), 60_000);
+    const t0 = Date.now();
+    const r = await a.client.raw<{ status: string }>('DELETE', `/v1/services/${s.id}/builds/${b.build_id}`);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.body, { status: 'cancelled' });
+    const now = await a.client.build(s.id, b.build_id);
+    assert.equal(now.status, 'cancelled');
+    assert.ok(Date.now() - t0 < 5_000);
+    // The engine's build container goes away with the build.
+    await waitFor('the build container to be removed', async () => {
+      const list = await docker.listContainers({ all: true });
+      return list.some((c) => c.Command.includes('slow step starting')) ? undefined : true;
+    }, 30_000);
+    await waitFor('the runner to let go', async () => (t.deps.buildRunner.active === 0 ? true : undefined));
+    assert.equal((await a.client.build(s.id, b.build_id)).status, 'cancelled', 'the runner does not overwrite a cancel');
+    assert.equal((await a.client.raw('DELETE', `/v1/services/${s.id}/builds/${b.build_id}`)).status, 409);
+  });
+
+  test('the queue: max_builds_concurrent run, ten wait, one more is 409; suspension cancels them all', async () => {
+    const a = await tenant();
+    await t.client.patchQuotas(a.id, { max_builds_concurrent: 1 });
+    const s = await a.client.createService({ name: 'queue', image: BUSYBOX_IMAGE });
+    const body = { source_type: 'git', source_url: git.url('slow') };
+    const first = await a.client.createBuild(s.id, body);
+    await waitFor('the first build to run', async () => ((await a.client.build(s.id, first.build_id)).status === 'running' ? true : undefined));
+    const queued: string[] = [];
+    for (let i = 0; i < 10; i++) queued.push((await a.client.createBuild(s.id, body)).build_id);
+    const full = await a.client.raw<{ error: string }>('POST', `/v1/services/${s.id}/builds`, { body });
+    assert.equal(full.status, 409);
+    assert.match(full.body.error, /build queue is full/);
+    await new Promise((r) => setTimeout(r, 1_500)); // a few ticks: the concurrency holds
+    assert.deepEqual(new Set((await a.client.builds(s.id)).filter((b) => b.id !== first.build_id).map((b) => b.status)), new Set(['queued']));
+
+    await a.client.raw('DELETE', '/v1/tenant');
+    await waitFor('every build cancelled', async () => {
+      const rows = await Promise.all([first.build_id, ...queued].map((id) => t.deps.store.builds.findAny(id)));
+      return rows.every((b) => b?.status === 'cancelled') ? true : undefined;
+    });
+  });
+
+  test('follow streams the output and ends with the build', async () => {
+    const a = await tenant();
+    const s = await a.client.createService({ name: 'follow', image: BUSYBOX_IMAGE });
+    const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'v1' });
+    const res = await fetch(`${t.url}/v1/services/${s.id}/builds/${b.build_id}/logs?follow=true`, { headers: { authorization: `Bearer ${a.key}` } });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/plain/);
+    const text = await res.text(); // resolves only when the server ends the stream
+    const after = await a.client.build(s.id, b.build_id);
+    assert.equal(after.status, 'succeeded', after.last_error ?? '');
+    assert.match(text, /==> cloning/);
+    assert.match(text, /==> built; deploying/);
+    const missing = await fetch(`${t.url}/v1/services/${s.id}/builds/nope/logs?follow=true`, { headers: { authorization: `Bearer ${a.key}` } });
+    assert.equal(missing.status, 404, 'existence is checked before the 200');
+  });
+});
+
+describe('builds across a restart of svcd', () => {
+  test('SIGKILL mid-build: the running build fails as interrupted, the queued one runs after the restart', async () => {
+    await ensureTestImages();
+    const git = await startGitServer();
+    const dir = mkdtempSync(join(tmpdir(), 'svcd-builds-'));
+    const env = { SVC_ADMIN_TOKEN: ADMIN_TOKEN };
+    const args = ['--dev', '--open-registration', '--data-dir', dir];
+    let tenantId = '';
+    const one = await startSvcdProcess(args, env);
+    let proc = one.proc;
+    const anon = new SvcClient({ baseUrl: one.url, adminToken: ADMIN_TOKEN });
+    const reg = await anon.register({ name: 'restart-builds', email: 'rb@x.io' });
+    tenantId = reg.tenant_id;
+    await anon.patchQuotas(reg.tenant_id, { max_builds_concurrent: 1 });
+    const c = anon.withKey(reg.api_key);
+    const s = await c.createService({ name: 'restarted', image: BUSYBOX_IMAGE });
+    const slow = await c.createBuild(s.id, { source_type: 'git', source_url: git.url('slow') });
+    const quick = await c.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'v1' });
+    await waitFor('the slow build to run', async () => ((await c.build(s.id, slow.build_id)).status === 'running' ? true : undefined), 60_000);
+    assert.equal((await c.build(s.id, quick.build_id)).status, 'queued');
+    proc.kill('SIGKILL');
+    await exited(proc);
+
+    const two = await startSvcdProcess(args, env);
+    proc = two.proc;
+    try {
+      const c2 = new SvcClient({ baseUrl: two.url, apiKey: reg.api_key });
+      const interrupted = await c2.build(s.id, slow.build_id);
+      assert.equal(interrupted.status, 'failed');
+      assert.match(interrupted.last_error ?? '', /interrupted: svcd stopped during this build/);
+      const done = await finished(c2, s.id, quick.build_id);
+      assert.equal(done.status, 'succeeded', done.last_error ?? '');
+      assert.equal(done.commit_sha, git.shas.v1);
+    } finally {
+      proc.kill('SIGTERM');
+      await exited(proc);
+      await removeTenantWorkloads([tenantId]);
+      for (const img of await docker.listImages({ filters: { reference: [`svc/${tenantId}/*`] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+      await git.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
