@@ -131,14 +131,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.readyTimeoutMs,
   }, routesChanged);
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged });
+  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged, buildRegistry: config.buildRegistry });
   const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs, routesChanged);
   const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
   const buildRunner = new BuildRunner(store, runtime, services, activity, clock, timers, log, holder, {
     workDir: join(config.dataDir, 'builds'),
+    pushBuilds: config.buildRegistry !== null,
     ...o.buildRunner,
   });
-  const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, resolveHost: o.resolveHost });
+  const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, buildRegistry: config.buildRegistry, resolveHost: o.resolveHost });
   jobs.schedule(reconcileJob(reconciler));
   jobs.schedule({
     name: 'store.prune',

@@ -2,6 +2,7 @@
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
 import { parseMasterKey } from './secrets/sealer.js';
+import { isLoopbackRegistry } from './services/images.js';
 
 export type SandboxMode = 'auto' | 'required' | 'off';
 
@@ -31,6 +32,8 @@ export interface Config {
   logLevel: string;
   /** Builds may clone from loopback hosts (--dev, or --allow-loopback-git). */
   allowLoopbackGit: boolean;
+  /** A loopback registry (HOST:PORT) that builds are pushed to (--build-registry). */
+  buildRegistry: string | null;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -59,6 +62,7 @@ export interface RawOptions {
   logLevel: string;
   devRateLimit?: string;
   allowLoopbackGit?: boolean;
+  buildRegistry?: string;
 }
 
 export function parseListen(value: string): { host: string; port: number } {
@@ -126,6 +130,11 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (raw.caddyAdmin && !/^https?:\/\//.test(raw.caddyAdmin)) throw new ConfigError('--caddy-admin must be an http:// URL');
   if (raw.caddyAdmin && !raw.proxyListen) throw new ConfigError('--caddy-admin needs --proxy-listen (the address that Caddy serves)');
   if (raw.proxyListen) parseListen(raw.proxyListen);
+  const buildRegistry = raw.buildRegistry?.trim() || null;
+  // Images come only from Docker Hub or a loopback registry (DECISIONS.md): builds too.
+  if (buildRegistry !== null && !isLoopbackRegistry(buildRegistry)) {
+    throw new ConfigError('--build-registry must be a loopback registry address (127.0.0.1:PORT, localhost:PORT or [::1]:PORT)');
+  }
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -142,6 +151,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     masterKey,
     logLevel: raw.logLevel,
     allowLoopbackGit: dev || raw.allowLoopbackGit === true,
+    buildRegistry,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }

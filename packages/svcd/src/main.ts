@@ -23,6 +23,7 @@ const program = new Command('svcd')
   .addOption(new Option('--docker-host <url>', 'Docker Engine address').env('SVC_DOCKER_HOST').default('unix:///var/run/docker.sock'))
   .addOption(new Option('--log-level <level>', 'pino log level').env('SVC_LOG_LEVEL').default('info'))
   .addOption(new Option('--allow-loopback-git', 'builds may clone from loopback hosts (always so with --dev)').env('SVC_ALLOW_LOOPBACK_GIT'))
+  .addOption(new Option('--build-registry <host:port>', 'a loopback registry that built images are pushed to').env('SVC_BUILD_REGISTRY'))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
       'SVC_DEV_RATE_LIMIT',

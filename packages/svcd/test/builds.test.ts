@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SvcClient, type Build } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads, startRegistry } from './images.js';
 import { startGitServer, type GitServer } from './git-fixtures.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
 
@@ -219,6 +219,41 @@ describe('builds from git', () => {
     assert.match(text, /==> built; deploying/);
     const missing = await fetch(`${t.url}/v1/services/${s.id}/builds/nope/logs?follow=true`, { headers: { authorization: `Bearer ${a.key}` } });
     assert.equal(missing.status, 404, 'existence is checked before the 200');
+  });
+});
+
+describe('builds pushed to a build registry', () => {
+  test('with --build-registry the image is tagged under it, pushed, and pulled again by a redeploy', async () => {
+    await ensureTestImages();
+    const git = await startGitServer();
+    const registry = await startRegistry();
+    const t = await startServer({ realTime: true, config: { buildRegistry: registry.host }, overrides: { readyTimeoutMs: 10_000 } });
+    const a = await newTenant(t);
+    try {
+      const s = await a.client.createService({ name: 'pushed', image: BUSYBOX_IMAGE });
+      const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'v1' });
+      assert.equal(b.image, `${registry.host}/svc/${a.id}/${s.id}:${b.build_id}`);
+      const done = await finished(a.client, s.id, b.build_id);
+      assert.equal(done.status, 'succeeded', done.last_error ?? '');
+      assert.match(await a.client.buildLogs(s.id, b.build_id), /==> pushing/);
+      const tags = (await (await fetch(`http://${registry.host}/v2/svc/${a.id}/${s.id}/tags/list`)).json()) as { tags: string[] };
+      assert.deepEqual(tags.tags, [b.build_id]);
+
+      // The local copy gone, a redeploy pulls it back from the registry.
+      await waitFor('the build deployment', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined), 60_000);
+      await docker.getImage(b.image).remove({ force: true });
+      const redeploy = await a.client.serviceAction(s.id, 'redeploy');
+      assert.equal(redeploy.deployment?.image, b.image);
+      await waitFor('the redeploy', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined), 60_000);
+      assert.equal((await a.client.deployments(s.id))[0]?.status, 'succeeded');
+      await docker.getImage(b.image).inspect(); // pulled back
+    } finally {
+      await t.close();
+      await removeTenantWorkloads([a.id]);
+      for (const img of await docker.listImages({ filters: { reference: [`${registry.host}/svc/${a.id}/*`] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+      await registry.stop();
+      await git.stop();
+    }
   });
 });
 

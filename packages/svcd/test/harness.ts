@@ -79,6 +79,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     masterKey: null,
     logLevel: 'silent',
     allowLoopbackGit: true,
+    buildRegistry: null,
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };

@@ -129,6 +129,13 @@ describe('configuration', () => {
     assert.throws(() => buildConfig({ ...raw, dev: true, caddyAdmin: 'http://127.0.0.1:2019' }, {}), /needs --proxy-listen/);
     assert.throws(() => buildConfig({ ...raw, dev: true, proxyListen: 'nope' }, {}), ConfigError);
   });
+  test('loopback git sources need --dev or --allow-loopback-git; the build registry must be on loopback', () => {
+    assert.equal(buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: token }).allowLoopbackGit, false);
+    assert.equal(buildConfig({ ...raw, allowLoopbackGit: true }, { SVC_BOOTSTRAP_TOKEN: token }).allowLoopbackGit, true);
+    assert.equal(buildConfig({ ...raw, dev: true }, {}).allowLoopbackGit, true);
+    assert.equal(buildConfig({ ...raw, dev: true, buildRegistry: '127.0.0.1:5000' }, {}).buildRegistry, '127.0.0.1:5000');
+    assert.throws(() => buildConfig({ ...raw, dev: true, buildRegistry: 'registry.example.com:5000' }, {}), /loopback registry/);
+  });
 });
 
 describe('client IP', () => {

@@ -52,6 +52,8 @@ export interface BuildExecution {
 
 export interface BuildsOptions {
   allowLoopbackSources: boolean;
+  /** --build-registry: builds are tagged under it and pushed there. */
+  buildRegistry: string | null;
   resolveHost?: ResolveHost;
 }
 
@@ -73,7 +75,7 @@ export class Builds implements TenantResources {
     const url = await checkSourceUrl(req.source_url, { allowLoopback: this.opts.allowLoopbackSources }, this.opts.resolveHost ?? resolveWithSystem);
 
     const id = timeOrderedId(this.clock.now());
-    const image = builtImageTag(tenantId, serviceId, id);
+    const image = builtImageTag(this.opts.buildRegistry, tenantId, serviceId, id);
     await this.store.transaction(async (tx) => {
       // Counted inside the transaction; two requests at once may both pass on PostgreSQL, which
       // lets the queue go one over: a bound, not an exact count, is what it is for.

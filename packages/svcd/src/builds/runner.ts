@@ -30,6 +30,8 @@ export interface BuildRunnerOptions {
   /** The whole build: clone, image build and the start of its deployment. */
   deadlineMs?: number;
   leaseMs?: number;
+  /** Push each built image to its registry (the tag names it: --build-registry). */
+  pushBuilds?: boolean;
 }
 
 export const BUILD_WORKERS = 4;
@@ -216,6 +218,10 @@ export class BuildRunner implements BuildExecution {
         onOutput: (l) => output.line(l),
       });
       if (signal.aborted) throw signal.reason;
+      if (this.opts.pushBuilds) {
+        output.line(`==> pushing ${b.image}`);
+        await this.runtime.pushImage(b.image, signal, (l) => output.line(l));
+      }
       output.line('==> built; deploying');
       await output.flush();
       const dep = await this.services.deployBuild(b.tenant_id, b.service_id, b.image, b.id);

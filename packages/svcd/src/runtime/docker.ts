@@ -39,6 +39,14 @@ interface DfResponse {
 }
 
 /** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
+/** One event of the engine's progress streams. */
+interface ProgressEvent {
+  id?: string;
+  status?: string;
+  error?: string;
+  progressDetail?: { current?: number };
+}
+
 export class DockerRuntime implements Runtime {
   private readonly docker: Docker;
   /** Long-lived streams (followed logs) must not be cut by the request timeout. */
@@ -170,13 +178,22 @@ export class DockerRuntime implements Runtime {
 
   async pullImage(image: string, signal?: AbortSignal): Promise<void> {
     const stream = (await this.docker.pull(image, { abortSignal: signal })) as NodeJS.ReadableStream;
-    await new Promise<void>((resolve, reject) => {
-      this.docker.modem.followProgress(stream, (err: Error | null, events: Array<{ error?: string }>) => {
-        const failed = events?.find((e) => e.error);
-        if (err) reject(err);
-        else if (failed?.error) reject(new Error(failed.error));
-        else resolve();
-      });
+    await this.followProgress(stream);
+  }
+
+  /** Waits for an engine progress stream (pull, push) to end; rejects with the error it reports. */
+  private followProgress(stream: NodeJS.ReadableStream, onEvent?: (event: ProgressEvent) => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.docker.modem.followProgress(
+        stream,
+        (err: Error | null, events: ProgressEvent[]) => {
+          const failed = events?.find((e) => e.error);
+          if (err) reject(err);
+          else if (failed?.error) reject(new Error(failed.error));
+          else resolve();
+        },
+        onEvent,
+      );
     });
   }
 
@@ -219,6 +236,14 @@ export class DockerRuntime implements Runtime {
           for (const line of text.split('\n')) if (line.trim()) spec.onOutput(line);
         },
       );
+    });
+  }
+
+  async pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void> {
+    // An empty auth header: the engine insists on one, a loopback registry needs no credentials.
+    const stream = (await this.docker.getImage(image).push({ authconfig: {}, abortSignal: signal } as object)) as NodeJS.ReadableStream;
+    await this.followProgress(stream, (event) => {
+      if (event.status && !event.progressDetail?.current) onOutput(`${event.id ? `${event.id}: ` : ''}${event.status}`);
     });
   }
 

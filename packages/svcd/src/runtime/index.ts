@@ -110,6 +110,8 @@ export interface Runtime {
    * the signal aborts (which stops the build in the engine).
    */
   buildImage(spec: ImageBuildSpec): Promise<void>;
+  /** Pushes a tagged image to the registry its name starts with; rejects with the registry's error. */
+  pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void>;
   /** Removes every tag of an image repository (e.g. all builds of a service). */
   removeRepository(repository: string): Promise<void>;
   /** Creates and starts a workload; returns its engine id. */

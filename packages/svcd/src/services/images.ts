@@ -55,17 +55,25 @@ export function imageRefusal(ref: string): string | null {
   return `image must come from Docker Hub or a loopback registry (127.0.0.1:PORT or localhost:PORT), not ${parsed.registry}`;
 }
 
-/** Where a service's builds are tagged: svc/<tenant>/<service>. */
-export function builtImageRepository(tenantId: string, serviceId: string): string {
-  return `svc/${tenantId}/${serviceId}`;
+/** A registry address on this machine's loopback (HOST:PORT), the only kind svc pushes builds to. */
+export function isLoopbackRegistry(address: string): boolean {
+  return LOOPBACK.test(address);
 }
 
-/** What a build of a service produces (builds issue): svc/<tenant>/<service>:<build>. */
-export function builtImageTag(tenantId: string, serviceId: string, buildId: string): string {
-  return `${builtImageRepository(tenantId, serviceId)}:${buildId}`;
+/**
+ * Where a service's builds are tagged: svc/<tenant>/<service>, under the build registry's
+ * address when one is configured (--build-registry), so that the image can be pulled again.
+ */
+export function builtImageRepository(registry: string | null, tenantId: string, serviceId: string): string {
+  return `${registry ? `${registry}/` : ''}svc/${tenantId}/${serviceId}`;
 }
 
-/** An image built here and kept only in the local engine: there is nothing to pull it from. */
+/** What a build of a service produces (builds issue): [registry/]svc/<tenant>/<service>:<build>. */
+export function builtImageTag(registry: string | null, tenantId: string, serviceId: string, buildId: string): string {
+  return `${builtImageRepository(registry, tenantId, serviceId)}:${buildId}`;
+}
+
+/** An image built here and kept only in the local engine (no build registry): nothing to pull it from. */
 export function isLocallyBuilt(image: string): boolean {
   return image.startsWith('svc/');
 }

@@ -38,6 +38,8 @@ export function deploymentView(d: DeploymentRow): Deployment {
 export interface ServicesOptions extends RoutingOptions {
   /** Called after a change of what the proxy should route. */
   routesChanged?: () => void;
+  /** Where builds are pushed (--build-registry), for removing them with their service. */
+  buildRegistry?: string | null;
 }
 
 export class Services implements TenantResources {
@@ -172,7 +174,7 @@ export class Services implements TenantResources {
     await this.deployer.idleFor(id);
     this.opts.routesChanged?.();
     await this.removeContainers(s);
-    await this.runtime.removeRepository(builtImageRepository(tenantId, id));
+    await this.runtime.removeRepository(builtImageRepository(this.opts.buildRegistry ?? null, tenantId, id));
     await this.runtime.removeTenantNetworkIfUnused(tenantId);
   }
 
