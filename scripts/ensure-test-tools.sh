@@ -2,9 +2,13 @@
 # Debian packages the tests use to build their own images (no registry is reachable):
 #   busybox-static: a static binary for FROM scratch test images (HTTP server, shell, nc)
 #   docker-registry: a registry on loopback, for the loopback-registry cases
+#   debootstrap: the Debian root file system of the database stand-in images (test/db-images.ts)
+#   redis-tools: redis-cli, the real client the database tests connect with (psql comes with postgresql)
 #   (caddy comes from scripts/ensure-caddy.sh, which make test runs too)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_pkg busybox-static
 need_pkg docker-registry
+need_pkg debootstrap
+need_pkg redis-tools
 

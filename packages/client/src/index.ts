@@ -1,6 +1,9 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  ConnectionString,
+  CreateDatabaseRequest,
+  DatabaseRecord,
   Build,
   CreateBuildRequest,
   CreateBuildResponse,
@@ -248,6 +251,23 @@ export class SvcClient {
   }
   cancelBuild(serviceId: string, buildId: string): Promise<{ status: 'cancelled' }> {
     return this.call('DELETE', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);
+  }
+
+  // Databases
+  createDatabase(req: CreateDatabaseRequest): Promise<DatabaseRecord> {
+    return this.call('POST', '/v1/databases', { body: req });
+  }
+  databases(q: { limit?: number; offset?: number } = {}): Promise<DatabaseRecord[]> {
+    return this.call('GET', '/v1/databases', { query: q });
+  }
+  database(id: string): Promise<DatabaseRecord> {
+    return this.call('GET', `/v1/databases/${encodeURIComponent(id)}`);
+  }
+  connectionString(id: string): Promise<ConnectionString> {
+    return this.call('GET', `/v1/databases/${encodeURIComponent(id)}/connection-string`);
+  }
+  async deleteDatabase(id: string): Promise<void> {
+    await this.call('DELETE', `/v1/databases/${encodeURIComponent(id)}`);
   }
 
   // Activity

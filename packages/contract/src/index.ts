@@ -8,3 +8,4 @@ export * from './keys.js';
 export * from './activity.js';
 export * from './services.js';
 export * from './builds.js';
+export * from './databases.js';

@@ -15,6 +15,7 @@ import { PeriodicJobs } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
 import { DockerRuntime, HostFirewall, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
+import { Databases } from './databases/databases.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import type { ResolveHost } from './builds/sources.js';
 import { isLoopback } from './api/client-ip.js';
@@ -57,6 +58,7 @@ export interface Deps {
   reconciler: Reconciler;
   builds: Builds;
   buildRunner: BuildRunner;
+  databases: Databases;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
   /** Keeps tenant containers off the API port when it listens beyond loopback. */
@@ -75,6 +77,7 @@ export interface DepsOverrides {
   hostFirewall?: HostFirewall;
   /** Build worker settings (tests: short deadlines, few workers). */
   buildRunner?: Partial<Omit<BuildRunnerOptions, 'workDir'>>;
+  databaseReadyTimeoutMs?: number;
   /** Name resolution for build sources (tests). */
   resolveHost?: ResolveHost;
   maxActiveTenants?: number;
@@ -139,6 +142,13 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     pushBuilds: config.buildRegistry !== null,
     ...o.buildRunner,
   });
+  const databases = new Databases(store, runtime, sealer, activity, clock, timers, log, audit, {
+    images: config.databaseImages,
+    ports: config.databasePorts,
+    readyTimeoutMs: o.databaseReadyTimeoutMs,
+    sandbox: () => deployer.useSandbox(),
+  });
+  jobs.schedule({ name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => databases.reconcile() });
   const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, buildRegistry: config.buildRegistry, resolveHost: o.resolveHost });
   jobs.schedule(reconcileJob(reconciler));
   jobs.schedule({
@@ -163,7 +173,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,
     apiKeys,
-    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
     health: new Health(store, runtime, clock, config.dataDir),
     sealer,
     deployer,
@@ -173,6 +183,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     reconciler,
     builds,
     buildRunner,
+    databases,
     proxy,
     hostFirewall: o.hostFirewall ?? new HostFirewall(),
     jobs,
@@ -193,11 +204,13 @@ export async function startBackground(deps: Deps, api: { host: string; port: num
   deps.crashes.watch();
   await deps.jobs.runOnce(reconcileJob(deps.reconciler));
   await deps.buildRunner.start();
+  await deps.jobs.runOnce({ name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => deps.databases.reconcile() });
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
   await deps.buildRunner.close();
+  await deps.databases.close();
   await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();

@@ -34,6 +34,10 @@ export interface Config {
   allowLoopbackGit: boolean;
   /** A loopback registry (HOST:PORT) that builds are pushed to (--build-registry). */
   buildRegistry: string | null;
+  /** Operator images of the managed databases (--postgres-image, --redis-image). */
+  databaseImages: { postgres: string; redis: string };
+  /** Loopback host ports databases are published on (--database-ports FROM-TO). */
+  databasePorts: { from: number; to: number };
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -63,7 +67,15 @@ export interface RawOptions {
   devRateLimit?: string;
   allowLoopbackGit?: boolean;
   buildRegistry?: string;
+  postgresImage?: string;
+  redisImage?: string;
+  databasePorts?: string;
 }
+
+/** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
+export const DEFAULT_POSTGRES_IMAGE = 'postgres:16-alpine';
+export const DEFAULT_REDIS_IMAGE = 'redis:7-alpine';
+export const DEFAULT_DATABASE_PORTS = '21000-21999';
 
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(value);
@@ -152,6 +164,17 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     logLevel: raw.logLevel,
     allowLoopbackGit: dev || raw.allowLoopbackGit === true,
     buildRegistry,
+    databaseImages: { postgres: raw.postgresImage ?? DEFAULT_POSTGRES_IMAGE, redis: raw.redisImage ?? DEFAULT_REDIS_IMAGE },
+    databasePorts: parsePortRange('--database-ports', raw.databasePorts ?? DEFAULT_DATABASE_PORTS),
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
+}
+
+/** FROM-TO, both 1024-65535, FROM <= TO. */
+export function parsePortRange(flag: string, value: string): { from: number; to: number } {
+  const m = /^(\d{1,5})-(\d{1,5})$/.exec(value.trim());
+  const from = Number(m?.[1]);
+  const to = Number(m?.[2]);
+  if (!m || from < 1024 || to > 65535 || from > to) throw new ConfigError(`${flag} must be FROM-TO within 1024-65535, got ${JSON.stringify(value)}`);
+  return { from, to };
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
 import { SANDBOX_RUNTIME } from './runtime/index.js';
 
 const program = new Command('svcd')
@@ -24,6 +24,9 @@ const program = new Command('svcd')
   .addOption(new Option('--log-level <level>', 'pino log level').env('SVC_LOG_LEVEL').default('info'))
   .addOption(new Option('--allow-loopback-git', 'builds may clone from loopback hosts (always so with --dev)').env('SVC_ALLOW_LOOPBACK_GIT'))
   .addOption(new Option('--build-registry <host:port>', 'a loopback registry that built images are pushed to').env('SVC_BUILD_REGISTRY'))
+  .addOption(new Option('--postgres-image <ref>', 'image of managed postgres databases').env('SVC_POSTGRES_IMAGE').default(DEFAULT_POSTGRES_IMAGE))
+  .addOption(new Option('--redis-image <ref>', 'image of managed redis databases').env('SVC_REDIS_IMAGE').default(DEFAULT_REDIS_IMAGE))
+  .addOption(new Option('--database-ports <from-to>', 'loopback host ports for databases').env('SVC_DATABASE_PORTS').default(DEFAULT_DATABASE_PORTS))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
       'SVC_DEV_RATE_LIMIT',

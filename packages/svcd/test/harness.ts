@@ -80,6 +80,8 @@ export function testConfig(over: Partial<Config> = {}): Config {
     logLevel: 'silent',
     allowLoopbackGit: true,
     buildRegistry: null,
+    databaseImages: { postgres: 'svc-test/postgres:15', redis: 'svc-test/redis:7' },
+    databasePorts: { from: 22000, to: 22999 },
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };

@@ -146,11 +146,13 @@ export async function ensureTestImages(): Promise<void> {
   }
 }
 
-/** Removes every workload and network the engine holds for the tenants of a test store. */
+/** Removes every workload, volume and network the engine holds for the tenants of a test store. */
 export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> {
   for (const id of tenantIds) {
     const list = await docker.listContainers({ all: true, filters: { label: [`svc.tenant=${id}`] } });
     for (const c of list) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {});
+    const volumes = (await docker.listVolumes({ filters: { label: [`svc.tenant=${id}`] } })).Volumes ?? [];
+    for (const v of volumes) await docker.getVolume(v.Name).remove().catch(() => {});
     await docker.getNetwork(`tenant-${id}`).remove().catch(() => {});
   }
 }

@@ -167,6 +167,26 @@ for (const kind of STORES) {
       assert.deepEqual(await store.builds.logChunks('bb1'), []);
     });
 
+    test('databases: names unique per tenant, host ports unique across tenants, scoped reads and deletes', async () => {
+      await store.tenants.insert(tenantRow('d1', 'dbowner'));
+      await store.tenants.insert(tenantRow('d2', 'dbother'));
+      const row = (id: string, tenant: string, name: string, port: number) => ({
+        id, tenant_id: tenant, name, type: 'redis' as const, status: 'provisioning' as const, desired_state: 'running' as const,
+        image: 'redis:7-alpine', username: 'default', database_name: '', sealed_password: 'sealed', host_port: port,
+        container_id: null, last_error: null, created_at: T, updated_at: T,
+      });
+      await store.databases.insert(row('db1', 'd1', 'cache', 21001));
+      await store.databases.insert(row('db2', 'd2', 'cache', 21002)); // same name, other tenant: fine
+      await assert.rejects(store.databases.insert(row('db3', 'd1', 'cache', 21003)), 'a name once per tenant');
+      await assert.rejects(second.databases.insert(row('db4', 'd2', 'other', 21001)), 'a host port once');
+      assert.deepEqual((await store.databases.hostPorts()).sort(), [21001, 21002]);
+      assert.equal(await store.databases.count('d1'), 1);
+      assert.equal(await store.databases.find('d2', 'db1'), undefined, 'scoped by tenant');
+      assert.equal(await store.databases.delete('d2', 'db1'), false);
+      assert.equal(await store.databases.delete('d1', 'db1'), true);
+      assert.deepEqual((await store.databases.listForTenant('d1')).length, 0);
+    });
+
     test('ping answers', async () => {
       await store.ping();
     });

@@ -136,6 +136,15 @@ describe('configuration', () => {
     assert.equal(buildConfig({ ...raw, dev: true, buildRegistry: '127.0.0.1:5000' }, {}).buildRegistry, '127.0.0.1:5000');
     assert.throws(() => buildConfig({ ...raw, dev: true, buildRegistry: 'registry.example.com:5000' }, {}), /loopback registry/);
   });
+  test('database images default to the public ones; the port range is FROM-TO within 1024-65535', () => {
+    const c = buildConfig({ ...raw, dev: true }, {});
+    assert.deepEqual(c.databaseImages, { postgres: 'postgres:16-alpine', redis: 'redis:7-alpine' });
+    assert.deepEqual(c.databasePorts, { from: 21000, to: 21999 });
+    assert.deepEqual(buildConfig({ ...raw, dev: true, databasePorts: '30000-30010' }, {}).databasePorts, { from: 30000, to: 30010 });
+    for (const bad of ['80-90', '30010-30000', '30000', '30000-70000']) {
+      assert.throws(() => buildConfig({ ...raw, dev: true, databasePorts: bad }, {}), /--database-ports/, bad);
+    }
+  });
 });
 
 describe('client IP', () => {

@@ -16,6 +16,7 @@ import { requestTimeouts } from './timeouts.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
 import { buildRoutes } from './routes/builds.js';
+import { databaseRoutes } from './routes/databases.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -151,6 +152,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(activityRoutes(deps));
   await app.register(serviceRoutes(deps));
   await app.register(buildRoutes(deps));
+  await app.register(databaseRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

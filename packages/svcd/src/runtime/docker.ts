@@ -247,6 +247,20 @@ export class DockerRuntime implements Runtime {
     });
   }
 
+  private async ensureVolume(name: string, labels: Record<string, string>): Promise<void> {
+    try {
+      await this.docker.getVolume(name).inspect();
+    } catch {
+      await this.docker.createVolume({ Name: name, Labels: labels });
+    }
+  }
+
+  async removeVolume(name: string): Promise<void> {
+    await this.docker.getVolume(name).remove().catch((err: { statusCode?: number }) => {
+      if (err.statusCode !== 404) throw err;
+    });
+  }
+
   async removeRepository(repository: string): Promise<void> {
     for (const img of await this.docker.listImages({ filters: { reference: [repository] } })) {
       for (const tag of img.RepoTags ?? []) {
@@ -261,20 +275,26 @@ export class DockerRuntime implements Runtime {
 
   async runWorkload(spec: WorkloadSpec): Promise<string> {
     const network = tenantNetworkName(spec.tenantId);
+    const labels = {
+      ...spec.labels,
+      [LABELS.managed]: 'true',
+      [LABELS.installation]: this.installation,
+      [LABELS.tenant]: spec.tenantId,
+      [LABELS.kind]: spec.kind,
+      [LABELS.resource]: spec.resourceId,
+    };
+    for (const v of spec.volumes ?? []) await this.ensureVolume(v.name, labels);
     const container = await this.docker.createContainer({
       name: spec.name,
       Image: spec.image,
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       ExposedPorts: { [`${spec.port}/tcp`]: {} },
-      Labels: {
-        ...spec.labels,
-        [LABELS.managed]: 'true',
-        [LABELS.installation]: this.installation,
-        [LABELS.tenant]: spec.tenantId,
-        [LABELS.kind]: spec.kind,
-        [LABELS.resource]: spec.resourceId,
-      },
+      Labels: labels,
+      ...(spec.cmd ? { Cmd: spec.cmd } : {}),
+      ...(spec.user ? { User: spec.user } : {}),
       HostConfig: {
+        Mounts: (spec.volumes ?? []).map((v) => ({ Type: 'volume' as const, Source: v.name, Target: v.target })),
+        ...(spec.loopbackPort ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: '127.0.0.1', HostPort: String(spec.loopbackPort) }] } } : {}),
         NetworkMode: network,
         // Hardening (DECISIONS.md): no capabilities, no privilege gain, bounded processes,
         // memory and CPU from the tenant's quota.
@@ -285,11 +305,12 @@ export class DockerRuntime implements Runtime {
         MemorySwap: spec.limits.memoryMb * 1024 * 1024,
         NanoCpus: Math.round(spec.limits.cpus * 1e9),
         Runtime: spec.sandbox ? SANDBOX_RUNTIME : undefined,
-        // svc restarts crashed workloads itself (with backoff and a circuit breaker).
-        RestartPolicy: { Name: 'no' },
+        // svc restarts crashed services itself (with backoff and a circuit breaker); the
+        // others are left to the engine.
+        RestartPolicy: { Name: spec.engineRestarts ? 'unless-stopped' : 'no' },
         LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
       },
-      NetworkingConfig: { EndpointsConfig: { [network]: {} } },
+      NetworkingConfig: { EndpointsConfig: { [network]: { Aliases: spec.aliases ?? [] } } },
     });
     try {
       await container.start();

@@ -50,6 +50,18 @@ export interface WorkloadSpec {
   limits: { memoryMb: number; cpus: number; pids: number };
   /** Run under gVisor. */
   sandbox: boolean;
+  /** Arguments instead of the image's CMD. */
+  cmd?: string[];
+  /** Run as this user of the image (name or uid) instead of the image's default. */
+  user?: string;
+  /** Named volumes (created with the workload's labels when missing) and where they mount. */
+  volumes?: Array<{ name: string; target: string }>;
+  /** Extra names the workload answers to on its tenant network. */
+  aliases?: string[];
+  /** Publish `port` on this loopback port of the host. */
+  loopbackPort?: number;
+  /** Let the engine restart it when it exits (workloads svc does not watch for crashes itself). */
+  engineRestarts?: boolean;
 }
 
 export type WorkloadState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
@@ -112,6 +124,8 @@ export interface Runtime {
   buildImage(spec: ImageBuildSpec): Promise<void>;
   /** Pushes a tagged image to the registry its name starts with; rejects with the registry's error. */
   pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void>;
+  /** Removes a named volume and its data; a missing one is fine. */
+  removeVolume(name: string): Promise<void>;
   /** Removes every tag of an image repository (e.g. all builds of a service). */
   removeRepository(repository: string): Promise<void>;
   /** Creates and starts a workload; returns its engine id. */

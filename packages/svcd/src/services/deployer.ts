@@ -226,7 +226,8 @@ export class Deployer {
     return this.waitReady(id, signal);
   }
 
-  private async useSandbox(): Promise<boolean> {
+  /** Whether workloads run under gVisor now: the --sandbox policy and what the engine has (cached). */
+  async useSandbox(): Promise<boolean> {
     if (this.opts.sandbox === 'off') return false;
     if (this.opts.sandbox === 'required') return true;
     const now = this.clock.now();

@@ -22,6 +22,7 @@ import { DeploymentStore } from './deployments.js';
 import { SettingsStore } from './settings.js';
 import { SnapshotStore } from './snapshots.js';
 import { BuildStore } from './builds.js';
+import { DatabaseStore } from './databases.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -30,6 +31,7 @@ export type { QuotaColumns } from './tenants.js';
 export type { KeyWithTenantStatus } from './api-keys.js';
 export type { ActivityFilter } from './activity.js';
 export type { ServicePatch } from './services.js';
+export type { DatabasePatch } from './databases.js';
 
 /** The repositories, bound to the database or to one transaction. */
 export interface Repositories {
@@ -44,6 +46,7 @@ export interface Repositories {
   settings: SettingsStore;
   snapshots: SnapshotStore;
   builds: BuildStore;
+  databases: DatabaseStore;
 }
 
 export interface Store extends Repositories {
@@ -67,6 +70,7 @@ function repositories(db: Kysely<Database>): Repositories {
     settings: new SettingsStore(db),
     snapshots: new SnapshotStore(db),
     builds: new BuildStore(db),
+    databases: new DatabaseStore(db),
   };
 }
 

@@ -185,6 +185,29 @@ export interface BuildLogsTable {
   chunk: string;
 }
 
+export type DatabaseType = 'postgres' | 'redis';
+export type DatabaseStatus = 'provisioning' | 'running' | 'stopped' | 'failed';
+
+export interface DatabasesTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  type: DatabaseType;
+  status: DatabaseStatus;
+  desired_state: 'running' | 'stopped';
+  image: string;
+  username: string;
+  database_name: string;
+  sealed_password: string;
+  host_port: number;
+  container_id: string | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+export type DatabaseRow = Selectable<DatabasesTable>;
+export type NewDatabaseRow = Insertable<DatabasesTable>;
+
 export interface SettingsTable {
   key: string;
   value: string;
@@ -203,4 +226,5 @@ export interface Database {
   snapshots: SnapshotsTable;
   builds: BuildsTable;
   build_logs: BuildLogsTable;
+  databases: DatabasesTable;
 }

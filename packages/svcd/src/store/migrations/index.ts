@@ -4,6 +4,7 @@ import { foundation } from './0001_foundation.js';
 import { services } from './0002_services.js';
 import { snapshots } from './0003_snapshots.js';
 import { builds } from './0004_builds.js';
+import { databases } from './0005_databases.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -15,6 +16,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0002_services': services,
     '0003_snapshots': snapshots,
     '0004_builds': builds,
+    '0005_databases': databases,
   };
   return { getMigrations: async () => migrations };
 }

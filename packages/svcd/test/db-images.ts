@@ -1,0 +1,120 @@
+// Local stand-ins for the public postgres:16-alpine and redis:7-alpine images (no registry is
+// reachable here), built from Debian's packages: a debootstrap root file system imported through
+// the Engine API, then PostgreSQL or Redis installed in a Dockerfile step. They honour the public
+// images' interface (DECISIONS.md): postgres takes POSTGRES_USER, POSTGRES_PASSWORD and
+// POSTGRES_DB, keeps its data in PGDATA (/var/lib/postgresql/data), initialises an empty volume
+// on first start, listens on 5432 and runs as the `postgres` user when asked to; redis is driven
+// by redis-server arguments, keeps its data in /data, listens on 6379 and runs as `redis`.
+// Built once per machine and kept. Run directly: node --import tsx packages/svcd/test/db-images.ts
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildImage, docker, imagePresent } from './images.js';
+
+export const DEBIAN_BASE_IMAGE = 'svc-test/debian:bookworm';
+export const POSTGRES_IMAGE = 'svc-test/postgres:15';
+export const REDIS_IMAGE = 'svc-test/redis:7';
+const MIRROR = 'http://deb.debian.org/debian';
+
+// As the public image's docker-entrypoint.sh does, for the parts svc relies on.
+const POSTGRES_ENTRYPOINT = `#!/bin/sh
+set -eu
+export PGDATA="\${PGDATA:-/var/lib/postgresql/data}"
+BIN=/usr/lib/postgresql/15/bin
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$PGDATA" && chown -R postgres:postgres "$PGDATA" && chmod 700 "$PGDATA"
+  exec setpriv --reuid=postgres --regid=postgres --init-groups "$0" "$@"
+fi
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  pw=$(mktemp)
+  printf '%s' "\${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is required}" > "$pw"
+  "$BIN/initdb" -D "$PGDATA" -U "\${POSTGRES_USER:-postgres}" --pwfile="$pw" --auth-local=scram-sha-256 --auth-host=scram-sha-256 >/dev/null
+  rm -f "$pw"
+  echo "listen_addresses = '*'" >> "$PGDATA/postgresql.conf"
+  echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
+  db="\${POSTGRES_DB:-\${POSTGRES_USER:-postgres}}"
+  if [ "$db" != postgres ]; then
+    "$BIN/postgres" --single -D "$PGDATA" postgres <<SQL >/dev/null
+CREATE DATABASE "$db";
+SQL
+  fi
+fi
+exec "$BIN/postgres" -D "$PGDATA" -k /tmp
+`;
+
+// As the public image's: options alone mean redis-server with them; as root, drop to `redis`.
+const REDIS_ENTRYPOINT = `#!/bin/sh
+set -e
+case "$1" in -*) set -- redis-server "$@" ;; esac
+if [ "$1" = redis-server ] && [ "$(id -u)" = 0 ]; then
+  chown -R redis:redis /data
+  exec setpriv --reuid=redis --regid=redis --init-groups "$@"
+fi
+exec "$@"
+`;
+
+async function ensureDebianBase(): Promise<void> {
+  if (await imagePresent(DEBIAN_BASE_IMAGE)) return;
+  if (!existsSync('/usr/sbin/debootstrap')) throw new Error("debootstrap is missing: install Debian's debootstrap (make test does)");
+  const root = mkdtempSync(join(tmpdir(), 'svc-debootstrap-'));
+  try {
+    process.stderr.write(`db-images: debootstrap bookworm into ${root} (about a minute)\n`);
+    execFileSync('debootstrap', ['--variant=minbase', 'bookworm', root, MIRROR], { stdio: ['ignore', 'ignore', 'inherit'] });
+    // The root file system as a tar stream straight into the engine's image import.
+    const tar = spawn('tar', ['-C', root, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const stream = await docker.importImage(tar.stdout as unknown as NodeJS.ReadableStream, { repo: DEBIAN_BASE_IMAGE.split(':')[0], tag: 'bookworm' });
+    await new Promise<void>((resolve, reject) => docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())));
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** Builds whichever of the stand-in images is missing. */
+export async function ensureDbImages(): Promise<void> {
+  if ((await imagePresent(POSTGRES_IMAGE)) && (await imagePresent(REDIS_IMAGE))) return;
+  await ensureDebianBase();
+  const apt = 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends';
+  if (!(await imagePresent(POSTGRES_IMAGE))) {
+    process.stderr.write('db-images: building the postgres stand-in\n');
+    await buildImage(POSTGRES_IMAGE, {
+      Dockerfile: {
+        body: [
+          `FROM ${DEBIAN_BASE_IMAGE}`,
+          `RUN ${apt} postgresql-15 && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/15`,
+          'RUN mkdir -p /var/lib/postgresql/data && chown -R postgres:postgres /var/lib/postgresql && chmod 700 /var/lib/postgresql/data',
+          'ENV PGDATA=/var/lib/postgresql/data',
+          'COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh',
+          'VOLUME /var/lib/postgresql/data',
+          'EXPOSE 5432',
+          'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]',
+        ].join('\n'),
+      },
+      'docker-entrypoint.sh': { body: POSTGRES_ENTRYPOINT, mode: 0o755 },
+    });
+  }
+  if (!(await imagePresent(REDIS_IMAGE))) {
+    process.stderr.write('db-images: building the redis stand-in\n');
+    await buildImage(REDIS_IMAGE, {
+      Dockerfile: {
+        body: [
+          `FROM ${DEBIAN_BASE_IMAGE}`,
+          `RUN ${apt} redis-server && rm -rf /var/lib/apt/lists/*`,
+          'RUN mkdir -p /data && chown redis:redis /data',
+          'WORKDIR /data',
+          'VOLUME /data',
+          'EXPOSE 6379',
+          'COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh',
+          'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]',
+          'CMD ["redis-server"]',
+        ].join('\n'),
+      },
+      'docker-entrypoint.sh': { body: REDIS_ENTRYPOINT, mode: 0o755 },
+    });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await ensureDbImages();
+  process.stderr.write(`db-images: ${POSTGRES_IMAGE} and ${REDIS_IMAGE} are ready\n`);
+}
