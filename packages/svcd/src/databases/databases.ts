@@ -28,7 +28,7 @@ export interface DatabasesOptions {
 }
 
 export const DATABASE_READY_TIMEOUT_MS = 180_000;
-const PROBE_EVERY_MS = 50;
+const PROBE_EVERY_MS = 25;
 const PROBE_TIMEOUT_MS = 3_000;
 
 /** What each type needs from its image: the public images' documented interface (DECISIONS.md). */
