@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { pack } from 'tar-fs';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
-import { docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
 import { median, spawnSvcd } from '../svcd.js';
 
@@ -41,13 +41,7 @@ async function svcBuild(serviceId: string): Promise<number> {
 async function bareBuild(contextDir: string, tag: string): Promise<number> {
   const t0 = performance.now();
   const stream = await docker.buildImage(pack(contextDir, { ignore: (name) => name === join(contextDir, '.git') }) as unknown as NodeJS.ReadableStream, { t: tag, rm: true, forcerm: true });
-  await new Promise<void>((resolve, reject) =>
-    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
-      const failed = out?.find((o) => o.error);
-      if (err || failed) reject(err ?? new Error(failed?.error));
-      else resolve();
-    }),
-  );
+  await finished(stream);
   return performance.now() - t0;
 }
 
@@ -68,9 +62,7 @@ try {
 } finally {
   await svcd.stop();
   await removeTenantWorkloads([reg.tenant_id]);
-  for (const ref of [`svc/${reg.tenant_id}/*`, 'svc-bench/bare-build']) {
-    for (const img of await docker.listImages({ filters: { reference: [ref] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
-  }
+  for (const ref of [`svc/${reg.tenant_id}/*`, 'svc-bench/bare-build']) await removeImages(ref);
   await git.stop();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
-import { probePostgres, probeRedis } from '../../packages/svcd/src/databases/probes.js';
+import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
 import { workloadLimits } from '../../packages/svcd/src/services/deployer.js';
 import { freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
@@ -54,9 +54,7 @@ const kinds = {
   redis: { image: REDIS_IMAGE, port: 6379, user: 'redis', dataDir: '/data', env: [] as string[], cmd: ['redis-server', '--requirepass', PASSWORD, '--appendonly', 'yes'] },
 };
 const probeFor = (type: 'postgres' | 'redis', port: number, password: string) => () =>
-  type === 'postgres'
-    ? probePostgres({ host: '127.0.0.1', port, username: 'svc', password, database: 'app' })
-    : probeRedis({ host: '127.0.0.1', port, username: 'default', password, database: null });
+  probeDatabase(type, { host: '127.0.0.1', port, username: type === 'postgres' ? 'svc' : 'default', password, database: type === 'postgres' ? 'app' : null });
 
 const results: Record<string, { svc: number[]; bare: number[] }> = { postgres: { svc: [], bare: [] }, redis: { svc: [], bare: [] } };
 try {

@@ -244,10 +244,8 @@ export class SvcClient {
   build(serviceId: string, buildId: string): Promise<Build> {
     return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);
   }
-  async buildLogs(serviceId: string, buildId: string): Promise<string> {
-    const r = await this.raw<string>('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}/logs`);
-    if (r.status !== 200) throw new ApiError(r.status, r.text, r.headers);
-    return r.text;
+  buildLogs(serviceId: string, buildId: string): Promise<string> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}/logs`);
   }
   cancelBuild(serviceId: string, buildId: string): Promise<{ status: 'cancelled' }> {
     return this.call('DELETE', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);

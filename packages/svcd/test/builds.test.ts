@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SvcClient, type Build } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads, startRegistry } from './images.js';
+import { BUSYBOX_IMAGE, docker, ensureTestImages, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
 import { startGitServer, type GitServer } from './git-fixtures.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
 
@@ -63,9 +63,7 @@ describe('builds from git', () => {
   after(async () => {
     await t.close();
     await removeTenantWorkloads(tenants);
-    for (const id of tenants) {
-      for (const img of await docker.listImages({ filters: { reference: [`svc/${id}/*`] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
-    }
+    for (const id of tenants) await removeImages(`svc/${id}/*`);
     await git.stop();
   });
 
@@ -250,7 +248,7 @@ describe('builds pushed to a build registry', () => {
     } finally {
       await t.close();
       await removeTenantWorkloads([a.id]);
-      for (const img of await docker.listImages({ filters: { reference: [`${registry.host}/svc/${a.id}/*`] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+      await removeImages(`${registry.host}/svc/${a.id}/*`);
       await registry.stop();
       await git.stop();
     }
@@ -294,7 +292,7 @@ describe('builds across a restart of svcd', () => {
       proc.kill('SIGTERM');
       await exited(proc);
       await removeTenantWorkloads([tenantId]);
-      for (const img of await docker.listImages({ filters: { reference: [`svc/${tenantId}/*`] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+      await removeImages(`svc/${tenantId}/*`);
       await git.stop();
       rmSync(dir, { recursive: true, force: true });
     }

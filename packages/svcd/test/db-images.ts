@@ -10,7 +10,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildImage, docker, imagePresent } from './images.js';
+import { buildImage, docker, finished, imagePresent } from './images.js';
 
 export const DEBIAN_BASE_IMAGE = 'svc-test/debian:bookworm';
 export const POSTGRES_IMAGE = 'svc-test/postgres:15';
@@ -64,7 +64,7 @@ async function ensureDebianBase(): Promise<void> {
     // The root file system as a tar stream straight into the engine's image import.
     const tar = spawn('tar', ['-C', root, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
     const stream = await docker.importImage(tar.stdout as unknown as NodeJS.ReadableStream, { repo: DEBIAN_BASE_IMAGE.split(':')[0], tag: 'bookworm' });
-    await new Promise<void>((resolve, reject) => docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())));
+    await finished(stream);
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

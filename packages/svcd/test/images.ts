@@ -61,8 +61,8 @@ export async function buildImage(tag: string, files: Record<string, { body: stri
   await finished(await docker.buildImage(tar as unknown as NodeJS.ReadableStream, { t: tag, forcerm: true }));
 }
 
-/** Waits for an engine progress stream (build, push) to end; rejects with the engine's error. */
-function finished(stream: NodeJS.ReadableStream): Promise<void> {
+/** Waits for an engine progress stream (build, push, import) to end; rejects with the engine's error. */
+export function finished(stream: NodeJS.ReadableStream): Promise<void> {
   return new Promise<void>((resolve, reject) =>
     docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
       const failed = out?.find((o) => o.error);
@@ -144,6 +144,11 @@ export async function ensureTestImages(): Promise<void> {
       busybox,
     });
   }
+}
+
+/** Removes every image matching a reference pattern (svc/<tenant>/*, a repository, ...). */
+export async function removeImages(reference: string): Promise<void> {
+  for (const img of await docker.listImages({ filters: { reference: [reference] } })) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
 }
 
 /** Removes every workload, volume and network the engine holds for the tenants of a test store. */

@@ -12,7 +12,13 @@ export async function startSvcdProcess(args: string[], env: Record<string, strin
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  await new Promise<void>((res, rej) => {
+  await listening(proc);
+  return { proc, url: `http://127.0.0.1:${port}` };
+}
+
+/** Resolves when a starting svcd prints that it listens; rejects if it exits first. */
+export function listening(proc: ChildProcess): Promise<void> {
+  return new Promise<void>((res, rej) => {
     let out = '';
     proc.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
@@ -20,7 +26,6 @@ export async function startSvcdProcess(args: string[], env: Record<string, strin
     });
     proc.on('exit', (code) => rej(new Error(`svcd exited with ${code} before listening`)));
   });
-  return { proc, url: `http://127.0.0.1:${port}` };
 }
 
 export function exited(proc: ChildProcess): Promise<number | null> {

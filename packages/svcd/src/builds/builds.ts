@@ -38,6 +38,14 @@ export function buildView(b: BuildRow): Build {
   };
 }
 
+/**
+ * How long a build ran until `nowMs`: from its recorded start (whole seconds) when the exact
+ * start is not known here (a cancel, another process's build); null if it never started.
+ */
+export function durationSince(b: BuildRow, nowMs: number): number | null {
+  return b.started_at === null ? null : Math.max(0, nowMs - b.started_at * 1000);
+}
+
 export function isFinished(status: string): boolean {
   return status !== 'queued' && status !== 'running';
 }
@@ -171,7 +179,7 @@ export class Builds implements TenantResources {
         status: 'cancelled',
         last_error: why,
         finished_at: unixSeconds(this.clock),
-        duration_ms: b.started_at === null ? null : Math.max(0, nowMs - b.started_at * 1000),
+        duration_ms: durationSince(b, nowMs),
       });
       if (moved) {
         await this.activity.record(tx, { tenantId: b.tenant_id, action: 'build.cancelled', resourceType: 'build', resourceId: b.id, serviceId: b.service_id, details: { reason: why } });

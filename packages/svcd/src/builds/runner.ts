@@ -17,7 +17,7 @@ import type { Runtime } from '../runtime/index.js';
 import { workloadLimits } from '../services/deployer.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
-import type { BuildExecution } from './builds.js';
+import { durationSince, type BuildExecution } from './builds.js';
 import { cloneAt } from './git.js';
 
 export interface BuildRunnerOptions {
@@ -258,7 +258,7 @@ export class BuildRunner implements BuildExecution {
         last_error: error,
         deployment_id: deploymentId,
         finished_at: unixSeconds(this.clock),
-        duration_ms: startedMs === undefined ? (b.started_at === null ? null : Math.max(0, nowMs - b.started_at * 1000)) : nowMs - startedMs,
+        duration_ms: startedMs === undefined ? durationSince(b, nowMs) : nowMs - startedMs,
       });
       if (!moved) return;
       await this.activity.record(tx, {

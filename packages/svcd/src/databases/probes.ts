@@ -60,3 +60,8 @@ export function probeRedis(t: ProbeTarget, timeoutMs = 3_000): Promise<void> {
     });
   });
 }
+
+/** The probe of a database type. */
+export function probeDatabase(type: 'postgres' | 'redis', t: ProbeTarget, timeoutMs?: number): Promise<void> {
+  return type === 'postgres' ? probePostgres(t, timeoutMs) : probeRedis(t, timeoutMs);
+}

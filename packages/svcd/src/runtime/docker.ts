@@ -43,6 +43,8 @@ interface DfResponse {
 interface ProgressEvent {
   id?: string;
   status?: string;
+  /** Build output. */
+  stream?: string;
   error?: string;
   progressDetail?: { current?: number };
 }
@@ -178,18 +180,28 @@ export class DockerRuntime implements Runtime {
 
   async pullImage(image: string, signal?: AbortSignal): Promise<void> {
     const stream = (await this.docker.pull(image, { abortSignal: signal })) as NodeJS.ReadableStream;
-    await this.followProgress(stream);
+    await this.followProgress(stream, undefined, signal);
   }
 
-  /** Waits for an engine progress stream (pull, push) to end; rejects with the error it reports. */
-  private followProgress(stream: NodeJS.ReadableStream, onEvent?: (event: ProgressEvent) => void): Promise<void> {
+  /**
+   * Waits for an engine progress stream (pull, push, build) to end; rejects with the error it
+   * reports. With a signal, an abort ends the wait at once and closes the stream, which stops the
+   * operation in the engine (a build's container is removed with it).
+   */
+  private followProgress(stream: NodeJS.ReadableStream, onEvent?: (event: ProgressEvent) => void, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+        reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.docker.modem.followProgress(
         stream,
         (err: Error | null, events: ProgressEvent[]) => {
+          signal?.removeEventListener('abort', onAbort);
           const failed = events?.find((e) => e.error);
           if (err) reject(err);
-          else if (failed?.error) reject(new Error(failed.error));
+          else if (failed?.error) reject(new Error(failed.error.trim()));
           else resolve();
         },
         onEvent,
@@ -216,35 +228,26 @@ export class DockerRuntime implements Runtime {
       // dockerode passes it on to the request (its typings do not list it).
       ...({ abortSignal: spec.signal } as object),
     })) as NodeJS.ReadableStream;
-    await new Promise<void>((resolve, reject) => {
-      const onAbort = () => {
-        (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
-        reject(spec.signal.reason instanceof Error ? spec.signal.reason : new Error('build aborted'));
-      };
-      spec.signal.addEventListener('abort', onAbort, { once: true });
-      this.docker.modem.followProgress(
-        stream,
-        (err: Error | null, events: Array<{ error?: string }>) => {
-          spec.signal.removeEventListener('abort', onAbort);
-          const failed = events?.find((e) => e.error);
-          if (err) reject(err);
-          else if (failed?.error) reject(new Error(failed.error.trim()));
-          else resolve();
-        },
-        (event: { stream?: string; status?: string; error?: string }) => {
-          const text = event.stream ?? event.status ?? (event.error ? `error: ${event.error}` : '');
-          for (const line of text.split('\n')) if (line.trim()) spec.onOutput(line);
-        },
-      );
-    });
+    await this.followProgress(
+      stream,
+      (event) => {
+        const text = event.stream ?? event.status ?? (event.error ? `error: ${event.error}` : '');
+        for (const line of text.split('\n')) if (line.trim()) spec.onOutput(line);
+      },
+      spec.signal,
+    );
   }
 
   async pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void> {
     // An empty auth header: the engine insists on one, a loopback registry needs no credentials.
     const stream = (await this.docker.getImage(image).push({ authconfig: {}, abortSignal: signal } as object)) as NodeJS.ReadableStream;
-    await this.followProgress(stream, (event) => {
-      if (event.status && !event.progressDetail?.current) onOutput(`${event.id ? `${event.id}: ` : ''}${event.status}`);
-    });
+    await this.followProgress(
+      stream,
+      (event) => {
+        if (event.status && !event.progressDetail?.current) onOutput(`${event.id ? `${event.id}: ` : ''}${event.status}`);
+      },
+      signal,
+    );
   }
 
   private async ensureVolume(name: string, labels: Record<string, string>): Promise<void> {

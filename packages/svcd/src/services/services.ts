@@ -185,17 +185,14 @@ export class Services implements TenantResources {
     if (reason !== 'reset' && s.circuit_open_at !== null) {
       throw new ConflictError('the crash circuit is open: reset the service to deploy it again');
     }
-    await this.cancelUnfinished(id);
-    const now = unixSeconds(this.clock);
-    const dep = await this.store.transaction(async (tx) => {
-      const crash = reason === 'reset' ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
-      await tx.services.update(id, { ...crash, status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
-      const verb = { start: 'started', restart: 'restarted', redeploy: 'redeployed', reset: 'reset' }[reason];
-      await this.activity.record(tx, { tenantId, action: `service.${verb}`, resourceType: 'service', resourceId: id, serviceId: id });
-      return this.newDeployment(tx, tenantId, id, s.image, reason, reason === 'redeploy');
+    const verb = { start: 'started', restart: 'restarted', redeploy: 'redeployed', reset: 'reset' }[reason];
+    const dep = await this.startDeployment(tenantId, id, {
+      image: s.image,
+      reason,
+      pull: reason === 'redeploy',
+      clearCrashes: reason === 'reset',
+      action: `service.${verb}`,
     });
-    this.deployer.start(dep.id, id);
-    this.opts.routesChanged?.();
     return { service: await this.get(tenantId, id), deployment: deploymentView(dep) };
   }
 
@@ -205,29 +202,49 @@ export class Services implements TenantResources {
    */
   async deployBuild(tenantId: string, id: string, image: string, buildId: string): Promise<Deployment> {
     await this.row(tenantId, id);
+    const dep = await this.startDeployment(tenantId, id, {
+      image,
+      reason: 'build',
+      pull: false,
+      clearCrashes: true,
+      takesImage: true,
+      action: 'service.redeployed',
+      details: { build_id: buildId, image },
+      buildId,
+    });
+    return deploymentView(dep);
+  }
+
+  /**
+   * A new deployment of an existing service: what is unfinished is superseded, the service turns
+   * `deploying`, the change is recorded, and the deploy starts.
+   */
+  private async startDeployment(
+    tenantId: string,
+    id: string,
+    d: {
+      image: string;
+      reason: string;
+      pull: boolean;
+      clearCrashes: boolean;
+      /** The service's own image becomes the deployment's (a build); otherwise it is left as it is. */
+      takesImage?: boolean;
+      action: string;
+      details?: Record<string, unknown>;
+      buildId?: string;
+    },
+  ): Promise<DeploymentRow> {
     await this.cancelUnfinished(id);
     const now = unixSeconds(this.clock);
     const dep = await this.store.transaction(async (tx) => {
-      await tx.services.update(id, {
-        image,
-        crash_count: 0,
-        crash_window_start: null,
-        last_crash_at: null,
-        circuit_open_at: null,
-        status: 'deploying',
-        desired_state: 'running',
-        last_error: null,
-        upstream: null,
-        updated_at: now,
-      });
-      await this.activity.record(tx, { tenantId, action: 'service.redeployed', resourceType: 'service', resourceId: id, serviceId: id, details: { build_id: buildId, image } });
-      const row = deploymentRow(this.clock, tenantId, id, image, 'build', false, buildId);
-      await tx.deployments.insert(row);
-      return row;
+      const crash = d.clearCrashes ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
+      await tx.services.update(id, { ...crash, ...(d.takesImage ? { image: d.image } : {}), status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
+      await this.activity.record(tx, { tenantId, action: d.action, resourceType: 'service', resourceId: id, serviceId: id, details: d.details });
+      return this.newDeployment(tx, tenantId, id, d.image, d.reason, d.pull, d.buildId ?? null);
     });
     this.deployer.start(dep.id, id);
     this.opts.routesChanged?.();
-    return deploymentView(dep);
+    return dep;
   }
 
   async stop(tenantId: string, id: string): Promise<LifecycleResponse> {
@@ -331,8 +348,8 @@ export class Services implements TenantResources {
     await this.runtime.removeWorkload(workloadName(s.id));
   }
 
-  private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean): Promise<DeploymentRow> {
-    const row = deploymentRow(this.clock, tenantId, serviceId, image, reason, pull);
+  private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean, buildId: string | null = null): Promise<DeploymentRow> {
+    const row = deploymentRow(this.clock, tenantId, serviceId, image, reason, pull, buildId);
     await tx.deployments.insert(row);
     return row;
   }
