@@ -24,7 +24,7 @@ deps: node_modules/.installed
 
 build: deps
 	@echo "make: compiling TypeScript"
-	npx tsc -b packages/svcd packages/cli
+	npx tsc -b packages/kanban packages/svcd packages/cli
 	@mkdir -p bin
 	@printf '#!/bin/sh\nexec node "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' > bin/svcd
 	@printf '#!/bin/sh\nexec node "$$(dirname "$$0")/../packages/cli/dist/main.js" "$$@"\n' > bin/svc

@@ -2,8 +2,10 @@
 # Debian packages the tests use to build their own images (no registry is reachable):
 #   busybox-static: a static binary for FROM scratch test images (HTTP server, shell, nc)
 #   docker-registry: a registry on loopback, for the loopback-registry cases
-#   debootstrap: the Debian root file system of the database stand-in images (test/db-images.ts)
+#   debootstrap: the Debian root file system of the stand-ins for the operator images (postgres,
+#     redis, the board's Node base; test/operator-images.ts)
 #   redis-tools: redis-cli, the real client the database tests connect with (psql comes with postgresql)
+#   chromium: the browser the task-board test drives through playwright-core (never a downloaded one)
 #   (caddy comes from scripts/ensure-caddy.sh, which make test runs too)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -11,4 +13,4 @@ need_pkg busybox-static
 need_pkg docker-registry
 need_pkg debootstrap
 need_pkg redis-tools
-
+need_pkg chromium

@@ -4,7 +4,7 @@
 // port, hardening, and the memory/CPU/pids limits svc gives a default tenant's workload: initdb
 // is CPU-bound, so a bare side without the CPU cap would measure the cap, not svc) until the same
 // probe passes, in the same run, alternating; median of ROUNDS per type. The images are the local
-// stand-ins (test/db-images.ts), as svcd is pointed at them with its image flags.
+// stand-ins (test/operator-images.ts), as svcd is pointed at them with its image flags.
 // Run: make bench-db
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +14,7 @@ import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
 import { workloadLimits } from '../../packages/svcd/src/services/deployer.js';
 import { freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
-import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/db-images.js';
+import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/operator-images.js';
 import { median, spawnSvcd } from '../svcd.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);

@@ -108,4 +108,19 @@ keys
   .command('revoke <keyID>')
   .action(run((id: string) => client().revokeKey(id)));
 
+const kanban = program.command('kanban').description("the tenant's task board");
+kanban.command('create').description('create it (asynchronous: `svc kanban show` until url is set)').action(run(() => client().createKanban()));
+kanban.command('show').action(run(() => client().kanban()));
+kanban.command('admin-token').description("reveal the board's admin token (audit-logged)").action(run(() => client().kanbanAdminToken()));
+kanban
+  .command('delete')
+  .description('delete the board with its data')
+  .action(
+    run(async () => {
+      await client().deleteKanban();
+      process.stderr.write('task board deleted\n');
+      return undefined;
+    }),
+  );
+
 await program.parseAsync();

@@ -7,6 +7,8 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { startServer, type TestServer } from '../../svcd/test/harness.js';
+import { removeTenantWorkloads } from '../../svcd/test/images.js';
+import { ensureNodeImage } from '../../svcd/test/operator-images.js';
 
 const run = promisify(execFile);
 const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
@@ -56,5 +58,31 @@ describe('svc CLI', () => {
     assert.ok((await svc('activity')).stdout.includes('key.revoked'));
     const health = JSON.parse((await svc('--json', 'health')).stdout) as { status: string };
     assert.ok(['ok', 'degraded'].includes(health.status));
+  });
+});
+
+describe('svc kanban', () => {
+  test('create, show, admin-token and delete the task board', async () => {
+    await ensureNodeImage();
+    // Real time: the board is provisioned in the background while the commands run.
+    const t = await startServer({ realTime: true });
+    const config = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'config.json');
+    const svc = (...args: string[]) => run(SVC, args, { env: { PATH: process.env.PATH, SVC_CONFIG: config } });
+    let tenantId = '';
+    try {
+      tenantId = (JSON.parse((await svc('--json', 'register', '--url', t.url, '--name', 'cli-kanban', '--email', 'ck@x.io')).stdout) as { tenant_id: string }).tenant_id;
+      await assert.rejects(svc('kanban', 'show'), (e: { stderr?: string }) => /kanban board not found \(HTTP 404\)/.test(e.stderr ?? ''));
+      const created = JSON.parse((await svc('--json', 'kanban', 'create')).stdout) as { status: string; url: string };
+      assert.deepEqual([created.status, created.url], ['provisioning', '']);
+      assert.match((await svc('kanban', 'show')).stdout, /^ID\s+STATUS\s+URL\s+HOST_PORT/);
+      const token = JSON.parse((await svc('--json', 'kanban', 'admin-token')).stdout) as { admin_token: string };
+      assert.ok(token.admin_token.length >= 40);
+      const deleted = await svc('kanban', 'delete');
+      assert.match(deleted.stderr, /task board deleted/);
+      await assert.rejects(svc('kanban', 'show'), /HTTP 404/);
+    } finally {
+      await t.close();
+      await removeTenantWorkloads([tenantId]);
+    }
   });
 });

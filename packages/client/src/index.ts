@@ -1,6 +1,8 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  KanbanAdminToken,
+  KanbanBoard,
   ConnectionString,
   CreateDatabaseRequest,
   DatabaseRecord,
@@ -266,6 +268,20 @@ export class SvcClient {
   }
   async deleteDatabase(id: string): Promise<void> {
     await this.call('DELETE', `/v1/databases/${encodeURIComponent(id)}`);
+  }
+
+  // Kanban: one board per tenant
+  createKanban(): Promise<KanbanBoard> {
+    return this.call('POST', '/v1/kanban');
+  }
+  kanban(): Promise<KanbanBoard> {
+    return this.call('GET', '/v1/kanban');
+  }
+  kanbanAdminToken(): Promise<KanbanAdminToken> {
+    return this.call('GET', '/v1/kanban/admin-token');
+  }
+  async deleteKanban(): Promise<void> {
+    await this.call('DELETE', '/v1/kanban');
   }
 
   // Activity

@@ -9,3 +9,4 @@ export * from './activity.js';
 export * from './services.js';
 export * from './builds.js';
 export * from './databases.js';
+export * from './kanban.js';

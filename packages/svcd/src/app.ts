@@ -11,11 +11,13 @@ import { OperatorTokens } from './auth/operator.js';
 import { type Clock, type Timers, systemClock, systemTimers, unixSeconds } from './clock.js';
 import type { Config } from './config.js';
 import { hexId } from './ids.js';
-import { PeriodicJobs } from './jobs/periodic.js';
+import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
 import { DockerRuntime, HostFirewall, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
+import { Kanban } from './kanban/kanban.js';
+import { KanbanImage } from './kanban/image.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import type { ResolveHost } from './builds/sources.js';
 import { isLoopback } from './api/client-ip.js';
@@ -59,11 +61,14 @@ export interface Deps {
   builds: Builds;
   buildRunner: BuildRunner;
   databases: Databases;
+  kanban: Kanban;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
   /** Keeps tenant containers off the API port when it listens beyond loopback. */
   hostFirewall: HostFirewall;
   jobs: PeriodicJobs;
+  /** Bring records and engine together: every 30 s, and once at start. */
+  reconcileJobs: JobDefinition[];
   requestTimeoutMs: number;
 }
 
@@ -78,6 +83,7 @@ export interface DepsOverrides {
   /** Build worker settings (tests: short deadlines, few workers). */
   buildRunner?: Partial<Omit<BuildRunnerOptions, 'workDir'>>;
   databaseReadyTimeoutMs?: number;
+  kanbanReadyTimeoutMs?: number;
   /** Name resolution for build sources (tests). */
   resolveHost?: ResolveHost;
   maxActiveTenants?: number;
@@ -148,9 +154,20 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.databaseReadyTimeoutMs,
     sandbox: () => deployer.useSandbox(),
   });
-  jobs.schedule({ name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => databases.reconcile() });
+  const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
+  const kanban = new Kanban(store, runtime, kanbanImage, sealer, activity, clock, timers, log, audit, {
+    ports: config.kanbanPorts,
+    address: config.kanbanAddress,
+    readyTimeoutMs: o.kanbanReadyTimeoutMs,
+    sandbox: () => deployer.useSandbox(),
+  });
   const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, buildRegistry: config.buildRegistry, resolveHost: o.resolveHost });
-  jobs.schedule(reconcileJob(reconciler));
+  const reconcileJobs = [
+    { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() },
+    { name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => databases.reconcile() },
+    { name: 'kanban.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => kanban.reconcile() },
+  ];
+  for (const job of reconcileJobs) jobs.schedule(job);
   jobs.schedule({
     name: 'store.prune',
     everyMs: PRUNE_EVERY_MS,
@@ -173,7 +190,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,
     apiKeys,
-    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
     health: new Health(store, runtime, clock, config.dataDir),
     sealer,
     deployer,
@@ -184,16 +201,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     builds,
     buildRunner,
     databases,
+    kanban,
     proxy,
     hostFirewall: o.hostFirewall ?? new HostFirewall(),
     jobs,
+    reconcileJobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
   };
 }
 
-function reconcileJob(reconciler: Reconciler) {
-  return { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() };
-}
 
 /** Starts the work that runs without requests: crash watching and a first reconcile. */
 /** `api` is where the API listens (after listen(), so that port 0 is resolved). */
@@ -202,15 +218,15 @@ export async function startBackground(deps: Deps, api: { host: string; port: num
   if (!isLoopback(api.host)) await deps.hostFirewall.shield(api.port);
   await deps.proxy?.start();
   deps.crashes.watch();
-  await deps.jobs.runOnce(reconcileJob(deps.reconciler));
+  for (const job of deps.reconcileJobs) await deps.jobs.runOnce(job);
   await deps.buildRunner.start();
-  await deps.jobs.runOnce({ name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => deps.databases.reconcile() });
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
   await deps.buildRunner.close();
   await deps.databases.close();
+  await deps.kanban.close();
   await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();

@@ -1,6 +1,7 @@
 // svcd's configuration: every flag has an SVC_* environment variable (see main.ts for the flag
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
+import { isIP } from 'node:net';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 
@@ -38,6 +39,12 @@ export interface Config {
   databaseImages: { postgres: string; redis: string };
   /** Loopback host ports databases are published on (--database-ports FROM-TO). */
   databasePorts: { from: number; to: number };
+  /** The board's Node base image (--kanban-image). */
+  kanbanImage: string;
+  /** Host ports task boards are published on (--kanban-ports FROM-TO). */
+  kanbanPorts: { from: number; to: number };
+  /** The host address boards are published on and their url names (--kanban-address). */
+  kanbanAddress: string;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -70,12 +77,19 @@ export interface RawOptions {
   postgresImage?: string;
   redisImage?: string;
   databasePorts?: string;
+  kanbanImage?: string;
+  kanbanPorts?: string;
+  kanbanAddress?: string;
 }
 
 /** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
 export const DEFAULT_POSTGRES_IMAGE = 'postgres:16-alpine';
 export const DEFAULT_REDIS_IMAGE = 'redis:7-alpine';
 export const DEFAULT_DATABASE_PORTS = '21000-21999';
+export const DEFAULT_KANBAN_IMAGE = 'node:22-bookworm-slim';
+/** The spec's range for task-board ports. */
+export const DEFAULT_KANBAN_PORTS = '7100-9100';
+export const DEFAULT_KANBAN_ADDRESS = '127.0.0.1';
 
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(value);
@@ -147,6 +161,17 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (buildRegistry !== null && !isLoopbackRegistry(buildRegistry)) {
     throw new ConfigError('--build-registry must be a loopback registry address (127.0.0.1:PORT, localhost:PORT or [::1]:PORT)');
   }
+  const databasePorts = parsePortRange('--database-ports', raw.databasePorts ?? DEFAULT_DATABASE_PORTS);
+  const kanbanPorts = parsePortRange('--kanban-ports', raw.kanbanPorts ?? DEFAULT_KANBAN_PORTS);
+  // Both are allocated by svcd, each from its own range: a shared port would collide.
+  if (kanbanPorts.from <= databasePorts.to && databasePorts.from <= kanbanPorts.to) {
+    throw new ConfigError('--kanban-ports and --database-ports must not overlap');
+  }
+  const kanbanAddress = raw.kanbanAddress?.trim() || DEFAULT_KANBAN_ADDRESS;
+  // The board's url names this address, so it must be one a browser can go to.
+  if (isIP(kanbanAddress) === 0 || kanbanAddress === '0.0.0.0' || kanbanAddress === '::') {
+    throw new ConfigError(`--kanban-address must be one IP address of this host (boards' urls name it), got ${JSON.stringify(kanbanAddress)}`);
+  }
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -165,7 +190,10 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     allowLoopbackGit: dev || raw.allowLoopbackGit === true,
     buildRegistry,
     databaseImages: { postgres: raw.postgresImage ?? DEFAULT_POSTGRES_IMAGE, redis: raw.redisImage ?? DEFAULT_REDIS_IMAGE },
-    databasePorts: parsePortRange('--database-ports', raw.databasePorts ?? DEFAULT_DATABASE_PORTS),
+    databasePorts,
+    kanbanImage: raw.kanbanImage?.trim() || DEFAULT_KANBAN_IMAGE,
+    kanbanPorts,
+    kanbanAddress,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
 import { SANDBOX_RUNTIME } from './runtime/index.js';
 
 const program = new Command('svcd')
@@ -27,6 +27,9 @@ const program = new Command('svcd')
   .addOption(new Option('--postgres-image <ref>', 'image of managed postgres databases').env('SVC_POSTGRES_IMAGE').default(DEFAULT_POSTGRES_IMAGE))
   .addOption(new Option('--redis-image <ref>', 'image of managed redis databases').env('SVC_REDIS_IMAGE').default(DEFAULT_REDIS_IMAGE))
   .addOption(new Option('--database-ports <from-to>', 'loopback host ports for databases').env('SVC_DATABASE_PORTS').default(DEFAULT_DATABASE_PORTS))
+  .addOption(new Option('--kanban-image <ref>', "Node base image of the tenants' task boards").env('SVC_KANBAN_IMAGE').default(DEFAULT_KANBAN_IMAGE))
+  .addOption(new Option('--kanban-ports <from-to>', 'host ports for task boards').env('SVC_KANBAN_PORTS').default(DEFAULT_KANBAN_PORTS))
+  .addOption(new Option('--kanban-address <ip>', "the host address task boards are published on and their url names (the machine's public address to share them)").env('SVC_KANBAN_ADDRESS').default(DEFAULT_KANBAN_ADDRESS))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
       'SVC_DEV_RATE_LIMIT',

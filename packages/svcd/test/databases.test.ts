@@ -1,5 +1,5 @@
 // Managed databases against the real engine, on the stand-in images built from Debian packages
-// (db-images.ts), checked with the real clients: psql and redis-cli.
+// (operator-images.ts), checked with the real clients: psql and redis-cli.
 import assert from 'node:assert/strict';
 import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { tenantNetworkName } from '../src/runtime/index.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
 import { ADMIN_TOKEN, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { docker, removeTenantWorkloads } from './images.js';
-import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './db-images.js';
+import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
 
 const run = promisify(execFile);

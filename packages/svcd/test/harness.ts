@@ -82,6 +82,9 @@ export function testConfig(over: Partial<Config> = {}): Config {
     buildRegistry: null,
     databaseImages: { postgres: 'svc-test/postgres:15', redis: 'svc-test/redis:7' },
     databasePorts: { from: 22000, to: 22999 },
+    kanbanImage: 'svc-test/node:18',
+    kanbanPorts: { from: 7100, to: 9100 },
+    kanbanAddress: '127.0.0.1',
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };

@@ -187,6 +187,27 @@ for (const kind of STORES) {
       assert.deepEqual((await store.databases.listForTenant('d1')).length, 0);
     });
 
+    test('kanban boards: one per tenant, host ports unique across tenants, deletes scoped by tenant', async () => {
+      await store.tenants.insert(tenantRow('kt1', 'kbowner'));
+      await store.tenants.insert(tenantRow('kt2', 'kbother'));
+      const row = (id: string, tenant: string, port: number) => ({
+        id, tenant_id: tenant, status: 'provisioning' as const, desired_state: 'running' as const, sealed_admin_token: 'sealed',
+        host_port: port, container_id: null, last_error: null, created_at: T, updated_at: T,
+      });
+      await store.kanban.insert(row('kb1', 'kt1', 7101));
+      await assert.rejects(store.kanban.insert(row('kb2', 'kt1', 7102)), 'one board per tenant');
+      await assert.rejects(second.kanban.insert(row('kb3', 'kt2', 7101)), 'a host port once');
+      await store.kanban.insert(row('kb4', 'kt2', 7102));
+      assert.deepEqual((await store.kanban.hostPorts()).sort(), [7101, 7102]);
+      assert.equal((await store.kanban.findForTenant('kt2'))?.id, 'kb4');
+      await store.kanban.update('kb4', { status: 'running', host_port: 7103, updated_at: T + 1 });
+      assert.deepEqual((await store.kanban.listForTenant('kt2')).map((b) => [b.status, b.host_port]), [['running', 7103]]);
+      assert.equal(await store.kanban.delete('kt2', 'kb1'), false, 'scoped by tenant');
+      assert.equal(await store.kanban.delete('kt1', 'kb1'), true);
+      assert.equal(await store.kanban.findAny('kb1'), undefined);
+      assert.deepEqual((await store.kanban.listAll()).map((b) => b.id), ['kb4']);
+    });
+
     test('ping answers', async () => {
       await store.ping();
     });

@@ -145,6 +145,18 @@ describe('configuration', () => {
       assert.throws(() => buildConfig({ ...raw, dev: true, databasePorts: bad }, {}), /--database-ports/, bad);
     }
   });
+  test("task boards: the public Node base by default, ports 7100-9100 apart from the databases', one address a browser can reach", () => {
+    const c = buildConfig({ ...raw, dev: true }, {});
+    assert.equal(c.kanbanImage, 'node:22-bookworm-slim');
+    assert.deepEqual(c.kanbanPorts, { from: 7100, to: 9100 });
+    assert.equal(c.kanbanAddress, '127.0.0.1');
+    assert.equal(buildConfig({ ...raw, dev: true, kanbanAddress: '192.0.2.10' }, {}).kanbanAddress, '192.0.2.10');
+    assert.throws(() => buildConfig({ ...raw, dev: true, kanbanPorts: '21500-22500' }, {}), /must not overlap/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, kanbanPorts: '9000-100' }, {}), /--kanban-ports/);
+    for (const bad of ['0.0.0.0', '::', 'board.example.com']) {
+      assert.throws(() => buildConfig({ ...raw, dev: true, kanbanAddress: bad }, {}), /--kanban-address/, bad);
+    }
+  });
 });
 
 describe('client IP', () => {

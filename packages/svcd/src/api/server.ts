@@ -17,6 +17,7 @@ import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
 import { buildRoutes } from './routes/builds.js';
 import { databaseRoutes } from './routes/databases.js';
+import { kanbanRoutes } from './routes/kanban.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -153,6 +154,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(serviceRoutes(deps));
   await app.register(buildRoutes(deps));
   await app.register(databaseRoutes(deps));
+  await app.register(kanbanRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

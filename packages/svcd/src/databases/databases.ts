@@ -2,7 +2,7 @@
 // operator's image (--postgres-image, --redis-image), its data on a named volume, generated
 // credentials sealed at rest. Status `provisioning` until a protocol-level probe passes (a real
 // PostgreSQL login, a Redis AUTH + PING), then `running`, or `failed` with `last_error`.
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { ConnectionString, CreateDatabaseRequest, DatabaseRecord } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import type { Logger } from 'pino';
@@ -15,6 +15,9 @@ import type { Sealer } from '../secrets/sealer.js';
 import { workloadLimits } from '../services/deployer.js';
 import { isUniqueViolation, type DatabaseRow, type DatabaseType, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
+import { pickFreePort } from '../provisioning/host-ports.js';
+import { Lifecycle } from '../provisioning/lifecycle.js';
+import { waitUntilReady } from '../provisioning/readiness.js';
 import { probeDatabase, type ProbeTarget } from './probes.js';
 
 export interface DatabasesOptions {
@@ -61,8 +64,7 @@ export function databaseView(d: DatabaseRow): DatabaseRecord {
 }
 
 export class Databases implements TenantResources {
-  private readonly provisioning = new Map<string, Promise<void>>();
-  private closed = false;
+  private readonly lifecycle: Lifecycle<DatabaseRow>;
 
   constructor(
     private readonly store: Store,
@@ -71,10 +73,22 @@ export class Databases implements TenantResources {
     private readonly activity: Activity,
     private readonly clock: Clock,
     private readonly timers: Timers,
-    private readonly log: Logger,
+    log: Logger,
     private readonly audit: Logger,
     private readonly opts: DatabasesOptions,
-  ) {}
+  ) {
+    this.lifecycle = new Lifecycle({
+      kind: 'database',
+      records: store.databases,
+      workloadName: databaseWorkloadName,
+      provision: (d) => this.provision(d),
+      runtime,
+      store,
+      activity,
+      clock,
+      log,
+    });
+  }
 
   async create(tenantId: string, req: CreateDatabaseRequest): Promise<DatabaseRecord> {
     if (req.type !== 'postgres' && req.type !== 'redis') throw new ValidationError('type must be postgres or redis');
@@ -121,7 +135,7 @@ export class Databases implements TenantResources {
       }
     }
     if (!row) throw new ConflictError('no free host port for the database: try again');
-    this.provision(row.id);
+    this.lifecycle.start(row.id);
     return databaseView(row);
   }
 
@@ -142,10 +156,7 @@ export class Databases implements TenantResources {
     const password = this.sealer.open(d.sealed_password);
     await this.activity.record(this.store, { tenantId, action: 'database.connection_revealed', resourceType: 'database', resourceId: id });
     this.audit.info({ audit: true, event: 'database.connection_revealed', tenant_id: tenantId, database_id: id }, 'database connection string revealed');
-    if (d.desired_state === 'stopped') {
-      await this.store.databases.update(id, { desired_state: 'running', status: 'provisioning', last_error: null, updated_at: unixSeconds(this.clock) });
-      this.provision(id);
-    }
+    await this.lifecycle.wake(d);
     const path = d.type === 'postgres' ? `/${d.database_name}` : '';
     const scheme = d.type === 'postgres' ? 'postgres' : 'redis';
     const auth = `${encodeURIComponent(d.username)}:${encodeURIComponent(password)}`;
@@ -163,10 +174,7 @@ export class Databases implements TenantResources {
       if (!(await tx.databases.delete(tenantId, id))) throw new NotFoundError('database');
       await this.activity.record(tx, { tenantId, action: 'database.deleted', resourceType: 'database', resourceId: id, details: { name: d.name } });
     });
-    await this.provisioning.get(id)?.catch(() => {});
-    await this.runtime.removeWorkload(databaseWorkloadName(id));
-    await this.runtime.removeVolume(databaseWorkloadName(id));
-    await this.runtime.removeTenantNetworkIfUnused(tenantId);
+    await this.lifecycle.removeAll(tenantId, id);
   }
 
   async count(tenantId: string): Promise<{ databases: number }> {
@@ -174,135 +182,64 @@ export class Databases implements TenantResources {
   }
 
   /** Suspension: containers stop (data kept); they stay stopped until used again. */
-  async suspend(tenantId: string): Promise<void> {
-    for (const d of await this.store.databases.listForTenant(tenantId)) {
-      await this.store.databases.update(d.id, { desired_state: 'stopped', status: 'stopped', container_id: null, updated_at: unixSeconds(this.clock) });
-      await this.provisioning.get(d.id)?.catch(() => {});
-      await this.runtime.removeWorkload(databaseWorkloadName(d.id));
-    }
+  suspend(tenantId: string): Promise<void> {
+    return this.lifecycle.suspend(tenantId);
   }
 
-  /**
-   * Brings records and containers together (on start and every 30 s, under the store lease of
-   * the reconcile job): a database that should run but has no running container, or whose
-   * provisioning was interrupted, is provisioned again on its volume.
-   */
-  async reconcile(): Promise<void> {
-    for (const d of await this.store.databases.listAll()) {
-      if (d.desired_state !== 'running' || this.provisioning.has(d.id)) continue;
-      const w = await this.runtime.inspectWorkload(databaseWorkloadName(d.id));
-      if (d.status === 'provisioning' || (d.status === 'running' && w?.state !== 'running')) this.provision(d.id);
-    }
+  reconcile(): Promise<void> {
+    return this.lifecycle.reconcile();
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    await Promise.all([...this.provisioning.values()].map((p) => p.catch(() => {})));
+  close(): Promise<void> {
+    return this.lifecycle.close();
   }
 
-  private provision(id: string): void {
-    if (this.closed || this.provisioning.has(id)) return;
-    const p = this.runProvision(id)
-      .catch((err: unknown) => this.log.error({ err, database: id }, 'database provisioning failed'))
-      .finally(() => this.provisioning.delete(id));
-    this.provisioning.set(id, p);
-  }
-
-  private async runProvision(id: string): Promise<void> {
-    const d = await this.store.databases.findAny(id);
-    if (!d) return;
+  /** Starts the container on the tenant's network and waits until a real login succeeds. */
+  private async provision(d: DatabaseRow): Promise<void> {
     const tenant = await this.store.tenants.findById(d.tenant_id);
-    if (!tenant) return;
+    if (!tenant) throw new Error('the tenant is gone');
     const kind = KINDS[d.type];
     const password = this.sealer.open(d.sealed_password);
-    try {
-      await this.runtime.ensureTenantNetwork(d.tenant_id);
-      if (!(await this.runtime.hasImage(d.image))) await this.runtime.pullImage(d.image);
-      // A container left from before (an interrupted provisioning, a restart) is replaced; the
-      // volume, and with it the data, stays.
-      await this.runtime.removeWorkload(databaseWorkloadName(id));
-      const containerId = await this.runtime.runWorkload({
-        name: databaseWorkloadName(id),
-        image: d.image,
-        env: d.type === 'postgres' ? { POSTGRES_USER: d.username, POSTGRES_PASSWORD: password, POSTGRES_DB: d.database_name } : {},
-        cmd: d.type === 'redis' ? ['redis-server', '--requirepass', password, '--appendonly', 'yes'] : undefined,
-        // The public images run as these users when asked; with every capability dropped they
-        // could not switch users themselves.
-        user: kind.user,
-        port: kind.port,
-        tenantId: d.tenant_id,
-        kind: 'database',
-        resourceId: id,
-        limits: workloadLimits(tenant),
-        sandbox: await this.opts.sandbox(),
-        volumes: [{ name: databaseWorkloadName(id), target: kind.dataDir }],
-        aliases: [d.name],
-        loopbackPort: d.host_port,
-        engineRestarts: true,
-      });
-      await this.store.databases.update(id, { container_id: containerId, updated_at: unixSeconds(this.clock) });
-      await this.waitReady(d, { host: '127.0.0.1', port: d.host_port, username: d.username, password, database: kind.database });
-      if (!(await this.stillWanted(id))) return;
-      await this.store.databases.update(id, { status: 'running', last_error: null, updated_at: unixSeconds(this.clock) });
-      this.log.info({ database: id, type: d.type }, 'database running');
-    } catch (err) {
-      if (!(await this.stillWanted(id))) return;
-      const message = (err as Error).message;
-      await this.store.databases.update(id, { status: 'failed', last_error: message, updated_at: unixSeconds(this.clock) });
-      await this.runtime.removeWorkload(databaseWorkloadName(id)).catch(() => {});
-      await this.activity.record(this.store, { tenantId: d.tenant_id, action: 'database.failed', resourceType: 'database', resourceId: id, details: { error: message } });
-    }
-  }
-
-  private async waitReady(d: DatabaseRow, target: ProbeTarget): Promise<void> {
-    const deadline = this.clock.now() + (this.opts.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS);
-    let last = 'no answer';
-    // The probe is cheap and runs often; the record and the container are asked less often.
-    let checkedAt = -Infinity;
-    for (;;) {
-      const checkNow = this.clock.now() - checkedAt >= STATE_CHECK_MS;
-      if (checkNow && !(await this.stillWanted(d.id))) throw new Error('stopped');
-      try {
-        // Bounded here too: a probe that never settles must not outlast the deadline.
-        await this.within(PROBE_TIMEOUT_MS + 1_000, probeDatabase(d.type, target, PROBE_TIMEOUT_MS));
-        return;
-      } catch (err) {
-        last = (err as Error).message;
-      }
-      if (checkNow) {
-        checkedAt = this.clock.now();
-        const w = await this.runtime.inspectWorkload(databaseWorkloadName(d.id));
-        if (w && w.state !== 'running' && w.state !== 'restarting' && w.state !== 'created') {
-          throw new Error(`the ${d.type} container exited (${w.exitCode}) before it was ready: ${last}`);
-        }
-      }
-      if (this.clock.now() > deadline) throw new Error(`not ready within ${Math.round((this.opts.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS) / 1000)} s: ${last}`);
-      await new Promise<void>((r) => this.timers.setTimeout(r, PROBE_EVERY_MS));
-    }
-  }
-
-  private within<T>(ms: number, p: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = this.timers.setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-      p.then(resolve, reject).finally(() => timer.cancel());
+    await this.runtime.ensureTenantNetwork(d.tenant_id);
+    if (!(await this.runtime.hasImage(d.image))) await this.runtime.pullImage(d.image);
+    // A container left from before (an interrupted provisioning, a restart) is replaced; the
+    // volume, and with it the data, stays.
+    await this.runtime.removeWorkload(databaseWorkloadName(d.id));
+    const containerId = await this.runtime.runWorkload({
+      name: databaseWorkloadName(d.id),
+      image: d.image,
+      env: d.type === 'postgres' ? { POSTGRES_USER: d.username, POSTGRES_PASSWORD: password, POSTGRES_DB: d.database_name } : {},
+      cmd: d.type === 'redis' ? ['redis-server', '--requirepass', password, '--appendonly', 'yes'] : undefined,
+      // The public images run as these users when asked; with every capability dropped they
+      // could not switch users themselves.
+      user: kind.user,
+      port: kind.port,
+      tenantId: d.tenant_id,
+      kind: 'database',
+      resourceId: d.id,
+      limits: workloadLimits(tenant),
+      sandbox: await this.opts.sandbox(),
+      volumes: [{ name: databaseWorkloadName(d.id), target: kind.dataDir }],
+      aliases: [d.name],
+      publish: { address: '127.0.0.1', port: d.host_port },
+      engineRestarts: true,
+    });
+    await this.store.databases.update(d.id, { container_id: containerId, updated_at: unixSeconds(this.clock) });
+    const target: ProbeTarget = { host: '127.0.0.1', port: d.host_port, username: d.username, password, database: kind.database };
+    await waitUntilReady({
+      clock: this.clock,
+      timers: this.timers,
+      probe: () => probeDatabase(d.type, target, PROBE_TIMEOUT_MS),
+      check: this.lifecycle.stillStarting(d.id, d.type),
+      timeoutMs: this.opts.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
+      probeEveryMs: PROBE_EVERY_MS,
+      probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,
+      checkEveryMs: STATE_CHECK_MS,
     });
   }
 
-  private async stillWanted(id: string): Promise<boolean> {
-    const now = await this.store.databases.findAny(id);
-    return !!now && now.desired_state === 'running';
-  }
-
   private async freePort(): Promise<number> {
-    const used = new Set(await this.store.databases.hostPorts());
-    const { from, to } = this.opts.ports;
-    const size = to - from + 1;
-    const start = randomInt(size);
-    for (let i = 0; i < size; i++) {
-      const port = from + ((start + i) % size);
-      if (!used.has(port)) return port;
-    }
-    throw new ConflictError('no free host port for databases: every port of --database-ports is taken');
+    return pickFreePort(await this.store.databases.hostPorts(), this.opts.ports, '--database-ports');
   }
 
   private async row(tenantId: string, id: string): Promise<DatabaseRow> {

@@ -210,15 +210,16 @@ export class DockerRuntime implements Runtime {
   }
 
   async buildImage(spec: ImageBuildSpec): Promise<void> {
-    // The engine needs the network for the RUN steps, and the tenant's own network keeps them
-    // as far from other tenants and from svcd as the tenant's services are.
-    await this.ensureTenantNetwork(spec.tenantId);
+    // A tenant's RUN steps need the network, and the tenant's own network keeps them as far from
+    // other tenants and from svcd as the tenant's services are. Operator images (the task
+    // board) are built without one.
+    if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
     const stream = (await this.docker.buildImage(context as unknown as NodeJS.ReadableStream, {
       t: spec.tag,
       // No labels: the classic builder adds a step (and a container) per label. The tag,
       // svc/<tenant>/<service>:<build>, says whose image it is.
-      networkmode: tenantNetworkName(spec.tenantId),
+      networkmode: spec.tenantId !== null ? tenantNetworkName(spec.tenantId) : 'none',
       memory: spec.limits.memoryMb * 1024 * 1024,
       memswap: spec.limits.memoryMb * 1024 * 1024,
       cpuperiod: 100_000,
@@ -297,7 +298,7 @@ export class DockerRuntime implements Runtime {
       ...(spec.user ? { User: spec.user } : {}),
       HostConfig: {
         Mounts: (spec.volumes ?? []).map((v) => ({ Type: 'volume' as const, Source: v.name, Target: v.target })),
-        ...(spec.loopbackPort ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: '127.0.0.1', HostPort: String(spec.loopbackPort) }] } } : {}),
+        ...(spec.publish ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publish.address, HostPort: String(spec.publish.port) }] } } : {}),
         NetworkMode: network,
         // Hardening (DECISIONS.md): no capabilities, no privilege gain, bounded processes,
         // memory and CPU from the tenant's quota.

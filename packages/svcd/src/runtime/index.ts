@@ -58,8 +58,8 @@ export interface WorkloadSpec {
   volumes?: Array<{ name: string; target: string }>;
   /** Extra names the workload answers to on its tenant network. */
   aliases?: string[];
-  /** Publish `port` on this loopback port of the host. */
-  loopbackPort?: number;
+  /** Publish `port` on this address and port of the host (databases: loopback; boards: --kanban-address). */
+  publish?: { address: string; port: number };
   /** Let the engine restart it when it exits (workloads svc does not watch for crashes itself). */
   engineRestarts?: boolean;
 }
@@ -80,7 +80,8 @@ export interface WorkloadInfo {
 export interface ImageBuildSpec {
   contextDir: string;
   tag: string;
-  tenantId: string;
+  /** Whose build: its RUN steps use the tenant's network. Null: an operator image, no network. */
+  tenantId: string | null;
   /** The build's store id. */
   resourceId: string;
   /** For the build's RUN steps. */

@@ -23,6 +23,7 @@ import { SettingsStore } from './settings.js';
 import { SnapshotStore } from './snapshots.js';
 import { BuildStore } from './builds.js';
 import { DatabaseStore } from './databases.js';
+import { KanbanStore } from './kanban.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -32,6 +33,7 @@ export type { KeyWithTenantStatus } from './api-keys.js';
 export type { ActivityFilter } from './activity.js';
 export type { ServicePatch } from './services.js';
 export type { DatabasePatch } from './databases.js';
+export type { KanbanPatch } from './kanban.js';
 
 /** The repositories, bound to the database or to one transaction. */
 export interface Repositories {
@@ -47,6 +49,7 @@ export interface Repositories {
   snapshots: SnapshotStore;
   builds: BuildStore;
   databases: DatabaseStore;
+  kanban: KanbanStore;
 }
 
 export interface Store extends Repositories {
@@ -71,6 +74,7 @@ function repositories(db: Kysely<Database>): Repositories {
     snapshots: new SnapshotStore(db),
     builds: new BuildStore(db),
     databases: new DatabaseStore(db),
+    kanban: new KanbanStore(db),
   };
 }
 

@@ -208,6 +208,22 @@ export interface DatabasesTable {
 export type DatabaseRow = Selectable<DatabasesTable>;
 export type NewDatabaseRow = Insertable<DatabasesTable>;
 
+export type KanbanStatus = 'provisioning' | 'running' | 'stopped' | 'failed';
+
+export interface KanbanBoardsTable {
+  id: string;
+  tenant_id: string;
+  status: KanbanStatus;
+  desired_state: 'running' | 'stopped';
+  sealed_admin_token: string;
+  host_port: number;
+  container_id: string | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+export type KanbanBoardRow = Selectable<KanbanBoardsTable>;
+
 export interface SettingsTable {
   key: string;
   value: string;
@@ -227,4 +243,5 @@ export interface Database {
   builds: BuildsTable;
   build_logs: BuildLogsTable;
   databases: DatabasesTable;
+  kanban_boards: KanbanBoardsTable;
 }

@@ -5,6 +5,7 @@ import { services } from './0002_services.js';
 import { snapshots } from './0003_snapshots.js';
 import { builds } from './0004_builds.js';
 import { databases } from './0005_databases.js';
+import { kanban } from './0006_kanban.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -17,6 +18,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0003_snapshots': snapshots,
     '0004_builds': builds,
     '0005_databases': databases,
+    '0006_kanban': kanban,
   };
   return { getMigrations: async () => migrations };
 }

@@ -1,11 +1,13 @@
-// Local stand-ins for the public postgres:16-alpine and redis:7-alpine images (no registry is
-// reachable here), built from Debian's packages: a debootstrap root file system imported through
+// Local stand-ins for the public operator images postgres:16-alpine, redis:7-alpine and
+// node:22-bookworm-slim (no registry is reachable here), built from Debian's packages: a debootstrap root file system imported through
 // the Engine API, then PostgreSQL or Redis installed in a Dockerfile step. They honour the public
 // images' interface (DECISIONS.md): postgres takes POSTGRES_USER, POSTGRES_PASSWORD and
 // POSTGRES_DB, keeps its data in PGDATA (/var/lib/postgresql/data), initialises an empty volume
 // on first start, listens on 5432 and runs as the `postgres` user when asked to; redis is driven
-// by redis-server arguments, keeps its data in /data, listens on 6379 and runs as `redis`.
-// Built once per machine and kept. Run directly: node --import tsx packages/svcd/test/db-images.ts
+// by redis-server arguments, keeps its data in /data, listens on 6379 and runs as `redis`; node
+// has `node` on PATH (Debian's: version 18) and a `node` user with uid 1000, as the public
+// node images do.
+// Built once per machine and kept. Run directly: node --import tsx packages/svcd/test/operator-images.ts
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +17,7 @@ import { buildImage, docker, finished, imagePresent } from './images.js';
 export const DEBIAN_BASE_IMAGE = 'svc-test/debian:bookworm';
 export const POSTGRES_IMAGE = 'svc-test/postgres:15';
 export const REDIS_IMAGE = 'svc-test/redis:7';
+export const NODE_IMAGE = 'svc-test/node:18';
 const MIRROR = 'http://deb.debian.org/debian';
 
 // As the public image's docker-entrypoint.sh does, for the parts svc relies on.
@@ -59,7 +62,7 @@ async function ensureDebianBase(): Promise<void> {
   if (!existsSync('/usr/sbin/debootstrap')) throw new Error("debootstrap is missing: install Debian's debootstrap (make test does)");
   const root = mkdtempSync(join(tmpdir(), 'svc-debootstrap-'));
   try {
-    process.stderr.write(`db-images: debootstrap bookworm into ${root} (about a minute)\n`);
+    process.stderr.write(`operator-images: debootstrap bookworm into ${root} (about a minute)\n`);
     execFileSync('debootstrap', ['--variant=minbase', 'bookworm', root, MIRROR], { stdio: ['ignore', 'ignore', 'inherit'] });
     // The root file system as a tar stream straight into the engine's image import.
     const tar = spawn('tar', ['-C', root, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -70,18 +73,36 @@ async function ensureDebianBase(): Promise<void> {
   }
 }
 
-/** Builds whichever of the stand-in images is missing. */
+const APT_INSTALL = 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends';
+
+/** The Node base image of the task board. */
+export async function ensureNodeImage(): Promise<void> {
+  if (await imagePresent(NODE_IMAGE)) return;
+  await ensureDebianBase();
+  process.stderr.write('operator-images: building the node stand-in\n');
+  await buildImage(NODE_IMAGE, {
+    Dockerfile: {
+      body: [
+        `FROM ${DEBIAN_BASE_IMAGE}`,
+        `RUN ${APT_INSTALL} nodejs && rm -rf /var/lib/apt/lists/*`,
+        'RUN groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/bash --create-home node',
+        'CMD ["node"]',
+      ].join('\n'),
+    },
+  });
+}
+
+/** Builds whichever of the database stand-in images is missing. */
 export async function ensureDbImages(): Promise<void> {
   if ((await imagePresent(POSTGRES_IMAGE)) && (await imagePresent(REDIS_IMAGE))) return;
   await ensureDebianBase();
-  const apt = 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends';
   if (!(await imagePresent(POSTGRES_IMAGE))) {
-    process.stderr.write('db-images: building the postgres stand-in\n');
+    process.stderr.write('operator-images: building the postgres stand-in\n');
     await buildImage(POSTGRES_IMAGE, {
       Dockerfile: {
         body: [
           `FROM ${DEBIAN_BASE_IMAGE}`,
-          `RUN ${apt} postgresql-15 && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/15`,
+          `RUN ${APT_INSTALL} postgresql-15 && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/15`,
           'RUN mkdir -p /var/lib/postgresql/data && chown -R postgres:postgres /var/lib/postgresql && chmod 700 /var/lib/postgresql/data',
           'ENV PGDATA=/var/lib/postgresql/data',
           'COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh',
@@ -94,12 +115,12 @@ export async function ensureDbImages(): Promise<void> {
     });
   }
   if (!(await imagePresent(REDIS_IMAGE))) {
-    process.stderr.write('db-images: building the redis stand-in\n');
+    process.stderr.write('operator-images: building the redis stand-in\n');
     await buildImage(REDIS_IMAGE, {
       Dockerfile: {
         body: [
           `FROM ${DEBIAN_BASE_IMAGE}`,
-          `RUN ${apt} redis-server && rm -rf /var/lib/apt/lists/*`,
+          `RUN ${APT_INSTALL} redis-server && rm -rf /var/lib/apt/lists/*`,
           'RUN mkdir -p /data && chown redis:redis /data',
           'WORKDIR /data',
           'VOLUME /data',
@@ -116,5 +137,6 @@ export async function ensureDbImages(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   await ensureDbImages();
-  process.stderr.write(`db-images: ${POSTGRES_IMAGE} and ${REDIS_IMAGE} are ready\n`);
+  await ensureNodeImage();
+  process.stderr.write(`operator-images: ${POSTGRES_IMAGE}, ${REDIS_IMAGE} and ${NODE_IMAGE} are ready\n`);
 }

@@ -1,0 +1,248 @@
+// The tenant's task board: svc's own kanban application (packages/kanban) run as one container
+// per tenant from the image svcd builds locally (image.ts), its SQLite file on a named volume,
+// published on a host port from --kanban-ports at --kanban-address. Creation is asynchronous:
+// `provisioning` until the board answers its health route, then `running` with its url, or
+// `failed` with `last_error`. The admin token is generated here, sealed at rest, and the board
+// only ever sees its SHA-256.
+import { createHash, randomBytes } from 'node:crypto';
+import { isIPv6 } from 'node:net';
+import type { KanbanAdminToken, KanbanBoard } from '@svc/contract';
+import type { Logger } from 'pino';
+import type { Activity } from '../activity/activity.js';
+import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { ConflictError, NotFoundError } from '../errors.js';
+import { hexId } from '../ids.js';
+import { isPortInUse, pickFreePort } from '../provisioning/host-ports.js';
+import { Lifecycle } from '../provisioning/lifecycle.js';
+import { waitUntilReady } from '../provisioning/readiness.js';
+import type { Runtime } from '../runtime/index.js';
+import type { Sealer } from '../secrets/sealer.js';
+import { workloadLimits } from '../services/deployer.js';
+import { isUniqueViolation, type KanbanBoardRow, type Store } from '../store/index.js';
+import type { TenantResources } from '../tenants/tenants.js';
+import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';
+
+export interface KanbanOptions {
+  /** Host ports boards are published on, inclusive (--kanban-ports). */
+  ports: { from: number; to: number };
+  /** The host address they are published on; their url names it (--kanban-address). */
+  address: string;
+  /** How long a started board may take to answer. */
+  readyTimeoutMs?: number;
+  /** Run under gVisor when the sandbox policy says so (the deployer's decision). */
+  sandbox: () => Promise<boolean>;
+}
+
+export const KANBAN_READY_TIMEOUT_MS = 120_000;
+const PROBE_EVERY_MS = 50;
+const PROBE_TIMEOUT_MS = 2_000;
+const STATE_CHECK_MS = 500;
+/** How often a board whose port turns out to be held outside svc moves to another one. */
+const PORT_ATTEMPTS = 5;
+
+export function kanbanWorkloadName(id: string): string {
+  return `svc-kanban-${id}`;
+}
+
+export class Kanban implements TenantResources {
+  private readonly lifecycle: Lifecycle<KanbanBoardRow>;
+
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly image: KanbanImage,
+    private readonly sealer: Sealer,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly timers: Timers,
+    private readonly log: Logger,
+    private readonly audit: Logger,
+    private readonly opts: KanbanOptions,
+  ) {
+    this.lifecycle = new Lifecycle({
+      kind: 'kanban',
+      records: store.kanban,
+      workloadName: kanbanWorkloadName,
+      provision: (b) => this.provision(b),
+      runtime,
+      store,
+      activity,
+      clock,
+      log,
+    });
+  }
+
+  /** Starts creating the tenant's board; 409 when it has one (whatever its state). */
+  async create(tenantId: string): Promise<KanbanBoard> {
+    if (!(await this.store.tenants.findById(tenantId))) throw new NotFoundError('tenant');
+    const token = randomBytes(32).toString('base64url');
+    const now = unixSeconds(this.clock);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      if (await this.store.kanban.findForTenant(tenantId)) break;
+      const row: KanbanBoardRow = {
+        id: hexId(12),
+        tenant_id: tenantId,
+        status: 'provisioning',
+        desired_state: 'running',
+        sealed_admin_token: this.sealer.seal(token),
+        host_port: await this.freePort(),
+        container_id: null,
+        last_error: null,
+        created_at: now,
+        updated_at: now,
+      };
+      try {
+        await this.store.transaction(async (tx) => {
+          await tx.kanban.insert(row);
+          await this.activity.record(tx, { tenantId, action: 'kanban.created', resourceType: 'kanban', resourceId: row.id, details: { host_port: row.host_port } });
+        });
+      } catch (err) {
+        // Another create of this tenant won (checked above), or another board took the port.
+        if (isUniqueViolation(err)) continue;
+        throw err;
+      }
+      this.lifecycle.start(row.id);
+      return this.view(row);
+    }
+    if (await this.store.kanban.findForTenant(tenantId)) throw new ConflictError('the tenant has a task board already (one per tenant)');
+    throw new ConflictError('no free host port for the task board: try again');
+  }
+
+  async get(tenantId: string): Promise<KanbanBoard> {
+    return this.view(await this.row(tenantId));
+  }
+
+  /**
+   * Reveals the admin token (audit-logged, activity entry). A board stopped by a suspension
+   * starts again here: asking for the token is what using the board means to the API.
+   */
+  async adminToken(tenantId: string): Promise<KanbanAdminToken> {
+    const b = await this.row(tenantId);
+    await this.activity.record(this.store, { tenantId, action: 'kanban.admin_token_revealed', resourceType: 'kanban', resourceId: b.id });
+    this.audit.info({ audit: true, event: 'kanban.admin_token_revealed', tenant_id: tenantId, kanban_id: b.id }, 'kanban admin token revealed');
+    await this.lifecycle.wake(b);
+    return { admin_token: this.sealer.open(b.sealed_admin_token), url: this.url(b.host_port) };
+  }
+
+  /** Removes the board: its container, and the volume with its data; the port is free again. */
+  async delete(tenantId: string): Promise<void> {
+    const b = await this.row(tenantId);
+    await this.store.transaction(async (tx) => {
+      if (!(await tx.kanban.delete(tenantId, b.id))) throw new NotFoundError('kanban board');
+      await this.activity.record(tx, { tenantId, action: 'kanban.deleted', resourceType: 'kanban', resourceId: b.id });
+    });
+    await this.lifecycle.removeAll(tenantId, b.id);
+  }
+
+  async count(): Promise<Record<string, never>> {
+    return {};
+  }
+
+  /** Suspension: the container stops (data kept); the board stays stopped until used again. */
+  suspend(tenantId: string): Promise<void> {
+    return this.lifecycle.suspend(tenantId);
+  }
+
+  reconcile(): Promise<void> {
+    return this.lifecycle.reconcile();
+  }
+
+  close(): Promise<void> {
+    return this.lifecycle.close();
+  }
+
+  /** Starts the board (building its image on first need) and waits until it answers. */
+  private async provision(b: KanbanBoardRow): Promise<void> {
+    const tenant = await this.store.tenants.findById(b.tenant_id);
+    if (!tenant) throw new Error('the tenant is gone');
+    const image = await this.image.ensure();
+    await this.runtime.ensureTenantNetwork(b.tenant_id);
+    let port = b.host_port;
+    for (let attempt = 1; ; attempt++) {
+      // A container left from before (an interrupted provisioning, a restart) is replaced; the
+      // volume, and with it the boards, stays.
+      await this.runtime.removeWorkload(kanbanWorkloadName(b.id));
+      try {
+        const containerId = await this.runtime.runWorkload({
+          name: kanbanWorkloadName(b.id),
+          image,
+          env: { KANBAN_ADMIN_TOKEN_SHA256: createHash('sha256').update(this.sealer.open(b.sealed_admin_token)).digest('hex') },
+          port: KANBAN_PORT,
+          tenantId: b.tenant_id,
+          kind: 'kanban',
+          resourceId: b.id,
+          limits: workloadLimits(tenant),
+          sandbox: await this.opts.sandbox(),
+          volumes: [{ name: kanbanWorkloadName(b.id), target: KANBAN_DATA_DIR }],
+          publish: { address: this.opts.address, port },
+          engineRestarts: true,
+        });
+        await this.store.kanban.update(b.id, { container_id: containerId, updated_at: unixSeconds(this.clock) });
+        break;
+      } catch (err) {
+        // Something outside svc holds the port: the board moves to another free one.
+        if (!isPortInUse(err) || attempt >= PORT_ATTEMPTS) throw err;
+        port = await this.movePort(b.id, port);
+      }
+    }
+    await waitUntilReady({
+      clock: this.clock,
+      timers: this.timers,
+      probe: () => this.probe(port),
+      check: this.lifecycle.stillStarting(b.id, "board's"),
+      timeoutMs: this.opts.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS,
+      probeEveryMs: PROBE_EVERY_MS,
+      probeTimeoutMs: PROBE_TIMEOUT_MS,
+      checkEveryMs: STATE_CHECK_MS,
+    });
+  }
+
+  /** The board answers its health route on the published port. */
+  private async probe(port: number): Promise<void> {
+    const res = await fetch(`${this.url(port)}api/health`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+    await res.body?.cancel();
+    if (res.status !== 200) throw new Error(`the board answered ${res.status}`);
+  }
+
+  /** Records another free port for the board (the unique constraint settles races). */
+  private async movePort(id: string, from: number): Promise<number> {
+    for (;;) {
+      const port = pickFreePort([from, ...(await this.store.kanban.hostPorts())], this.opts.ports, '--kanban-ports');
+      try {
+        await this.store.kanban.update(id, { host_port: port, updated_at: unixSeconds(this.clock) });
+        this.log.warn({ kanban: id, from, to: port }, 'task board port is held outside svc; moved');
+        return port;
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err;
+      }
+    }
+  }
+
+  private view(b: KanbanBoardRow): KanbanBoard {
+    return {
+      id: b.id,
+      status: b.status,
+      // The spec's signal that creation completed: set only while the board answers.
+      url: b.status === 'running' ? this.url(b.host_port) : '',
+      host_port: b.host_port,
+      last_error: b.last_error,
+      created_at: b.created_at,
+      updated_at: b.updated_at,
+    };
+  }
+
+  private url(port: number): string {
+    const host = isIPv6(this.opts.address) ? `[${this.opts.address}]` : this.opts.address;
+    return `http://${host}:${port}/`;
+  }
+
+  private async freePort(): Promise<number> {
+    return pickFreePort(await this.store.kanban.hostPorts(), this.opts.ports, '--kanban-ports');
+  }
+
+  private async row(tenantId: string): Promise<KanbanBoardRow> {
+    const b = await this.store.kanban.findForTenant(tenantId);
+    if (!b) throw new NotFoundError('kanban board');
+    return b;
+  }
+}
