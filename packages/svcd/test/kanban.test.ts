@@ -29,6 +29,7 @@ async function gone(id: string): Promise<void> {
 
 describe('kanban boards', () => {
   let t: TestServer;
+  const logLines: string[] = [];
   const tenants: string[] = [];
   const tenant = async () => {
     const a = await newTenant(t);
@@ -37,7 +38,7 @@ describe('kanban boards', () => {
   };
   before(async () => {
     await ensureNodeImage();
-    t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN] } });
+    t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN] }, logLines });
     t.client.adminToken = ADMIN_TOKEN;
   });
   after(async () => {
@@ -80,6 +81,9 @@ describe('kanban boards', () => {
     const out = await new Promise<string>((res) => version.start({}, (_e, s) => { let text = ''; s?.on('data', (d: Buffer) => (text += d.toString('latin1'))); s?.on('end', () => res(text)); }));
     assert.match(out, /v18\./, 'the stand-in base image: Debian\'s Node 18');
 
+    const audit = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === 'kanban.admin_token_revealed');
+    assert.deepEqual(audit.map((l) => [l.audit, l.tenant_id]), [[true, a.id]], 'one audit line per reveal');
+    assert.ok(!logLines.some((l) => l.includes(token)), 'the token itself is never logged');
     const actions = (await a.client.activity({ resource_type: 'kanban' })).map((e) => e.action);
     assert.ok(actions.includes('kanban.created') && actions.includes('kanban.admin_token_revealed'), actions.join());
     const other = await tenant();
