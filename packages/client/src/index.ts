@@ -1,6 +1,15 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  CreateEnvironmentRequest,
+  CreatePreviewRequest,
+  Environment,
+  ExecRequest,
+  ExecResult,
+  Preview,
+  SyncRequest,
+  SyncResult,
+  Template,
   KanbanAdminToken,
   KanbanBoard,
   ConnectionString,
@@ -282,6 +291,50 @@ export class SvcClient {
   }
   async deleteKanban(): Promise<void> {
     await this.call('DELETE', '/v1/kanban');
+  }
+
+  // Environments
+  templates(): Promise<Template[]> {
+    return this.call('GET', '/v1/environments/templates');
+  }
+  template(id: string): Promise<Template> {
+    return this.call('GET', `/v1/environments/templates/${encodeURIComponent(id)}`);
+  }
+  createEnvironment(req: CreateEnvironmentRequest): Promise<Environment> {
+    return this.call('POST', '/v1/environments', { body: req });
+  }
+  environments(q: { limit?: number; offset?: number } = {}): Promise<Environment[]> {
+    return this.call('GET', '/v1/environments', { query: q });
+  }
+  environment(id: string): Promise<Environment> {
+    return this.call('GET', `/v1/environments/${encodeURIComponent(id)}`);
+  }
+  async deleteEnvironment(id: string): Promise<void> {
+    await this.call('DELETE', `/v1/environments/${encodeURIComponent(id)}`);
+  }
+  startEnvironment(id: string): Promise<Environment> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/start`);
+  }
+  stopEnvironment(id: string): Promise<Environment> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/stop`);
+  }
+  extendLease(id: string, durationSeconds: number): Promise<Environment> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/lease`, { body: { duration_seconds: durationSeconds } });
+  }
+  exec(id: string, req: ExecRequest): Promise<ExecResult> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/exec`, { body: req });
+  }
+  sync(id: string, req: SyncRequest): Promise<SyncResult> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/sync`, { body: req });
+  }
+  createPreview(id: string, req: CreatePreviewRequest): Promise<Preview> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/previews`, { body: req });
+  }
+  previews(id: string): Promise<Preview[]> {
+    return this.call('GET', `/v1/environments/${encodeURIComponent(id)}/previews`);
+  }
+  async deletePreview(id: string, previewId: string): Promise<void> {
+    await this.call('DELETE', `/v1/environments/${encodeURIComponent(id)}/previews/${encodeURIComponent(previewId)}`);
   }
 
   // Activity

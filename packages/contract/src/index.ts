@@ -10,3 +10,4 @@ export * from './services.js';
 export * from './builds.js';
 export * from './databases.js';
 export * from './kanban.js';
+export * from './environments.js';

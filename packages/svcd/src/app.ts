@@ -18,6 +18,9 @@ import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
 import { KanbanImage } from './kanban/image.js';
+import { Environments } from './environments/environments.js';
+import { previewRouteTargets } from './environments/previews.js';
+import { writeCaBundle } from './builds/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import type { ResolveHost } from './builds/sources.js';
 import { isLoopback } from './api/client-ip.js';
@@ -62,6 +65,7 @@ export interface Deps {
   buildRunner: BuildRunner;
   databases: Databases;
   kanban: Kanban;
+  environments: Environments;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
   /** Keeps tenant containers off the API port when it listens beyond loopback. */
@@ -84,6 +88,8 @@ export interface DepsOverrides {
   buildRunner?: Partial<Omit<BuildRunnerOptions, 'workDir'>>;
   databaseReadyTimeoutMs?: number;
   kanbanReadyTimeoutMs?: number;
+  /** How often the environment lease reaper runs (tests: short). */
+  environmentReapEveryMs?: number;
   /** Name resolution for build sources (tests). */
   resolveHost?: ResolveHost;
   maxActiveTenants?: number;
@@ -98,6 +104,8 @@ export interface DepsOverrides {
 }
 
 export const PRUNE_EVERY_MS = 60_000;
+/** Lease ends are acted on within this long. */
+export const ENVIRONMENT_REAP_EVERY_MS = 10_000;
 
 export async function createDeps(config: Config, o: DepsOverrides = {}): Promise<Deps> {
   const clock = o.clock ?? systemClock;
@@ -127,7 +135,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const proxy = config.proxyListen
     ? new CaddyProxy(
         { listen: config.proxyListen, adminUrl: config.caddyAdmin, dataDir: config.dataDir },
-        async () => routeTargets(await store.services.listAll(), routing),
+        async () => [...routeTargets(await store.services.listAll(), routing), ...previewRouteTargets(await store.environments.previewRoutes(), routing)],
         timers,
         log,
       )
@@ -143,8 +151,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged, buildRegistry: config.buildRegistry });
   const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs, routesChanged);
   const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
+  // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.
+  const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
   const buildRunner = new BuildRunner(store, runtime, services, activity, clock, timers, log, holder, {
     workDir: join(config.dataDir, 'builds'),
+    gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
     ...o.buildRunner,
   });
@@ -162,10 +173,22 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     sandbox: () => deployer.useSandbox(),
   });
   const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, buildRegistry: config.buildRegistry, resolveHost: o.resolveHost });
+  const environments = new Environments(store, runtime, activity, clock, timers, log, {
+    images: config.environmentImages,
+    sandbox: () => deployer.useSandbox(),
+    workDir: join(config.dataDir, 'env-sync'),
+    allowLoopbackGit: config.allowLoopbackGit,
+    gitCaBundle,
+    resolveHost: o.resolveHost,
+    routing,
+    routesChanged,
+  });
+  jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
   const reconcileJobs = [
     { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() },
     { name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => databases.reconcile() },
     { name: 'kanban.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => kanban.reconcile() },
+    { name: 'environments.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => environments.reconcile() },
   ];
   for (const job of reconcileJobs) jobs.schedule(job);
   jobs.schedule({
@@ -190,7 +213,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,
     apiKeys,
-    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
     health: new Health(store, runtime, clock, config.dataDir),
     sealer,
     deployer,
@@ -202,6 +225,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     buildRunner,
     databases,
     kanban,
+    environments,
     proxy,
     hostFirewall: o.hostFirewall ?? new HostFirewall(),
     jobs,

@@ -1,7 +1,9 @@
 // svcd's configuration: every flag has an SVC_* environment variable (see main.ts for the flag
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
+import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
+import type { TemplateId } from '@svc/contract';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 
@@ -45,6 +47,12 @@ export interface Config {
   kanbanPorts: { from: number; to: number };
   /** The host address boards are published on and their url names (--kanban-address). */
   kanbanAddress: string;
+  /** Operator images of the environment templates (--env-image-<template>). */
+  environmentImages: Record<TemplateId, string>;
+  /** Warm environments kept ready per template (--env-warm-pool). */
+  environmentWarmPool: number;
+  /** Extra CA certificates trusted for HTTPS git: builds and environment sync (--git-ca-file). */
+  gitCaFile: string | null;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -80,6 +88,12 @@ export interface RawOptions {
   kanbanImage?: string;
   kanbanPorts?: string;
   kanbanAddress?: string;
+  envImageDefault?: string;
+  envImageNode?: string;
+  envImagePython?: string;
+  envImageGo?: string;
+  envWarmPool?: string;
+  gitCaFile?: string;
 }
 
 /** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
@@ -90,6 +104,14 @@ export const DEFAULT_KANBAN_IMAGE = 'node:22-bookworm-slim';
 /** The spec's range for task-board ports. */
 export const DEFAULT_KANBAN_PORTS = '7100-9100';
 export const DEFAULT_KANBAN_ADDRESS = '127.0.0.1';
+/** DECISIONS.md: the templates' public images. */
+export const DEFAULT_ENVIRONMENT_IMAGES: Record<TemplateId, string> = {
+  default: 'ubuntu:24.04',
+  node: 'node:22-bookworm',
+  python: 'python:3.12-bookworm',
+  go: 'golang:1.23-bookworm',
+};
+export const DEFAULT_ENV_WARM_POOL = '0';
 
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(value);
@@ -172,6 +194,10 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (isIP(kanbanAddress) === 0 || kanbanAddress === '0.0.0.0' || kanbanAddress === '::') {
     throw new ConfigError(`--kanban-address must be one IP address of this host (boards' urls name it), got ${JSON.stringify(kanbanAddress)}`);
   }
+  const warm = Number(raw.envWarmPool ?? DEFAULT_ENV_WARM_POOL);
+  if (!Number.isInteger(warm) || warm < 0 || warm > 20) throw new ConfigError(`--env-warm-pool must be an integer from 0 to 20, got ${JSON.stringify(raw.envWarmPool)}`);
+  const gitCaFile = raw.gitCaFile?.trim() || null;
+  if (gitCaFile !== null && !existsSync(gitCaFile)) throw new ConfigError(`--git-ca-file ${gitCaFile} does not exist`);
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -194,6 +220,14 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     kanbanImage: raw.kanbanImage?.trim() || DEFAULT_KANBAN_IMAGE,
     kanbanPorts,
     kanbanAddress,
+    environmentImages: {
+      default: raw.envImageDefault?.trim() || DEFAULT_ENVIRONMENT_IMAGES.default,
+      node: raw.envImageNode?.trim() || DEFAULT_ENVIRONMENT_IMAGES.node,
+      python: raw.envImagePython?.trim() || DEFAULT_ENVIRONMENT_IMAGES.python,
+      go: raw.envImageGo?.trim() || DEFAULT_ENVIRONMENT_IMAGES.go,
+    },
+    environmentWarmPool: warm,
+    gitCaFile,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
 import { SANDBOX_RUNTIME } from './runtime/index.js';
 
 const program = new Command('svcd')
@@ -29,6 +29,12 @@ const program = new Command('svcd')
   .addOption(new Option('--database-ports <from-to>', 'loopback host ports for databases').env('SVC_DATABASE_PORTS').default(DEFAULT_DATABASE_PORTS))
   .addOption(new Option('--kanban-image <ref>', "Node base image of the tenants' task boards").env('SVC_KANBAN_IMAGE').default(DEFAULT_KANBAN_IMAGE))
   .addOption(new Option('--kanban-ports <from-to>', 'host ports for task boards').env('SVC_KANBAN_PORTS').default(DEFAULT_KANBAN_PORTS))
+  .addOption(new Option('--env-image-default <ref>', 'image of the default environment template').env('SVC_ENV_IMAGE_DEFAULT').default(DEFAULT_ENVIRONMENT_IMAGES.default))
+  .addOption(new Option('--env-image-node <ref>', 'image of the node environment template').env('SVC_ENV_IMAGE_NODE').default(DEFAULT_ENVIRONMENT_IMAGES.node))
+  .addOption(new Option('--env-image-python <ref>', 'image of the python environment template').env('SVC_ENV_IMAGE_PYTHON').default(DEFAULT_ENVIRONMENT_IMAGES.python))
+  .addOption(new Option('--env-image-go <ref>', 'image of the go environment template').env('SVC_ENV_IMAGE_GO').default(DEFAULT_ENVIRONMENT_IMAGES.go))
+  .addOption(new Option('--env-warm-pool <n>', 'environments kept started and unassigned per template, so that create is fast (0-20)').env('SVC_ENV_WARM_POOL').default(DEFAULT_ENV_WARM_POOL))
+  .addOption(new Option('--git-ca-file <path>', 'extra CA certificates (PEM) trusted for HTTPS git, besides the system ones: builds and environment sync').env('SVC_GIT_CA_FILE'))
   .addOption(new Option('--kanban-address <ip>', "the host address task boards are published on and their url names (the machine's public address to share them)").env('SVC_KANBAN_ADDRESS').default(DEFAULT_KANBAN_ADDRESS))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(

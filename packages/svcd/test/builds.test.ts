@@ -1,13 +1,12 @@
 // Builds from git against the real engine, from repositories a loopback `git daemon` serves,
 // deployed and reached through svc's Caddy.
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SvcClient, type Build } from '@svc/client';
-import { ADMIN_TOKEN, freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
 import { startGitServer, type GitServer } from './git-fixtures.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
@@ -21,23 +20,10 @@ async function finished(c: SvcClient, serviceId: string, buildId: string): Promi
   }, 120_000);
 }
 
-function viaProxy(port: number, host: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/index.html', headers: { host }, agent: false, timeout: 5_000 }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve({ status: 0, body: '' }));
-    req.end();
-  });
-}
-
 /** Waits until the service answers `text` through the proxy (a redeploy replaces the container). */
 async function answers(port: number, serviceId: string, text: string): Promise<void> {
   await waitFor(`service to answer ${JSON.stringify(text)}`, async () => {
-    const r = await viaProxy(port, `${serviceId}.localhost:${port}`);
+    const r = await viaProxy(port, `${serviceId}.localhost:${port}`, '/index.html').catch(() => ({ status: 0, body: '' }));
     return r.status === 200 && r.body === text ? true : undefined;
   }, 60_000);
 }

@@ -10,8 +10,8 @@ import { promisify } from 'node:util';
 import { SvcClient, type DatabaseRecord } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
-import { ADMIN_TOKEN, newTenant, startServer, waitFor, type TestServer } from './harness.js';
-import { docker, removeTenantWorkloads } from './images.js';
+import { ADMIN_TOKEN, startServer, waitFor, type TestServer } from './harness.js';
+import { docker, engineTenants, removeTenantWorkloads } from './images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
 
@@ -49,12 +49,8 @@ async function redisCliOn(tenantId: string, host: string, password: string): Pro
 
 describe('managed databases', () => {
   let t: TestServer;
-  const tenants: string[] = [];
-  const tenant = async () => {
-    const a = await newTenant(t);
-    tenants.push(a.id);
-    return a;
-  };
+  const tenants = engineTenants(() => t);
+  const tenant = () => tenants.add();
   before(async () => {
     await ensureDbImages();
     t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { databaseReadyTimeoutMs: 60_000 } });
@@ -62,7 +58,7 @@ describe('managed databases', () => {
   });
   after(async () => {
     await t.close();
-    await removeTenantWorkloads(tenants);
+    await tenants.cleanup();
   });
 
   test('validation and quota: names, types, max_databases; the record never shows the password', async () => {
@@ -155,8 +151,7 @@ describe('managed databases', () => {
   test('a database that cannot start ends failed with last_error', async () => {
     const broken = await startServer({ realTime: true, config: { databaseImages: { postgres: 'svc-test/busybox-httpd:5', redis: REDIS_IMAGE } }, overrides: { databaseReadyTimeoutMs: 5_000 } });
     try {
-      const a = await newTenant(broken);
-      tenants.push(a.id);
+      const a = await tenants.add(broken);
       const d = await a.client.createDatabase({ name: 'nope', type: 'postgres' });
       const done = await waitFor('failed', async () => {
         const now = await a.client.database(d.id);

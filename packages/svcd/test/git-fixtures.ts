@@ -1,6 +1,10 @@
-// Git repositories the build tests create, served by Debian's `git daemon` on loopback.
+// Git repositories the build and environment tests create, served on loopback by Debian's
+// `git daemon`, or over HTTPS by `git http-backend` behind node's https server with a
+// certificate made for the run (its CA goes to svcd's --git-ca-file).
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'node:net';
@@ -72,6 +76,82 @@ export async function startGitServer(): Promise<GitServer> {
     shas: { v1, v2, feature },
     stop: async () => {
       daemon.kill('SIGTERM');
+      rmSync(base, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface HttpsGitServer {
+  /** https://127.0.0.1:PORT/<name> */
+  url(name: string): string;
+  /** The certificate to trust (self-signed: it is its own CA). */
+  caFile: string;
+  /** Commits of the `project` repository: v1 (tagged v1) and v2 (main). */
+  shas: { v1: string; v2: string };
+  stop(): Promise<void>;
+}
+
+/** `project`: README and a script; v1 tagged, then v2 on main. Served by git http-backend over TLS. */
+export async function startHttpsGitServer(): Promise<HttpsGitServer> {
+  const base = mkdtempSync(join(tmpdir(), 'svc-https-git-'));
+  const project = repo(base, 'project');
+  const v1 = commit(base, 'project', project, { 'README.md': 'project v1\n', 'hello.sh': 'echo hello from v1\n' }, 'v1');
+  project(['tag', 'v1']);
+  const v2 = commit(base, 'project', project, { 'README.md': 'project v2\n', 'hello.sh': 'echo hello from v2\n' }, 'v2');
+
+  const certDir = join(base, '.tls');
+  mkdirSync(certDir);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
+    '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(certDir, 'key.pem'), '-out', join(certDir, 'cert.pem')], { stdio: 'ignore' });
+
+  const server = createHttpsServer({ key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) }, (req, res) => {
+    // CGI: the request as environment variables and stdin; headers, a blank line, then the body.
+    const url = new URL(req.url ?? '/', 'https://git');
+    const cgi = spawn('git', ['http-backend'], {
+      env: {
+        PATH: process.env.PATH,
+        GIT_PROJECT_ROOT: base,
+        GIT_HTTP_EXPORT_ALL: '1',
+        GIT_CONFIG_NOSYSTEM: '1',
+        HOME: base,
+        REQUEST_METHOD: req.method ?? 'GET',
+        PATH_INFO: decodeURIComponent(url.pathname),
+        QUERY_STRING: url.search.slice(1),
+        CONTENT_TYPE: req.headers['content-type'] ?? '',
+        HTTP_CONTENT_ENCODING: req.headers['content-encoding'] ?? '',
+        GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''),
+        REMOTE_ADDR: '127.0.0.1',
+      },
+    });
+    req.pipe(cgi.stdin);
+    let head = Buffer.alloc(0);
+    let inBody = false;
+    cgi.stdout.on('data', (chunk: Buffer) => {
+      if (inBody) return void res.write(chunk);
+      head = Buffer.concat([head, chunk]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      inBody = true;
+      let status = 200;
+      for (const line of head.subarray(0, end).toString().split('\r\n')) {
+        const [k, ...v] = line.split(':');
+        if (!k) continue;
+        if (k.toLowerCase() === 'status') status = Number.parseInt(v.join(':').trim(), 10);
+        else res.setHeader(k, v.join(':').trim());
+      }
+      res.writeHead(status);
+      res.write(head.subarray(end + 4));
+    });
+    cgi.on('close', () => res.end());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: (name) => `https://127.0.0.1:${port}/${name}`,
+    caFile: join(certDir, 'cert.pem'),
+    shas: { v1, v2 },
+    stop: async () => {
+      await new Promise((r) => server.close(r));
       rmSync(base, { recursive: true, force: true });
     },
   };

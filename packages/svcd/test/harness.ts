@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import pino from 'pino';
@@ -85,6 +86,9 @@ export function testConfig(over: Partial<Config> = {}): Config {
     kanbanImage: 'svc-test/node:18',
     kanbanPorts: { from: 7100, to: 9100 },
     kanbanAddress: '127.0.0.1',
+    environmentImages: { default: 'svc-test/env-default:1', node: 'svc-test/env-node:1', python: 'svc-test/env-python:1', go: 'svc-test/env-go:1' },
+    environmentWarmPool: 0,
+    gitCaFile: null,
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };
@@ -211,4 +215,18 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** A request through the public proxy with the given Host (what a browser sends for the url). */
+export function viaProxy(port: number, host: string, path = '/'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers: { host }, agent: false, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('proxy timed out')));
+    req.on('error', reject);
+    req.end();
+  });
 }

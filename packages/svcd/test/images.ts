@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker.js';
-import { DOCKER_HOST, freePort } from './harness.js';
+import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js';
 
 export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:5';
 /** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way. */
@@ -152,6 +152,23 @@ export async function removeImages(reference: string): Promise<void> {
 }
 
 /** Removes every workload, volume and network the engine holds for the tenants of a test store. */
+/**
+ * The tenants a suite registers on a real engine, so that `cleanup` removes what they left
+ * (containers, volumes, networks). `add` registers one on the server `server()` returns.
+ */
+export function engineTenants(server: () => TestServer) {
+  const ids: string[] = [];
+  return {
+    ids,
+    async add(on: TestServer = server()) {
+      const a = await newTenant(on);
+      ids.push(a.id);
+      return a;
+    },
+    cleanup: () => removeTenantWorkloads(ids),
+  };
+}
+
 export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> {
   for (const id of tenantIds) {
     const list = await docker.listContainers({ all: true, filters: { label: [`svc.tenant=${id}`] } });

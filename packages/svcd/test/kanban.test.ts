@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SvcClient, type KanbanBoard } from '@svc/client';
 import { kanbanWorkloadName } from '../src/kanban/kanban.js';
-import { ADMIN_TOKEN, freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, docker, removeTenantWorkloads } from './images.js';
+import { ADMIN_TOKEN, freePort, startServer, waitFor, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, docker, engineTenants, removeTenantWorkloads } from './images.js';
 import { boardApi, runningBoard, settledBoard, type BoardWithColumns } from './kanban-fixtures.js';
 import { NODE_IMAGE, ensureNodeImage } from './operator-images.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
@@ -30,12 +30,8 @@ async function gone(id: string): Promise<void> {
 describe('kanban boards', () => {
   let t: TestServer;
   const logLines: string[] = [];
-  const tenants: string[] = [];
-  const tenant = async () => {
-    const a = await newTenant(t);
-    tenants.push(a.id);
-    return a;
-  };
+  const tenants = engineTenants(() => t);
+  const tenant = () => tenants.add();
   before(async () => {
     await ensureNodeImage();
     t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN] }, logLines });
@@ -43,7 +39,7 @@ describe('kanban boards', () => {
   });
   after(async () => {
     await t.close();
-    await removeTenantWorkloads(tenants);
+    await tenants.cleanup();
   });
 
   test('create is asynchronous and one per tenant; the board runs on Node 18, hardened, and takes the revealed admin token', async () => {
@@ -101,8 +97,7 @@ describe('kanban boards', () => {
     const from = 7600;
     const small = await startServer({ realTime: true, config: { kanbanPorts: { from, to: from + 2 } } });
     try {
-      const four = await Promise.all([1, 2, 3, 4].map(() => newTenant(small)));
-      tenants.push(...four.map((x) => x.id));
+      const four = await Promise.all([1, 2, 3, 4].map(() => tenants.add(small)));
       // One tenant asking five times at once still gets one board.
       const same = await Promise.all([1, 2, 3, 4, 5].map(() => four[0]!.client.raw<KanbanBoard>('POST', '/v1/kanban')));
       assert.deepEqual(same.map((r) => r.status).sort(), [202, 409, 409, 409, 409]);
@@ -160,8 +155,7 @@ describe('kanban boards', () => {
     // A base image without Node or a `node` user: the image build fails.
     const broken = await startServer({ realTime: true, config: { kanbanImage: BUSYBOX_IMAGE, kanbanPorts: { from: 7700, to: 7710 } } });
     try {
-      const a = await newTenant(broken);
-      tenants.push(a.id);
+      const a = await tenants.add(broken);
       const first = await a.client.createKanban();
       const failed = await settledBoard(a.client, 60_000);
       assert.equal(failed.status, 'failed');

@@ -92,6 +92,41 @@ export async function ensureNodeImage(): Promise<void> {
   });
 }
 
+/** Stand-ins for the environment templates' images (ubuntu:24.04, node, python, golang). */
+export const TEMPLATE_IMAGES = {
+  default: 'svc-test/env-default:1',
+  node: 'svc-test/env-node:1',
+  python: 'svc-test/env-python:1',
+  go: 'svc-test/env-go:1',
+} as const;
+// Like the public images: the language and git (buildpack-deps has it); the Ubuntu base has neither.
+const TEMPLATE_PACKAGES: Record<keyof typeof TEMPLATE_IMAGES, string[]> = {
+  default: [],
+  node: ['nodejs', 'git'],
+  python: ['python3', 'git'],
+  go: ['golang-go', 'git'],
+};
+
+/** Builds the template stand-ins asked for (all by default) that are missing. */
+export async function ensureTemplateImages(ids: Array<keyof typeof TEMPLATE_IMAGES> = ['default', 'node', 'python', 'go']): Promise<void> {
+  for (const id of ids) {
+    if (await imagePresent(TEMPLATE_IMAGES[id])) continue;
+    await ensureDebianBase();
+    process.stderr.write(`operator-images: building the ${id} environment template stand-in\n`);
+    const packages = TEMPLATE_PACKAGES[id];
+    await buildImage(TEMPLATE_IMAGES[id], {
+      Dockerfile: {
+        body: [
+          `FROM ${DEBIAN_BASE_IMAGE}`,
+          ...(packages.length ? [`RUN ${APT_INSTALL} ${packages.join(' ')} ca-certificates && rm -rf /var/lib/apt/lists/*`] : []),
+          ...(id === 'go' ? ['ENV PATH=/usr/lib/go/bin:$PATH'] : []),
+          'CMD ["bash"]',
+        ].join('\n'),
+      },
+    });
+  }
+}
+
 /** Builds whichever of the database stand-in images is missing. */
 export async function ensureDbImages(): Promise<void> {
   if ((await imagePresent(POSTGRES_IMAGE)) && (await imagePresent(REDIS_IMAGE))) return;
@@ -138,5 +173,6 @@ export async function ensureDbImages(): Promise<void> {
 if (import.meta.url === `file://${process.argv[1]}`) {
   await ensureDbImages();
   await ensureNodeImage();
-  process.stderr.write(`operator-images: ${POSTGRES_IMAGE}, ${REDIS_IMAGE} and ${NODE_IMAGE} are ready\n`);
+  await ensureTemplateImages();
+  process.stderr.write('operator-images: the database, board and template stand-ins are ready\n');
 }

@@ -9,22 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
-import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
-
-/** A request through the proxy with the given Host (what a browser sends for the url). */
-function viaProxy(port: number, host: string, path = '/'): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers: { host }, agent: false, timeout: 10_000 }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('timeout', () => req.destroy(new Error('proxy timed out')));
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /**
  * A WebSocket upgrade through the proxy (Node 20 has no WebSocket client): the 101 answer with

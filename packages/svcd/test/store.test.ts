@@ -208,6 +208,31 @@ for (const kind of STORES) {
       assert.deepEqual((await store.kanban.listAll()).map((b) => b.id), ['kb4']);
     });
 
+    test('environments: names unique per tenant, lease and expiry queries, previews go with their environment', async () => {
+      await store.tenants.insert(tenantRow('et1', 'envowner'));
+      await store.tenants.insert(tenantRow('et2', 'envother'));
+      const row = (id: string, tenant: string, name: string, lease: number, status: 'creating' | 'running' | 'stopped' | 'expired' = 'running', expired: number | null = null) => ({
+        id, tenant_id: tenant, name, template_id: 'default', image: 'ubuntu:24.04', status, lease_expires_at: lease, expired_at: expired,
+        container_id: null, address: null, last_error: null, created_at: T, updated_at: T,
+      });
+      await store.environments.insert(row('e1', 'et1', 'dev', T + 10));
+      await store.environments.insert(row('e2', 'et2', 'dev', T - 5, 'stopped')); // same name, other tenant: fine
+      await assert.rejects(second.environments.insert(row('e3', 'et1', 'dev', T)), 'a name once per tenant');
+      await store.environments.insert(row('e4', 'et1', 'old', T - 100, 'expired', T - 90_000));
+      await store.environments.insert(row('e5', 'et1', 'new', T - 1, 'creating'));
+      assert.deepEqual((await store.environments.leaseEnded(T)).map((e) => e.id), ['e2'], 'ended, not expired yet, not being created');
+      assert.deepEqual((await store.environments.expiredBefore(T - 86_400)).map((e) => e.id), ['e4']);
+      assert.equal(await store.environments.count('et1'), 3);
+      assert.equal(await store.environments.find('et2', 'e1'), undefined, 'scoped by tenant');
+      await store.environments.insertPreview({ id: 'p1', environment_id: 'e1', tenant_id: 'et1', name: 'web', port: 8000, created_at: T });
+      await assert.rejects(store.environments.insertPreview({ id: 'p2', environment_id: 'e1', tenant_id: 'et1', name: 'web', port: 9000, created_at: T }), 'a preview name once per environment');
+      await store.environments.update('e1', { address: '10.0.0.5' });
+      assert.deepEqual((await store.environments.previewRoutes()).map((p) => [p.id, p.env_status, p.address]), [['p1', 'running', '10.0.0.5']]);
+      assert.equal(await store.environments.deletePreview('e2', 'p1'), false, 'only through its environment');
+      assert.equal(await store.environments.delete('e1'), true);
+      assert.deepEqual(await store.environments.previews('e1'), [], 'previews went with it');
+    });
+
     test('ping answers', async () => {
       await store.ping();
     });

@@ -12,6 +12,7 @@ import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, type RawOptions } from '../src/config.js';
 import { KeyedLimiter, TokenBucket } from '../src/ratelimit/index.js';
+import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
 import { ManualClock } from './manual-clock.js';
 
@@ -156,6 +157,25 @@ describe('configuration', () => {
     for (const bad of ['0.0.0.0', '::', 'board.example.com']) {
       assert.throws(() => buildConfig({ ...raw, dev: true, kanbanAddress: bad }, {}), /--kanban-address/, bad);
     }
+  });
+});
+
+describe('environments: configuration and names', () => {
+  const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info', dev: true };
+  test('template images default to the public ones; the warm pool is 0-20; the git CA file must exist', () => {
+    const c = buildConfig(raw, {});
+    assert.deepEqual(c.environmentImages, { default: 'ubuntu:24.04', node: 'node:22-bookworm', python: 'python:3.12-bookworm', go: 'golang:1.23-bookworm' });
+    assert.equal(c.environmentWarmPool, 0);
+    assert.equal(buildConfig({ ...raw, envImageGo: 'golang:1.24', envWarmPool: '3' }, {}).environmentImages.go, 'golang:1.24');
+    for (const bad of ['-1', '21', 'two', '1.5']) assert.throws(() => buildConfig({ ...raw, envWarmPool: bad }, {}), /--env-warm-pool/, bad);
+    assert.throws(() => buildConfig({ ...raw, gitCaFile: '/no/such/ca.pem' }, {}), /--git-ca-file/);
+    assert.equal(buildConfig({ ...raw, gitCaFile: '/etc/hostname' }, {}).gitCaFile, '/etc/hostname');
+  });
+  test('sync puts a repository where git clone would: its last path segment without .git', () => {
+    assert.equal(repositoryDirectory('https://example.com/org/app.git'), 'app');
+    assert.equal(repositoryDirectory('https://example.com/org/app/'), 'app');
+    assert.equal(repositoryDirectory('https://example.com/'), 'repository');
+    assert.equal(repositoryDirectory('https://example.com/..'), 'repository');
   });
 });
 

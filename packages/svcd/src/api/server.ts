@@ -18,6 +18,7 @@ import { serviceRoutes } from './routes/services.js';
 import { buildRoutes } from './routes/builds.js';
 import { databaseRoutes } from './routes/databases.js';
 import { kanbanRoutes } from './routes/kanban.js';
+import { environmentRoutes } from './routes/environments.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -155,6 +156,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(buildRoutes(deps));
   await app.register(databaseRoutes(deps));
   await app.register(kanbanRoutes(deps));
+  await app.register(environmentRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

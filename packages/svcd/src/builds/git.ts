@@ -3,6 +3,7 @@
 // follows no redirects (a redirect could lead to an address the source check refused) and
 // speaks only the protocols a source may use.
 import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { readdir, lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Timers } from '../clock.js';
@@ -17,6 +18,8 @@ export interface CloneOptions {
   /** Aborting kills git. */
   signal: AbortSignal;
   timers: Timers;
+  /** A CA bundle for HTTPS sources (the system's plus --git-ca-file); null: the system's. */
+  caBundle?: string | null;
   onOutput(line: string): void;
 }
 
@@ -64,6 +67,7 @@ async function runGit(cwd: string, args: string[], opts: CloneOptions, quiet: bo
     '-c', 'protocol.http.allow=always',
     '-c', 'http.followRedirects=false',
     '-c', 'advice.detachedHead=false',
+    ...(opts.caBundle ? ['-c', `http.sslCAInfo=${opts.caBundle}`] : []),
   ];
   const child = spawn('git', [...config, ...args], {
     cwd,
@@ -117,4 +121,18 @@ export async function directorySize(dir: string): Promise<number> {
     else total += (await lstat(path)).size;
   }
   return total;
+}
+
+/** Debian's bundle of the system's trusted CAs. */
+const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+
+/**
+ * git's http.sslCAInfo replaces the trusted CAs, so an operator's extra CA (--git-ca-file) goes
+ * into a bundle with the system's: public HTTPS sources keep working. Returns its path.
+ */
+export function writeCaBundle(dataDir: string, extraCaFile: string): string {
+  const path = join(dataDir, 'git-ca-bundle.pem');
+  const system = existsSync(SYSTEM_CA_BUNDLE) ? readFileSync(SYSTEM_CA_BUNDLE, 'utf8') : '';
+  writeFileSync(path, `${system}\n${readFileSync(extraCaFile, 'utf8')}\n`, { mode: 0o644 });
+  return path;
 }

@@ -32,6 +32,8 @@ export interface BuildRunnerOptions {
   leaseMs?: number;
   /** Push each built image to its registry (the tag names it: --build-registry). */
   pushBuilds?: boolean;
+  /** CA bundle for HTTPS sources (system + --git-ca-file); null: the system's. */
+  gitCaBundle?: string | null;
 }
 
 export const BUILD_WORKERS = 4;
@@ -198,6 +200,7 @@ export class BuildRunner implements BuildExecution {
         maxBytes: this.opts.cloneMaxBytes ?? CLONE_MAX_BYTES,
         signal,
         timers: this.timers,
+        caBundle: this.opts.gitCaBundle,
         onOutput: (l) => output.line(l),
       });
       await this.store.builds.updateRunning(b.id, this.holder, { commit_sha: sha });

@@ -11,6 +11,10 @@ import { ValidationError } from '../errors.js';
 
 export interface SourceRules {
   allowLoopback: boolean;
+  /** Names the field in messages (default source_url). */
+  field?: string;
+  /** Environments' sync takes https:// only (spec); builds take git:// too. */
+  httpsOnly?: boolean;
 }
 
 /** Resolves a host name to every address it has (injected so tests decide what names mean). */
@@ -51,31 +55,34 @@ function classify(address: string): AddressClass {
  * unchanged when it may be cloned.
  */
 export async function checkSourceUrl(raw: string, rules: SourceRules, resolve: ResolveHost = resolveWithSystem): Promise<string> {
+  const field = rules.field ?? 'source_url';
+  const schemes = rules.httpsOnly ? 'an https://' : 'an https:// or git://';
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new ValidationError('source_url must be an https:// or git:// URL');
+    throw new ValidationError(`${field} must be ${schemes} URL`);
   }
-  if (!['https:', 'git:', 'http:'].includes(url.protocol)) throw new ValidationError('source_url must be an https:// or git:// URL');
-  if (url.username || url.password) throw new ValidationError('source_url must not carry credentials');
+  if (rules.httpsOnly && url.protocol !== 'https:') throw new ValidationError(`${field} must be ${schemes} URL`);
+  if (!['https:', 'git:', 'http:'].includes(url.protocol)) throw new ValidationError(`${field} must be ${schemes} URL`);
+  if (url.username || url.password) throw new ValidationError(`${field} must not carry credentials`);
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!host) throw new ValidationError('source_url has no host');
+  if (!host) throw new ValidationError(`${field} has no host`);
 
   let addresses: string[];
   if (isIP(host)) addresses = [host];
   else {
     addresses = await resolve(host).catch(() => []);
-    if (addresses.length === 0) throw new ValidationError(`source_url host ${host} does not resolve`);
+    if (addresses.length === 0) throw new ValidationError(`${field} host ${host} does not resolve`);
   }
   const classes = new Set(addresses.map(classify));
-  if (classes.has('private')) throw new ValidationError('source_url must point to a public address (private and link-local addresses are refused)');
+  if (classes.has('private')) throw new ValidationError(`${field} must point to a public address (private and link-local addresses are refused)`);
   if (classes.has('loopback')) {
-    if (!rules.allowLoopback) throw new ValidationError('source_url must point to a public address (loopback is refused)');
-    if (classes.size > 1) throw new ValidationError('source_url host resolves to both loopback and public addresses');
+    if (!rules.allowLoopback) throw new ValidationError(`${field} must point to a public address (loopback is refused)`);
+    if (classes.size > 1) throw new ValidationError(`${field} host resolves to both loopback and public addresses`);
     return raw; // http://, https:// and git:// on loopback, when allowed
   }
-  if (url.protocol === 'http:') throw new ValidationError('source_url must be an https:// or git:// URL');
+  if (url.protocol === 'http:') throw new ValidationError(`${field} must be ${schemes} URL`);
   return raw;
 }
 
@@ -83,7 +90,7 @@ export async function checkSourceUrl(raw: string, rules: SourceRules, resolve: R
  * A branch, a tag or a commit SHA. Git's own rules (git check-ref-format) for names, narrowed to
  * characters a shell or URL never treats specially; a leading "-" would read as an option.
  */
-export function checkSourceRef(ref: string): string {
+export function checkSourceRef(ref: string, field = 'source_ref'): string {
   const ok =
     /^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$/.test(ref) &&
     !ref.includes('..') &&
@@ -92,6 +99,6 @@ export function checkSourceRef(ref: string): string {
     !ref.endsWith('.') &&
     !ref.endsWith('.lock') &&
     !ref.split('/').some((part) => part.startsWith('.'));
-  if (!ok) throw new ValidationError('source_ref must be a branch, a tag or a commit SHA');
+  if (!ok) throw new ValidationError(`${field} must be a branch, a tag or a commit SHA`);
   return ref;
 }

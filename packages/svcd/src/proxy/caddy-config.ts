@@ -2,11 +2,14 @@
 // Caddy, and hashed so that svcd can tell whether a (restarted) Caddy still has it.
 import { createHash } from 'node:crypto';
 
+/** One route: a service, or a preview of an environment's port. */
 export interface RouteTarget {
-  serviceId: string;
-  name: string;
+  /** The route's @id in Caddy's configuration. */
+  routeId: string;
+  /** What it is, for the page shown while it does not run ("Service web"). */
+  label: string;
   status: string;
-  /** Hosts that reach the service. */
+  /** Hosts that reach it. */
   hosts: string[];
   /** host:port of the container on its tenant network, when it is running. */
   upstream: string | null;
@@ -28,7 +31,7 @@ export function routeId(serviceId: string): string {
 
 export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<string, unknown>; marker: string } {
   const routes: unknown[] = input.targets.map((t) => ({
-    '@id': routeId(t.serviceId),
+    '@id': t.routeId,
     match: [{ host: t.hosts }],
     handle: t.upstream
       ? [
@@ -45,7 +48,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
             handler: 'static_response',
             status_code: 503,
             headers: { 'Content-Type': ['text/plain; charset=utf-8'], 'Retry-After': ['5'] },
-            body: `Service ${t.name} is ${t.status}.\n`,
+            body: `${t.label} is ${t.status}.\n`,
           },
         ],
     terminal: true,

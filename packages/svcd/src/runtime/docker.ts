@@ -1,17 +1,20 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { tenantBridgeName } from './host-firewall.js';
 import {
   LABELS,
+  ExecNotStartedError,
   RuntimeUnavailableError,
   SANDBOX_RUNTIME,
   tenantNetworkName,
   type EngineInfo,
   type EngineStorage,
+  type ExecOutcome,
+  type ExecSpec,
   type ImageBuildSpec,
   type LogOptions,
   type Runtime,
@@ -23,6 +26,34 @@ import {
 } from './index.js';
 
 const execFileAsync = promisify(execFile);
+/** How long past an exec's deadline its output may stay open before svcd stops reading. */
+const EXEC_GRACE_MS = 5_000;
+
+/** Keeps the first `max` bytes written to it; the rest is counted as truncated and dropped. */
+class CappedText extends Writable {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  truncated = false;
+
+  constructor(private readonly max: number) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    const room = this.max - this.size;
+    if (chunk.length > room) this.truncated = true;
+    if (room > 0) {
+      const kept = chunk.subarray(0, room);
+      this.chunks.push(kept);
+      this.size += kept.length;
+    }
+    done();
+  }
+
+  text(): string {
+    return Buffer.concat(this.chunks).toString('utf8');
+  }
+}
 
 /** Parses `unix:///var/run/docker.sock` or `tcp://host:port` into dockerode options. */
 export function dockerOptions(host: string, timeoutMs: number): Docker.DockerOptions {
@@ -292,13 +323,15 @@ export class DockerRuntime implements Runtime {
       name: spec.name,
       Image: spec.image,
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-      ExposedPorts: { [`${spec.port}/tcp`]: {} },
+      ...(spec.port ? { ExposedPorts: { [`${spec.port}/tcp`]: {} } } : {}),
       Labels: labels,
       ...(spec.cmd ? { Cmd: spec.cmd } : {}),
+      ...(spec.entrypoint ? { Entrypoint: spec.entrypoint } : {}),
       ...(spec.user ? { User: spec.user } : {}),
       HostConfig: {
         Mounts: (spec.volumes ?? []).map((v) => ({ Type: 'volume' as const, Source: v.name, Target: v.target })),
-        ...(spec.publish ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publish.address, HostPort: String(spec.publish.port) }] } } : {}),
+        ...(spec.init ? { Init: true } : {}),
+        ...(spec.publish && spec.port ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publish.address, HostPort: String(spec.publish.port) }] } } : {}),
         NetworkMode: network,
         // Hardening (DECISIONS.md): no capabilities, no privilege gain, bounded processes,
         // memory and CPU from the tenant's quota.
@@ -365,7 +398,7 @@ export class DockerRuntime implements Runtime {
         state: c.State.Status as WorkloadState,
         exitCode: c.State.Running ? null : c.State.ExitCode,
         labels: c.Config.Labels ?? {},
-        address: net?.IPAddress && port ? { host: net.IPAddress, port: Number.parseInt(port, 10) } : null,
+        address: net?.IPAddress ? { host: net.IPAddress, port: port ? Number.parseInt(port, 10) : 0 } : null,
       };
     } catch (err) {
       if (isNotFound(err)) return null;
@@ -405,6 +438,58 @@ export class DockerRuntime implements Runtime {
       out.end(demuxBuffer(buf));
     }
     return out;
+  }
+
+  async exec(id: string, spec: ExecSpec): Promise<ExecOutcome> {
+    const exec = await this.streaming.getContainer(id).exec({
+      // The engine has no call that kills an exec: coreutils' timeout (in every template image)
+      // runs the command in its own process group and kills the group at the deadline.
+      Cmd: ['timeout', '--signal=KILL', `${spec.timeoutSeconds}s`, ...spec.cmd],
+      WorkingDir: spec.workDir,
+      AttachStdin: spec.stdin !== undefined,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+    });
+    const started = performance.now();
+    const stream = (await exec.start({ hijack: true, stdin: spec.stdin !== undefined })) as NodeJS.ReadWriteStream & { destroy(): void };
+    // The end of the input half-closes the connection: the process sees the end of its stdin.
+    spec.stdin?.pipe(stream);
+    const stdout = new CappedText(spec.maxOutputBytes);
+    const stderr = new CappedText(spec.maxOutputBytes);
+    this.docker.modem.demuxStream(stream, stdout, stderr);
+    let pastDeadline = false;
+    let abandoned = false;
+    // Real timers: this waits on the engine, like every other call here.
+    const deadline = setTimeout(() => (pastDeadline = true), spec.timeoutSeconds * 1000);
+    // A process that left children holding the output open (`cmd &`) would keep the stream
+    // open past the kill: give up on it a little after the deadline.
+    const grace = setTimeout(() => {
+      abandoned = true;
+      stream.destroy();
+    }, spec.timeoutSeconds * 1000 + EXEC_GRACE_MS);
+    try {
+      await new Promise<void>((resolve) => {
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.on('error', resolve);
+      });
+    } finally {
+      clearTimeout(deadline);
+      clearTimeout(grace);
+    }
+    const info = await exec.inspect();
+    // The engine reports a process it could not start on the output stream, with code 126.
+    const startFailure = /^OCI runtime exec failed: (.*)/.exec(stdout.text())?.[1];
+    if (info.ExitCode === 126 && startFailure) throw new ExecNotStartedError(startFailure.trim());
+    return {
+      exitCode: info.ExitCode ?? -1,
+      stdout: stdout.text(),
+      stderr: stderr.text(),
+      truncated: stdout.truncated || stderr.truncated,
+      timedOut: pastDeadline || abandoned,
+      durationMs: Math.round(performance.now() - started),
+    };
   }
 
   async *exits(signal: AbortSignal): AsyncIterable<WorkloadExit> {

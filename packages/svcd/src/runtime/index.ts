@@ -39,8 +39,8 @@ export interface WorkloadSpec {
   name: string;
   image: string;
   env: Record<string, string>;
-  /** Container port the workload serves on. */
-  port: number;
+  /** Container port the workload serves on (none: an environment, which serves what its user starts). */
+  port?: number;
   tenantId: string;
   kind: WorkloadKind;
   /** The store id of what this workload is (service id, ...). */
@@ -52,6 +52,10 @@ export interface WorkloadSpec {
   sandbox: boolean;
   /** Arguments instead of the image's CMD. */
   cmd?: string[];
+  /** Instead of the image's ENTRYPOINT ([] for none). */
+  entrypoint?: string[];
+  /** A minimal init as PID 1 that reaps orphaned processes (environments, where exec starts many). */
+  init?: boolean;
   /** Run as this user of the image (name or uid) instead of the image's default. */
   user?: string;
   /** Named volumes (created with the workload's labels when missing) and where they mount. */
@@ -89,6 +93,28 @@ export interface ImageBuildSpec {
   signal: AbortSignal;
   /** The engine's output, line by line, as it comes. */
   onOutput(line: string): void;
+}
+
+/** A command run inside a running workload (environments' exec). */
+export interface ExecSpec {
+  /** argv as given: no shell is added. */
+  cmd: string[];
+  workDir: string;
+  /** The process (and its process group) is killed at this many seconds. */
+  timeoutSeconds: number;
+  /** stdout and stderr are each kept up to this many bytes; the rest is read and dropped. */
+  maxOutputBytes: number;
+  /** Fed to the process's stdin, which closes when it ends. */
+  stdin?: NodeJS.ReadableStream;
+}
+
+export interface ExecOutcome {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  timedOut: boolean;
+  durationMs: number;
 }
 
 export interface LogOptions {
@@ -139,6 +165,8 @@ export interface Runtime {
   inspectWorkload(id: string): Promise<WorkloadInfo | null>;
   /** svc workloads, optionally of one tenant or kind. */
   listWorkloads(filter?: { tenantId?: string; kind?: WorkloadKind }): Promise<WorkloadInfo[]>;
+  /** Runs a command in a running workload and collects its output. */
+  exec(id: string, spec: ExecSpec): Promise<ExecOutcome>;
   /** stdout and stderr as text; with follow, open until the workload ends or the stream is destroyed. */
   logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream>;
   /** Exits of svc workloads as the engine reports them, until the signal aborts. */
@@ -146,6 +174,9 @@ export interface Runtime {
 }
 
 export class RuntimeUnavailableError extends Error {}
+
+/** The engine could not start an exec's process (e.g. its working directory is missing). */
+export class ExecNotStartedError extends Error {}
 
 export function tenantNetworkName(tenantId: string): string {
   return `${TENANT_NETWORK_PREFIX}${tenantId}`;

@@ -1,7 +1,7 @@
 // Where a service is reached: <serviceID>.localhost always, and <dns_label>.<base-domain> when a
 // base domain is set. Its url is the base-domain host when there is one.
 import { parseListen } from '../config.js';
-import type { RouteTarget } from '../proxy/caddy.js';
+import { routeId, type RouteTarget } from '../proxy/caddy.js';
 import type { ServiceRow } from '../store/index.js';
 
 export interface RoutingOptions {
@@ -17,16 +17,20 @@ export function serviceHosts(s: Pick<ServiceRow, 'id' | 'dns_label'>, o: Routing
 }
 
 export function serviceUrl(s: Pick<ServiceRow, 'id' | 'dns_label'>, o: RoutingOptions): string | null {
+  return proxyUrl(o.baseDomain ? `${s.dns_label}.${o.baseDomain}` : `${s.id}.localhost`, o);
+}
+
+/** http://<host>[:port] on the public proxy; null when svcd runs without one. */
+export function proxyUrl(host: string, o: RoutingOptions): string | null {
   if (!o.proxyListen) return null;
   const { port } = parseListen(o.proxyListen);
-  const host = o.baseDomain ? `${s.dns_label}.${o.baseDomain}` : `${s.id}.localhost`;
   return `http://${host}${port === 80 ? '' : `:${port}`}`;
 }
 
 export function routeTargets(rows: ServiceRow[], o: RoutingOptions): RouteTarget[] {
   return rows.map((s) => ({
-    serviceId: s.id,
-    name: s.name,
+    routeId: routeId(s.id),
+    label: `Service ${s.name}`,
     status: s.status,
     hosts: serviceHosts(s, o),
     upstream: s.status === 'running' ? s.upstream : null,

@@ -24,6 +24,7 @@ import { SnapshotStore } from './snapshots.js';
 import { BuildStore } from './builds.js';
 import { DatabaseStore } from './databases.js';
 import { KanbanStore } from './kanban.js';
+import { EnvironmentStore } from './environments.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -34,6 +35,7 @@ export type { ActivityFilter } from './activity.js';
 export type { ServicePatch } from './services.js';
 export type { DatabasePatch } from './databases.js';
 export type { KanbanPatch } from './kanban.js';
+export type { EnvironmentPatch } from './environments.js';
 
 /** The repositories, bound to the database or to one transaction. */
 export interface Repositories {
@@ -50,6 +52,7 @@ export interface Repositories {
   builds: BuildStore;
   databases: DatabaseStore;
   kanban: KanbanStore;
+  environments: EnvironmentStore;
 }
 
 export interface Store extends Repositories {
@@ -75,6 +78,7 @@ function repositories(db: Kysely<Database>): Repositories {
     builds: new BuildStore(db),
     databases: new DatabaseStore(db),
     kanban: new KanbanStore(db),
+    environments: new EnvironmentStore(db),
   };
 }
 

@@ -224,6 +224,35 @@ export interface KanbanBoardsTable {
 }
 export type KanbanBoardRow = Selectable<KanbanBoardsTable>;
 
+export type EnvironmentStatus = 'creating' | 'running' | 'stopped' | 'expired';
+
+export interface EnvironmentsTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  template_id: string;
+  image: string;
+  status: EnvironmentStatus;
+  lease_expires_at: number;
+  expired_at: number | null;
+  container_id: string | null;
+  address: string | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+export type EnvironmentRow = Selectable<EnvironmentsTable>;
+
+export interface PreviewsTable {
+  id: string;
+  environment_id: string;
+  tenant_id: string;
+  name: string;
+  port: number;
+  created_at: number;
+}
+export type PreviewRow = Selectable<PreviewsTable>;
+
 export interface SettingsTable {
   key: string;
   value: string;
@@ -244,4 +273,6 @@ export interface Database {
   build_logs: BuildLogsTable;
   databases: DatabasesTable;
   kanban_boards: KanbanBoardsTable;
+  environments: EnvironmentsTable;
+  previews: PreviewsTable;
 }

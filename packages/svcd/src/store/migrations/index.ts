@@ -6,6 +6,7 @@ import { snapshots } from './0003_snapshots.js';
 import { builds } from './0004_builds.js';
 import { databases } from './0005_databases.js';
 import { kanban } from './0006_kanban.js';
+import { environments } from './0007_environments.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -19,6 +20,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0004_builds': builds,
     '0005_databases': databases,
     '0006_kanban': kanban,
+    '0007_environments': environments,
   };
   return { getMigrations: async () => migrations };
 }

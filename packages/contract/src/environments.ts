@@ -1,0 +1,104 @@
+import { Type, type Static } from 'typebox';
+import { Pagination, UnixSeconds } from './common.js';
+
+export const TEMPLATE_IDS = ['default', 'node', 'python', 'go'] as const;
+export type TemplateId = (typeof TEMPLATE_IDS)[number];
+
+export const ENVIRONMENT_NAME_PATTERN = '^[a-zA-Z][a-zA-Z0-9_-]*$';
+export const PREVIEW_NAME_PATTERN = '^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}$';
+/** DECISIONS.md: exec timeout default 60 s, at most 300 s; each stream capped at 1 MiB. */
+export const EXEC_TIMEOUT_DEFAULT_S = 60;
+export const EXEC_TIMEOUT_MAX_S = 300;
+export const EXEC_OUTPUT_MAX_BYTES = 1024 * 1024;
+export const LEASE_DEFAULT_S = 3600;
+/** Longest lease one call may ask for: 30 days. */
+export const LEASE_MAX_S = 30 * 24 * 3600;
+
+export const Template = Type.Object({
+  id: Type.String({ description: 'default, node, python or go' }),
+  description: Type.String(),
+  image: Type.String({ description: "the operator's image for it (--env-image-<id>)" }),
+  resources: Type.Object({ memory_mb: Type.Integer(), cpu_cores: Type.Number(), pids: Type.Integer() }),
+});
+export type Template = Static<typeof Template>;
+export const TemplateList = Type.Array(Template);
+export const TemplateParams = Type.Object({ templateID: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export const CreateEnvironmentRequest = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 63, pattern: ENVIRONMENT_NAME_PATTERN }),
+  template_id: Type.String({ description: 'default, node, python or go (400 otherwise)' }),
+  lease_duration_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: LEASE_MAX_S, description: `default ${LEASE_DEFAULT_S}` })),
+});
+export type CreateEnvironmentRequest = Static<typeof CreateEnvironmentRequest>;
+
+export const Environment = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  template_id: Type.String(),
+  image: Type.String(),
+  status: Type.String({ description: 'creating, running, stopped or expired (stopped at lease expiry; the workspace is kept 24 h)' }),
+  lease_expires_at: UnixSeconds,
+  removal_at: Type.Union([UnixSeconds, Type.Null()], { description: 'expired: when the workspace is removed (24 h after expiry)' }),
+  workspace: Type.String({ description: 'where the workspace volume is mounted: /workspace' }),
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  created_at: UnixSeconds,
+  updated_at: UnixSeconds,
+});
+export type Environment = Static<typeof Environment>;
+export const EnvironmentList = Type.Array(Environment);
+export const EnvironmentListQuery = Type.Object(Pagination);
+export const EnvironmentParams = Type.Object({ envID: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export const LeaseRequest = Type.Object({
+  duration_seconds: Type.Integer({ minimum: 1, maximum: LEASE_MAX_S, description: 'the lease runs this long from now' }),
+});
+export type LeaseRequest = Static<typeof LeaseRequest>;
+
+export const ExecRequest = Type.Object({
+  command: Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 1024, description: 'argv, run as given: no shell is added' }),
+  work_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'default /workspace' })),
+  timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: EXEC_TIMEOUT_MAX_S, description: `seconds; default ${EXEC_TIMEOUT_DEFAULT_S}` })),
+});
+export type ExecRequest = Static<typeof ExecRequest>;
+
+export const ExecResult = Type.Object({
+  exit_code: Type.Integer(),
+  stdout: Type.String(),
+  stderr: Type.String(),
+  truncated: Type.Boolean({ description: 'stdout or stderr went past 1 MiB and was cut there' }),
+  timed_out: Type.Boolean({ description: 'killed at the timeout' }),
+  duration_ms: Type.Integer(),
+});
+export type ExecResult = Static<typeof ExecResult>;
+
+export const SyncRequest = Type.Object({
+  git_url: Type.String({ minLength: 9, maxLength: 2048, pattern: '^https://', description: 'https:// only' }),
+  git_ref: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: "branch, tag or commit; default the remote's default branch" })),
+});
+export type SyncRequest = Static<typeof SyncRequest>;
+
+export const SyncResult = Type.Object({
+  path: Type.String({ description: 'where the checkout is: /workspace/<repository name>' }),
+  commit: Type.String({ description: 'the commit checked out' }),
+  duration_ms: Type.Integer(),
+});
+export type SyncResult = Static<typeof SyncResult>;
+
+export const CreatePreviewRequest = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 63, pattern: PREVIEW_NAME_PATTERN }),
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+});
+export type CreatePreviewRequest = Static<typeof CreatePreviewRequest>;
+
+export const Preview = Type.Object({
+  id: Type.String(),
+  environment_id: Type.String(),
+  name: Type.String(),
+  port: Type.Integer(),
+  url: Type.Union([Type.String(), Type.Null()], { description: "through svc's proxy; null when svcd runs without --proxy-listen" }),
+  created_at: UnixSeconds,
+});
+export type Preview = Static<typeof Preview>;
+export const PreviewList = Type.Array(Preview);
+// The spec writes {id} in the preview paths and {envID} elsewhere: one segment, one name here.
+export const PreviewParams = Type.Object({ envID: Type.String({ minLength: 1, maxLength: 64 }), previewID: Type.String({ minLength: 1, maxLength: 64 }) });

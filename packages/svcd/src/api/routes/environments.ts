@@ -1,0 +1,156 @@
+import {
+  CreateEnvironmentRequest,
+  CreatePreviewRequest,
+  Environment,
+  EnvironmentList,
+  EnvironmentListQuery,
+  EnvironmentParams,
+  ExecRequest,
+  ExecResult,
+  LeaseRequest,
+  Preview,
+  PreviewList,
+  PreviewParams,
+  SyncRequest,
+  SyncResult,
+  Template,
+  TemplateList,
+  TemplateParams,
+} from '@svc/contract';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Deps } from '../../app.js';
+import { tenantOf } from '../guards.js';
+import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+
+export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
+  const { environments } = deps;
+  const key = { svc: { auth: 'key' as const } };
+  // Spec 8: no request timeout on create, sync and exec.
+  const long = { svc: { auth: 'key' as const, longRunning: true } };
+  const tags = ['environments'];
+  return async (app) => {
+    app.get(
+      '/v1/environments/templates',
+      { config: key, schema: { summary: 'Environment templates: default (Ubuntu 24.04), node, python, go', tags, response: { 200: TemplateList, ...errors(...KEY_ROUTE_ERRORS) } } },
+      async () => environments.templates(),
+    );
+    app.get(
+      '/v1/environments/templates/:templateID',
+      { config: key, schema: { summary: 'One template', tags, params: TemplateParams, response: { 200: Template, ...errors(...KEY_ROUTE_ERRORS, 404) } } },
+      async (request) => environments.template(request.params.templateID),
+    );
+
+    app.post(
+      '/v1/environments',
+      {
+        config: long,
+        schema: {
+          summary: "Creates an environment and answers once it runs (201, status running); 400 for an unknown template, 409 for a taken name or at the tenant's max_environments",
+          tags,
+          body: CreateEnvironmentRequest,
+          response: { 201: Environment, ...errors(...KEY_ROUTE_ERRORS, 409, 503) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await environments.create(tenantOf(request), request.body)),
+    );
+    app.get(
+      '/v1/environments',
+      { config: key, schema: { summary: 'Environments, oldest first', tags, querystring: EnvironmentListQuery, response: { 200: EnvironmentList, ...errors(...KEY_ROUTE_ERRORS) } } },
+      async (request) => environments.list(tenantOf(request), request.query.limit, request.query.offset),
+    );
+    app.get(
+      '/v1/environments/:envID',
+      { config: key, schema: { summary: 'One environment', tags, params: EnvironmentParams, response: { 200: Environment, ...errors(...KEY_ROUTE_ERRORS, 404) } } },
+      async (request) => environments.get(tenantOf(request), request.params.envID),
+    );
+    app.delete(
+      '/v1/environments/:envID',
+      { config: key, schema: { summary: 'Deletes the environment with its workspace and previews', tags, params: EnvironmentParams, response: { 204: Type.Null(), ...errors(...KEY_ROUTE_ERRORS, 404) } } },
+      async (request, reply) => {
+        await environments.delete(tenantOf(request), request.params.envID);
+        return reply.code(204).send(null);
+      },
+    );
+    app.post(
+      '/v1/environments/:envID/start',
+      { config: key, schema: { summary: 'Starts a stopped environment (status running); 409 when its lease has ended', tags, params: EnvironmentParams, response: { 200: Environment, ...errors(...KEY_ROUTE_ERRORS, 404, 409) } } },
+      async (request) => environments.start(tenantOf(request), request.params.envID),
+    );
+    app.post(
+      '/v1/environments/:envID/stop',
+      { config: key, schema: { summary: 'Stops the environment (status stopped); the workspace stays', tags, params: EnvironmentParams, response: { 200: Environment, ...errors(...KEY_ROUTE_ERRORS, 404) } } },
+      async (request) => environments.stop(tenantOf(request), request.params.envID),
+    );
+    app.post(
+      '/v1/environments/:envID/lease',
+      {
+        config: key,
+        schema: {
+          summary: 'Sets the lease to run duration_seconds from now; an expired environment becomes stopped again (start it)',
+          tags,
+          params: EnvironmentParams,
+          body: LeaseRequest,
+          response: { 200: Environment, ...errors(...KEY_ROUTE_ERRORS, 404) },
+        },
+      },
+      async (request) => environments.lease(tenantOf(request), request.params.envID, request.body.duration_seconds),
+    );
+    app.post(
+      '/v1/environments/:envID/exec',
+      {
+        // Never replayed: a command is run each time it is asked for (spec 8).
+        config: { svc: { auth: 'key', longRunning: true, noIdempotency: true } },
+        schema: {
+          summary: 'Runs a command (argv, no shell) in the running environment; killed at timeout (default 60 s, at most 300 s); stdout and stderr each capped at 1 MiB',
+          tags,
+          params: EnvironmentParams,
+          body: ExecRequest,
+          response: { 200: ExecResult, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+        },
+      },
+      async (request) => environments.exec(tenantOf(request), request.params.envID, request.body),
+    );
+    app.post(
+      '/v1/environments/:envID/sync',
+      {
+        config: long,
+        schema: {
+          summary: "Clones git_url at git_ref into /workspace/<repository name>, replacing what was there; 422 with git's message when the clone fails",
+          tags,
+          params: EnvironmentParams,
+          body: SyncRequest,
+          response: { 200: SyncResult, ...errors(...KEY_ROUTE_ERRORS, 404, 409, 422) },
+        },
+      },
+      async (request) => environments.sync(tenantOf(request), request.params.envID, request.body),
+    );
+    app.post(
+      '/v1/environments/:envID/previews',
+      {
+        config: key,
+        schema: {
+          summary: "A URL through svc's proxy to a port of the environment (201); it answers 503 while the environment does not run",
+          tags,
+          params: EnvironmentParams,
+          body: CreatePreviewRequest,
+          response: { 201: Preview, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await environments.createPreview(tenantOf(request), request.params.envID, request.body)),
+    );
+    app.get(
+      '/v1/environments/:envID/previews',
+      { config: key, schema: { summary: "The environment's previews", tags, params: EnvironmentParams, response: { 200: PreviewList, ...errors(...KEY_ROUTE_ERRORS, 404) } } },
+      async (request) => environments.previews(tenantOf(request), request.params.envID),
+    );
+    app.delete(
+      '/v1/environments/:envID/previews/:previewID',
+      { config: key, schema: { summary: 'Deletes a preview', tags, params: PreviewParams, response: { 204: Type.Null(), ...errors(...KEY_ROUTE_ERRORS, 404) } } },
+      async (request, reply) => {
+        await environments.deletePreview(tenantOf(request), request.params.envID, request.params.previewID);
+        return reply.code(204).send(null);
+      },
+    );
+  };
+}

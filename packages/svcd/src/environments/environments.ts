@@ -1,0 +1,417 @@
+// Developer environments: a leased, long-running container per environment from a template's
+// image, hardened like every workload, with a workspace volume at /workspace. Commands run in it
+// through the engine's exec (exec), repositories are cloned into it (sync), and its ports are
+// reached through svc's proxy (previews). At lease expiry it is stopped and marked `expired`;
+// its workspace is kept 24 hours, during which extending the lease and starting revive it.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type {
+  CreateEnvironmentRequest,
+  CreatePreviewRequest,
+  Environment,
+  ExecRequest,
+  ExecResult,
+  Preview,
+  SyncRequest,
+  SyncResult,
+  Template,
+  TemplateId,
+} from '@svc/contract';
+import { EXEC_OUTPUT_MAX_BYTES, EXEC_TIMEOUT_DEFAULT_S, LEASE_DEFAULT_S, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
+import type { Logger } from 'pino';
+import { pack } from 'tar-fs';
+import type { Activity } from '../activity/activity.js';
+import { CloneError, cloneAt } from '../builds/git.js';
+import { checkSourceRef, checkSourceUrl, resolveWithSystem, type ResolveHost } from '../builds/sources.js';
+import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { ConflictError, NotFoundError, QuotaExceededError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
+import { hexId } from '../ids.js';
+import { ExecNotStartedError, type Runtime } from '../runtime/index.js';
+import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Store } from '../store/index.js';
+import type { TenantResources } from '../tenants/tenants.js';
+import { previewUrl, type PreviewRouting } from './previews.js';
+import { ENVIRONMENT_RESOURCES, isTemplateId, templateList } from './templates.js';
+
+export interface EnvironmentsOptions {
+  images: Record<TemplateId, string>;
+  sandbox: () => Promise<boolean>;
+  /** Scratch space for sync's clones. */
+  workDir: string;
+  /** Sync may clone from loopback hosts (--dev, --allow-loopback-git). */
+  allowLoopbackGit: boolean;
+  /** CA bundle for HTTPS git (system + --git-ca-file), or null for the system's. */
+  gitCaBundle: string | null;
+  resolveHost?: ResolveHost;
+  routing: PreviewRouting;
+  /** Previews moved (created, deleted, their environment started or stopped): re-push routes. */
+  routesChanged: () => void;
+}
+
+export const WORKSPACE = '/workspace';
+/** Expired environments keep their workspace this long (DECISIONS.md). */
+export const EXPIRED_RETENTION_S = 24 * 3600;
+export const PREVIEWS_PER_ENVIRONMENT = 10;
+const SYNC_MAX_BYTES = 500 * 1024 * 1024;
+const SYNC_TIMEOUT_MS = 10 * 60_000;
+const STOP_TIMEOUT_S = 5;
+
+export function environmentWorkloadName(id: string): string {
+  return `svc-env-${id}`;
+}
+
+export class Environments implements TenantResources {
+  constructor(
+    private readonly store: Store,
+    private readonly runtime: Runtime,
+    private readonly activity: Activity,
+    private readonly clock: Clock,
+    private readonly timers: Timers,
+    private readonly log: Logger,
+    private readonly opts: EnvironmentsOptions,
+  ) {}
+
+  templates(): Template[] {
+    return templateList(this.opts.images);
+  }
+
+  template(id: string): Template {
+    const t = this.templates().find((x) => x.id === id);
+    if (!t) throw new NotFoundError('template');
+    return t;
+  }
+
+  /** Synchronous: answers once the environment runs. */
+  async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
+    if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
+    const tenant = await this.store.tenants.findById(tenantId);
+    if (!tenant) throw new NotFoundError('tenant');
+    const now = unixSeconds(this.clock);
+    const row: EnvironmentRow = {
+      id: hexId(12),
+      tenant_id: tenantId,
+      name: req.name,
+      template_id: req.template_id,
+      image: this.opts.images[req.template_id],
+      status: 'creating',
+      lease_expires_at: now + (req.lease_duration_seconds ?? LEASE_DEFAULT_S),
+      expired_at: null,
+      container_id: null,
+      address: null,
+      last_error: null,
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.store.transaction(async (tx) => {
+        if ((await tx.environments.count(tenantId)) >= tenant.max_environments) throw new QuotaExceededError(`max_environments (${tenant.max_environments})`);
+        await tx.environments.insert(row);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`an environment named ${JSON.stringify(req.name)} exists`);
+      throw err;
+    }
+    try {
+      const started = await this.runContainer(row);
+      await this.store.environments.update(row.id, { status: 'running', container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.clock) });
+    } catch (err) {
+      // Create either gives a running environment or leaves nothing behind.
+      await this.store.environments.delete(row.id);
+      await this.removeContainerAndWorkspace(row).catch(() => {});
+      throw new UnavailableError(`the environment could not start: ${(err as Error).message}`);
+    }
+    await this.activity.record(this.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
+    return this.view(await this.row(tenantId, row.id));
+  }
+
+  async list(tenantId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<Environment[]> {
+    return (await this.store.environments.list(tenantId, Math.min(limit, PAGE_LIMIT_MAX), offset)).map((e) => this.view(e));
+  }
+
+  async get(tenantId: string, id: string): Promise<Environment> {
+    return this.view(await this.row(tenantId, id));
+  }
+
+  async delete(tenantId: string, id: string): Promise<void> {
+    const e = await this.row(tenantId, id);
+    await this.store.transaction(async (tx) => {
+      if (!(await tx.environments.delete(id))) throw new NotFoundError('environment');
+      await this.activity.record(tx, { tenantId, action: 'environment.deleted', resourceType: 'environment', resourceId: id, details: { name: e.name } });
+    });
+    await this.removeContainerAndWorkspace(e);
+    this.opts.routesChanged();
+  }
+
+  /** Runs a stopped environment again (its container, or a new one on the same workspace). */
+  async start(tenantId: string, id: string): Promise<Environment> {
+    const e = await this.row(tenantId, id);
+    if (e.status === 'running') return this.view(e);
+    if (e.status === 'creating') throw new ConflictError('the environment is still being created');
+    if (e.lease_expires_at <= unixSeconds(this.clock)) {
+      throw new ConflictError(`the lease has ended: extend it (POST /v1/environments/${id}/lease) and start again`);
+    }
+    const w = await this.runtime.inspectWorkload(environmentWorkloadName(id));
+    let started: { containerId: string; address: string | null };
+    if (w) {
+      await this.runtime.startWorkload(w.id);
+      started = { containerId: w.id, address: (await this.runtime.inspectWorkload(w.id))?.address?.host ?? null };
+    } else {
+      started = await this.runContainer(e);
+    }
+    await this.store.environments.update(id, { status: 'running', expired_at: null, container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.clock) });
+    await this.activity.record(this.store, { tenantId, action: 'environment.started', resourceType: 'environment', resourceId: id });
+    this.opts.routesChanged();
+    return this.get(tenantId, id);
+  }
+
+  async stop(tenantId: string, id: string): Promise<Environment> {
+    const e = await this.row(tenantId, id);
+    if (e.status === 'running') {
+      await this.halt(e, 'stopped');
+      await this.activity.record(this.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: id });
+    }
+    return this.get(tenantId, id);
+  }
+
+  /** The lease runs `seconds` from now; an expired environment is revived (stopped, start it). */
+  async lease(tenantId: string, id: string, seconds: number): Promise<Environment> {
+    const e = await this.row(tenantId, id);
+    const now = unixSeconds(this.clock);
+    await this.store.environments.update(id, {
+      lease_expires_at: now + seconds,
+      ...(e.status === 'expired' ? { status: 'stopped' as const, expired_at: null } : {}),
+      updated_at: now,
+    });
+    await this.activity.record(this.store, { tenantId, action: 'environment.lease_extended', resourceType: 'environment', resourceId: id, details: { lease_expires_at: now + seconds } });
+    return this.get(tenantId, id);
+  }
+
+  /** Runs the command as given (no shell), in work_dir, killed at the timeout; output capped. */
+  async exec(tenantId: string, id: string, req: ExecRequest): Promise<ExecResult> {
+    const e = await this.running(tenantId, id);
+    const workDir = req.work_dir ?? WORKSPACE;
+    if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
+    const out = await this.runtime.exec(environmentWorkloadName(e.id), {
+      cmd: req.command,
+      workDir,
+      timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
+      maxOutputBytes: EXEC_OUTPUT_MAX_BYTES,
+    }).catch((err: unknown) => {
+      // The engine refused before anything ran: a work_dir that does not exist is the caller's.
+      // (runc says "chdir to cwd", gVisor "initial working directory").
+      if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${workDir} is not a directory in the environment`);
+      throw err;
+    });
+    this.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut }, 'environment exec');
+    return { exit_code: out.exitCode, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
+  }
+
+  /**
+   * Makes /workspace/<repository> the given ref of the repository. svcd clones on its own host
+   * (the same limits and address rules as builds) and copies the checkout in, so the template
+   * image needs no git; what was in that directory before is replaced.
+   */
+  async sync(tenantId: string, id: string, req: SyncRequest): Promise<SyncResult> {
+    const e = await this.running(tenantId, id);
+    const url = await checkSourceUrl(req.git_url, { allowLoopback: this.opts.allowLoopbackGit, field: 'git_url', httpsOnly: true }, this.opts.resolveHost ?? resolveWithSystem);
+    const ref = req.git_ref === undefined ? null : checkSourceRef(req.git_ref, 'git_ref');
+    const repo = repositoryDirectory(url);
+    const started = this.clock.now();
+    mkdirSync(this.opts.workDir, { recursive: true });
+    const dir = mkdtempSync(join(this.opts.workDir, 'sync-'));
+    try {
+      const output: string[] = [];
+      const commit = await cloneAt({
+        url,
+        ref,
+        dir,
+        maxBytes: SYNC_MAX_BYTES,
+        signal: AbortSignal.timeout(SYNC_TIMEOUT_MS),
+        timers: this.timers,
+        caBundle: this.opts.gitCaBundle,
+        onOutput: (line) => output.push(line),
+      }).catch((err: Error) => {
+        if (err instanceof CloneError) throw new UnprocessableError(`sync failed: ${err.message}`);
+        throw err;
+      });
+      const container = environmentWorkloadName(e.id);
+      const target = `${WORKSPACE}/${repo}`;
+      // Both steps run inside the environment (its file system may be a sandbox's view that
+      // writes from outside would not reach): remove the old checkout, then unpack the new one
+      // from a tar stream on stdin. rm and tar are in every template image.
+      const removed = await this.runtime.exec(container, { cmd: ['rm', '-rf', '--', target], workDir: '/', timeoutSeconds: 60, maxOutputBytes: 4096 });
+      if (removed.exitCode !== 0) throw new UnprocessableError(`sync failed: could not replace ${target}: ${removed.stderr.trim()}`);
+      const tar = pack(dir, { map: (h) => ({ ...h, ...(h.name === '.' ? { name: repo, mode: 0o40755 } : { name: `${repo}/${h.name}` }) }) });
+      const unpacked = await this.runtime.exec(container, {
+        cmd: ['tar', '-x', '--no-same-owner', '-f', '-', '-C', WORKSPACE],
+        workDir: '/',
+        timeoutSeconds: 300,
+        maxOutputBytes: 4096,
+        stdin: tar as unknown as NodeJS.ReadableStream,
+      });
+      if (unpacked.exitCode !== 0) throw new UnprocessableError(`sync failed: could not unpack into ${target}: ${(unpacked.stderr || unpacked.stdout).trim()}`);
+      await this.activity.record(this.store, { tenantId, action: 'environment.synced', resourceType: 'environment', resourceId: id, details: { git_url: url, git_ref: ref, commit } });
+      return { path: target, commit, duration_ms: this.clock.now() - started };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  async createPreview(tenantId: string, id: string, req: CreatePreviewRequest): Promise<Preview> {
+    const e = await this.row(tenantId, id);
+    if ((await this.store.environments.previews(id)).length >= PREVIEWS_PER_ENVIRONMENT) {
+      throw new ConflictError(`an environment has at most ${PREVIEWS_PER_ENVIRONMENT} previews`);
+    }
+    const row: PreviewRow = { id: hexId(12), environment_id: id, tenant_id: tenantId, name: req.name, port: req.port, created_at: unixSeconds(this.clock) };
+    try {
+      await this.store.environments.insertPreview(row);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`a preview named ${JSON.stringify(req.name)} exists`);
+      throw err;
+    }
+    await this.activity.record(this.store, { tenantId, action: 'environment.preview_created', resourceType: 'environment', resourceId: id, details: { name: req.name, port: req.port } });
+    this.opts.routesChanged();
+    return this.previewView(e, row);
+  }
+
+  async previews(tenantId: string, id: string): Promise<Preview[]> {
+    const e = await this.row(tenantId, id);
+    return (await this.store.environments.previews(id)).map((p) => this.previewView(e, p));
+  }
+
+  async deletePreview(tenantId: string, id: string, previewId: string): Promise<void> {
+    await this.row(tenantId, id);
+    if (!(await this.store.environments.deletePreview(id, previewId))) throw new NotFoundError('preview');
+    await this.activity.record(this.store, { tenantId, action: 'environment.preview_deleted', resourceType: 'environment', resourceId: id, details: { preview_id: previewId } });
+    this.opts.routesChanged();
+  }
+
+  async count(tenantId: string): Promise<{ environments: number }> {
+    return { environments: await this.store.environments.count(tenantId) };
+  }
+
+  /** Suspension stops every running environment of the tenant (workspaces kept). */
+  async suspend(tenantId: string): Promise<void> {
+    for (const e of await this.store.environments.listForTenant(tenantId)) {
+      if (e.status === 'running') await this.halt(e, 'stopped');
+    }
+  }
+
+  /**
+   * The lease reaper (every few seconds, under its store lease, so it survives restarts and
+   * runs once across svcd processes): ended leases stop their environment (`expired`), and
+   * workspaces expired for 24 hours are removed with their environment.
+   */
+  async reap(): Promise<void> {
+    const now = unixSeconds(this.clock);
+    for (const e of await this.store.environments.leaseEnded(now)) {
+      await this.halt(e, 'expired');
+      await this.activity.record(this.store, { tenantId: e.tenant_id, action: 'environment.expired', resourceType: 'environment', resourceId: e.id });
+      this.log.info({ environment: e.id }, 'environment lease ended: stopped, workspace kept 24 h');
+    }
+    for (const e of await this.store.environments.expiredBefore(now - EXPIRED_RETENTION_S)) {
+      await this.store.transaction(async (tx) => {
+        if (!(await tx.environments.delete(e.id))) return;
+        await this.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.removed', resourceType: 'environment', resourceId: e.id, details: { name: e.name } });
+      });
+      await this.removeContainerAndWorkspace(e);
+      this.opts.routesChanged();
+    }
+  }
+
+  /**
+   * Records and engine together (start and every 30 s): a create that svcd did not finish is
+   * undone; an environment whose container stopped behind svc's back (a host restart) is stopped.
+   */
+  async reconcile(): Promise<void> {
+    const staleBefore = unixSeconds(this.clock) - 600;
+    for (const e of await this.store.environments.listAll()) {
+      if (e.status === 'creating' && e.created_at < staleBefore) {
+        await this.store.environments.delete(e.id);
+        await this.removeContainerAndWorkspace(e);
+      } else if (e.status === 'running') {
+        const w = await this.runtime.inspectWorkload(environmentWorkloadName(e.id));
+        if (w?.state !== 'running') {
+          await this.store.environments.update(e.id, { status: 'stopped', address: null, last_error: 'the container stopped outside svc', updated_at: unixSeconds(this.clock) });
+          this.opts.routesChanged();
+        }
+      }
+    }
+  }
+
+  /** Starts the environment's container on its tenant network with its workspace volume. */
+  private async runContainer(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'image'>): Promise<{ containerId: string; address: string | null }> {
+    const name = environmentWorkloadName(e.id);
+    await this.runtime.ensureTenantNetwork(e.tenant_id);
+    if (!(await this.runtime.hasImage(e.image))) await this.runtime.pullImage(e.image);
+    await this.runtime.removeWorkload(name);
+    const containerId = await this.runtime.runWorkload({
+      name,
+      image: e.image,
+      env: {},
+      tenantId: e.tenant_id,
+      kind: 'environment',
+      resourceId: e.id,
+      limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
+      sandbox: await this.opts.sandbox(),
+      // Idle until told otherwise; an init reaps what exec'd commands leave behind.
+      entrypoint: ['sleep'],
+      cmd: ['infinity'],
+      init: true,
+      volumes: [{ name, target: WORKSPACE }],
+    });
+    const address = (await this.runtime.inspectWorkload(containerId))?.address?.host ?? null;
+    return { containerId, address };
+  }
+
+  private async halt(e: EnvironmentRow, status: 'stopped' | 'expired'): Promise<void> {
+    await this.runtime.stopWorkload(environmentWorkloadName(e.id), STOP_TIMEOUT_S);
+    const now = unixSeconds(this.clock);
+    await this.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), updated_at: now });
+    this.opts.routesChanged();
+  }
+
+  private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id'>): Promise<void> {
+    await this.runtime.removeWorkload(environmentWorkloadName(e.id));
+    await this.runtime.removeVolume(environmentWorkloadName(e.id));
+    await this.runtime.removeTenantNetworkIfUnused(e.tenant_id);
+  }
+
+  private async running(tenantId: string, id: string): Promise<EnvironmentRow> {
+    const e = await this.row(tenantId, id);
+    if (e.status !== 'running') throw new ConflictError(`the environment is ${e.status}: start it first`);
+    return e;
+  }
+
+  private view(e: EnvironmentRow): Environment {
+    return {
+      id: e.id,
+      name: e.name,
+      template_id: e.template_id,
+      image: e.image,
+      status: e.status,
+      lease_expires_at: e.lease_expires_at,
+      removal_at: e.status === 'expired' && e.expired_at !== null ? e.expired_at + EXPIRED_RETENTION_S : null,
+      workspace: WORKSPACE,
+      last_error: e.last_error,
+      created_at: e.created_at,
+      updated_at: e.updated_at,
+    };
+  }
+
+  private previewView(e: EnvironmentRow, p: PreviewRow): Preview {
+    return { id: p.id, environment_id: e.id, name: p.name, port: p.port, url: previewUrl(p, e, this.opts.routing), created_at: p.created_at };
+  }
+
+  private async row(tenantId: string, id: string): Promise<EnvironmentRow> {
+    const e = await this.store.environments.find(tenantId, id);
+    if (!e) throw new NotFoundError('environment');
+    return e;
+  }
+}
+
+/** What `git clone` would name the directory: the URL's last path segment without .git. */
+export function repositoryDirectory(url: string): string {
+  const last = new URL(url).pathname.split('/').filter(Boolean).at(-1) ?? '';
+  const name = last.replace(/\.git$/, '');
+  return /^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name) ? name : 'repository';
+}

@@ -1,0 +1,83 @@
+import type { Kysely } from 'kysely';
+import type { Database, EnvironmentRow, EnvironmentsTable, PreviewRow } from './schema.js';
+
+export type EnvironmentPatch = Partial<Omit<EnvironmentsTable, 'id' | 'tenant_id' | 'created_at' | 'template_id' | 'image'>>;
+
+/** Developer environments and their previews, scoped by tenant where a tenant asks. */
+export class EnvironmentStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: EnvironmentRow): Promise<void> {
+    await this.db.insertInto('environments').values(row).execute();
+  }
+
+  async find(tenantId: string, id: string): Promise<EnvironmentRow | undefined> {
+    return this.db.selectFrom('environments').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
+  }
+
+  async findAny(id: string): Promise<EnvironmentRow | undefined> {
+    return this.db.selectFrom('environments').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** Oldest first. */
+  async list(tenantId: string, limit: number, offset: number): Promise<EnvironmentRow[]> {
+    return this.db.selectFrom('environments').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').orderBy('id').limit(limit).offset(offset).execute();
+  }
+
+  async listForTenant(tenantId: string): Promise<EnvironmentRow[]> {
+    return this.db.selectFrom('environments').selectAll().where('tenant_id', '=', tenantId).execute();
+  }
+
+  async count(tenantId: string): Promise<number> {
+    const r = await this.db.selectFrom('environments').select((eb) => eb.fn.countAll<number | string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  /** Environments whose lease ran out and that are not marked expired yet. */
+  async leaseEnded(now: number): Promise<EnvironmentRow[]> {
+    return this.db.selectFrom('environments').selectAll().where('lease_expires_at', '<=', now).where('status', '!=', 'expired').where('status', '!=', 'creating').execute();
+  }
+
+  /** Expired environments whose workspace is due for removal. */
+  async expiredBefore(cutoff: number): Promise<EnvironmentRow[]> {
+    return this.db.selectFrom('environments').selectAll().where('status', '=', 'expired').where('expired_at', '<=', cutoff).execute();
+  }
+
+  async listAll(): Promise<EnvironmentRow[]> {
+    return this.db.selectFrom('environments').selectAll().execute();
+  }
+
+  async update(id: string, patch: EnvironmentPatch): Promise<void> {
+    await this.db.updateTable('environments').set(patch).where('id', '=', id).execute();
+  }
+
+  /** Also removes its previews. */
+  async delete(id: string): Promise<boolean> {
+    await this.db.deleteFrom('previews').where('environment_id', '=', id).execute();
+    const r = await this.db.deleteFrom('environments').where('id', '=', id).executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+
+  async insertPreview(row: PreviewRow): Promise<void> {
+    await this.db.insertInto('previews').values(row).execute();
+  }
+
+  async previews(environmentId: string): Promise<PreviewRow[]> {
+    return this.db.selectFrom('previews').selectAll().where('environment_id', '=', environmentId).orderBy('created_at').orderBy('id').execute();
+  }
+
+  async deletePreview(environmentId: string, id: string): Promise<boolean> {
+    const r = await this.db.deleteFrom('previews').where('id', '=', id).where('environment_id', '=', environmentId).executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+
+  /** Every preview with its environment's state, for the proxy's routes. */
+  async previewRoutes(): Promise<Array<PreviewRow & { env_name: string; env_status: EnvironmentRow['status']; address: string | null }>> {
+    return this.db
+      .selectFrom('previews')
+      .innerJoin('environments', 'environments.id', 'previews.environment_id')
+      .selectAll('previews')
+      .select(['environments.name as env_name', 'environments.status as env_status', 'environments.address as address'])
+      .execute();
+  }
+}

@@ -1,0 +1,244 @@
+// Developer environments against the real engine, on template stand-ins built from Debian's
+// packages (operator-images.ts): exec, leases and their expiry, sync from an HTTPS git server
+// with its own certificate, and previews through a real Caddy.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Environment, ExecResult } from '@svc/client';
+import { environmentWorkloadName } from '../src/environments/environments.js';
+import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
+import { docker, engineTenants } from './images.js';
+import { startHttpsGitServer, type HttpsGitServer } from './git-fixtures.js';
+import { TEMPLATE_IMAGES, ensureTemplateImages } from './operator-images.js';
+
+describe('environments', () => {
+  let t: TestServer;
+  let git: HttpsGitServer;
+  let proxyPort: number;
+  const tenants = engineTenants(() => t);
+  const tenant = () => tenants.add();
+  before(async () => {
+    await ensureTemplateImages();
+    git = await startHttpsGitServer();
+    proxyPort = await freePort();
+    t = await startServer({
+      realTime: true,
+      config: { adminTokens: [ADMIN_TOKEN], gitCaFile: git.caFile, proxyListen: `127.0.0.1:${proxyPort}` },
+      overrides: { environmentReapEveryMs: 300 },
+    });
+    t.client.adminToken = ADMIN_TOKEN;
+  });
+  after(async () => {
+    await t.close();
+    await git.stop();
+    await tenants.cleanup();
+  });
+
+  test('templates: four, with their images and resources', async () => {
+    const a = await tenant();
+    const list = await a.client.templates();
+    assert.deepEqual(list.map((x) => [x.id, x.image]), Object.entries(TEMPLATE_IMAGES));
+    assert.equal((await a.client.template('python')).resources.memory_mb, 1024);
+    assert.equal((await a.client.raw('GET', '/v1/environments/templates/ruby')).status, 404);
+  });
+
+  test('validation and quota: names, templates, leases, max_environments; other tenants see nothing', async () => {
+    const a = await tenant();
+    const bad: Array<[unknown, number, RegExp]> = [
+      [{ name: '1env', template_id: 'default' }, 400, /name/],
+      [{ name: 'has space', template_id: 'default' }, 400, /name/],
+      [{ name: 'ok', template_id: 'ruby' }, 400, /template_id must be one of default, node, python, go/],
+      [{ name: 'ok', template_id: 'default', lease_duration_seconds: 0 }, 400, /lease_duration_seconds/],
+      [{ name: 'ok' }, 400, /template_id/],
+    ];
+    for (const [body, status, msg] of bad) {
+      const r = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body });
+      assert.equal(r.status, status, JSON.stringify(body));
+      assert.match(r.body.error, msg);
+    }
+    assert.deepEqual(await a.client.environments(), [], 'refused creates left nothing');
+    const one = await a.client.createEnvironment({ name: 'one', template_id: 'default' });
+    assert.equal(one.status, 'running');
+    const dup = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'one', template_id: 'default' } });
+    assert.equal(dup.status, 409);
+    assert.match(dup.body.error, /exists/);
+    await a.client.createEnvironment({ name: 'two', template_id: 'default' });
+    const third = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'three', template_id: 'default' } });
+    assert.equal(third.status, 409);
+    assert.match(third.body.error, /quota exceeded: max_environments \(2\)/);
+    assert.equal((await a.client.usage()).environments.used, 2);
+
+    const other = await tenant();
+    for (const [method, path] of [['GET', ''], ['DELETE', ''], ['POST', '/start'], ['POST', '/stop'], ['GET', '/previews']] as const) {
+      assert.equal((await other.client.raw(method, `/v1/environments/${one.id}${path}`)).status, 404, `${method} ${path}`);
+    }
+    assert.equal((await other.client.raw('POST', `/v1/environments/${one.id}/exec`, { body: { command: ['true'] } })).status, 404);
+    assert.equal((await a.client.raw('DELETE', `/v1/environments/${one.id}`)).status, 204);
+    await assert.rejects(docker.getVolume(environmentWorkloadName(one.id)).inspect(), /no such volume/i);
+  });
+
+  test('exec: argv as given, exit codes, stdout and stderr apart, work_dir, timeout, truncation, never replayed', async () => {
+    const a = await tenant();
+    const env = await a.client.createEnvironment({ name: 'exec', template_id: 'default', lease_duration_seconds: 600 });
+    assert.ok(env.lease_expires_at > Date.now() / 1000 + 590);
+    const info = await docker.getContainer(environmentWorkloadName(env.id)).inspect();
+    assert.deepEqual(info.HostConfig.CapDrop, ['ALL']);
+    assert.equal(info.Mounts.find((m) => m.Destination === '/workspace')?.Name, environmentWorkloadName(env.id));
+
+    const run = (command: string[], extra: { work_dir?: string; timeout?: number } = {}) => a.client.exec(env.id, { command, ...extra });
+    const r = await run(['sh', '-c', 'echo out; echo err >&2; exit 3']);
+    assert.deepEqual([r.exit_code, r.stdout, r.stderr, r.truncated, r.timed_out], [3, 'out\n', 'err\n', false, false]);
+    assert.equal((await run(['echo', '$HOME', '*'])).stdout, '$HOME *\n', 'no shell expands anything');
+    assert.equal((await run(['pwd'])).stdout, '/workspace\n');
+    assert.equal((await run(['pwd'], { work_dir: '/tmp' })).stdout, '/tmp\n');
+    assert.equal((await run(['no-such-program'])).exit_code, 127);
+    const missingDir = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['pwd'], work_dir: '/nope' } });
+    assert.equal(missingDir.status, 400);
+    assert.match(missingDir.body.error, /work_dir/);
+
+    const slow = await run(['sleep', '30'], { timeout: 1 });
+    assert.equal(slow.timed_out, true);
+    assert.notEqual(slow.exit_code, 0);
+    assert.ok(slow.duration_ms >= 1000 && slow.duration_ms < 10_000, String(slow.duration_ms));
+
+    const big = await run(['head', '-c', '3000000', '/dev/zero']);
+    assert.equal(big.truncated, true);
+    assert.equal(Buffer.byteLength(big.stdout), 1024 * 1024);
+    assert.equal(big.exit_code, 0);
+
+    for (const [body, msg] of [[{ command: [] }, /command/], [{ command: ['true'], timeout: 301 }, /timeout/], [{ command: ['true'], timeout: 0 }, /timeout/], [{ command: 'true' }, /command/]] as const) {
+      const bad = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body });
+      assert.equal(bad.status, 400, JSON.stringify(body));
+      assert.match(bad.body.error, msg);
+    }
+
+    // The same Idempotency-Key twice: the command runs twice (spec: exec is never replayed).
+    const once = () => a.client.raw<ExecResult>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['date', '+%s%N'] }, headers: { 'idempotency-key': 'same-key' } });
+    const [x, y] = [await once(), await once()];
+    assert.notEqual(x.body.stdout, y.body.stdout);
+    assert.equal(y.headers['idempotent-replayed'], undefined);
+  });
+
+  test('stop keeps the workspace; start runs it again; exec on a stopped environment is 409', async () => {
+    const a = await tenant();
+    const env = await a.client.createEnvironment({ name: 'cycle', template_id: 'default' });
+    await a.client.exec(env.id, { command: ['sh', '-c', 'echo kept > note.txt'] });
+    assert.equal((await a.client.stopEnvironment(env.id)).status, 'stopped');
+    const refused = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['true'] } });
+    assert.equal(refused.status, 409);
+    assert.match(refused.body.error, /stopped: start it first/);
+    assert.equal((await a.client.startEnvironment(env.id)).status, 'running');
+    assert.equal((await a.client.exec(env.id, { command: ['cat', 'note.txt'] })).stdout, 'kept\n');
+    const actions = (await a.client.activity({ resource_type: 'environment' })).map((e) => e.action);
+    for (const act of ['environment.created', 'environment.stopped', 'environment.started']) assert.ok(actions.includes(act), act);
+
+    // Suspension stops it too.
+    await a.client.raw('DELETE', '/v1/tenant');
+    assert.equal((await t.deps.store.environments.findAny(env.id))?.status, 'stopped');
+    assert.equal((await docker.getContainer(environmentWorkloadName(env.id)).inspect()).State.Running, false);
+  });
+
+  test('lease: expiry stops the environment (expired) and keeps the workspace; extending and starting revive it; 24 h later it is removed', async () => {
+    const a = await tenant();
+    const env = await a.client.createEnvironment({ name: 'leased', template_id: 'default', lease_duration_seconds: 600 });
+    await a.client.exec(env.id, { command: ['sh', '-c', 'echo survives > f'] });
+    // A one-second lease from now: the reaper (every 300 ms here) ends it.
+    await a.client.extendLease(env.id, 1);
+    const expired = await waitFor('the lease to end', async () => {
+      const now = await a.client.environment(env.id);
+      return now.status === 'expired' ? now : undefined;
+    }, 15_000);
+    assert.ok(expired.removal_at && expired.removal_at >= expired.updated_at + 24 * 3600 - 1);
+    assert.equal((await docker.getContainer(environmentWorkloadName(env.id)).inspect()).State.Running, false);
+    const refused = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/start`);
+    assert.equal(refused.status, 409);
+    assert.match(refused.body.error, /lease has ended/);
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/lease`, { body: { duration_seconds: 0 } })).status, 400);
+
+    const revived = await a.client.extendLease(env.id, 600);
+    assert.equal(revived.status, 'stopped');
+    assert.ok(revived.lease_expires_at >= Date.now() / 1000 + 590);
+    await a.client.startEnvironment(env.id);
+    assert.equal((await a.client.exec(env.id, { command: ['cat', 'f'] })).stdout, 'survives\n');
+
+    // Expired a day ago: the reaper removes the environment and its workspace.
+    await t.deps.store.environments.update(env.id, { status: 'expired', expired_at: Math.floor(Date.now() / 1000) - 24 * 3600 - 1 });
+    await t.deps.environments.reap();
+    assert.equal((await a.client.raw('GET', `/v1/environments/${env.id}`)).status, 404);
+    await assert.rejects(docker.getVolume(environmentWorkloadName(env.id)).inspect(), /no such volume/i);
+    assert.ok((await a.client.activity({ resource_type: 'environment' })).some((e) => e.action === 'environment.removed'));
+  });
+
+  test('sync: clones over HTTPS (the CA from --git-ca-file) into /workspace/<repo>, at a tag, then updates to main; failures carry git\'s message', async () => {
+    const a = await tenant();
+    // The default template (Ubuntu) has no git: svc clones on its side and copies the checkout in.
+    const env = await a.client.createEnvironment({ name: 'synced', template_id: 'default' });
+    const first = await a.client.sync(env.id, { git_url: git.url('project'), git_ref: 'v1' });
+    assert.deepEqual([first.path, first.commit], ['/workspace/project', git.shas.v1]);
+    assert.equal((await a.client.exec(env.id, { command: ['sh', 'project/hello.sh'] })).stdout, 'hello from v1\n');
+    await a.client.exec(env.id, { command: ['touch', 'project/stale-file'] });
+    const second = await a.client.sync(env.id, { git_url: git.url('project') });
+    assert.equal(second.commit, git.shas.v2);
+    assert.equal((await a.client.exec(env.id, { command: ['sh', 'project/hello.sh'] })).stdout, 'hello from v2\n');
+    // (A shell glob, not ls: Debian's gVisor build answers coreutils 9's statx with EINVAL.)
+    const listing = await a.client.exec(env.id, { command: ['sh', '-c', 'cd project && echo * && test -d .git && echo has-git'] });
+    assert.equal(listing.stdout, 'README.md hello.sh\nhas-git\n', `the old checkout was replaced (${listing.stderr})`);
+
+    const missing = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/sync`, { body: { git_url: git.url('project'), git_ref: 'no-such-branch' } });
+    assert.equal(missing.status, 422);
+    assert.match(missing.body.error, /sync failed: .*no-such-branch/);
+    const plain = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/sync`, { body: { git_url: 'http://127.0.0.1/x.git' } });
+    assert.equal(plain.status, 400);
+    assert.match(plain.body.error, /git_url/);
+    const privateHost = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/sync`, { body: { git_url: 'https://10.1.2.3/x.git' } });
+    assert.equal(privateHost.status, 400);
+    assert.match(privateHost.body.error, /public address/);
+  });
+
+  test('previews: a URL through the proxy to a port of the environment; 503 while it is stopped; gone when deleted', async () => {
+    const a = await tenant();
+    const env = await a.client.createEnvironment({ name: 'web', template_id: 'python' });
+    await a.client.exec(env.id, { command: ['sh', '-c', 'echo preview-page > index.html && (python3 -m http.server 8000 >/dev/null 2>&1 &)'] });
+    const p = await a.client.createPreview(env.id, { name: 'site', port: 8000 });
+    assert.equal(p.url, `http://${p.id}.localhost:${proxyPort}`);
+    const host = `${p.id}.localhost:${proxyPort}`;
+    const page = await waitFor('the preview', async () => {
+      const r = await viaProxy(proxyPort, host, '/index.html').catch(() => undefined);
+      return r?.status === 200 ? r : undefined;
+    });
+    assert.equal(page.body, 'preview-page\n');
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/previews`, { body: { name: 'site', port: 9000 } })).status, 409);
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/previews`, { body: { name: '-bad', port: 9000 } })).status, 400);
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/previews`, { body: { name: 'big', port: 70000 } })).status, 400);
+    assert.deepEqual((await a.client.previews(env.id)).map((x) => x.name), ['site']);
+
+    await a.client.stopEnvironment(env.id);
+    const stopped = await waitFor('the preview to say stopped', async () => {
+      const r = await viaProxy(proxyPort, host).catch(() => undefined);
+      return r?.status === 503 ? r : undefined;
+    });
+    assert.match(stopped.body, /Preview site of environment web is stopped/);
+
+    assert.equal((await a.client.raw('DELETE', `/v1/environments/${env.id}/previews/${p.id}`)).status, 204);
+    assert.equal((await a.client.raw('DELETE', `/v1/environments/${env.id}/previews/${p.id}`)).status, 404);
+    await waitFor('the route to go', async () => ((await viaProxy(proxyPort, host).catch(() => undefined))?.status === 404 ? true : undefined));
+  });
+
+  test('each template runs its tools', async () => {
+    const a = await tenant();
+    const checks: Array<[string, string[], RegExp]> = [
+      ['node', ['node', '--version'], /^v\d+\./],
+      ['python', ['python3', '--version'], /^Python 3\./],
+      ['go', ['go', 'version'], /^go version go1\./],
+    ];
+    const envs: Environment[] = [];
+    for (const [template, command, expected] of checks) {
+      const env = await a.client.createEnvironment({ name: `t-${template}`, template_id: template });
+      envs.push(env);
+      const r = await a.client.exec(env.id, { command });
+      assert.match(r.stdout + r.stderr, expected, template);
+      // Two environments per tenant (the default quota): make room for the next template.
+      if (envs.length === 2) await a.client.deleteEnvironment(envs[0]!.id);
+    }
+    assert.deepEqual(envs.map((e) => e.template_id), ['node', 'python', 'go']);
+  });
+});
