@@ -12,7 +12,7 @@ TEST_FILES := $(shell find packages -path '*/node_modules' -prune -o -path '*/te
 # when two files run them at once, and first requests to fresh containers then get resets.
 TEST_CONCURRENCY ?= 1
 
-.PHONY: build deps run test bench-api bench-deploy bench-proxy bench-build bench-db clean
+.PHONY: build deps run test bench-api bench-deploy bench-proxy bench-build bench-db bench-env clean
 
 # npm ci only when the lock file changed since the last install (it wipes node_modules).
 node_modules/.installed: package-lock.json package.json
@@ -69,6 +69,11 @@ bench-db: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
 	node --import tsx bench/db/run.ts
+
+bench-env: build
+	@bash scripts/ensure-docker.sh
+	@bash scripts/ensure-test-tools.sh
+	node --import tsx bench/env/run.ts
 
 clean:
 	rm -rf bin packages/*/dist packages/*/tsconfig.tsbuildinfo

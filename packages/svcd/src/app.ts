@@ -20,6 +20,7 @@ import { Kanban } from './kanban/kanban.js';
 import { KanbanImage } from './kanban/image.js';
 import { Environments } from './environments/environments.js';
 import { previewRouteTargets } from './environments/previews.js';
+import { WarmPool } from './environments/warm-pool.js';
 import { writeCaBundle } from './builds/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import type { ResolveHost } from './builds/sources.js';
@@ -106,6 +107,9 @@ export interface DepsOverrides {
 export const PRUNE_EVERY_MS = 60_000;
 /** Lease ends are acted on within this long. */
 export const ENVIRONMENT_REAP_EVERY_MS = 10_000;
+/** The warm pool is checked this often (and right after a container is taken). */
+export const WARM_POOL_EVERY_MS = 5_000;
+const WARM_POOL_REFILL_DELAY_MS = 1_000;
 
 export async function createDeps(config: Config, o: DepsOverrides = {}): Promise<Deps> {
   const clock = o.clock ?? systemClock;
@@ -183,6 +187,22 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     routing,
     routesChanged,
   });
+  const warmPoolJob = {
+    name: 'environments.warm_pool',
+    everyMs: WARM_POOL_EVERY_MS,
+    run: () => warmPool.refill(),
+  };
+  const warmPool = new WarmPool(store, runtime, clock, log, {
+    size: config.environmentWarmPool,
+    images: config.environmentImages,
+    start: async (workload, image) => (await environments.runContainer(workload, image, null)).containerId,
+    // Refill soon rather than at the next tick, under the job's lease like every run; not at
+    // once: starting a container takes both cores here for a moment, and the new owner's first
+    // commands come right after the hand-over.
+    taken: () => void timers.setTimeout(() => void jobs.runOnce(warmPoolJob), WARM_POOL_REFILL_DELAY_MS),
+  });
+  environments.useWarmPool(warmPool);
+  jobs.schedule(warmPoolJob);
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
   const reconcileJobs = [
     { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() },

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Environment, ExecResult } from '@svc/client';
-import { environmentWorkloadName } from '../src/environments/environments.js';
+import { environmentWorkloadName, workloadOf } from '../src/environments/environments.js';
 import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { docker, engineTenants } from './images.js';
 import { startHttpsGitServer, type HttpsGitServer } from './git-fixtures.js';
@@ -240,5 +240,60 @@ describe('environments', () => {
       if (envs.length === 2) await a.client.deleteEnvironment(envs[0]!.id);
     }
     assert.deepEqual(envs.map((e) => e.template_id), ['node', 'python', 'go']);
+  });
+});
+
+describe('environments: the warm pool', () => {
+  let t: TestServer;
+  const tenants = engineTenants(() => t);
+  const ready = async (template: 'default' | 'node') => t.deps.store.warmPool.ready(template, TEMPLATE_IMAGES[template]);
+  before(async () => {
+    await ensureTemplateImages();
+    t = await startServer({ realTime: true, config: { environmentWarmPool: 1 } });
+  });
+  after(async () => {
+    // Pool containers outlive svcd on purpose (the next start uses them), and handed-over ones
+    // keep their pool label: remove this server's by name.
+    const workloads = [...(await t.deps.store.warmPool.all()).map((w) => w.workload), ...(await t.deps.store.environments.listAll()).map(workloadOf)];
+    await t.close();
+    for (const name of workloads) {
+      await docker.getContainer(name).remove({ force: true }).catch(() => {});
+      await docker.getVolume(name).remove().catch(() => {});
+    }
+    await tenants.cleanup();
+  });
+
+  test('a create takes a ready container, fresh and moved onto the tenant network; concurrent creates never share one; the pool refills', async () => {
+    await waitFor('the pool to fill', async () => ((await ready('default')).length === 1 && (await ready('node')).length === 1 ? true : undefined), 120_000);
+    const [pooled] = await ready('default');
+    const warmInfo = await docker.getContainer(pooled!.workload).inspect();
+    assert.deepEqual(Object.keys(warmInfo.NetworkSettings.Networks), ['svc-warm-pool'], 'waiting on the internal pool network');
+    assert.deepEqual(warmInfo.HostConfig.CapDrop, ['ALL']);
+
+    const a = await tenants.add();
+    const env = await a.client.createEnvironment({ name: 'warm', template_id: 'default' });
+    assert.equal(env.status, 'running');
+    const row = await t.deps.store.environments.findAny(env.id);
+    assert.equal(row?.workload, pooled!.workload, 'the pooled container');
+    const info = await docker.getContainer(pooled!.workload).inspect();
+    assert.deepEqual(Object.keys(info.NetworkSettings.Networks), [`tenant-${a.id}`]);
+    assert.equal((await a.client.exec(env.id, { command: ['sh', '-c', 'echo /workspace/*'] })).stdout, '/workspace/*\n', 'an empty workspace');
+    assert.equal((await a.client.exec(env.id, { command: ['pwd'] })).stdout, '/workspace\n');
+
+    // Stop and start keep it working from the pooled container; delete removes it.
+    await a.client.stopEnvironment(env.id);
+    await a.client.startEnvironment(env.id);
+    assert.equal((await a.client.exec(env.id, { command: ['true'] })).exit_code, 0);
+
+    await waitFor('the pool to refill', async () => ((await ready('default')).length === 1 ? true : undefined), 60_000);
+    const [b, c] = [await tenants.add(), await tenants.add()];
+    const both = await Promise.all([b, c].map((x) => x.client.createEnvironment({ name: 'race', template_id: 'default' })));
+    const rows = await Promise.all(both.map((e) => t.deps.store.environments.findAny(e.id)));
+    const workloads = rows.map((r) => r?.workload ?? `own:${r?.id}`);
+    assert.equal(new Set(workloads).size, 2, 'two containers');
+    assert.equal(rows.filter((r) => r?.workload).length, 1, 'one from the pool (size 1), one started for it');
+
+    await a.client.deleteEnvironment(env.id);
+    await assert.rejects(docker.getContainer(pooled!.workload).inspect(), /no such container/i);
   });
 });

@@ -233,6 +233,22 @@ for (const kind of STORES) {
       assert.deepEqual(await store.environments.previews('e1'), [], 'previews went with it');
     });
 
+    test('warm pool: a ready container is claimed once, even by two stores at once', async () => {
+      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at });
+      await store.warmPool.insert(row('w1', 'ready', T + 1));
+      await store.warmPool.insert(row('w2', 'starting'));
+      await store.warmPool.insert(row('w0', 'ready', T));
+      assert.deepEqual((await store.warmPool.ready('default', 'ubuntu:24.04')).map((w) => w.workload), ['w0', 'w1'], 'ready ones, oldest first');
+      assert.deepEqual(await store.warmPool.ready('default', 'ubuntu:22.04'), [], 'of that image only');
+      const claims = await Promise.all([store.warmPool.claim('w0'), second.warmPool.claim('w0')]);
+      assert.deepEqual(claims.sort(), [false, true]);
+      assert.equal(await store.warmPool.claim('w2'), false, 'not ready yet');
+      await store.warmPool.markReady('w2', 'c-real');
+      assert.equal(await store.warmPool.claim('w2'), true);
+      await store.warmPool.delete('w0');
+      assert.deepEqual((await store.warmPool.all()).map((w) => [w.workload, w.status]).sort(), [['w1', 'ready'], ['w2', 'claimed']]);
+    });
+
     test('ping answers', async () => {
       await store.ping();
     });

@@ -31,6 +31,7 @@ import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Store } f
 import type { TenantResources } from '../tenants/tenants.js';
 import { previewUrl, type PreviewRouting } from './previews.js';
 import { ENVIRONMENT_RESOURCES, isTemplateId, templateList } from './templates.js';
+import type { WarmPool } from './warm-pool.js';
 
 export interface EnvironmentsOptions {
   images: Record<TemplateId, string>;
@@ -59,7 +60,14 @@ export function environmentWorkloadName(id: string): string {
   return `svc-env-${id}`;
 }
 
+/** The container and volume an environment runs on: its own, or the warm one it was handed. */
+export function workloadOf(e: Pick<EnvironmentRow, 'id' | 'workload'>): string {
+  return e.workload ?? environmentWorkloadName(e.id);
+}
+
 export class Environments implements TenantResources {
+  private warmPool: WarmPool | null = null;
+
   constructor(
     private readonly store: Store,
     private readonly runtime: Runtime,
@@ -69,6 +77,11 @@ export class Environments implements TenantResources {
     private readonly log: Logger,
     private readonly opts: EnvironmentsOptions,
   ) {}
+
+  /** Creates take a warm container from this pool when it has one of the template. */
+  useWarmPool(pool: WarmPool): void {
+    this.warmPool = pool;
+  }
 
   templates(): Template[] {
     return templateList(this.opts.images);
@@ -80,7 +93,7 @@ export class Environments implements TenantResources {
     return t;
   }
 
-  /** Synchronous: answers once the environment runs. */
+  /** Synchronous: answers once the environment runs (at once when the warm pool has one). */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
     const tenant = await this.store.tenants.findById(tenantId);
@@ -97,6 +110,7 @@ export class Environments implements TenantResources {
       expired_at: null,
       container_id: null,
       address: null,
+      workload: null,
       last_error: null,
       created_at: now,
       updated_at: now,
@@ -111,8 +125,11 @@ export class Environments implements TenantResources {
       throw err;
     }
     try {
-      const started = await this.runContainer(row);
-      await this.store.environments.update(row.id, { status: 'running', container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.clock) });
+      // A warm container of the template when the pool has one; else one started now.
+      const warm = (await this.warmPool?.claim(req.template_id, tenantId)) ?? null;
+      if (warm) row.workload = warm.workload;
+      const started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId));
+      await this.store.environments.update(row.id, { status: 'running', workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.clock) });
     } catch (err) {
       // Create either gives a running environment or leaves nothing behind.
       await this.store.environments.delete(row.id);
@@ -149,13 +166,13 @@ export class Environments implements TenantResources {
     if (e.lease_expires_at <= unixSeconds(this.clock)) {
       throw new ConflictError(`the lease has ended: extend it (POST /v1/environments/${id}/lease) and start again`);
     }
-    const w = await this.runtime.inspectWorkload(environmentWorkloadName(id));
+    const w = await this.runtime.inspectWorkload(workloadOf(e));
     let started: { containerId: string; address: string | null };
     if (w) {
       await this.runtime.startWorkload(w.id);
       started = { containerId: w.id, address: (await this.runtime.inspectWorkload(w.id))?.address?.host ?? null };
     } else {
-      started = await this.runContainer(e);
+      started = await this.runContainer(workloadOf(e), e.image, e.tenant_id);
     }
     await this.store.environments.update(id, { status: 'running', expired_at: null, container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.clock) });
     await this.activity.record(this.store, { tenantId, action: 'environment.started', resourceType: 'environment', resourceId: id });
@@ -190,7 +207,7 @@ export class Environments implements TenantResources {
     const e = await this.running(tenantId, id);
     const workDir = req.work_dir ?? WORKSPACE;
     if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
-    const out = await this.runtime.exec(environmentWorkloadName(e.id), {
+    const out = await this.runtime.exec(workloadOf(e), {
       cmd: req.command,
       workDir,
       timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
@@ -233,7 +250,7 @@ export class Environments implements TenantResources {
         if (err instanceof CloneError) throw new UnprocessableError(`sync failed: ${err.message}`);
         throw err;
       });
-      const container = environmentWorkloadName(e.id);
+      const container = workloadOf(e);
       const target = `${WORKSPACE}/${repo}`;
       // Both steps run inside the environment (its file system may be a sandbox's view that
       // writes from outside would not reach): remove the old checkout, then unpack the new one
@@ -329,7 +346,7 @@ export class Environments implements TenantResources {
         await this.store.environments.delete(e.id);
         await this.removeContainerAndWorkspace(e);
       } else if (e.status === 'running') {
-        const w = await this.runtime.inspectWorkload(environmentWorkloadName(e.id));
+        const w = await this.runtime.inspectWorkload(workloadOf(e));
         if (w?.state !== 'running') {
           await this.store.environments.update(e.id, { status: 'stopped', address: null, last_error: 'the container stopped outside svc', updated_at: unixSeconds(this.clock) });
           this.opts.routesChanged();
@@ -339,18 +356,22 @@ export class Environments implements TenantResources {
   }
 
   /** Starts the environment's container on its tenant network with its workspace volume. */
-  private async runContainer(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'image'>): Promise<{ containerId: string; address: string | null }> {
-    const name = environmentWorkloadName(e.id);
-    await this.runtime.ensureTenantNetwork(e.tenant_id);
-    if (!(await this.runtime.hasImage(e.image))) await this.runtime.pullImage(e.image);
+  /**
+   * Starts an environment container with a workspace volume of the same name: on the tenant's
+   * network, or (tenantId null) unassigned in the warm pool.
+   */
+  async runContainer(name: string, image: string, tenantId: string | null): Promise<{ containerId: string; address: string | null }> {
+    if (tenantId !== null) await this.runtime.ensureTenantNetwork(tenantId);
+    if (!(await this.runtime.hasImage(image))) await this.runtime.pullImage(image);
     await this.runtime.removeWorkload(name);
     const containerId = await this.runtime.runWorkload({
       name,
-      image: e.image,
+      image,
       env: {},
-      tenantId: e.tenant_id,
+      tenantId: tenantId ?? '',
+      warmPool: tenantId === null,
       kind: 'environment',
-      resourceId: e.id,
+      resourceId: name,
       limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
       sandbox: await this.opts.sandbox(),
       // Idle until told otherwise; an init reaps what exec'd commands leave behind.
@@ -364,15 +385,15 @@ export class Environments implements TenantResources {
   }
 
   private async halt(e: EnvironmentRow, status: 'stopped' | 'expired'): Promise<void> {
-    await this.runtime.stopWorkload(environmentWorkloadName(e.id), STOP_TIMEOUT_S);
+    await this.runtime.stopWorkload(workloadOf(e), STOP_TIMEOUT_S);
     const now = unixSeconds(this.clock);
     await this.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), updated_at: now });
     this.opts.routesChanged();
   }
 
-  private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id'>): Promise<void> {
-    await this.runtime.removeWorkload(environmentWorkloadName(e.id));
-    await this.runtime.removeVolume(environmentWorkloadName(e.id));
+  private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'workload'>): Promise<void> {
+    await this.runtime.removeWorkload(workloadOf(e));
+    await this.runtime.removeVolume(workloadOf(e));
     await this.runtime.removeTenantNetworkIfUnused(e.tenant_id);
   }
 

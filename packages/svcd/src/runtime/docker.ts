@@ -10,6 +10,9 @@ import {
   ExecNotStartedError,
   RuntimeUnavailableError,
   SANDBOX_RUNTIME,
+  TENANT_NETWORK_PREFIX,
+  WARM_POOL_NETWORK,
+  WARM_POOL_TENANT,
   tenantNetworkName,
   type EngineInfo,
   type EngineStorage,
@@ -309,12 +312,13 @@ export class DockerRuntime implements Runtime {
   }
 
   async runWorkload(spec: WorkloadSpec): Promise<string> {
-    const network = tenantNetworkName(spec.tenantId);
+    if (spec.warmPool) await this.ensureWarmPoolNetwork();
+    const network = spec.warmPool ? WARM_POOL_NETWORK : tenantNetworkName(spec.tenantId);
     const labels = {
       ...spec.labels,
       [LABELS.managed]: 'true',
       [LABELS.installation]: this.installation,
-      [LABELS.tenant]: spec.tenantId,
+      [LABELS.tenant]: spec.warmPool ? WARM_POOL_TENANT : spec.tenantId,
       [LABELS.kind]: spec.kind,
       [LABELS.resource]: spec.resourceId,
     };
@@ -358,6 +362,31 @@ export class DockerRuntime implements Runtime {
     return container.id;
   }
 
+  async assignWorkload(id: string, tenantId: string): Promise<string | null> {
+    await this.ensureTenantNetwork(tenantId);
+    await this.docker.getNetwork(tenantNetworkName(tenantId)).connect({ Container: id });
+    // Leaving the pool network is not waited for (it is half of a hand-over's time): until it is
+    // done the workload is also on a network with no way out and no traffic between its members.
+    void this.docker.getNetwork(WARM_POOL_NETWORK).disconnect({ Container: id, Force: true }).catch(() => {});
+    return (await this.inspectWorkload(id))?.address?.host ?? null;
+  }
+
+  private async ensureWarmPoolNetwork(): Promise<void> {
+    if ((await this.docker.listNetworks({ filters: { name: [WARM_POOL_NETWORK] } })).some((n) => n.Name === WARM_POOL_NETWORK)) return;
+    await this.docker
+      .createNetwork({
+        Name: WARM_POOL_NETWORK,
+        Driver: 'bridge',
+        // No route out and no traffic between waiting workloads: they belong to nobody yet.
+        Internal: true,
+        Labels: { [LABELS.managed]: 'true' },
+        Options: { 'com.docker.network.bridge.enable_icc': 'false' },
+      })
+      .catch((err: { statusCode?: number }) => {
+        if (err.statusCode !== 409) throw err; // created meanwhile
+      });
+  }
+
   async startWorkload(id: string): Promise<void> {
     try {
       await this.docker.getContainer(id).start();
@@ -389,8 +418,8 @@ export class DockerRuntime implements Runtime {
   async inspectWorkload(id: string): Promise<WorkloadInfo | null> {
     try {
       const c = await this.docker.getContainer(id).inspect();
-      const tenant = c.Config.Labels?.[LABELS.tenant];
-      const net = tenant ? c.NetworkSettings.Networks?.[tenantNetworkName(tenant)] : undefined;
+      // Its tenant network (a warm-pool workload handed to a tenant keeps its pool label).
+      const net = Object.entries(c.NetworkSettings.Networks ?? {}).find(([name]) => name.startsWith(TENANT_NETWORK_PREFIX))?.[1];
       const port = Object.keys(c.Config.ExposedPorts ?? {})[0];
       return {
         id: c.Id,

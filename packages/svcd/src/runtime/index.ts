@@ -4,6 +4,10 @@
 export const SANDBOX_RUNTIME = 'runsc';
 /** Every tenant gets its own bridge network named with this prefix. */
 export const TENANT_NETWORK_PREFIX = 'tenant-';
+/** Where warm-pool workloads wait for a tenant. */
+export const WARM_POOL_NETWORK = 'svc-warm-pool';
+/** The tenant label of warm-pool workloads (their labels cannot change when a tenant gets one). */
+export const WARM_POOL_TENANT = 'warm-pool';
 
 export interface EngineInfo {
   version: string;
@@ -54,6 +58,11 @@ export interface WorkloadSpec {
   cmd?: string[];
   /** Instead of the image's ENTRYPOINT ([] for none). */
   entrypoint?: string[];
+  /**
+   * Start it unassigned, on svc's internal warm-pool network (no way out, none to its peers),
+   * labelled for no tenant; assignWorkload hands it to one later. tenantId is not used.
+   */
+  warmPool?: boolean;
   /** A minimal init as PID 1 that reaps orphaned processes (environments, where exec starts many). */
   init?: boolean;
   /** Run as this user of the image (name or uid) instead of the image's default. */
@@ -165,6 +174,8 @@ export interface Runtime {
   inspectWorkload(id: string): Promise<WorkloadInfo | null>;
   /** svc workloads, optionally of one tenant or kind. */
   listWorkloads(filter?: { tenantId?: string; kind?: WorkloadKind }): Promise<WorkloadInfo[]>;
+  /** Moves a warm-pool workload onto the tenant's network; returns its address there. */
+  assignWorkload(id: string, tenantId: string): Promise<string | null>;
   /** Runs a command in a running workload and collects its output. */
   exec(id: string, spec: ExecSpec): Promise<ExecOutcome>;
   /** stdout and stderr as text; with follow, open until the workload ends or the stream is destroyed. */

@@ -43,6 +43,10 @@ export class EnvironmentStore {
     return this.db.selectFrom('environments').selectAll().where('status', '=', 'expired').where('expired_at', '<=', cutoff).execute();
   }
 
+  async usesWorkload(workload: string): Promise<boolean> {
+    return (await this.db.selectFrom('environments').select('id').where('workload', '=', workload).executeTakeFirst()) !== undefined;
+  }
+
   async listAll(): Promise<EnvironmentRow[]> {
     return this.db.selectFrom('environments').selectAll().execute();
   }

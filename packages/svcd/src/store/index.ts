@@ -25,6 +25,7 @@ import { BuildStore } from './builds.js';
 import { DatabaseStore } from './databases.js';
 import { KanbanStore } from './kanban.js';
 import { EnvironmentStore } from './environments.js';
+import { WarmPoolStore } from './warm-pool.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -53,6 +54,7 @@ export interface Repositories {
   databases: DatabaseStore;
   kanban: KanbanStore;
   environments: EnvironmentStore;
+  warmPool: WarmPoolStore;
 }
 
 export interface Store extends Repositories {
@@ -79,6 +81,7 @@ function repositories(db: Kysely<Database>): Repositories {
     databases: new DatabaseStore(db),
     kanban: new KanbanStore(db),
     environments: new EnvironmentStore(db),
+    warmPool: new WarmPoolStore(db),
   };
 }
 

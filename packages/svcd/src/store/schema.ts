@@ -237,6 +237,8 @@ export interface EnvironmentsTable {
   expired_at: number | null;
   container_id: string | null;
   address: string | null;
+  /** The container and volume it runs on; null: svc-env-<id>. */
+  workload: string | null;
   last_error: string | null;
   created_at: number;
   updated_at: number;
@@ -252,6 +254,16 @@ export interface PreviewsTable {
   created_at: number;
 }
 export type PreviewRow = Selectable<PreviewsTable>;
+
+export interface WarmEnvironmentsTable {
+  workload: string;
+  template_id: string;
+  image: string;
+  container_id: string;
+  status: 'starting' | 'ready' | 'claimed';
+  created_at: number;
+}
+export type WarmEnvironmentRow = Selectable<WarmEnvironmentsTable>;
 
 export interface SettingsTable {
   key: string;
@@ -275,4 +287,5 @@ export interface Database {
   kanban_boards: KanbanBoardsTable;
   environments: EnvironmentsTable;
   previews: PreviewsTable;
+  warm_environments: WarmEnvironmentsTable;
 }

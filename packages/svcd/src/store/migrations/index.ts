@@ -7,6 +7,7 @@ import { builds } from './0004_builds.js';
 import { databases } from './0005_databases.js';
 import { kanban } from './0006_kanban.js';
 import { environments } from './0007_environments.js';
+import { warmPool } from './0008_warm_pool.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -21,6 +22,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0005_databases': databases,
     '0006_kanban': kanban,
     '0007_environments': environments,
+    '0008_warm_pool': warmPool,
   };
   return { getMigrations: async () => migrations };
 }

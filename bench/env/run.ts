@@ -1,0 +1,125 @@
+// bench/env: create -> first successful exec (`true`), p50 and p95 over ROUNDS, from the warm
+// pool and cold (two svcd processes on one engine: one keeps a warm pool, one none; the rounds
+// alternate); and the exec round trip of `true` through svc's API against the bare Engine exec
+// (create, start, inspect) of `true` in the same container, alternating. Environments run on
+// the template stand-ins (test/operator-images.ts) under the engine's sandbox runtime.
+// Run: make bench-env
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SvcClient } from '../../packages/client/src/index.js';
+import { freePort } from '../../packages/svcd/test/harness.js';
+import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { TEMPLATE_IMAGES, ensureTemplateImages } from '../../packages/svcd/test/operator-images.js';
+import { median, spawnSvcd } from '../svcd.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
+const POOL = 2;
+/** BENCH_SANDBOX=off runs both sides with runc (svcd --sandbox off): gVisor's exec alone is ~80 ms here. */
+const SANDBOX = process.env.BENCH_SANDBOX === 'off' ? 'off' : 'auto';
+const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(xs.length * 0.95) - 1)] ?? NaN;
+
+async function startSvc(name: string, pool: number) {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), `svc-bench-env-${name}-`));
+  const svcd = await spawnSvcd([
+    '--dev', '--open-registration', '--data-dir', dir, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn',
+    '--dev-rate-limit', '1000000:1000000,1000000:1000000', '--env-warm-pool', String(pool), '--sandbox', SANDBOX,
+    '--env-image-default', TEMPLATE_IMAGES.default, '--env-image-node', TEMPLATE_IMAGES.node,
+    '--env-image-python', TEMPLATE_IMAGES.python, '--env-image-go', TEMPLATE_IMAGES.go,
+  ]);
+  const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${port}` });
+  const reg = await anon.register({ name: `bench-env-${name}`, email: `bench-env-${name}@x.io` });
+  const client = anon.withKey(reg.api_key);
+  // A tenant that already has its network (anything running): creating the network is a
+  // once-per-tenant cost (~90 ms here) that would otherwise land on every round, since deleting
+  // a tenant's last workload removes its network.
+  await client.createEnvironment({ name: 'keeper', template_id: 'default' });
+  return { svcd, dir, tenantId: reg.tenant_id, client };
+}
+
+/** Warm `default` containers waiting (running, still only on the pool network). */
+async function warmReady(): Promise<number> {
+  const list = await docker.listContainers({ filters: { label: ['svc.tenant=warm-pool'], status: ['running'] } });
+  return list.filter((c) => c.Image === TEMPLATE_IMAGES.default && Object.keys(c.NetworkSettings?.Networks ?? {}).every((n) => n === 'svc-warm-pool')).length;
+}
+
+async function createToExec(c: SvcClient, name: string): Promise<{ ms: number; createMs: number; id: string }> {
+  const t0 = performance.now();
+  const env = await c.createEnvironment({ name, template_id: 'default' });
+  const createMs = performance.now() - t0;
+  for (;;) {
+    const r = await c.exec(env.id, { command: ['true'] }).catch(() => null);
+    if (r?.exit_code === 0) break;
+  }
+  return { ms: performance.now() - t0, createMs, id: env.id };
+}
+
+await ensureTemplateImages(['default']);
+const warm = await startSvc('warm', POOL);
+const cold = await startSvc('cold', 0);
+const times = { warm: [] as number[], warmCreate: [] as number[], cold: [] as number[], coldCreate: [] as number[], svcExec: [] as number[], bareExec: [] as number[] };
+const poolWorkloads = new Set<string>();
+try {
+  for (let i = 0; i < ROUNDS; i++) {
+    // The pool refills in the background; each warm round starts with it full, as it would
+    // between creates that are not back to back.
+    const deadline = Date.now() + 60_000;
+    while ((await warmReady()) < POOL && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const w = await createToExec(warm.client, `w${i}`);
+    times.warm.push(w.ms);
+    times.warmCreate.push(w.createMs);
+    await warm.client.deleteEnvironment(w.id);
+    const c = await createToExec(cold.client, `c${i}`);
+    times.cold.push(c.ms);
+    times.coldCreate.push(c.createMs);
+    await cold.client.deleteEnvironment(c.id);
+    process.stderr.write(`bench-env: round ${i + 1}/${ROUNDS}: warm ${Math.round(w.ms)} ms, cold ${Math.round(c.ms)} ms\n`);
+  }
+
+  // Exec round trip in one running environment: svc's API against the bare Engine exec.
+  const env = await cold.client.createEnvironment({ name: 'exec', template_id: 'default' });
+  const container = docker.getContainer(`svc-env-${env.id}`);
+  const bareExec = async () => {
+    const exec = await container.exec({ Cmd: ['true'], AttachStdout: true, AttachStderr: true });
+    const stream = await exec.start({ hijack: true, stdin: false });
+    await new Promise<void>((r) => {
+      stream.on('end', r);
+      stream.on('close', r);
+      stream.resume();
+    });
+    if ((await exec.inspect()).ExitCode !== 0) throw new Error('bare exec failed');
+  };
+  for (let i = 0; i < 3; i++) {
+    await cold.client.exec(env.id, { command: ['true'] });
+    await bareExec();
+  }
+  for (let i = 0; i < ROUNDS; i++) {
+    let t0 = performance.now();
+    await cold.client.exec(env.id, { command: ['true'] });
+    times.svcExec.push(performance.now() - t0);
+    t0 = performance.now();
+    await bareExec();
+    times.bareExec.push(performance.now() - t0);
+  }
+} finally {
+  for (const w of (await docker.listContainers({ all: true, filters: { label: ['svc.tenant=warm-pool'] } }))) poolWorkloads.add((w.Names[0] ?? '').replace(/^\//, ''));
+  await warm.svcd.stop();
+  await cold.svcd.stop();
+  for (const name of poolWorkloads) {
+    await docker.getContainer(name).remove({ force: true }).catch(() => {});
+    await docker.getVolume(name).remove().catch(() => {});
+  }
+  await removeTenantWorkloads([warm.tenantId, cold.tenantId]);
+  rmSync(warm.dir, { recursive: true, force: true });
+  rmSync(cold.dir, { recursive: true, force: true });
+}
+const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+const runtime = SANDBOX === 'auto' && 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
+const ms = (x: number) => `${Math.round(x)}`;
+console.log(`\n| create -> first exec (${runtime}, ${ROUNDS} rounds) | p50 ms | p95 ms | of which create, p50 ms |\n|---|---|---|---|`);
+console.log(`| warm pool (target p50 under 100 ms) | ${ms(median(times.warm))} | ${ms(p95(times.warm))} | ${ms(median(times.warmCreate))} |`);
+console.log(`| cold | ${ms(median(times.cold))} | ${ms(p95(times.cold))} | ${ms(median(times.coldCreate))} |`);
+const ratio = median(times.svcExec) / median(times.bareExec);
+console.log(`\n| exec of \`true\`, median of ${ROUNDS} | svc API ms | bare Engine exec ms | ratio (target at most 1.2) |\n|---|---|---|---|`);
+console.log(`| round trip | ${median(times.svcExec).toFixed(1)} | ${median(times.bareExec).toFixed(1)} | ${ratio.toFixed(2)} |`);
