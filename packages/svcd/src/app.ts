@@ -254,9 +254,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   };
 }
 
-
-/** Starts the work that runs without requests: crash watching and a first reconcile. */
-/** `api` is where the API listens (after listen(), so that port 0 is resolved). */
+/**
+ * Starts the work that runs without requests: the API port's firewall rule, the proxy, crash
+ * watching, a first reconcile and the build runner. `api` is where the API listens (after
+ * listen(), so that port 0 is resolved).
+ */
 export async function startBackground(deps: Deps, api: { host: string; port: number }): Promise<void> {
   // On loopback, containers cannot reach the API anyway (their 127.0.0.1 is their own).
   if (!isLoopback(api.host)) await deps.hostFirewall.shield(api.port);

@@ -1,15 +1,12 @@
 // Builds from git against the real engine, from repositories a loopback `git daemon` serves,
 // deployed and reached through svc's Caddy.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { SvcClient, type Build } from '@svc/client';
+import type { Build, SvcClient } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
 import { startGitServer, type GitServer } from './git-fixtures.js';
-import { exited, startSvcdProcess } from './svcd-process.js';
+import { killableSvcd } from './svcd-process.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
 
@@ -245,29 +242,18 @@ describe('builds across a restart of svcd', () => {
   test('SIGKILL mid-build: the running build fails as interrupted, the queued one runs after the restart', async () => {
     await ensureTestImages();
     const git = await startGitServer();
-    const dir = mkdtempSync(join(tmpdir(), 'svcd-builds-'));
-    const env = { SVC_ADMIN_TOKEN: ADMIN_TOKEN };
-    const args = ['--dev', '--open-registration', '--data-dir', dir];
-    let tenantId = '';
-    const one = await startSvcdProcess(args, env);
-    let proc = one.proc;
-    const anon = new SvcClient({ baseUrl: one.url, adminToken: ADMIN_TOKEN });
-    const reg = await anon.register({ name: 'restart-builds', email: 'rb@x.io' });
-    tenantId = reg.tenant_id;
-    await anon.patchQuotas(reg.tenant_id, { max_builds_concurrent: 1 });
-    const c = anon.withKey(reg.api_key);
-    const s = await c.createService({ name: 'restarted', image: BUSYBOX_IMAGE });
-    const slow = await c.createBuild(s.id, { source_type: 'git', source_url: git.url('slow') });
-    const quick = await c.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'v1' });
-    await waitFor('the slow build to run', async () => ((await c.build(s.id, slow.build_id)).status === 'running' ? true : undefined), 60_000);
-    assert.equal((await c.build(s.id, quick.build_id)).status, 'queued');
-    proc.kill('SIGKILL');
-    await exited(proc);
-
-    const two = await startSvcdProcess(args, env);
-    proc = two.proc;
+    const svcd = await killableSvcd('restart-builds', [], { SVC_ADMIN_TOKEN: ADMIN_TOKEN });
     try {
-      const c2 = new SvcClient({ baseUrl: two.url, apiKey: reg.api_key });
+      const c = svcd.client;
+      await c.patchQuotas(svcd.tenantId, { max_builds_concurrent: 1 });
+      const s = await c.createService({ name: 'restarted', image: BUSYBOX_IMAGE });
+      const slow = await c.createBuild(s.id, { source_type: 'git', source_url: git.url('slow') });
+      const quick = await c.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'v1' });
+      await waitFor('the slow build to run', async () => ((await c.build(s.id, slow.build_id)).status === 'running' ? true : undefined), 60_000);
+      assert.equal((await c.build(s.id, quick.build_id)).status, 'queued');
+      await svcd.kill();
+
+      const c2 = await svcd.restart();
       const interrupted = await c2.build(s.id, slow.build_id);
       assert.equal(interrupted.status, 'failed');
       assert.match(interrupted.last_error ?? '', /interrupted: svcd stopped during this build/);
@@ -275,12 +261,9 @@ describe('builds across a restart of svcd', () => {
       assert.equal(done.status, 'succeeded', done.last_error ?? '');
       assert.equal(done.commit_sha, git.shas.v1);
     } finally {
-      proc.kill('SIGTERM');
-      await exited(proc);
-      await removeTenantWorkloads([tenantId]);
-      await removeImages(`svc/${tenantId}/*`);
+      await svcd.close();
+      await removeImages(`svc/${svcd.tenantId}/*`);
       await git.stop();
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,19 +1,16 @@
 // Managed databases against the real engine, on the stand-in images built from Debian packages
 // (operator-images.ts), checked with the real clients: psql and redis-cli.
 import assert from 'node:assert/strict';
-import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { SvcClient, type DatabaseRecord } from '@svc/client';
+import type { DatabaseRecord, SvcClient } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
 import { ADMIN_TOKEN, startServer, waitFor, type TestServer } from './harness.js';
-import { docker, engineTenants, removeTenantWorkloads } from './images.js';
+import { docker, engineTenants } from './images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
-import { exited, startSvcdProcess } from './svcd-process.js';
+import { killableSvcd } from './svcd-process.js';
 
 const run = promisify(execFile);
 const psql = (url: string, sql: string) => run('psql', [url, '-At', '-c', sql], { timeout: 20_000 }).then((r) => r.stdout.trim());
@@ -168,38 +165,21 @@ describe('managed databases', () => {
 describe('databases across a restart of svcd', () => {
   test('postgres data survives svcd being killed and the container being recreated', async () => {
     await ensureDbImages();
-    const dir = mkdtempSync(join(tmpdir(), 'svcd-db-'));
-    const args = ['--dev', '--open-registration', '--data-dir', dir, '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23000-23099'];
-    let proc: ChildProcess | null = null;
-    let tenantId = '';
-    let dbId = '';
+    const svcd = await killableSvcd('db-restart', ['--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23000-23099']);
     try {
-      const one = await startSvcdProcess(args);
-      proc = one.proc;
-      const anon = new SvcClient({ baseUrl: one.url });
-      const reg = await anon.register({ name: 'db-restart', email: 'dbr@x.io' });
-      tenantId = reg.tenant_id;
-      const c = anon.withKey(reg.api_key);
-      dbId = (await c.createDatabase({ name: 'durable', type: 'postgres' })).id;
+      const c = svcd.client;
+      const dbId = (await c.createDatabase({ name: 'durable', type: 'postgres' })).id;
       await running(c, dbId);
       const conn = await c.connectionString(dbId);
       await psql(conn.connection_string, "CREATE TABLE t (v text); INSERT INTO t VALUES ('survives')");
-      proc.kill('SIGKILL');
-      await exited(proc);
+      await svcd.kill();
       // The container goes too (as after a host reboot): svcd provisions it again on its volume.
       await docker.getContainer(databaseWorkloadName(dbId)).remove({ force: true });
-      const two = await startSvcdProcess(args);
-      proc = two.proc;
-      const c2 = new SvcClient({ baseUrl: two.url, apiKey: reg.api_key });
+      const c2 = await svcd.restart();
       await waitFor('the database back', async () => ((await c2.database(dbId)).status === 'running' && (await docker.getContainer(databaseWorkloadName(dbId)).inspect().then((i) => i.State.Running, () => false)) ? true : undefined), 180_000);
       assert.equal(await waitFor('the row', () => psql(conn.connection_string, 'SELECT v FROM t').catch(() => undefined), 60_000), 'survives');
     } finally {
-      if (proc) {
-        proc.kill('SIGTERM');
-        await exited(proc);
-      }
-      await removeTenantWorkloads([tenantId]);
-      rmSync(dir, { recursive: true, force: true });
+      await svcd.close();
     }
   });
 });

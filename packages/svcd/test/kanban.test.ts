@@ -2,19 +2,15 @@
 // Node stand-in (Debian's Node 18, operator-images.ts), runs one per tenant, and the board
 // answers on its host port. The browser test is kanban-browser.test.ts.
 import assert from 'node:assert/strict';
-import { type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { SvcClient, type KanbanBoard } from '@svc/client';
+import type { KanbanBoard } from '@svc/client';
 import { kanbanWorkloadName } from '../src/kanban/kanban.js';
 import { ADMIN_TOKEN, freePort, startServer, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, docker, engineTenants, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, docker, engineTenants } from './images.js';
 import { boardApi, runningBoard, settledBoard, type BoardWithColumns } from './kanban-fixtures.js';
 import { NODE_IMAGE, ensureNodeImage } from './operator-images.js';
-import { exited, startSvcdProcess } from './svcd-process.js';
+import { killableSvcd } from './svcd-process.js';
 
 async function holdPort(port: number): Promise<Server> {
   const s = createServer();
@@ -176,18 +172,10 @@ describe('kanban boards', () => {
 describe('kanban boards across a restart of svcd', () => {
   test('the port, the token and the cards survive svcd being killed and the container being removed', async () => {
     await ensureNodeImage();
-    const dir = mkdtempSync(join(tmpdir(), 'svcd-kanban-'));
     const port = await freePort();
-    const args = ['--dev', '--open-registration', '--data-dir', dir, '--kanban-image', NODE_IMAGE, '--kanban-ports', `${port}-${port}`];
-    let proc: ChildProcess | null = null;
-    let tenantId = '';
+    const svcd = await killableSvcd('kanban-restart', ['--kanban-image', NODE_IMAGE, '--kanban-ports', `${port}-${port}`]);
     try {
-      const one = await startSvcdProcess(args);
-      proc = one.proc;
-      const anon = new SvcClient({ baseUrl: one.url });
-      const reg = await anon.register({ name: 'kanban-restart', email: 'kr@x.io' });
-      tenantId = reg.tenant_id;
-      const c = anon.withKey(reg.api_key);
+      const c = svcd.client;
       await c.createKanban();
       const b = await runningBoard(c);
       assert.equal(b.host_port, port);
@@ -195,23 +183,15 @@ describe('kanban boards across a restart of svcd', () => {
       const board = (await boardApi<BoardWithColumns>(b.url, token, 'POST', '/api/boards', { name: 'Durable' })).body;
       await boardApi(b.url, token, 'POST', `/api/columns/${board.columns[1]!.id}/cards`, { title: 'across restarts' });
 
-      proc.kill('SIGKILL');
-      await exited(proc);
+      await svcd.kill();
       await docker.getContainer(kanbanWorkloadName(b.id)).remove({ force: true });
-      const two = await startSvcdProcess(args);
-      proc = two.proc;
-      const c2 = new SvcClient({ baseUrl: two.url, apiKey: reg.api_key });
+      const c2 = await svcd.restart();
       await waitFor('the board back', async () => ((await c2.kanban()).status === 'running' && (await docker.getContainer(kanbanWorkloadName(b.id)).inspect().then((i) => i.State.Running, () => false)) ? true : undefined), 120_000);
       assert.equal((await c2.kanban()).url, b.url, 'same port');
       const kept = await waitFor('the card', async () => (await boardApi<BoardWithColumns>(b.url, token, 'GET', `/api/boards/${board.id}`)).body.columns[1]?.cards[0]?.title, 30_000);
       assert.equal(kept, 'across restarts');
     } finally {
-      if (proc) {
-        proc.kill('SIGTERM');
-        await exited(proc);
-      }
-      await removeTenantWorkloads([tenantId]);
-      rmSync(dir, { recursive: true, force: true });
+      await svcd.close();
     }
   });
 });

@@ -213,7 +213,7 @@ for (const kind of STORES) {
       await store.tenants.insert(tenantRow('et2', 'envother'));
       const row = (id: string, tenant: string, name: string, lease: number, status: 'creating' | 'running' | 'stopped' | 'expired' = 'running', expired: number | null = null) => ({
         id, tenant_id: tenant, name, template_id: 'default', image: 'ubuntu:24.04', status, lease_expires_at: lease, expired_at: expired,
-        container_id: null, address: null, last_error: null, created_at: T, updated_at: T,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T,
       });
       await store.environments.insert(row('e1', 'et1', 'dev', T + 10));
       await store.environments.insert(row('e2', 'et2', 'dev', T - 5, 'stopped')); // same name, other tenant: fine

@@ -1,7 +1,11 @@
 // The built launcher bin/svcd as a child process, for the tests that kill it or check its start-up.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { SvcClient } from '@svc/client';
 import { freePort } from './harness.js';
+import { removeTenantWorkloads } from './images.js';
 
 export const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
 
@@ -30,4 +34,49 @@ export function listening(proc: ChildProcess): Promise<void> {
 
 export function exited(proc: ChildProcess): Promise<number | null> {
   return new Promise((res) => (proc.exitCode !== null ? res(proc.exitCode) : proc.on('exit', (code) => res(code))));
+}
+
+export interface KillableSvcd {
+  tenantId: string;
+  /** The tenant's client on the svcd running now. */
+  client: SvcClient;
+  /** SIGKILL: nothing is shut down gracefully. */
+  kill(): Promise<void>;
+  /** A new svcd on the same data dir; the tenant's client for it. */
+  restart(): Promise<SvcClient>;
+  /** Stops svcd and removes the data dir and the tenant's containers, volumes and network. */
+  close(): Promise<void>;
+}
+
+/**
+ * bin/svcd with --dev --open-registration on a fresh data dir and one registered tenant, for
+ * the tests that kill svcd and start it again. `env` may hold SVC_ADMIN_TOKEN (the client then
+ * carries it).
+ */
+export async function killableSvcd(name: string, args: string[], env: Record<string, string> = {}): Promise<KillableSvcd> {
+  const dir = mkdtempSync(join(tmpdir(), `svcd-${name}-`));
+  const allArgs = ['--dev', '--open-registration', '--data-dir', dir, ...args];
+  const adminToken = env.SVC_ADMIN_TOKEN;
+  let running = await startSvcdProcess(allArgs, env);
+  const anon = new SvcClient({ baseUrl: running.url, adminToken });
+  const reg = await anon.register({ name, email: `${name}@x.io` });
+  const stop = async (signal: NodeJS.Signals) => {
+    if (running.proc.exitCode !== null) return;
+    running.proc.kill(signal);
+    await exited(running.proc);
+  };
+  return {
+    tenantId: reg.tenant_id,
+    client: anon.withKey(reg.api_key),
+    kill: () => stop('SIGKILL'),
+    restart: async () => {
+      running = await startSvcdProcess(allArgs, env);
+      return new SvcClient({ baseUrl: running.url, apiKey: reg.api_key, adminToken });
+    },
+    close: async () => {
+      await stop('SIGTERM');
+      await removeTenantWorkloads([reg.tenant_id]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

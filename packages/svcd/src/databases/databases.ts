@@ -13,11 +13,10 @@ import { hexId } from '../ids.js';
 import type { Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
 import { workloadLimits } from '../services/deployer.js';
-import { isUniqueViolation, type DatabaseRow, type DatabaseType, type Store } from '../store/index.js';
+import { isUniqueViolation, type DatabaseRow, type DatabaseType, type Store, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
-import { waitUntilReady } from '../provisioning/readiness.js';
 import { probeDatabase, type ProbeTarget } from './probes.js';
 
 export interface DatabasesOptions {
@@ -33,8 +32,6 @@ export interface DatabasesOptions {
 export const DATABASE_READY_TIMEOUT_MS = 180_000;
 const PROBE_EVERY_MS = 25;
 const PROBE_TIMEOUT_MS = 3_000;
-/** How often provisioning re-reads the record (deleted, suspended?) and the container (exited?). */
-const STATE_CHECK_MS = 500;
 
 /** What each type needs from its image: the public images' documented interface (DECISIONS.md). */
 const KINDS = {
@@ -72,7 +69,7 @@ export class Databases implements TenantResources {
     private readonly sealer: Sealer,
     private readonly activity: Activity,
     private readonly clock: Clock,
-    private readonly timers: Timers,
+    timers: Timers,
     log: Logger,
     private readonly audit: Logger,
     private readonly opts: DatabasesOptions,
@@ -81,11 +78,12 @@ export class Databases implements TenantResources {
       kind: 'database',
       records: store.databases,
       workloadName: databaseWorkloadName,
-      provision: (d) => this.provision(d),
+      provision: (d, tenant) => this.provision(d, tenant),
       runtime,
       store,
       activity,
       clock,
+      timers,
       log,
     });
   }
@@ -195,9 +193,7 @@ export class Databases implements TenantResources {
   }
 
   /** Starts the container on the tenant's network and waits until a real login succeeds. */
-  private async provision(d: DatabaseRow): Promise<void> {
-    const tenant = await this.store.tenants.findById(d.tenant_id);
-    if (!tenant) throw new Error('the tenant is gone');
+  private async provision(d: DatabaseRow, tenant: TenantRow): Promise<void> {
     const kind = KINDS[d.type];
     const password = this.sealer.open(d.sealed_password);
     await this.runtime.ensureTenantNetwork(d.tenant_id);
@@ -226,15 +222,11 @@ export class Databases implements TenantResources {
     });
     await this.store.databases.update(d.id, { container_id: containerId, updated_at: unixSeconds(this.clock) });
     const target: ProbeTarget = { host: '127.0.0.1', port: d.host_port, username: d.username, password, database: kind.database };
-    await waitUntilReady({
-      clock: this.clock,
-      timers: this.timers,
+    await this.lifecycle.waitReady(d.id, d.type, {
       probe: () => probeDatabase(d.type, target, PROBE_TIMEOUT_MS),
-      check: this.lifecycle.stillStarting(d.id, d.type),
       timeoutMs: this.opts.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
       probeEveryMs: PROBE_EVERY_MS,
       probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,
-      checkEveryMs: STATE_CHECK_MS,
     });
   }
 

@@ -420,7 +420,7 @@ export class Environments implements TenantResources {
   }
 
   private previewView(e: EnvironmentRow, p: PreviewRow): Preview {
-    return { id: p.id, environment_id: e.id, name: p.name, port: p.port, url: previewUrl(p, e, this.opts.routing), created_at: p.created_at };
+    return { id: p.id, environment_id: e.id, name: p.name, port: p.port, url: previewUrl(p, this.opts.routing), created_at: p.created_at };
   }
 
   private async row(tenantId: string, id: string): Promise<EnvironmentRow> {

@@ -4,7 +4,7 @@
 // while it does not.
 import type { RouteTarget } from '../proxy/caddy.js';
 import { proxyUrl, type RoutingOptions } from '../services/routing.js';
-import type { EnvironmentRow, PreviewRow } from '../store/index.js';
+import type { PreviewRow } from '../store/index.js';
 
 export type PreviewRouting = RoutingOptions;
 
@@ -14,7 +14,7 @@ export function previewHosts(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id
   return hosts;
 }
 
-export function previewUrl(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id'>, _e: Pick<EnvironmentRow, 'id'>, o: PreviewRouting): string | null {
+export function previewUrl(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id'>, o: PreviewRouting): string | null {
   const hosts = previewHosts(p, o);
   return proxyUrl(hosts[hosts.length - 1]!, o);
 }

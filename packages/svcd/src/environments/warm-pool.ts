@@ -25,7 +25,6 @@ export interface WarmPoolOptions {
 /** A pool container still starting (or being handed over) after this long was left by a dead svcd. */
 const STARTING_STALE_S = 600;
 
-
 export interface ClaimedWorkload {
   workload: string;
   containerId: string;
@@ -94,9 +93,10 @@ export class WarmPool {
       if (outdated || (w.status === 'starting' && stale)) await this.discard(w.workload);
     }
     if (this.opts.size === 0) return;
+    const kept = await this.store.warmPool.all();
     for (const templateId of TEMPLATE_IDS) {
       const image = this.opts.images[templateId];
-      const have = (await this.store.warmPool.all()).filter((w) => w.template_id === templateId && w.status !== 'claimed').length;
+      const have = kept.filter((w) => w.template_id === templateId && w.status !== 'claimed').length;
       for (let i = have; i < this.opts.size; i++) {
         const workload = `svc-env-${hexId(12)}`;
         await this.store.warmPool.insert({ workload, template_id: templateId, image, container_id: '', status: 'starting', created_at: now });

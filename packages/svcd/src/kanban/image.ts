@@ -52,6 +52,8 @@ function dockerfile(baseImage: string): string {
 
 export class KanbanImage {
   private readonly builds = new Map<string, Promise<string>>();
+  /** The files and their tag: read and hashed once, as they do not change while svcd runs. */
+  private content: { files: Array<{ from: string; to: string }>; tag: string } | null = null;
 
   constructor(
     private readonly runtime: Runtime,
@@ -63,8 +65,11 @@ export class KanbanImage {
 
   /** The image's tag, built first when the engine does not have it. One build at a time per tag. */
   async ensure(): Promise<string> {
-    const files = boardFiles();
-    const tag = this.tagFor(files);
+    if (!this.content) {
+      const files = boardFiles();
+      this.content = { files, tag: this.tagFor(files) };
+    }
+    const { files, tag } = this.content;
     if (await this.runtime.hasImage(tag)) return tag;
     let pending = this.builds.get(tag);
     if (!pending) {

@@ -14,11 +14,10 @@ import { ConflictError, NotFoundError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { isPortInUse, pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
-import { waitUntilReady } from '../provisioning/readiness.js';
 import type { Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
 import { workloadLimits } from '../services/deployer.js';
-import { isUniqueViolation, type KanbanBoardRow, type Store } from '../store/index.js';
+import { isUniqueViolation, type KanbanBoardRow, type Store, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';
 
@@ -36,7 +35,6 @@ export interface KanbanOptions {
 export const KANBAN_READY_TIMEOUT_MS = 120_000;
 const PROBE_EVERY_MS = 50;
 const PROBE_TIMEOUT_MS = 2_000;
-const STATE_CHECK_MS = 500;
 /** How often a board whose port turns out to be held outside svc moves to another one. */
 const PORT_ATTEMPTS = 5;
 
@@ -54,7 +52,7 @@ export class Kanban implements TenantResources {
     private readonly sealer: Sealer,
     private readonly activity: Activity,
     private readonly clock: Clock,
-    private readonly timers: Timers,
+    timers: Timers,
     private readonly log: Logger,
     private readonly audit: Logger,
     private readonly opts: KanbanOptions,
@@ -63,11 +61,12 @@ export class Kanban implements TenantResources {
       kind: 'kanban',
       records: store.kanban,
       workloadName: kanbanWorkloadName,
-      provision: (b) => this.provision(b),
+      provision: (b, tenant) => this.provision(b, tenant),
       runtime,
       store,
       activity,
       clock,
+      timers,
       log,
     });
   }
@@ -152,9 +151,7 @@ export class Kanban implements TenantResources {
   }
 
   /** Starts the board (building its image on first need) and waits until it answers. */
-  private async provision(b: KanbanBoardRow): Promise<void> {
-    const tenant = await this.store.tenants.findById(b.tenant_id);
-    if (!tenant) throw new Error('the tenant is gone');
+  private async provision(b: KanbanBoardRow, tenant: TenantRow): Promise<void> {
     const image = await this.image.ensure();
     await this.runtime.ensureTenantNetwork(b.tenant_id);
     let port = b.host_port;
@@ -185,15 +182,11 @@ export class Kanban implements TenantResources {
         port = await this.movePort(b.id, port);
       }
     }
-    await waitUntilReady({
-      clock: this.clock,
-      timers: this.timers,
+    await this.lifecycle.waitReady(b.id, "board's", {
       probe: () => this.probe(port),
-      check: this.lifecycle.stillStarting(b.id, "board's"),
       timeoutMs: this.opts.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS,
       probeEveryMs: PROBE_EVERY_MS,
       probeTimeoutMs: PROBE_TIMEOUT_MS,
-      checkEveryMs: STATE_CHECK_MS,
     });
   }
 

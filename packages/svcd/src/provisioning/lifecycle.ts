@@ -5,9 +5,10 @@
 // `provision` function the domain passes in.
 import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
-import { type Clock, unixSeconds } from '../clock.js';
+import { type Clock, type Timers, unixSeconds } from '../clock.js';
 import type { Runtime } from '../runtime/index.js';
-import type { Repositories } from '../store/index.js';
+import type { Repositories, TenantRow } from '../store/index.js';
+import { waitUntilReady, type ReadinessOptions } from './readiness.js';
 
 /** The record fields every such resource has. */
 export interface LifecycleRow {
@@ -39,14 +40,18 @@ export interface LifecycleOptions<R extends LifecycleRow> {
   records: LifecycleRecords<R>;
   /** The engine name of the resource's container, also its volume's name. */
   workloadName(id: string): string;
-  /** Starts the container and resolves once it is ready; throws with what went wrong. */
-  provision(row: R): Promise<void>;
+  /** Starts the container and resolves once it is ready (waitReady); throws with what went wrong. */
+  provision(row: R, tenant: TenantRow): Promise<void>;
   runtime: Runtime;
   store: Repositories;
   activity: Activity;
   clock: Clock;
+  timers: Timers;
   log: Logger;
 }
+
+/** How often a wait for readiness re-reads the record (deleted, suspended?) and the container (exited?). */
+const STATE_CHECK_MS = 500;
 
 export class Lifecycle<R extends LifecycleRow> {
   /** Provisionings in flight: create returns at once, and one runs per resource at a time. */
@@ -101,11 +106,8 @@ export class Lifecycle<R extends LifecycleRow> {
     await this.o.runtime.removeTenantNetworkIfUnused(tenantId);
   }
 
-  /**
-   * For waitUntilReady: gives up when the resource is no longer wanted (deleted, suspended) or
-   * its container ended before it was ready.
-   */
-  stillStarting(id: string, what: string): (lastProbeError: string) => Promise<void> {
+  /** waitReady's check: gives up when the resource is no longer wanted or its container ended. */
+  private stillStarting(id: string, what: string): (lastProbeError: string) => Promise<void> {
     return async (last) => {
       if (!(await this.stillWanted(id))) throw new Error('stopped');
       const w = await this.o.runtime.inspectWorkload(this.o.workloadName(id));
@@ -120,11 +122,22 @@ export class Lifecycle<R extends LifecycleRow> {
     await Promise.all([...this.provisioning.values()]);
   }
 
+  /**
+   * Waits until `probe` passes, giving up when the resource is no longer wanted (deleted,
+   * suspended) or its container ended first (`what` names it in that error).
+   */
+  waitReady(id: string, what: string, o: Pick<ReadinessOptions, 'probe' | 'timeoutMs' | 'probeEveryMs' | 'probeTimeoutMs'>): Promise<void> {
+    return waitUntilReady({ ...o, clock: this.o.clock, timers: this.o.timers, check: this.stillStarting(id, what), checkEveryMs: STATE_CHECK_MS });
+  }
+
   private async run(id: string): Promise<void> {
     const r = await this.o.records.findAny(id);
     if (!r) return;
+    // A tenant's record outlives its resources; none means the store was changed underneath.
+    const tenant = await this.o.store.tenants.findById(r.tenant_id);
+    if (!tenant) return;
     try {
-      await this.o.provision(r);
+      await this.o.provision(r, tenant);
       if (!(await this.stillWanted(id))) return;
       await this.o.records.update(id, { status: 'running', last_error: null, updated_at: this.now() });
       this.o.log.info({ [this.o.kind]: id }, `${this.o.kind} running`);

@@ -72,7 +72,6 @@ interface DfResponse {
   BuildCache?: Array<{ Size?: number }> | null;
 }
 
-/** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
 /** One event of the engine's progress streams. */
 interface ProgressEvent {
   id?: string;
@@ -83,6 +82,7 @@ interface ProgressEvent {
   progressDetail?: { current?: number };
 }
 
+/** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
 export class DockerRuntime implements Runtime {
   private readonly docker: Docker;
   /** Long-lived streams (followed logs) must not be cut by the request timeout. */
