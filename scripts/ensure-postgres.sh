@@ -12,7 +12,8 @@ if ! pg_lsclusters -h 2>/dev/null | awk '{print $4}' | grep -q online; then
     $SUDO pg_createcluster "$PG_VERSION" main >/dev/null
   fi
   say "starting PostgreSQL $PG_VERSION"
-  $SUDO pg_ctlcluster "$PG_VERSION" main start
+  # Its messages (e.g. "Removed stale pid file") go to stderr: stdout is eval'd by make.
+  $SUDO pg_ctlcluster "$PG_VERSION" main start >&2
 else
   say "PostgreSQL already running"
 fi

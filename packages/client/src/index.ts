@@ -40,6 +40,9 @@ import type {
   Tenant,
   TenantUsage,
   ValidateTokenResponse,
+  MetricsQuery,
+  TenantMetricsQuery,
+  UsageRollup,
 } from '@svc/contract';
 
 export type * from '@svc/contract';
@@ -161,6 +164,10 @@ export class SvcClient {
   usage(): Promise<TenantUsage> {
     return this.call('GET', '/v1/tenant/usage');
   }
+  /** Usage rollups: the tenant's totals, or one service's with service_id. */
+  usageMetrics(q: TenantMetricsQuery = {}): Promise<UsageRollup[]> {
+    return this.call('GET', '/v1/tenant/usage/metrics', { query: { ...q } });
+  }
   reactivateTenant(tenantId: string): Promise<ReactivateResponse> {
     return this.call('POST', `/v1/tenants/${encodeURIComponent(tenantId)}/reactivate`, { headers: this.operatorHeaders(), auth: false });
   }
@@ -223,6 +230,10 @@ export class SvcClient {
   }
   async unsetServiceEnv(id: string, key: string): Promise<void> {
     await this.call('DELETE', `/v1/services/${encodeURIComponent(id)}/env/${encodeURIComponent(key)}`);
+  }
+
+  serviceMetrics(id: string, q: MetricsQuery = {}): Promise<UsageRollup[]> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}/metrics`, { query: { ...q } });
   }
 
   // Snapshots

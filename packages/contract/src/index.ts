@@ -11,3 +11,4 @@ export * from './builds.js';
 export * from './databases.js';
 export * from './kanban.js';
 export * from './environments.js';
+export * from './metering.js';

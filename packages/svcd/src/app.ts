@@ -38,6 +38,11 @@ import { RECONCILE_EVERY_MS, Reconciler } from './services/reconciler.js';
 import { loadInstanceId } from './instance.js';
 import { CaddyProxy } from './proxy/caddy.js';
 import { routeTargets } from './services/routing.js';
+import { Metering } from './metering/metering.js';
+import { Sampler } from './metering/sampler.js';
+import { OperatorMetrics } from './observability/operator-metrics.js';
+import { MetricsListener } from './observability/metrics-listener.js';
+import { openMeteringStore, type MeteringStore } from './store/index.js';
 
 export interface Deps {
   config: Config;
@@ -67,6 +72,13 @@ export interface Deps {
   databases: Databases;
   kanban: Kanban;
   environments: Environments;
+  /** Usage samples and rollups: svc's store, or a database of its own. */
+  meteringStore: MeteringStore;
+  metering: Metering;
+  sampler: Sampler;
+  /** Prometheus metrics for operators, served by metricsListener on --metrics-listen. */
+  metrics: OperatorMetrics;
+  metricsListener: MetricsListener;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
   /** Keeps tenant containers off the API port when it listens beyond loopback. */
@@ -102,6 +114,8 @@ export interface DepsOverrides {
   readyTimeoutMs?: number;
   /** Crash restart backoff base (tests). */
   crashBackoffMs?: number;
+  /** How often rollups are recomputed (tests: short). */
+  rollupEveryMs?: number;
 }
 
 export const PRUNE_EVERY_MS = 60_000;
@@ -110,6 +124,10 @@ export const ENVIRONMENT_REAP_EVERY_MS = 10_000;
 /** The warm pool is checked this often (and right after a container is taken). */
 export const WARM_POOL_EVERY_MS = 5_000;
 const WARM_POOL_REFILL_DELAY_MS = 1_000;
+/** Rollups of the current hour and day are recomputed this often. */
+export const ROLLUP_EVERY_MS = 60_000;
+/** Stats calls in flight at once during a sampling pass. */
+const SAMPLER_CONCURRENCY = 4;
 
 export async function createDeps(config: Config, o: DepsOverrides = {}): Promise<Deps> {
   const clock = o.clock ?? systemClock;
@@ -211,6 +229,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     { name: 'environments.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => environments.reconcile() },
   ];
   for (const job of reconcileJobs) jobs.schedule(job);
+  const meteringStore = config.meteringDatabaseUrl
+    ? openMeteringStore(config.meteringDatabaseUrl, (err) => log.warn({ err }, 'idle metering database connection failed; the pool replaces it'))
+    : store.metering;
+  const metering = new Metering(store, meteringStore, clock, { retentionDays: config.meteringRetentionDays });
+  const sampler = new Sampler(runtime, store, meteringStore, clock, log, { intervalMs: config.meteringIntervalMs, concurrency: SAMPLER_CONCURRENCY });
+  jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async () => void (await sampler.pass()) });
+  jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: () => metering.rollUp() });
+  const metrics = new OperatorMetrics(() => sampler.status(), clock);
+  activity.observe((action) => metrics.activityRecorded(action));
   jobs.schedule({
     name: 'store.prune',
     everyMs: PRUNE_EVERY_MS,
@@ -246,6 +273,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     databases,
     kanban,
     environments,
+    meteringStore,
+    metering,
+    sampler,
+    metrics,
+    metricsListener: new MetricsListener(metrics),
     proxy,
     hostFirewall: o.hostFirewall ?? new HostFirewall(),
     jobs,
@@ -262,6 +294,10 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
 export async function startBackground(deps: Deps, api: { host: string; port: number }): Promise<void> {
   // On loopback, containers cannot reach the API anyway (their 127.0.0.1 is their own).
   if (!isLoopback(api.host)) await deps.hostFirewall.shield(api.port);
+  if (deps.config.metricsListen) {
+    const at = await deps.metricsListener.listen(deps.config.metricsListen);
+    deps.log.info({ metrics: `http://${at.host}:${at.port}/metrics` }, 'Prometheus metrics listening');
+  }
   await deps.proxy?.start();
   deps.crashes.watch();
   for (const job of deps.reconcileJobs) await deps.jobs.runOnce(job);
@@ -276,6 +312,8 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();
+  await deps.metricsListener.close();
+  await deps.meteringStore.close();
   await deps.proxy?.close();
   await deps.hostFirewall.close();
   await deps.store.close();

@@ -53,6 +53,14 @@ export interface Config {
   environmentWarmPool: number;
   /** Extra CA certificates trusted for HTTPS git: builds and environment sync (--git-ca-file). */
   gitCaFile: string | null;
+  /** The Prometheus endpoint's address (--metrics-listen; null: off). */
+  metricsListen: { host: string; port: number } | null;
+  /** A PostgreSQL of its own for usage samples and rollups (--metering-database-url; null: svc's store). */
+  meteringDatabaseUrl: string | null;
+  /** How often running containers are sampled (--metering-interval, seconds). */
+  meteringIntervalMs: number;
+  /** Rollups are kept this many days (--metering-retention-days). */
+  meteringRetentionDays: number;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -94,6 +102,10 @@ export interface RawOptions {
   envImageGo?: string;
   envWarmPool?: string;
   gitCaFile?: string;
+  metricsListen?: string;
+  meteringDatabaseUrl?: string;
+  meteringInterval?: string;
+  meteringRetentionDays?: string;
 }
 
 /** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
@@ -112,6 +124,10 @@ export const DEFAULT_ENVIRONMENT_IMAGES: Record<TemplateId, string> = {
   go: 'golang:1.23-bookworm',
 };
 export const DEFAULT_ENV_WARM_POOL = '0';
+/** Loopback: the operator's Prometheus scrapes from this host (or through a tunnel) unless told otherwise. */
+export const DEFAULT_METRICS_LISTEN = '127.0.0.1:9464';
+export const DEFAULT_METERING_INTERVAL_S = '30';
+export const DEFAULT_METERING_RETENTION_DAYS = '90';
 
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(value);
@@ -198,6 +214,19 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (!Number.isInteger(warm) || warm < 0 || warm > 20) throw new ConfigError(`--env-warm-pool must be an integer from 0 to 20, got ${JSON.stringify(raw.envWarmPool)}`);
   const gitCaFile = raw.gitCaFile?.trim() || null;
   if (gitCaFile !== null && !existsSync(gitCaFile)) throw new ConfigError(`--git-ca-file ${gitCaFile} does not exist`);
+  const metricsListen = raw.metricsListen?.trim() || DEFAULT_METRICS_LISTEN;
+  const meteringDatabaseUrl = raw.meteringDatabaseUrl?.trim() || null;
+  if (meteringDatabaseUrl !== null && !/^postgres(ql)?:\/\//.test(meteringDatabaseUrl)) {
+    throw new ConfigError('--metering-database-url must be a postgres:// URL (leave it unset to keep metering in svc\'s store)');
+  }
+  const meteringInterval = Number(raw.meteringInterval ?? DEFAULT_METERING_INTERVAL_S);
+  if (!Number.isInteger(meteringInterval) || meteringInterval < 1 || meteringInterval > 3600) {
+    throw new ConfigError(`--metering-interval must be whole seconds from 1 to 3600, got ${JSON.stringify(raw.meteringInterval)}`);
+  }
+  const retentionDays = Number(raw.meteringRetentionDays ?? DEFAULT_METERING_RETENTION_DAYS);
+  if (!Number.isInteger(retentionDays) || retentionDays < 2 || retentionDays > 3650) {
+    throw new ConfigError(`--metering-retention-days must be an integer from 2 to 3650, got ${JSON.stringify(raw.meteringRetentionDays)}`);
+  }
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -228,6 +257,10 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     },
     environmentWarmPool: warm,
     gitCaFile,
+    metricsListen: metricsListen === 'off' ? null : parseListen(metricsListen),
+    meteringDatabaseUrl,
+    meteringIntervalMs: meteringInterval * 1000,
+    meteringRetentionDays: retentionDays,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }

@@ -61,10 +61,13 @@ export class UnprocessableError extends AppError {
   }
 }
 
-/** 429 with Retry-After in whole seconds. */
+/** 429 with Retry-After in whole seconds; `limiter` says which limit it was (operator metrics). */
 export class RateLimitedError extends AppError {
-  constructor(retryAfterSeconds: number, headers: Record<string, string> = {}) {
-    super(429, 'rate limit exceeded', { ...headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+  constructor(
+    retryAfterSeconds: number,
+    readonly limiter: 'tenant' | 'global' | 'registration_ip' | 'registration_global',
+  ) {
+    super(429, 'rate limit exceeded', { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
   }
 }
 

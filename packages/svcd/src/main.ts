@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
 import { SANDBOX_RUNTIME } from './runtime/index.js';
 
 const program = new Command('svcd')
@@ -36,6 +36,10 @@ const program = new Command('svcd')
   .addOption(new Option('--env-warm-pool <n>', 'environments kept started and unassigned per template, so that create is fast (0-20)').env('SVC_ENV_WARM_POOL').default(DEFAULT_ENV_WARM_POOL))
   .addOption(new Option('--git-ca-file <path>', 'extra CA certificates (PEM) trusted for HTTPS git, besides the system ones: builds and environment sync').env('SVC_GIT_CA_FILE'))
   .addOption(new Option('--kanban-address <ip>', "the host address task boards are published on and their url names (the machine's public address to share them)").env('SVC_KANBAN_ADDRESS').default(DEFAULT_KANBAN_ADDRESS))
+  .addOption(new Option('--metrics-listen <addr>', "Prometheus /metrics for operators (HOST:PORT, or off)").env('SVC_METRICS_LISTEN').default(DEFAULT_METRICS_LISTEN))
+  .addOption(new Option('--metering-database-url <url>', "a PostgreSQL of its own for usage samples and rollups; unset: svc's store").env('SVC_METERING_DATABASE_URL'))
+  .addOption(new Option('--metering-interval <seconds>', 'how often running containers are sampled').env('SVC_METERING_INTERVAL').default(DEFAULT_METERING_INTERVAL_S))
+  .addOption(new Option('--metering-retention-days <days>', 'how long hourly and daily rollups are kept').env('SVC_METERING_RETENTION_DAYS').default(DEFAULT_METERING_RETENTION_DAYS))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
       'SVC_DEV_RATE_LIMIT',

@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import { SvcClient, type Service } from '@svc/client';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { BIN, exited, startSvcdProcess } from './svcd-process.js';
+import { freePort } from './harness.js';
 
 const TOKEN = 'binary-test-bootstrap-token-0123456789';
 const dirs: string[] = [];
@@ -38,6 +39,34 @@ describe('bin/svcd start-up', () => {
   });
   test('--open-registration needs --dev', () => {
     refuse(['--open-registration'], { SVC_BOOTSTRAP_TOKEN: TOKEN }, /only with --dev/);
+  });
+
+  test('metering and metrics flags are checked', () => {
+    refuse(['--dev', '--metering-interval', '0'], {}, /--metering-interval must be whole seconds from 1 to 3600/);
+    refuse(['--dev', '--metering-retention-days', '1'], {}, /--metering-retention-days must be an integer from 2 to 3650/);
+    refuse(['--dev', '--metering-database-url', 'mysql://x'], {}, /--metering-database-url must be a postgres:\/\/ URL/);
+    refuse(['--dev', '--metrics-listen', 'nowhere'], {}, /listen address must be HOST:PORT/);
+  });
+
+  test('--metrics-listen serves Prometheus text; a taken address stops start-up with its name', async () => {
+    const port = await freePort();
+    const { proc } = await start(['--dev', '--data-dir', dataDir(), '--metrics-listen', `127.0.0.1:${port}`]);
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+      assert.equal(r.status, 200);
+      assert.match(await r.text(), /^# HELP svc_http_requests_total /m);
+      const second = spawnSync(BIN, ['--dev', '--data-dir', dataDir(), '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`], {
+        env: { PATH: process.env.PATH },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      assert.notEqual(second.status, 0);
+      assert.match(second.stderr, new RegExp(`--metrics-listen 127\\.0\\.0\\.1:${port}: listen EADDRINUSE`));
+    } finally {
+      const done = exited(proc);
+      proc.kill('SIGTERM');
+      await done;
+    }
   });
 
   test('production start: the HTTPS rule holds, registration needs the token, SIGTERM exits cleanly', async () => {

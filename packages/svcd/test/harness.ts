@@ -89,6 +89,10 @@ export function testConfig(over: Partial<Config> = {}): Config {
     environmentImages: { default: 'svc-test/env-default:1', node: 'svc-test/env-node:1', python: 'svc-test/env-python:1', go: 'svc-test/env-go:1' },
     environmentWarmPool: 0,
     gitCaFile: null,
+    metricsListen: null,
+    meteringDatabaseUrl: null,
+    meteringIntervalMs: 30_000,
+    meteringRetentionDays: 90,
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };

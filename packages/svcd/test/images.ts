@@ -14,6 +14,8 @@ import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js'
 export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:5';
 /** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way. */
 export const WEBSOCKET_IMAGE = 'svc-test/websocket:1';
+/** Serves on $PORT and keeps one core busy for its first 60 seconds (metering tests). */
+export const BURNER_IMAGE = 'svc-test/burner:1';
 /** Same contents, never listens: deploys that cannot become ready. */
 export const SLEEPER_IMAGE = 'svc-test/sleeper:1';
 const BUSYBOX = '/bin/busybox';
@@ -136,6 +138,22 @@ export async function ensureTestImages(): Promise<void> {
       },
       busybox,
       'websocket.sh': { body: WEBSOCKET, mode: 0o755 },
+    });
+  }
+  if (!(await imagePresent(BURNER_IMAGE))) {
+    await buildImage(BURNER_IMAGE, {
+      Dockerfile: {
+        body: [
+          'FROM scratch',
+          'COPY busybox /bin/busybox',
+          'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
+          'COPY www /www',
+          'ENV PATH=/bin',
+          `CMD ["/bin/sh", "-c", "httpd -f -p \${PORT:-8000} -h /www & timeout 60 sh -c 'while :; do :; done'; wait"]`,
+        ].join('\n'),
+      },
+      busybox,
+      'www/index.html': { body: 'burning\n' },
     });
   }
   if (!(await imagePresent(SLEEPER_IMAGE))) {

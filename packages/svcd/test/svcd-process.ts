@@ -12,7 +12,7 @@ export const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, 
 /** Starts bin/svcd on a free loopback port and waits until it listens. */
 export async function startSvcdProcess(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string }> {
   const port = await freePort();
-  const proc = spawn(BIN, [...args, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn'], {
+  const proc = spawn(BIN, ['--metrics-listen', '127.0.0.1:0', ...args, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn'], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

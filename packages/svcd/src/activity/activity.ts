@@ -16,10 +16,17 @@ export interface ActivityEvent {
 
 /** The tenant's activity feed: written beside each change, in the change's own transaction. */
 export class Activity {
+  private readonly observers: Array<(action: string) => void> = [];
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
   ) {}
+
+  /** Called with each recorded action (operator metrics count outcomes from them). */
+  observe(fn: (action: string) => void): void {
+    this.observers.push(fn);
+  }
 
   async record(repos: Repositories, e: ActivityEvent): Promise<void> {
     await repos.activity.insert({
@@ -32,6 +39,9 @@ export class Activity {
       details: JSON.stringify(e.details ?? {}),
       created_at: unixSeconds(this.clock),
     });
+    // Told on insert: inside a transaction that later rolls back, the count is one too many
+    // (acceptable for operator counters; the feed itself stays exact).
+    for (const fn of this.observers) fn(e.action);
   }
 
   async list(tenantId: string, q: ActivityQuery): Promise<ActivityEntry[]> {

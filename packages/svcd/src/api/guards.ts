@@ -52,7 +52,7 @@ export function accessGuard(deps: Deps) {
         const r = rateLimits.takeTenant(principal.tenantId);
         void reply.header('x-ratelimit-limit', String(rateLimits.tenantLimit));
         void reply.header('x-ratelimit-remaining', String(r.remaining));
-        if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
+        if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'tenant');
         return;
       }
     }

@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from '../app.js';
-import { ValidationError } from '../errors.js';
+import { RateLimitedError, ValidationError } from '../errors.js';
 import { BODY_LIMIT_BYTES, errorHandler } from './errors.js';
 import { accessGuard } from './guards.js';
 import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
@@ -22,6 +22,7 @@ import { environmentRoutes } from './routes/environments.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
+import { meteringRoutes } from './routes/metering.js';
 import './route-config.js';
 
 // ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
@@ -139,6 +140,14 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
     return reply.code(404).send({ error: `no route for ${request.method} ${path}` });
   });
 
+  // Operator metrics: every answer by route pattern (unknown paths share one label), and 429s by limiter.
+  app.addHook('onResponse', async (request, reply) => {
+    deps.metrics.requestDone(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+  });
+  app.addHook('onError', async (_request, _reply, err) => {
+    if (err instanceof RateLimitedError) deps.metrics.rateLimitRejected(err.limiter);
+  });
+
   // The timeout starts first, so that slow credential checks count against it too.
   requestTimeouts(app, deps);
   app.addHook('onRequest', accessGuard(deps));
@@ -157,6 +166,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(databaseRoutes(deps));
   await app.register(kanbanRoutes(deps));
   await app.register(environmentRoutes(deps));
+  await app.register(meteringRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

@@ -60,7 +60,7 @@ export class RateLimits {
   /** The process-wide limit; throws 429 when exhausted. */
   takeGlobal(): void {
     const r = this.global.take(this.clock.now());
-    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'global');
   }
 
   /** The per-tenant limit; returns the result so the caller can set X-RateLimit-* headers. */
@@ -71,9 +71,9 @@ export class RateLimits {
   /** Registration-class routes; the IP allowance is checked first, then the global one. */
   takeRegistration(clientIp: string): void {
     const byIp = this.registrationByIp.take(clientIp);
-    if (!byIp.allowed) throw new RateLimitedError(byIp.retryAfterSeconds);
+    if (!byIp.allowed) throw new RateLimitedError(byIp.retryAfterSeconds, 'registration_ip');
     const all = this.registrationGlobal.take(this.clock.now());
-    if (!all.allowed) throw new RateLimitedError(all.retryAfterSeconds);
+    if (!all.allowed) throw new RateLimitedError(all.retryAfterSeconds, 'registration_global');
   }
 
   /** Exposed for tests of the bucket bookkeeping. */

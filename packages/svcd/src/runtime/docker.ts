@@ -25,6 +25,7 @@ import {
   type WorkloadKind,
   type WorkloadSpec,
   type WorkloadState,
+  type WorkloadStats,
   type WorkloadExit,
 } from './index.js';
 
@@ -415,6 +416,18 @@ export class DockerRuntime implements Runtime {
     }
   }
 
+  async stats(id: string): Promise<WorkloadStats | null> {
+    try {
+      // one-shot: the engine answers with one reading at once instead of waiting a second for a
+      // CPU delta it computes itself; svc takes its deltas between its own samples.
+      const s = (await this.docker.getContainer(id).stats({ stream: false, 'one-shot': true } as { stream: false })) as EngineStats;
+      return workloadStats(s);
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+  }
+
   async inspectWorkload(id: string): Promise<WorkloadInfo | null> {
     try {
       const c = await this.docker.getContainer(id).inspect();
@@ -560,6 +573,42 @@ export class DockerRuntime implements Runtime {
     const nets = await this.docker.listNetworks({ filters: { name: [prefix] } });
     return nets.filter((n) => n.Name.startsWith(prefix)).length;
   }
+}
+
+/** The parts of the Engine's stats answer that svc reads (cgroup v1 and v2 alike). */
+interface EngineStats {
+  cpu_stats?: { cpu_usage?: { total_usage?: number } };
+  memory_stats?: { usage?: number; stats?: Record<string, number> };
+  networks?: Record<string, { rx_bytes?: number; tx_bytes?: number }>;
+  blkio_stats?: { io_service_bytes_recursive?: Array<{ op: string; value: number }> | null };
+}
+
+export function workloadStats(s: EngineStats): WorkloadStats {
+  const mem = s.memory_stats ?? {};
+  // The working set, as `docker stats` shows it: page cache that can be dropped is not counted
+  // (inactive_file on cgroup v2, total_inactive_file on v1).
+  const inactive = mem.stats?.inactive_file ?? mem.stats?.total_inactive_file ?? 0;
+  let rx = 0;
+  let tx = 0;
+  for (const n of Object.values(s.networks ?? {})) {
+    rx += n.rx_bytes ?? 0;
+    tx += n.tx_bytes ?? 0;
+  }
+  let read = 0;
+  let write = 0;
+  for (const e of s.blkio_stats?.io_service_bytes_recursive ?? []) {
+    const op = e.op.toLowerCase();
+    if (op === 'read') read += e.value;
+    else if (op === 'write') write += e.value;
+  }
+  return {
+    cpuMicros: Math.floor((s.cpu_stats?.cpu_usage?.total_usage ?? 0) / 1000),
+    memoryBytes: Math.max(0, (mem.usage ?? 0) - inactive),
+    netRxBytes: rx,
+    netTxBytes: tx,
+    blockReadBytes: read,
+    blockWriteBytes: write,
+  };
 }
 
 function isNotFound(err: unknown): boolean {

@@ -126,6 +126,19 @@ export interface ExecOutcome {
   durationMs: number;
 }
 
+/**
+ * One reading of a workload's counters. CPU, network and block I/O are cumulative since the
+ * container started (they restart at zero when it does); memory is the current working set.
+ */
+export interface WorkloadStats {
+  cpuMicros: number;
+  memoryBytes: number;
+  netRxBytes: number;
+  netTxBytes: number;
+  blockReadBytes: number;
+  blockWriteBytes: number;
+}
+
 export interface LogOptions {
   tail: number;
   follow: boolean;
@@ -174,6 +187,8 @@ export interface Runtime {
   inspectWorkload(id: string): Promise<WorkloadInfo | null>;
   /** svc workloads, optionally of one tenant or kind. */
   listWorkloads(filter?: { tenantId?: string; kind?: WorkloadKind }): Promise<WorkloadInfo[]>;
+  /** One reading of a running workload's counters (one-shot: no wait for a second reading); null when it is gone. */
+  stats(id: string): Promise<WorkloadStats | null>;
   /** Moves a warm-pool workload onto the tenant's network; returns its address there. */
   assignWorkload(id: string, tenantId: string): Promise<string | null>;
   /** Runs a command in a running workload and collects its output. */
@@ -193,5 +208,5 @@ export function tenantNetworkName(tenantId: string): string {
   return `${TENANT_NETWORK_PREFIX}${tenantId}`;
 }
 
-export { DockerRuntime } from './docker.js';
+export { DockerRuntime, workloadStats } from './docker.js';
 export { HostFirewall, type Iptables } from './host-firewall.js';

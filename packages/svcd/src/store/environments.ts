@@ -15,6 +15,11 @@ export class EnvironmentStore {
     return this.db.selectFrom('environments').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
   }
 
+  /** The environment running on a container (a warm-pool container is labelled for no tenant). */
+  async findByContainer(containerId: string): Promise<EnvironmentRow | undefined> {
+    return this.db.selectFrom('environments').selectAll().where('container_id', '=', containerId).executeTakeFirst();
+  }
+
   async findAny(id: string): Promise<EnvironmentRow | undefined> {
     return this.db.selectFrom('environments').selectAll().where('id', '=', id).executeTakeFirst();
   }

@@ -26,6 +26,8 @@ import { DatabaseStore } from './databases.js';
 import { KanbanStore } from './kanban.js';
 import { EnvironmentStore } from './environments.js';
 import { WarmPoolStore } from './warm-pool.js';
+import { MeteringStore } from './metering.js';
+import { pgTypes } from './pg-types.js';
 
 export { isUniqueViolation } from './dialect.js';
 export type { Dialect } from './dialect.js';
@@ -37,6 +39,7 @@ export type { ServicePatch } from './services.js';
 export type { DatabasePatch } from './databases.js';
 export type { KanbanPatch } from './kanban.js';
 export type { EnvironmentPatch } from './environments.js';
+export { MeteringStore, openMeteringStore } from './metering.js';
 
 /** The repositories, bound to the database or to one transaction. */
 export interface Repositories {
@@ -59,6 +62,8 @@ export interface Repositories {
 
 export interface Store extends Repositories {
   readonly dialect: Dialect;
+  /** The metering tables in this database (used unless --metering-database-url names another). */
+  readonly metering: MeteringStore;
   /** Runs `fn` in one transaction; it commits when `fn` resolves and rolls back when it throws. */
   transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
   ping(): Promise<void>;
@@ -97,13 +102,6 @@ export interface StoreOptions {
   onConnectionError?: (err: Error) => void;
 }
 
-// node-postgres returns int8 as strings by default (to be safe past 2^53); our int8 columns are
-// unix seconds and milliseconds, so numbers are right. Set per pool, not on the global `pg.types`.
-const pgTypes = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
-};
-
 export async function openStore(opts: StoreOptions): Promise<Store> {
   let dialect: Dialect;
   let db: Kysely<Database>;
@@ -135,6 +133,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   return {
     dialect,
     ...repositories(db),
+    metering: new MeteringStore(db),
     transaction: (fn) => db.transaction().execute((trx) => fn(repositories(trx))),
     ping: async () => {
       await sql`select 1`.execute(db);

@@ -265,6 +265,55 @@ export interface WarmEnvironmentsTable {
 }
 export type WarmEnvironmentRow = Selectable<WarmEnvironmentsTable>;
 
+/**
+ * One reading of one running container. The cumulative counters are kept so that the next
+ * reading (also after a restart of svcd) can take its deltas; the deltas are what rollups sum.
+ */
+export interface UsageSamplesTable {
+  container_id: string;
+  sampled_at: number;
+  tenant_id: string;
+  /** service, database, kanban, environment. */
+  kind: string;
+  /** The store id of what the container is (service id, ...). */
+  resource_id: string;
+  /** Running seconds this reading stands for (0 for a container's first). */
+  seconds: number;
+  cpu_micros: number;
+  net_rx_bytes: number;
+  net_tx_bytes: number;
+  disk_read_bytes: number;
+  disk_write_bytes: number;
+  cpu_micros_delta: number;
+  net_rx_delta: number;
+  net_tx_delta: number;
+  disk_read_delta: number;
+  disk_write_delta: number;
+  memory_bytes: number;
+}
+export type UsageSampleRow = Selectable<UsageSamplesTable>;
+
+export type RollupPeriod = 'hourly' | 'daily';
+
+export interface UsageRollupsTable {
+  tenant_id: string;
+  /** '' for the whole tenant (every container it runs), else one service. */
+  service_id: string;
+  period: RollupPeriod;
+  bucket_start: number;
+  cpu_seconds: number;
+  memory_avg_bytes: number;
+  memory_peak_bytes: number;
+  net_rx_bytes: number;
+  net_tx_bytes: number;
+  disk_read_bytes: number;
+  disk_write_bytes: number;
+  running_seconds: number;
+  /** Sampling moments in the bucket: the weight of memory_avg_bytes when buckets are merged. */
+  ticks: number;
+}
+export type UsageRollupRow = Selectable<UsageRollupsTable>;
+
 export interface SettingsTable {
   key: string;
   value: string;
@@ -288,4 +337,6 @@ export interface Database {
   environments: EnvironmentsTable;
   previews: PreviewsTable;
   warm_environments: WarmEnvironmentsTable;
+  usage_samples: UsageSamplesTable;
+  usage_rollups: UsageRollupsTable;
 }

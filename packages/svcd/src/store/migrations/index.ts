@@ -8,6 +8,7 @@ import { databases } from './0005_databases.js';
 import { kanban } from './0006_kanban.js';
 import { environments } from './0007_environments.js';
 import { warmPool } from './0008_warm_pool.js';
+import { metering } from './0009_metering.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -23,6 +24,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0006_kanban': kanban,
     '0007_environments': environments,
     '0008_warm_pool': warmPool,
+    '0009_metering': metering,
   };
   return { getMigrations: async () => migrations };
 }

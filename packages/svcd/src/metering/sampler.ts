@@ -1,0 +1,138 @@
+// The usage sampler: one reading of every running tenant container per pass, through the
+// Engine's one-shot stats (a few at a time), written to the metering store as counter deltas.
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { MeteringStore, Store, UsageSampleRow } from '../store/index.js';
+import { LABELS, WARM_POOL_TENANT, type Runtime, type WorkloadInfo, type WorkloadStats } from '../runtime/index.js';
+
+export interface SamplerOptions {
+  intervalMs: number;
+  /** Stats calls in flight at once: each costs the engine a cgroup read, gVisor more. */
+  concurrency: number;
+}
+
+/** Whose usage a container is. */
+export interface MeteredWorkload {
+  containerId: string;
+  tenantId: string;
+  kind: string;
+  resourceId: string;
+}
+
+/** What the last pass saw, for the operator's metrics. */
+export interface SamplerStatus {
+  /** When the last completed pass started (ms), null before the first. */
+  lastPassAt: number | null;
+  /** svc's containers on the engine by state, as of the last pass. */
+  containersByState: Record<string, number>;
+  /** Readings that failed in the last pass (the container went away, the engine timed out). */
+  lastPassFailures: number;
+}
+
+function delta(current: number, previous: number | undefined): number {
+  // A counter that went down restarted with its container: all of it is new.
+  if (previous === undefined || current < previous) return current;
+  return current - previous;
+}
+
+/**
+ * The sample row of one reading. `previous` is the container's last sample, if any: the deltas
+ * are taken against it, and the running seconds are the time since it, unless that gap is far
+ * longer than the interval (svcd was down: the container may not have run all along), in which
+ * case one interval is counted. A container's first reading counts what it used since it
+ * started, and no running time.
+ */
+export function sampleRow(w: MeteredWorkload, s: WorkloadStats, sampledAt: number, previous: UsageSampleRow | undefined, intervalS: number): UsageSampleRow {
+  const gap = previous ? sampledAt - previous.sampled_at : 0;
+  return {
+    container_id: w.containerId,
+    sampled_at: sampledAt,
+    tenant_id: w.tenantId,
+    kind: w.kind,
+    resource_id: w.resourceId,
+    seconds: previous ? (gap <= 3 * intervalS ? gap : intervalS) : 0,
+    cpu_micros: s.cpuMicros,
+    net_rx_bytes: s.netRxBytes,
+    net_tx_bytes: s.netTxBytes,
+    disk_read_bytes: s.blockReadBytes,
+    disk_write_bytes: s.blockWriteBytes,
+    cpu_micros_delta: delta(s.cpuMicros, previous?.cpu_micros),
+    net_rx_delta: delta(s.netRxBytes, previous?.net_rx_bytes),
+    net_tx_delta: delta(s.netTxBytes, previous?.net_tx_bytes),
+    disk_read_delta: delta(s.blockReadBytes, previous?.disk_read_bytes),
+    disk_write_delta: delta(s.blockWriteBytes, previous?.disk_write_bytes),
+    memory_bytes: s.memoryBytes,
+  };
+}
+
+export class Sampler {
+  /** Each container's last sample, so that deltas need no store read (filled from it after a restart). */
+  private readonly last = new Map<string, UsageSampleRow>();
+  private state: SamplerStatus = { lastPassAt: null, containersByState: {}, lastPassFailures: 0 };
+
+  constructor(
+    private readonly runtime: Runtime,
+    private readonly store: Store,
+    private readonly metering: MeteringStore,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly opts: SamplerOptions,
+  ) {}
+
+  status(): SamplerStatus {
+    return this.state;
+  }
+
+  /** One pass over the engine's svc containers; returns how many readings were written. */
+  async pass(): Promise<number> {
+    const startedAt = this.clock.now();
+    const sampledAt = Math.floor(startedAt / 1000);
+    const all = await this.runtime.listWorkloads();
+    const byState: Record<string, number> = {};
+    for (const w of all) byState[w.state] = (byState[w.state] ?? 0) + 1;
+
+    const running = all.filter((w) => w.state === 'running');
+    const rows: UsageSampleRow[] = [];
+    let failures = 0;
+    await eachLimited(running, this.opts.concurrency, async (info) => {
+      try {
+        const w = await this.meteredWorkload(info);
+        if (!w) return;
+        const stats = await this.runtime.stats(w.containerId);
+        if (!stats) return; // gone since the listing
+        const previous = this.last.get(w.containerId) ?? (await this.metering.lastSample(w.containerId));
+        rows.push(sampleRow(w, stats, sampledAt, previous, this.opts.intervalMs / 1000));
+      } catch (err) {
+        failures += 1;
+        this.log.warn({ err, container: info.id }, 'usage reading failed');
+      }
+    });
+    await this.metering.insertSamples(rows);
+    // Only containers still running are remembered: the map never outgrows the engine.
+    this.last.clear();
+    for (const r of rows) this.last.set(r.container_id, r);
+    this.state = { lastPassAt: startedAt, containersByState: byState, lastPassFailures: failures };
+    return rows.length;
+  }
+
+  /** The tenant and resource of a container; warm-pool containers belong to the environment that took them. */
+  private async meteredWorkload(info: WorkloadInfo): Promise<MeteredWorkload | null> {
+    const tenantId = info.labels[LABELS.tenant];
+    const kind = info.labels[LABELS.kind];
+    const resourceId = info.labels[LABELS.resource];
+    if (!tenantId || !kind || !resourceId) return null;
+    if (tenantId !== WARM_POOL_TENANT) return { containerId: info.id, tenantId, kind, resourceId };
+    // Its labels were set before any tenant had it; the store knows who has it now.
+    const env = await this.store.environments.findByContainer(info.id);
+    return env ? { containerId: info.id, tenantId: env.tenant_id, kind: 'environment', resourceId: env.id } : null;
+  }
+}
+
+/** Runs `fn` over `items` with at most `limit` calls in flight. */
+async function eachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}

@@ -1,0 +1,94 @@
+// Operator observability: Prometheus metrics through prom-client, in a registry of this svcd's
+// own (never prom-client's global one), so that two servers in one process keep apart.
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Clock } from '../clock.js';
+import type { SamplerStatus } from '../metering/sampler.js';
+
+import type { RateLimitedError } from '../errors.js';
+
+export class OperatorMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly duration: Histogram<'method' | 'route' | 'status'>;
+  private readonly rateLimited: Counter<'limiter'>;
+  private readonly deploys: Counter<'outcome'>;
+  private readonly builds: Counter<'outcome'>;
+
+  constructor(sampler: () => SamplerStatus, clock: Clock) {
+    const registers = [this.registry];
+    // Process figures (CPU, memory, event-loop lag, handles) for the svcd process itself.
+    collectDefaultMetrics({ register: this.registry, prefix: 'svc_process_' });
+    this.requests = new Counter({
+      name: 'svc_http_requests_total',
+      help: 'API requests answered, by method, route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'svc_http_request_duration_seconds',
+      help: 'API request latency, by method, route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.rateLimited = new Counter({
+      name: 'svc_rate_limit_rejections_total',
+      help: 'Requests refused with 429, by limiter',
+      labelNames: ['limiter'],
+      registers,
+    });
+    this.deploys = new Counter({ name: 'svc_deploys_total', help: 'Deployments finished, by outcome', labelNames: ['outcome'], registers });
+    this.builds = new Counter({ name: 'svc_builds_total', help: 'Builds finished, by outcome', labelNames: ['outcome'], registers });
+    new Gauge({
+      name: 'svc_containers',
+      help: "svc's containers on the engine by state, as of the sampler's last pass",
+      labelNames: ['state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [state, n] of Object.entries(sampler().containersByState)) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'svc_metering_sampler_lag_seconds',
+      help: "Age of the usage sampler's last completed pass (grows when sampling stalls; -1 before the first)",
+      registers,
+      collect() {
+        const at = sampler().lastPassAt;
+        this.set(at === null ? -1 : (clock.now() - at) / 1000);
+      },
+    });
+    new Gauge({
+      name: 'svc_metering_sampler_failures',
+      help: "Container readings that failed in the sampler's last pass",
+      registers,
+      collect() {
+        this.set(sampler().lastPassFailures);
+      },
+    });
+  }
+
+  /** One answered request; `route` is the route pattern (never the raw path: bounded labels). */
+  requestDone(method: string, route: string, status: number, seconds: number): void {
+    const labels = { method, route, status: String(status) };
+    this.requests.inc(labels);
+    this.duration.observe(labels, seconds);
+  }
+
+  rateLimitRejected(limiter: RateLimitedError['limiter']): void {
+    this.rateLimited.inc({ limiter });
+  }
+
+  /** Activity as it is recorded: finished deployments and builds are counted by outcome. */
+  activityRecorded(action: string): void {
+    const [resource, outcome] = action.split('.');
+    if (!outcome || !['succeeded', 'failed', 'cancelled'].includes(outcome)) return;
+    if (resource === 'deployment') this.deploys.inc({ outcome });
+    else if (resource === 'build') this.builds.inc({ outcome });
+  }
+
+  /** The text exposition format. */
+  async text(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

@@ -1,0 +1,116 @@
+import { Kysely, Migrator, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Database, RollupPeriod, UsageRollupRow, UsageSampleRow } from './schema.js';
+import { metering } from './migrations/0009_metering.js';
+import { pgTypes } from './pg-types.js';
+
+/**
+ * The metering store: usage samples and their rollups. By default the tables live in svc's own
+ * database; with --metering-database-url they live in a PostgreSQL of their own, so that the
+ * steady stream of sample writes never competes with the control plane's transactions, and an
+ * outage of that database takes down metering only.
+ */
+export class MeteringStore {
+  constructor(
+    private readonly db: Kysely<Database>,
+    /** Resolves once the tables exist (a separate store creates them on first use). */
+    private readonly ready: () => Promise<void> = async () => {},
+    /** Set for a store of its own, which close() then shuts. */
+    private readonly own: boolean = false,
+  ) {}
+
+  /** Samples of one pass; a container's reading at the same second is kept once. */
+  async insertSamples(rows: UsageSampleRow[]): Promise<void> {
+    await this.ready();
+    // Batches keep each statement well under SQLite's and PostgreSQL's parameter limits.
+    for (let i = 0; i < rows.length; i += 200) {
+      await this.db
+        .insertInto('usage_samples')
+        .values(rows.slice(i, i + 200))
+        .onConflict((oc) => oc.columns(['container_id', 'sampled_at']).doNothing())
+        .execute();
+    }
+  }
+
+  async lastSample(containerId: string): Promise<UsageSampleRow | undefined> {
+    await this.ready();
+    return this.db
+      .selectFrom('usage_samples')
+      .selectAll()
+      .where('container_id', '=', containerId)
+      .orderBy('sampled_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+  }
+
+  /** Every sample taken in [from, to), unix seconds. */
+  async samplesBetween(from: number, to: number): Promise<UsageSampleRow[]> {
+    await this.ready();
+    return this.db.selectFrom('usage_samples').selectAll().where('sampled_at', '>=', from).where('sampled_at', '<', to).execute();
+  }
+
+  /** Replaces one bucket's rollups of every tenant at once (a rollup is recomputed, never added to). */
+  async replaceRollups(period: RollupPeriod, bucketStart: number, rows: UsageRollupRow[]): Promise<void> {
+    await this.ready();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('usage_rollups').where('period', '=', period).where('bucket_start', '=', bucketStart).execute();
+      for (let i = 0; i < rows.length; i += 200) await trx.insertInto('usage_rollups').values(rows.slice(i, i + 200)).execute();
+    });
+  }
+
+  /** Rollups in [from, to), oldest first: of every tenant, or of one ('' service: its totals). */
+  async rollupsBetween(period: RollupPeriod, from: number, to: number, owner?: { tenantId: string; serviceId: string }): Promise<UsageRollupRow[]> {
+    await this.ready();
+    return this.db
+      .selectFrom('usage_rollups')
+      .selectAll()
+      .where('period', '=', period)
+      .where('bucket_start', '>=', from)
+      .where('bucket_start', '<', to)
+      .$if(owner !== undefined, (q) => q.where('tenant_id', '=', owner?.tenantId ?? '').where('service_id', '=', owner?.serviceId ?? ''))
+      .orderBy('bucket_start')
+      .execute();
+  }
+
+  async prune(cutoffs: { samplesBefore: number; hourlyBefore: number; dailyBefore: number }): Promise<void> {
+    await this.ready();
+    await this.db.deleteFrom('usage_samples').where('sampled_at', '<', cutoffs.samplesBefore).execute();
+    await this.db.deleteFrom('usage_rollups').where('period', '=', 'hourly').where('bucket_start', '<', cutoffs.hourlyBefore).execute();
+    await this.db.deleteFrom('usage_rollups').where('period', '=', 'daily').where('bucket_start', '<', cutoffs.dailyBefore).execute();
+  }
+
+  async close(): Promise<void> {
+    if (this.own) await this.db.destroy();
+  }
+}
+
+/**
+ * A metering store in a PostgreSQL of its own. Its tables are created by the same migration as in
+ * svc's database, tracked in its own migration table. The pool connects lazily, so svcd starts
+ * while that database is down (metering answers 503 until it is back); the migration is retried
+ * on each use until it has run.
+ */
+export function openMeteringStore(databaseUrl: string, onConnectionError: (err: Error) => void): MeteringStore {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 4, types: pgTypes });
+  pool.on('error', onConnectionError);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  let migrated: Promise<void> | null = null;
+  const ready = () => {
+    migrated ??= new Migrator({
+      db,
+      provider: { getMigrations: async () => ({ '0001_metering': metering }) },
+      migrationTableName: 'svc_metering_migration',
+      migrationLockTableName: 'svc_metering_migration_lock',
+    })
+      .migrateToLatest()
+      .then(({ error }) => {
+        if (error) throw error instanceof Error ? error : new Error(String(error));
+      })
+      .catch((err: unknown) => {
+        migrated = null; // tried again on the next use
+        throw err;
+      });
+    return migrated;
+  };
+  return new MeteringStore(db, ready, true);
+}
