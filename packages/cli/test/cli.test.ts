@@ -1,14 +1,15 @@
 // The built bin/svc against a real svcd (started in-process on loopback).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { startServer, type TestServer } from '../../svcd/test/harness.js';
-import { removeTenantWorkloads } from '../../svcd/test/images.js';
-import { ensureNodeImage } from '../../svcd/test/operator-images.js';
+import { ADMIN_TOKEN, startServer, type TestServer } from '../../svcd/test/harness.js';
+import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from '../../svcd/test/images.js';
+import { ensureDbImages, ensureNodeImage, ensureTemplateImages } from '../../svcd/test/operator-images.js';
+import { startGitServer, type GitServer } from '../../svcd/test/git-fixtures.js';
 
 const run = promisify(execFile);
 const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
@@ -20,7 +21,7 @@ describe('svc CLI', () => {
   const svc = (...args: string[]) => run(SVC, args, { env: env() });
 
   before(async () => {
-    t = await startServer();
+    t = await startServer({ config: { adminTokens: [ADMIN_TOKEN] } });
   });
   after(() => t.close());
 
@@ -50,6 +51,35 @@ describe('svc CLI', () => {
       return true;
     });
     await assert.rejects(svc('keys', 'create', '--expires-in', '0'), (e: { stderr?: string }) => /expires_in/.test(e.stderr ?? ''));
+  });
+
+  test('login checks the key, stores it 0600; SVC_URL overrides the file', async () => {
+    const key = (JSON.parse(readFileSync(config, 'utf8')) as { apiKey: string }).apiKey;
+    const other = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'nested', 'config.json');
+    const login = (...args: string[]) => run(SVC, ['login', ...args], { env: { PATH: process.env.PATH, SVC_CONFIG: other } });
+    await assert.rejects(login('--url', t.url, '--key', '0000000000000000.bad'), /invalid API key \(HTTP 401\)/);
+    const r = await login('--url', t.url, '--key', key);
+    assert.match(r.stderr, /logged in as cli-tenant; saved to /);
+    assert.equal(statSync(other).mode & 0o777, 0o600);
+    const tenant = await run(SVC, ['--json', 'tenant'], { env: { PATH: process.env.PATH, SVC_CONFIG: other } });
+    assert.equal((JSON.parse(tenant.stdout) as { name: string }).name, 'cli-tenant');
+    await assert.rejects(run(SVC, ['tenant'], { env: { PATH: process.env.PATH, SVC_CONFIG: other, SVC_URL: 'http://127.0.0.1:1' } }), /svc: /);
+  });
+
+  test('tenant rename, usage metrics with its query checks, operator quotas', async () => {
+    assert.equal((JSON.parse((await svc('--json', 'tenant', 'rename', 'cli-renamed')).stdout) as { name: string }).name, 'cli-renamed');
+    assert.deepEqual(JSON.parse((await svc('--json', 'usage', 'metrics', '--period', 'hourly')).stdout), []);
+    await assert.rejects(svc('usage', 'metrics', '--since', 'yesterday'), (e: { stderr?: string; code?: number }) => {
+      assert.match(e.stderr ?? '', /since must be an RFC 3339 timestamp .* \(HTTP 400\)/);
+      return e.code === 1;
+    });
+    await assert.rejects(svc('usage', 'metrics', '--period', 'weekly'), /Allowed choices are hourly, daily/);
+    const tenantId = (JSON.parse((await svc('--json', 'tenant')).stdout) as { id: string }).id;
+    await assert.rejects(svc('admin', 'quotas', tenantId, '--max-services', '7'), /HTTP 401|HTTP 403/);
+    const q = await run(SVC, ['--json', 'admin', 'quotas', tenantId, '--max-services', '7'], { env: { ...env(), SVC_ADMIN_TOKEN: ADMIN_TOKEN } });
+    assert.equal((JSON.parse(q.stdout) as { max_services: number }).max_services, 7);
+    assert.equal((JSON.parse((await svc('--json', 'usage')).stdout) as { services: { max: number } }).services.max, 7);
+    await assert.rejects(svc('keys', 'create', '--expires-in', 'soon'), /not a whole number/);
   });
 
   test('usage, activity and health', async () => {
@@ -84,5 +114,140 @@ describe('svc kanban', () => {
       await t.close();
       await removeTenantWorkloads([tenantId]);
     }
+  });
+});
+
+/** bin/svc with its own config file, logged in as a fresh tenant of `t`. */
+async function cliTenant(t: TestServer, name: string) {
+  const config = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'config.json');
+  const env = { PATH: process.env.PATH, SVC_CONFIG: config };
+  const svc = (...args: string[]) => run(SVC, args, { env, maxBuffer: 16 * 1024 * 1024 });
+  const json = async <T>(...args: string[]) => JSON.parse((await svc('--json', ...args)).stdout) as T;
+  const { tenant_id } = await json<{ tenant_id: string }>('register', '--url', t.url, '--name', name, '--email', `${name}@x.io`);
+  return { id: tenant_id, env, svc, json };
+}
+
+describe('svc on the real engine: services, env, logs, snapshots, builds, databases, environments', () => {
+  let t: TestServer;
+  let git: GitServer;
+  const tenants: string[] = [];
+  before(async () => {
+    await Promise.all([ensureTestImages(), ensureDbImages(), ensureTemplateImages(['default'])]);
+    git = await startGitServer();
+    t = await startServer({ realTime: true, overrides: { readyTimeoutMs: 10_000 } });
+  });
+  after(async () => {
+    await t.close();
+    await removeTenantWorkloads(tenants);
+    for (const id of tenants) await removeImages(`svc/${id}/*`);
+    await git.stop();
+  });
+
+  test('services: create --wait, list, logs and logs -f, env set/list/unset, stop/start, deployments, metrics, snapshots, delete', async () => {
+    const c = await cliTenant(t, 'cli-services');
+    tenants.push(c.id);
+    const created = await c.svc('--json', 'services', 'create', 'web', '--image', BUSYBOX_IMAGE, '--env', 'GREETING=hi', '--wait');
+    const s = JSON.parse(created.stdout) as { id: string; status: string };
+    assert.equal(s.status, 'running');
+    assert.match(created.stderr, /deploy: deploying\ndeploy: running/, 'progress on stderr');
+    assert.match((await c.svc('services', 'list')).stdout, new RegExp(`^ID\\s+NAME[\\s\\S]*${s.id}\\s+web`));
+    assert.match((await c.svc('logs', s.id, '--tail', '50')).stdout, /svc-test starting on port 8000/);
+
+    // -f keeps the stream open: the first lines arrive, then the command is stopped by hand.
+    const follow = spawn(SVC, ['logs', '-f', s.id], { env: c.env });
+    const firstLines = await new Promise<string>((resolve, reject) => {
+      let seen = '';
+      follow.stdout.on('data', (d: Buffer) => {
+        seen += d.toString();
+        if (seen.includes('svc-test starting')) resolve(seen);
+      });
+      follow.on('exit', (code) => reject(new Error(`logs -f exited early (${code}): ${seen}`)));
+    });
+    assert.match(firstLines, /svc-test starting/);
+    assert.equal(follow.exitCode, null, 'still following');
+    follow.kill('SIGINT');
+
+    await c.svc('env', 'set', s.id, 'A=1', 'B=two=2');
+    await assert.rejects(c.svc('env', 'set', s.id, 'novalue'), (e: { code?: number; stderr?: string }) => e.code === 2 && /expected KEY=VALUE/.test(e.stderr ?? ''));
+    assert.deepEqual(await c.json('env', 'list', s.id, '--reveal'), { A: '1', B: 'two=2', GREETING: 'hi' });
+    await c.svc('env', 'unset', s.id, 'A', 'GREETING');
+    assert.match((await c.svc('env', 'list', s.id)).stdout, /^KEY\s+VALUE\nB\s+/);
+
+    assert.equal((await c.json<{ service: { status: string } }>('services', 'stop', s.id)).service.status, 'stopped');
+    assert.equal((await c.json<{ status: string }>('services', 'start', s.id, '--wait')).status, 'running');
+    assert.ok((await c.json<unknown[]>('services', 'deployments', s.id)).length >= 2);
+    assert.ok(Array.isArray(await c.json('services', 'metrics', s.id, '--period', 'hourly')));
+
+    const snap = await c.json<{ id: string }>('snapshots', 'create', s.id, '--name', 'v1');
+    assert.match((await c.svc('snapshots', 'list')).stdout, /v1/);
+    const copy = await c.json<{ id: string; status: string; image: string }>('services', 'create', 'copy', '--from-snapshot', snap.id, '--wait');
+    assert.deepEqual([copy.status, copy.image], ['running', BUSYBOX_IMAGE]);
+    await c.svc('snapshots', 'delete', snap.id);
+    const deleted = await c.svc('services', 'delete', copy.id);
+    assert.match(deleted.stderr, /deleted/);
+    await assert.rejects(c.svc('services', 'show', copy.id), /service not found \(HTTP 404\)/);
+  });
+
+  test('a failed deploy with --wait exits non-zero with its last_error', async () => {
+    const c = await cliTenant(t, 'cli-failing');
+    tenants.push(c.id);
+    await assert.rejects(c.svc('services', 'create', 'nope', '--image', '127.0.0.1:1/none:1', '--wait'), (e: { code?: number; stderr?: string }) => {
+      assert.equal(e.code, 1);
+      assert.match(e.stderr ?? '', /svc: deploy failed: /);
+      return true;
+    });
+  });
+
+  test('builds: create --wait streams the log and deploys; list, show, logs', async () => {
+    const c = await cliTenant(t, 'cli-builds');
+    tenants.push(c.id);
+    const s = await c.json<{ id: string }>('services', 'create', 'built', '--image', BUSYBOX_IMAGE);
+    const r = await c.svc('--json', 'builds', 'create', s.id, '--git-url', git.url('app'), '--wait');
+    const b = JSON.parse(r.stdout) as { id: string; status: string; deployment_id: string | null };
+    assert.equal(b.status, 'succeeded');
+    assert.ok(b.deployment_id);
+    assert.match(r.stderr, /build [0-9a-f]+ queued/);
+    assert.match(r.stderr, /Step|FROM|#\d/i, "the engine's build output, streamed");
+    assert.match(r.stderr, /build: succeeded/);
+    assert.equal((await c.json<Array<{ id: string }>>('builds', 'list', s.id))[0]?.id, b.id);
+    assert.equal((await c.json<Array<{ id: string }>>('builds', 'list'))[0]?.id, b.id);
+    assert.equal((await c.json<{ status: string }>('builds', 'show', s.id, b.id)).status, 'succeeded');
+    assert.ok((await c.svc('builds', 'logs', s.id, b.id)).stdout.length > 0);
+    assert.ok((await c.svc('builds', 'logs', '-f', s.id, b.id)).stdout.length > 0, 'a finished build: -f prints the log and ends');
+    await assert.rejects(c.svc('builds', 'create', s.id, '--git-url', git.url('broken'), '--wait'), /svc: build failed/);
+  });
+
+  test('databases: create --wait, list, url, delete', async () => {
+    const c = await cliTenant(t, 'cli-databases');
+    tenants.push(c.id);
+    const r = await c.svc('--json', 'db', 'create', 'orders', '--type', 'postgres', '--wait');
+    const d = JSON.parse(r.stdout) as { id: string; status: string };
+    assert.equal(d.status, 'running');
+    assert.match(r.stderr, /database orders: provisioning\ndatabase orders: running/);
+    assert.match((await c.svc('db', 'list')).stdout, /orders\s+postgres\s+running/);
+    assert.match((await c.svc('db', 'url', d.id)).stdout, /^postgres:\/\/[^:]+:[^@]+@127\.0\.0\.1:\d+\/\w+\n$/);
+    assert.match((await c.svc('db', 'url', d.id, '--internal')).stdout, /@orders:5432\//);
+    await assert.rejects(c.svc('db', 'create', 'x', '--type', 'mysql'), /Allowed choices are postgres, redis/);
+    await c.svc('db', 'delete', d.id);
+    assert.equal((await c.json<unknown[]>('db', 'list')).length, 0);
+  });
+
+  test('environments: create, exec prints both streams and exits with the remote code, delete', async () => {
+    const c = await cliTenant(t, 'cli-envs');
+    tenants.push(c.id);
+    assert.ok((await c.json<unknown[]>('environments', 'templates')).length >= 4);
+    const e = await c.json<{ id: string; status: string }>('environments', 'create', 'dev', '--template', 'default');
+    assert.equal(e.status, 'running');
+    const ok = await c.svc('env', 'exec', e.id, '--', 'sh', '-c', 'echo out; echo err >&2');
+    assert.deepEqual([ok.stdout, ok.stderr], ['out\n', 'err\n']);
+    await assert.rejects(c.svc('env', 'exec', e.id, '--', 'sh', '-c', 'echo partial; exit 7'), (err: { code?: number; stdout?: string }) => {
+      assert.equal(err.code, 7, 'the remote exit code');
+      assert.equal(err.stdout, 'partial\n');
+      return true;
+    });
+    const asJson = await c.json<{ exit_code: number; stdout: string }>('env', 'exec', e.id, '--workdir', '/tmp', '--', 'pwd');
+    assert.deepEqual([asJson.exit_code, asJson.stdout], [0, '/tmp\n']);
+    assert.match((await c.svc('environments', 'list')).stdout, /dev\s+default/);
+    await c.svc('environments', 'delete', e.id);
   });
 });

@@ -59,6 +59,11 @@ export class ApiError extends Error {
   }
 }
 
+/** The API's {error} message, or the raw text of an answer without one. */
+function errorMessage(body: unknown, text: string): string {
+  return typeof body === 'object' && body !== null && 'error' in body ? String((body as { error: unknown }).error) : text;
+}
+
 export interface RawResponse<T = unknown> {
   status: number;
   headers: Headers;
@@ -77,8 +82,21 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** What the client saw for one request: tests check every answer against the OpenAPI document. */
+export interface ObservedResponse {
+  method: string;
+  /** The path without the query string. */
+  path: string;
+  status: number;
+  contentType: string;
+  /** Parsed JSON, or the text (null for a stream). */
+  body: unknown;
+}
+
 export interface ClientOptions {
   baseUrl: string;
+  /** Called with every answer (tests). */
+  observe?: (r: ObservedResponse) => void;
   apiKey?: string;
   /** Operator credential, sent as X-Admin-Token on operator routes. */
   adminToken?: string;
@@ -91,8 +109,10 @@ export class SvcClient {
   apiKey: string | undefined;
   adminToken: string | undefined;
   bootstrapToken: string | undefined;
+  private readonly observe: ClientOptions['observe'];
 
   constructor(opts: ClientOptions) {
+    this.observe = opts.observe;
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.apiKey = opts.apiKey;
     this.adminToken = opts.adminToken;
@@ -101,11 +121,10 @@ export class SvcClient {
 
   /** A copy of this client that authenticates with another key. */
   withKey(apiKey: string): SvcClient {
-    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken });
+    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken, observe: this.observe });
   }
 
-  /** Any request, any answer: the status is not checked. */
-  async raw<T = unknown>(method: string, path: string, o: RequestOptions = {}): Promise<RawResponse<T>> {
+  private send(method: string, path: string, o: RequestOptions): Promise<Response> {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { ...o.headers };
@@ -113,20 +132,41 @@ export class SvcClient {
     let body: string | undefined = o.rawBody;
     if (o.body !== undefined) body = JSON.stringify(o.body);
     if (body !== undefined && !('content-type' in headers)) headers['content-type'] = 'application/json';
-    const res = await fetch(url, { method, headers, body, signal: o.signal });
+    return fetch(url, { method, headers, body, signal: o.signal });
+  }
+
+  /** Any request, any answer: the status is not checked. */
+  async raw<T = unknown>(method: string, path: string, o: RequestOptions = {}): Promise<RawResponse<T>> {
+    const res = await this.send(method, path, o);
     const text = await res.text();
+    const contentType = res.headers.get('content-type') ?? '';
     let parsed: unknown = text;
-    if ((res.headers.get('content-type') ?? '').includes('json') && text !== '') parsed = JSON.parse(text);
+    if (contentType.includes('json') && text !== '') parsed = JSON.parse(text);
+    this.observe?.({ method, path: path.split('?')[0] ?? path, status: res.status, contentType, body: parsed });
     return { status: res.status, headers: res.headers, body: parsed as T, text };
+  }
+
+  /**
+   * A request whose answer is read as it comes (followed logs): the body stream once the status
+   * is 2xx, else ApiError with the API's message.
+   */
+  async stream(path: string, o: RequestOptions = {}): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.send('GET', path, o);
+    const contentType = res.headers.get('content-type') ?? '';
+    if (res.status < 200 || res.status >= 300 || !res.body) {
+      const text = await res.text();
+      const body: unknown = contentType.includes('json') && text !== '' ? JSON.parse(text) : text;
+      this.observe?.({ method: 'GET', path, status: res.status, contentType, body });
+      throw new ApiError(res.status, errorMessage(body, text), res.headers);
+    }
+    this.observe?.({ method: 'GET', path, status: res.status, contentType, body: null });
+    return res.body;
   }
 
   /** A request that must succeed: a non-2xx answer throws ApiError with the API's message. */
   async call<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
     const r = await this.raw<T>(method, path, o);
-    if (r.status < 200 || r.status >= 300) {
-      const msg = typeof r.body === 'object' && r.body !== null && 'error' in r.body ? String((r.body as { error: unknown }).error) : r.text;
-      throw new ApiError(r.status, msg, r.headers);
-    }
+    if (r.status < 200 || r.status >= 300) throw new ApiError(r.status, errorMessage(r.body, r.text), r.headers);
     return r.body;
   }
 
@@ -218,9 +258,13 @@ export class SvcClient {
   cancelDeployment(id: string, deploymentId: string): Promise<Deployment> {
     return this.call('POST', `/v1/services/${encodeURIComponent(id)}/deployments/${encodeURIComponent(deploymentId)}/cancel`);
   }
-  /** Logs as text (tail only; for follow, use raw() or fetch the URL and read the stream). */
+  /** Logs as text (tail only; followServiceLogs streams). */
   serviceLogs(id: string, tail?: number): Promise<string> {
     return this.call('GET', `/v1/services/${encodeURIComponent(id)}/logs`, { query: { tail } });
+  }
+  /** The log as it grows, until the service's container ends or the signal aborts. */
+  followServiceLogs(id: string, tail?: number, signal?: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+    return this.stream(`/v1/services/${encodeURIComponent(id)}/logs`, { query: { follow: true, tail }, signal });
   }
   serviceEnv(id: string, reveal = false): Promise<Record<string, string>> {
     return this.call('GET', `/v1/services/${encodeURIComponent(id)}/env`, { query: { reveal: reveal || undefined } });
@@ -268,6 +312,10 @@ export class SvcClient {
   }
   buildLogs(serviceId: string, buildId: string): Promise<string> {
     return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}/logs`);
+  }
+  /** The build's log as it is written, until the build ends. */
+  followBuildLogs(serviceId: string, buildId: string, signal?: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+    return this.stream(`/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}/logs`, { query: { follow: true }, signal });
   }
   cancelBuild(serviceId: string, buildId: string): Promise<{ status: 'cancelled' }> {
     return this.call('DELETE', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);

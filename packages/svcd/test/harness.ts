@@ -12,6 +12,7 @@ import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
 import { buildServer, closeDeps, createDeps, startBackground, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
+import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import type { NewTenantRow } from '../src/store/index.js';
 
@@ -141,7 +142,8 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const address = `http://127.0.0.1:${port}`;
   return {
     url: address,
-    client: new SvcClient({ baseUrl: address }),
+    // Every answer its clients see is checked against the OpenAPI document.
+    client: new SvcClient({ baseUrl: address, observe: responseValidator(server.swagger() as OpenApiDocument) }),
     deps,
     clock,
     server,

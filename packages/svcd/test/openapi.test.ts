@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startServer, type TestServer } from './harness.js';
+import { OpenApiMismatch, responseValidator, type OpenApiDocument } from './openapi-validator.js';
 
 interface OpenApiDoc {
   openapi: string;
@@ -49,5 +50,25 @@ describe('OpenAPI document', () => {
     assert.deepEqual(doc.paths['/v1/tenant']?.get?.security, [{ apiKey: [] }]);
     assert.deepEqual(doc.paths['/v1/system/health']?.get?.security, []);
     assert.ok(doc.paths['/v1/tenants/register']?.post?.requestBody, 'request bodies come from the same schemas');
+  });
+
+  test("the pipeline's errors are documented on every operation they can reach", () => {
+    const codes = (path: string, method: string) => Object.keys(doc.paths[path]?.[method]?.responses ?? {}).sort();
+    assert.deepEqual(codes('/v1/auth/keys', 'post').filter((c) => ['400', '401', '403', '409', '413', '429', '503'].includes(c)), ['400', '401', '403', '409', '413', '429', '503']);
+    assert.ok(!codes('/v1/system/health', 'get').includes('429'), 'the liveness probe is exempt from the global limit');
+    assert.ok(!codes('/v1/tenant', 'get').includes('413') && !codes('/v1/tenant', 'get').includes('409'), 'reads take no body and are never replayed');
+  });
+
+  test('the response check that the HTTP tests run fails on an undocumented status or a body off its schema', async () => {
+    const check = responseValidator(doc as unknown as OpenApiDocument);
+    const tenant = { id: 'ab', name: 'n', email: 'e@x.io', status: 'active', created_at: 1, updated_at: 1 };
+    check({ method: 'GET', path: '/v1/tenant', status: 200, contentType: 'application/json', body: tenant });
+    assert.throws(() => check({ method: 'GET', path: '/v1/tenant', status: 418, contentType: 'application/json', body: { error: 'x' } }), OpenApiMismatch);
+    assert.throws(() => check({ method: 'GET', path: '/v1/tenant', status: 200, contentType: 'application/json', body: { ...tenant, created_at: 'yesterday' } }), /created_at/);
+    assert.throws(() => check({ method: 'GET', path: '/v1/tenant', status: 401, contentType: 'application/json', body: { message: 'no' } }), /error/);
+    // a static segment wins over a parameter
+    check({ method: 'GET', path: '/v1/environments/templates', status: 200, contentType: 'application/json', body: [] });
+    // unknown paths are not the document's business
+    check({ method: 'GET', path: '/nowhere', status: 404, contentType: 'application/json', body: { error: 'x' } });
   });
 });

@@ -2,7 +2,9 @@
 // served at GET /v1/openapi.json. Each operation's security follows its route config.
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
+import { ErrorBody } from '@svc/contract';
 import type { SvcRouteConfig } from './route-config.js';
+import { isIdempotencyCandidate } from './idempotency.js';
 
 const SECURITY: Record<SvcRouteConfig['auth'], Array<Record<string, string[]>>> = {
   public: [],
@@ -38,10 +40,35 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: ({ schema, url, route }) => {
       const svc = route.config?.svc as SvcRouteConfig | undefined;
       const transformed = { ...(schema as Record<string, unknown>) };
-      if (svc) transformed.security = SECURITY[svc.auth];
+      if (svc) {
+        transformed.security = SECURITY[svc.auth];
+        const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
+        transformed.response = { ...pipelineErrors(svc, methods), ...(transformed.response as Record<string, unknown> | undefined) };
+      }
       return { schema: transformed as typeof schema, url };
     },
   });
+}
+
+/**
+ * The errors the access pipeline and the server itself can give on a route, whatever the route
+ * does: the document lists them too, so that a client knows every status it may see.
+ */
+function pipelineErrors(svc: SvcRouteConfig, methods: string[]): Record<number, typeof ErrorBody> {
+  const statuses = new Set<number>();
+  if (!svc.liveness) {
+    statuses.add(403); // production: plain HTTP on loopback (behind the TLS proxy) is refused
+    statuses.add(429); // the global limit
+    statuses.add(503); // request timeout, shutting down
+  }
+  if (methods.some((m) => m === 'POST' || m === 'PATCH' || m === 'PUT')) {
+    statuses.add(400); // malformed JSON
+    statuses.add(413); // body over 1 MB
+  }
+  if (svc.auth !== 'public') statuses.add(401);
+  if (svc.auth === 'key' || svc.registrationLimited) statuses.add(429);
+  if (isIdempotencyCandidate(svc, methods)) statuses.add(409); // Idempotency-Key reused with another request
+  return Object.fromEntries([...statuses].map((st) => [st, ErrorBody]));
 }
 
 /** The document route itself; registered after the others so that it sees them all. */

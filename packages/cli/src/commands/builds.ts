@@ -1,0 +1,47 @@
+// Builds from git: create (with --wait, the log streamed as it is written), list, show, logs, cancel.
+import type { Command } from 'commander';
+import type { Cli } from '../context.js';
+import { action, CommandFailed, integer, pipeToStdout, waitUntil } from '../output.js';
+
+const TERMINAL = ['succeeded', 'failed', 'cancelled'];
+/** A build's own deadline on the server is 10 minutes; its deploy follows. */
+const BUILD_WAIT_MS = 20 * 60_000;
+
+export function buildCommands(program: Command, { out, client }: Cli): void {
+  const builds = program.command('builds').alias('build').description('image builds from git');
+  builds
+    .command('create <serviceID>')
+    .description('build an image from a git repository (Dockerfile at its root) and deploy it')
+    .requiredOption('--git-url <url>', 'https:// or git:// URL')
+    .option('--ref <ref>', 'branch, tag or commit (default: the default branch)')
+    .option('--wait', "stream the build's log to stderr and wait for its outcome")
+    .action(
+      action(out, async (serviceId: string, o: { gitUrl: string; ref?: string; wait?: boolean }) => {
+        const c = client();
+        const created = await c.createBuild(serviceId, { source_type: 'git', source_url: o.gitUrl, source_ref: o.ref });
+        if (!o.wait) return created;
+        out.note(`build ${created.build_id} queued: ${created.image}`);
+        // The followed log ends when the build does; the log is progress, so it goes to stderr.
+        for await (const chunk of (await c.followBuildLogs(serviceId, created.build_id)) as unknown as AsyncIterable<Uint8Array>) process.stderr.write(chunk);
+        const b = await waitUntil(out, 'build', () => c.build(serviceId, created.build_id), (v) => TERMINAL.includes(v.status), BUILD_WAIT_MS);
+        if (b.status !== 'succeeded') throw new CommandFailed(`build ${b.status}${b.last_error ? `: ${b.last_error}` : ''}`);
+        return b;
+      }),
+    );
+  builds
+    .command('list [serviceID]')
+    .description("a service's builds, or the tenant's latest")
+    .option('--limit <n>', 'tenant-wide: how many', integer)
+    .action(action(out, (serviceId: string | undefined, o: { limit?: number }) => (serviceId ? client().builds(serviceId) : client().tenantBuilds(o.limit))));
+  builds.command('show <serviceID> <buildID>').action(action(out, (s: string, b: string) => client().build(s, b)));
+  builds
+    .command('logs <serviceID> <buildID>')
+    .option('-f, --follow', 'keep printing until the build ends')
+    .action(
+      action(out, async (s: string, b: string, o: { follow?: boolean }) => {
+        if (o.follow) await pipeToStdout(await client().followBuildLogs(s, b));
+        else process.stdout.write(await client().buildLogs(s, b));
+      }),
+    );
+  builds.command('cancel <serviceID> <buildID>').action(action(out, (s: string, b: string) => client().cancelBuild(s, b)));
+}

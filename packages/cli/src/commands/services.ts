@@ -1,0 +1,143 @@
+// Services: create (from an image or a snapshot), lifecycle with --wait, logs (-f), deployments,
+// metrics, snapshots, and `svc env`: a service's variables, and exec in a developer environment.
+import type { Command } from 'commander';
+import type { Service } from '@svc/client';
+import type { Cli } from '../context.js';
+import { action, CommandFailed, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
+import { metricsOptions, type MetricsOptions } from './metrics-options.js';
+
+/** Deploys run for up to 10 minutes on the server (spec). */
+const DEPLOY_WAIT_MS = 10 * 60_000;
+
+/** With --wait: until the service leaves deploying; a failed or crashed deploy fails the command. */
+async function settled(out: Output, get: () => Promise<Service>): Promise<Service> {
+  const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', DEPLOY_WAIT_MS);
+  if (s.status !== 'running') throw new CommandFailed(`deploy ${s.status}${s.last_error ? `: ${s.last_error}` : ''}`);
+  if (s.url) out.note(`running at ${s.url}`);
+  return s;
+}
+
+export function serviceCommands(program: Command, { out, client }: Cli): void {
+  const services = program.command('services').alias('service').description('services: containers from an image or a build');
+  services.command('list').action(action(out, () => client().listServices({ limit: 200 })));
+  services
+    .command('create <name>')
+    .description('create a service (it deploys in the background; --wait follows it)')
+    .option('--image <ref>', 'image (Docker Hub or a loopback registry); required unless --from-snapshot')
+    .option('--port <port>', 'port the container serves on (default 8000)', integer)
+    .option('--env <KEY=VALUE...>', 'environment variables')
+    .option('--from-snapshot <snapshotID>', "copy image, port and env from a snapshot")
+    .option('--wait', 'wait until it runs (or fails), telling its progress')
+    .action(
+      action(out, async (name: string, o: { image?: string; port?: number; env?: string[]; fromSnapshot?: string; wait?: boolean }) => {
+        const c = client();
+        const created = o.fromSnapshot
+          ? await c.serviceFromSnapshot(o.fromSnapshot, name)
+          : await c.createService({ name, image: o.image, port: o.port, env: o.env ? keyValues(o.env) : undefined });
+        return o.wait && created.status === 'deploying' ? settled(out, () => c.service(created.id)) : created;
+      }),
+    );
+  services.command('show <serviceID>').action(action(out, (id: string) => client().service(id)));
+  services.command('rename <serviceID> <name>').action(action(out, (id: string, name: string) => client().renameService(id, name)));
+  services.command('delete <serviceID>').action(
+    action(out, async (id: string) => {
+      await client().deleteService(id);
+      out.note(`service ${id} deleted`);
+    }),
+  );
+  for (const verb of ['start', 'stop', 'restart', 'redeploy', 'reset'] as const) {
+    services
+      .command(`${verb} <serviceID>`)
+      .option('--wait', 'wait until the deployment it starts is done')
+      .action(
+        action(out, async (id: string, o: { wait?: boolean }) => {
+          const c = client();
+          const r = await c.serviceAction(id, verb);
+          return o.wait && r.service.status === 'deploying' ? settled(out, () => c.service(id)) : r;
+        }),
+      );
+  }
+  services.command('deployments <serviceID>').action(action(out, (id: string) => client().deployments(id)));
+  services
+    .command('cancel-deployment <serviceID> <deploymentID>')
+    .action(action(out, (id: string, dep: string) => client().cancelDeployment(id, dep)));
+  metricsOptions(services.command('metrics <serviceID>').description("the service's metered usage rollups")).action(
+    action(out, (id: string, o: MetricsOptions) => client().serviceMetrics(id, o)),
+  );
+
+  program
+    .command('logs <serviceID>')
+    .description("a service's logs (stdout and stderr of its container)")
+    .option('-f, --follow', 'keep printing as lines come, until the container ends or Ctrl-C')
+    .option('--tail <n>', 'lines from the end (default 100, max 10000)', integer)
+    .action(
+      action(out, async (id: string, o: { follow?: boolean; tail?: number }) => {
+        if (o.follow) await pipeToStdout(await client().followServiceLogs(id, o.tail));
+        else process.stdout.write(await client().serviceLogs(id, o.tail));
+      }),
+    );
+
+  const snapshots = program.command('snapshots').description("snapshots of a service's image, port and env");
+  snapshots.command('list').action(action(out, () => client().listSnapshots()));
+  snapshots
+    .command('create <serviceID>')
+    .requiredOption('--name <name>')
+    .option('--description <text>')
+    .action(action(out, (id: string, o: { name: string; description?: string }) => client().createSnapshot(id, o.name, o.description)));
+  snapshots.command('show <snapshotID>').action(action(out, (id: string) => client().snapshot(id)));
+  snapshots.command('delete <snapshotID>').action(
+    action(out, async (id: string) => {
+      await client().deleteSnapshot(id);
+      out.note(`snapshot ${id} deleted`);
+    }),
+  );
+}
+
+export function envCommands(program: Command, { out, client }: Cli): void {
+  const env = program.command('env').description("a service's environment variables; exec in a developer environment");
+  env
+    .command('list <serviceID>')
+    .description('variable names (values masked unless --reveal, which is audit-logged)')
+    .option('--reveal', 'show the values')
+    .action(
+      action(out, async (id: string, o: { reveal?: boolean }) => {
+        const vars = await client().serviceEnv(id, o.reveal === true);
+        return out.json() ? vars : Object.entries(vars).map(([key, value]) => ({ key, value }));
+      }),
+    );
+  env
+    .command('set <serviceID> <KEY=VALUE...>')
+    .description('set variables (restart the service to apply them)')
+    .action(
+      action(out, async (id: string, pairs: string[]) => {
+        const vars = keyValues(pairs);
+        await client().setServiceEnv(id, vars);
+        out.note(`set ${Object.keys(vars).join(', ')} (restart the service to apply)`);
+      }),
+    );
+  env
+    .command('unset <serviceID> <KEY...>')
+    .action(
+      action(out, async (id: string, keys: string[]) => {
+        for (const k of keys) await client().unsetServiceEnv(id, k);
+        out.note(`unset ${keys.join(', ')} (restart the service to apply)`);
+      }),
+    );
+  env
+    .command('exec <environmentID> <command...>')
+    .description('run a command in a developer environment: `svc env exec ENV -- CMD ARGS...`; exits with its exit code')
+    .option('--workdir <dir>', 'working directory (default /workspace)')
+    .option('--timeout <seconds>', 'kill it after this long', integer)
+    .action(
+      action(out, async (id: string, command: string[], o: { workdir?: string; timeout?: number }) => {
+        const r = await client().exec(id, { command, work_dir: o.workdir, timeout: o.timeout });
+        if (out.json()) return r;
+        process.stdout.write(r.stdout);
+        process.stderr.write(r.stderr);
+        if (r.truncated) out.note('svc: output truncated at 1 MiB');
+        if (r.timed_out) out.note('svc: killed at the timeout');
+        process.exitCode = r.exit_code;
+        return undefined;
+      }),
+    );
+}
