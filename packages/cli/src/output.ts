@@ -66,14 +66,16 @@ export function action<A extends unknown[]>(out: Output, fn: (...args: A) => Pro
 }
 
 /**
- * Polls `get` until `settled` says so, telling each new status on stderr; gives up after
- * `timeoutMs` (the resource keeps going on the server).
+ * Polls `get` until `settled` says so, telling each new status on stderr, and resolves when it
+ * settled as `success`; any other outcome fails the command with its last_error. Gives up after
+ * `timeoutMs` (the operation goes on on the server).
  */
-export async function waitUntil<T extends { status: string }>(
+export async function waitUntil<T extends { status: string; last_error: string | null }>(
   out: Output,
   what: string,
   get: () => Promise<T>,
   settled: (v: T) => boolean,
+  success: string,
   timeoutMs: number,
 ): Promise<T> {
   const until = Date.now() + timeoutMs;
@@ -84,7 +86,10 @@ export async function waitUntil<T extends { status: string }>(
       out.note(`${what}: ${v.status}`);
       last = v.status;
     }
-    if (settled(v)) return v;
+    if (settled(v)) {
+      if (v.status !== success) throw new CommandFailed(`${what} ${v.status}${v.last_error ? `: ${v.last_error}` : ''}`);
+      return v;
+    }
     if (Date.now() > until) throw new CommandFailed(`${what} still ${v.status} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
     await new Promise((r) => setTimeout(r, 1000));
   }

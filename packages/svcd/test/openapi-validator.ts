@@ -2,11 +2,8 @@
 // documented for the operation, and a JSON body must match that status's schema. The harness
 // installs it on every server it starts, so the HTTP tests keep the document honest.
 import { Ajv, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { ObservedResponse } from '@svc/client';
-
-// ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+import { addFormats } from '../src/api/server.js';
 
 interface Operation {
   responses?: Record<string, { content?: Record<string, { schema?: object }> }>;

@@ -1,7 +1,7 @@
 // Builds from git: create (with --wait, the log streamed as it is written), list, show, logs, cancel.
 import type { Command } from 'commander';
 import type { Cli } from '../context.js';
-import { action, CommandFailed, integer, pipeToStdout, waitUntil } from '../output.js';
+import { action, integer, pipeToStdout, waitUntil } from '../output.js';
 
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 /** A build's own deadline on the server is 10 minutes; its deploy follows. */
@@ -23,9 +23,7 @@ export function buildCommands(program: Command, { out, client }: Cli): void {
         out.note(`build ${created.build_id} queued: ${created.image}`);
         // The followed log ends when the build does; the log is progress, so it goes to stderr.
         for await (const chunk of (await c.followBuildLogs(serviceId, created.build_id)) as unknown as AsyncIterable<Uint8Array>) process.stderr.write(chunk);
-        const b = await waitUntil(out, 'build', () => c.build(serviceId, created.build_id), (v) => TERMINAL.includes(v.status), BUILD_WAIT_MS);
-        if (b.status !== 'succeeded') throw new CommandFailed(`build ${b.status}${b.last_error ? `: ${b.last_error}` : ''}`);
-        return b;
+        return waitUntil(out, 'build', () => c.build(serviceId, created.build_id), (v) => TERMINAL.includes(v.status), 'succeeded', BUILD_WAIT_MS);
       }),
     );
   builds

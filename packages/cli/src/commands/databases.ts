@@ -1,7 +1,7 @@
 // Managed postgres and redis databases.
 import { Option, type Command } from 'commander';
 import type { Cli } from '../context.js';
-import { action, CommandFailed, waitUntil } from '../output.js';
+import { action, waitUntil } from '../output.js';
 
 const DATABASE_WAIT_MS = 5 * 60_000;
 
@@ -17,9 +17,7 @@ export function databaseCommands(program: Command, { out, client }: Cli): void {
         const c = client();
         const created = await c.createDatabase({ name, type: o.type });
         if (!o.wait) return created;
-        const d = await waitUntil(out, `database ${name}`, () => c.database(created.id), (v) => v.status !== 'provisioning', DATABASE_WAIT_MS);
-        if (d.status !== 'running') throw new CommandFailed(`database ${d.status}${d.last_error ? `: ${d.last_error}` : ''}`);
-        return d;
+        return waitUntil(out, `database ${name}`, () => c.database(created.id), (v) => v.status !== 'provisioning', 'running', DATABASE_WAIT_MS);
       }),
     );
   db.command('list').action(action(out, () => client().databases({ limit: 200 })));

@@ -1,7 +1,7 @@
 // The tenant's task board.
 import type { Command } from 'commander';
 import type { Cli } from '../context.js';
-import { action, CommandFailed, waitUntil } from '../output.js';
+import { action, waitUntil } from '../output.js';
 
 export function kanbanCommands(program: Command, { out, client }: Cli): void {
   const kanban = program.command('kanban').description("the tenant's task board");
@@ -14,9 +14,7 @@ export function kanbanCommands(program: Command, { out, client }: Cli): void {
         const c = client();
         const created = await c.createKanban();
         if (!o.wait) return created;
-        const b = await waitUntil(out, 'task board', () => c.kanban(), (v) => v.status !== 'provisioning', 5 * 60_000);
-        if (b.status !== 'running') throw new CommandFailed(`task board ${b.status}${b.last_error ? `: ${b.last_error}` : ''}`);
-        return b;
+        return waitUntil(out, 'task board', () => c.kanban(), (v) => v.status !== 'provisioning', 'running', 5 * 60_000);
       }),
     );
   kanban.command('show').action(action(out, () => client().kanban()));

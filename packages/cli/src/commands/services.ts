@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import type { Service } from '@svc/client';
 import type { Cli } from '../context.js';
-import { action, CommandFailed, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
+import { action, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
 import { metricsOptions, type MetricsOptions } from './metrics-options.js';
 
 /** Deploys run for up to 10 minutes on the server (spec). */
@@ -11,8 +11,7 @@ const DEPLOY_WAIT_MS = 10 * 60_000;
 
 /** With --wait: until the service leaves deploying; a failed or crashed deploy fails the command. */
 async function settled(out: Output, get: () => Promise<Service>): Promise<Service> {
-  const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', DEPLOY_WAIT_MS);
-  if (s.status !== 'running') throw new CommandFailed(`deploy ${s.status}${s.last_error ? `: ${s.last_error}` : ''}`);
+  const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', 'running', DEPLOY_WAIT_MS);
   if (s.url) out.note(`running at ${s.url}`);
   return s;
 }

@@ -26,7 +26,7 @@ import { meteringRoutes } from './routes/metering.js';
 import './route-config.js';
 
 // ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+export const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
 
 export interface RouteEntry {
