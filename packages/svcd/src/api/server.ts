@@ -95,6 +95,11 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler());
   app.setErrorHandler(errorHandler);
+  // The fields the access pipeline sets on a request (route-config.ts), declared up front so that
+  // every request object has one shape, as Fastify advises for V8.
+  app.decorateRequest('principal', undefined);
+  app.decorateRequest('rawBody', undefined);
+  app.decorateRequest('idempotencyClaim', undefined);
 
   // Bodies are JSON whatever the Content-Type says (clients such as curl -d send form types);
   // the raw text is kept for the idempotency fingerprint.
