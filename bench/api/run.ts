@@ -31,14 +31,19 @@ const PORT = 18_900 + Math.floor(Math.random() * 50);
 
 
 
-async function json<T>(method: string, path: string, key?: string, body?: unknown): Promise<T> {
+/** One API call; any status outside 2xx and `alsoOk` aborts the benchmark. */
+async function call(method: string, path: string, key?: string, body?: unknown, alsoOk: number[] = []): Promise<Response> {
   const res = await fetch(`http://127.0.0.1:${PORT}${path}`, {
     method,
     headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as T;
+  if (!res.ok && !alsoOk.includes(res.status)) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return res;
+}
+
+async function json<T>(method: string, path: string, key?: string, body?: unknown): Promise<T> {
+  return (await (await call(method, path, key, body)).json()) as T;
 }
 
 interface Figures {
@@ -107,9 +112,7 @@ async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, 
     const revokeLeftovers = async () => {
       const keys = await json<Array<{ id: string }>>('GET', '/v1/auth/keys', reg.api_key);
       for (const k of keys) {
-        if (k.id === mainKeyId) continue;
-        const res = await fetch(`http://127.0.0.1:${PORT}/v1/auth/keys/${k.id}`, { method: 'DELETE', headers: auth });
-        if (!res.ok && res.status !== 404) throw new Error(`DELETE /v1/auth/keys/${k.id}: ${res.status} ${await res.text()}`);
+        if (k.id !== mainKeyId) await call('DELETE', `/v1/auth/keys/${k.id}`, reg.api_key, undefined, [404]);
       }
     };
     const keys = await rounds({
