@@ -8,15 +8,19 @@ need_pkg runsc
 DAEMON_JSON=/etc/docker/daemon.json
 # gVisor's own network stack does not start on this kernel; with --network=host it runs, and the
 # container still gets its own network namespace from the engine (DECISIONS.md, Runtime).
-WANT_JSON='{ "runtimes": { "runsc": { "path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"] } } }'
-if ! grep -q '"runsc"' "$DAEMON_JSON" 2>/dev/null; then
-  say "registering runsc with the engine in $DAEMON_JSON"
+# runsc is also the engine's default runtime: the classic builder runs a tenant's RUN steps with
+# the default runtime, so builds are sandboxed like services (svcd names the runtime of every
+# workload it starts, runc or runsc, so nothing else depends on the default).
+WANT_JSON='{ "default-runtime": "runsc", "runtimes": { "runsc": { "path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"] } } }'
+if ! grep -q '"default-runtime": "runsc"' "$DAEMON_JSON" 2>/dev/null; then
+  say "registering runsc with the engine as its default runtime in $DAEMON_JSON"
   $SUDO mkdir -p /etc/docker
   echo "$WANT_JSON" | $SUDO tee "$DAEMON_JSON" >/dev/null
   if [ -S /var/run/docker.sock ] && docker version >/dev/null 2>&1; then
-    say "restarting dockerd to load the runtime"
-    $SUDO pkill -x dockerd || true
-    for _ in $(seq 1 50); do pgrep -x dockerd >/dev/null || break; sleep 0.2; done
+    # dockerd reloads runtimes and the default runtime on SIGHUP; running containers are untouched.
+    say "reloading dockerd's configuration (SIGHUP)"
+    $SUDO pkill -HUP -x dockerd || true
+    for _ in $(seq 1 50); do [ "$(docker info --format '{{.DefaultRuntime}}' 2>/dev/null)" = runsc ] && break; sleep 0.2; done
   fi
 fi
 if ! docker version >/dev/null 2>&1; then

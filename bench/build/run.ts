@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { pack } from 'tar-fs';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
-import { docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { BUSYBOX_IMAGE, docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
 import { median, spawnSvcd } from '../svcd.js';
 
@@ -50,7 +50,7 @@ const bareTimes: number[] = [];
 const context = join(dir, 'context');
 execFileSync('git', ['clone', '-q', '--depth', '1', '--branch', 'main', git.url('app'), context]);
 try {
-  const s = await c.createService({ name: 'bench-build', image: 'svc-test/busybox-httpd:5' });
+  const s = await c.createService({ name: 'bench-build', image: BUSYBOX_IMAGE });
   // Warm-up: the first build fills the engine's layer cache for both sides (same context).
   await svcBuild(s.id);
   await bareBuild(context, 'svc-bench/bare-build:warm');

@@ -25,6 +25,10 @@ export const HealthDetail = Type.Object({
     total_size_gb: Type.Number(),
   }),
   proxy_networks: Type.Integer(),
+  egress_firewall: Type.Object(
+    { installed: Type.Boolean(), detail: Type.String() },
+    { description: "svc's iptables rules that close the host and private networks to tenant workloads; missing rules make the status degraded" },
+  ),
   checked_at: Type.Integer({ description: 'unix seconds when these figures were gathered (cached 30 s)' }),
 });
 export type HealthDetail = Static<typeof HealthDetail>;

@@ -2,7 +2,7 @@
 // module-level state; limiters, caches and the clock belong to this object, so two servers in one
 // process (the tests) are fully independent.
 import { join } from 'node:path';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { Activity } from './activity/activity.js';
 import { ApiKeys } from './auth/api-keys.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -24,7 +24,6 @@ import { WarmPool } from './environments/warm-pool.js';
 import { writeCaBundle } from './builds/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import type { ResolveHost } from './builds/sources.js';
-import { isLoopback } from './api/client-ip.js';
 import { openStore, type Store } from './store/index.js';
 import { Health } from './system/health.js';
 import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
@@ -41,6 +40,7 @@ import { routeTargets } from './services/routing.js';
 import { Metering } from './metering/metering.js';
 import { Sampler } from './metering/sampler.js';
 import { OperatorMetrics } from './observability/operator-metrics.js';
+import { createLogger } from './observability/logger.js';
 import { MetricsListener } from './observability/metrics-listener.js';
 import { openMeteringStore, type MeteringStore } from './store/index.js';
 
@@ -81,7 +81,7 @@ export interface Deps {
   metricsListener: MetricsListener;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
-  /** Keeps tenant containers off the API port when it listens beyond loopback. */
+  /** Tenant egress: the host's ports and private networks closed to tenant workloads. */
   hostFirewall: HostFirewall;
   jobs: PeriodicJobs;
   /** Bring records and engine together: every 30 s, and once at start. */
@@ -132,7 +132,7 @@ const SAMPLER_CONCURRENCY = 4;
 export async function createDeps(config: Config, o: DepsOverrides = {}): Promise<Deps> {
   const clock = o.clock ?? systemClock;
   const timers = o.timers ?? systemTimers;
-  const log = o.log ?? pino({ level: config.logLevel, base: { svc: 'svcd' } });
+  const log = o.log ?? createLogger(config.logLevel);
   const audit = log.child({ audit: true });
   const store =
     o.store ??
@@ -144,6 +144,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // One id per store: it labels every workload, so installations sharing an engine stay apart.
   const installation = await store.settings.getOrCreate('installation_id', hexId(8));
   const runtime = o.runtime ?? new DockerRuntime(config.dockerHost, installation);
+  const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
   const instance = loadInstanceId(config.dataDir);
   const holder = `${instance}/${hexId(4)}`;
@@ -166,6 +167,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const routesChanged = () => void proxy?.sync().catch((err: unknown) => log.warn({ err }, 'proxy sync failed'));
   const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
     sandbox: config.sandbox,
+    buildRegistry: config.buildRegistry,
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
   }, routesChanged);
@@ -179,6 +181,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     workDir: join(config.dataDir, 'builds'),
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
+    buildRegistry: config.buildRegistry,
+    sandbox: () => deployer.useSandbox(),
     ...o.buildRunner,
   });
   const databases = new Databases(store, runtime, sealer, activity, clock, timers, log, audit, {
@@ -261,7 +265,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     activity,
     apiKeys,
     tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
-    health: new Health(store, runtime, clock, config.dataDir),
+    health: new Health(store, runtime, clock, config.dataDir, hostFirewall),
     sealer,
     deployer,
     services,
@@ -279,7 +283,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     metrics,
     metricsListener: new MetricsListener(metrics),
     proxy,
-    hostFirewall: o.hostFirewall ?? new HostFirewall(),
+    hostFirewall,
     jobs,
     reconcileJobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
@@ -287,13 +291,18 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
 }
 
 /**
- * Starts the work that runs without requests: the API port's firewall rule, the proxy, crash
- * watching, a first reconcile and the build runner. `api` is where the API listens (after
- * listen(), so that port 0 is resolved).
+ * Starts the work that runs without requests: the tenant egress rules, the proxy, crash
+ * watching, a first reconcile and the build runner.
  */
-export async function startBackground(deps: Deps, api: { host: string; port: number }): Promise<void> {
-  // On loopback, containers cannot reach the API anyway (their 127.0.0.1 is their own).
-  if (!isLoopback(api.host)) await deps.hostFirewall.shield(api.port);
+export async function startBackground(deps: Deps): Promise<void> {
+  // Before any workload starts (the reconcile below may start some). Production refuses to run
+  // tenants without the rules; development goes on and says so (health detail too).
+  try {
+    await deps.hostFirewall.install();
+  } catch (err) {
+    if (!deps.config.dev) throw err;
+    deps.log.warn({ err }, 'tenant egress rules are not installed: tenant workloads can reach the host and private networks');
+  }
   if (deps.config.metricsListen) {
     const at = await deps.metricsListener.listen(deps.config.metricsListen);
     deps.log.info({ metrics: `http://${at.host}:${at.port}/metrics` }, 'Prometheus metrics listening');

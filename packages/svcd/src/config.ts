@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import type { TemplateId } from '@svc/contract';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
+import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
 
 export type SandboxMode = 'auto' | 'required' | 'off';
 
@@ -61,6 +62,8 @@ export interface Config {
   meteringIntervalMs: number;
   /** Rollups are kept this many days (--metering-retention-days). */
   meteringRetentionDays: number;
+  /** Private destinations tenant workloads may reach after all (--egress-allow CIDR[:PORT],...). */
+  egressAllow: EgressAllowance[];
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -106,6 +109,7 @@ export interface RawOptions {
   meteringDatabaseUrl?: string;
   meteringInterval?: string;
   meteringRetentionDays?: string;
+  egressAllow?: string;
 }
 
 /** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
@@ -227,6 +231,12 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (!Number.isInteger(retentionDays) || retentionDays < 2 || retentionDays > 3650) {
     throw new ConfigError(`--metering-retention-days must be an integer from 2 to 3650, got ${JSON.stringify(raw.meteringRetentionDays)}`);
   }
+  let egressAllow: EgressAllowance[];
+  try {
+    egressAllow = parseEgressAllow(raw.egressAllow);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -261,6 +271,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     meteringDatabaseUrl,
     meteringIntervalMs: meteringInterval * 1000,
     meteringRetentionDays: retentionDays,
+    egressAllow,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }

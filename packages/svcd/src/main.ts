@@ -1,11 +1,10 @@
 #!/usr/bin/env node
 // svcd's entry point: flags (each with its SVC_* variable) -> config -> dependencies -> server.
-import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
 import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
-import { SANDBOX_RUNTIME } from './runtime/index.js';
+import { FirewallError, SANDBOX_RUNTIME } from './runtime/index.js';
 
 const program = new Command('svcd')
   .description('svc API server')
@@ -39,6 +38,7 @@ const program = new Command('svcd')
   .addOption(new Option('--metrics-listen <addr>', "Prometheus /metrics for operators (HOST:PORT, or off)").env('SVC_METRICS_LISTEN').default(DEFAULT_METRICS_LISTEN))
   .addOption(new Option('--metering-database-url <url>', "a PostgreSQL of its own for usage samples and rollups; unset: svc's store").env('SVC_METERING_DATABASE_URL'))
   .addOption(new Option('--metering-interval <seconds>', 'how often running containers are sampled').env('SVC_METERING_INTERVAL').default(DEFAULT_METERING_INTERVAL_S))
+  .addOption(new Option('--egress-allow <cidr[:port],...>', 'private destinations tenant workloads may reach (an internal mirror, say); everything private is closed otherwise').env('SVC_EGRESS_ALLOW'))
   .addOption(new Option('--metering-retention-days <days>', 'how long hourly and daily rollups are kept').env('SVC_METERING_RETENTION_DAYS').default(DEFAULT_METERING_RETENTION_DAYS))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
@@ -75,8 +75,16 @@ async function main(): Promise<void> {
 
   const app = await buildServer(deps);
   const address = await app.listen({ host: config.listen.host, port: config.listen.port });
-  const { port } = app.server.address() as AddressInfo;
-  await startBackground(deps, { host: config.listen.host, port });
+  try {
+    await startBackground(deps);
+  } catch (err) {
+    // Production runs no tenant workload without the egress rules (DECISIONS.md).
+    if (!(err instanceof FirewallError)) throw err;
+    process.stderr.write(`svcd: ${err.message} (svcd needs root or CAP_NET_ADMIN and iptables with Docker's DOCKER-USER chain; --dev runs without them)\n`);
+    await app.close();
+    await closeDeps(deps);
+    process.exit(2);
+  }
   process.stdout.write(`svcd listening on ${address} (store: ${deps.store.dialect}${config.dev ? ', dev mode' : ''})\n`);
 
   let closing = false;

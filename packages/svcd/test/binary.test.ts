@@ -2,7 +2,7 @@
 // SIGKILL that loses nothing.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -39,6 +39,21 @@ describe('bin/svcd start-up', () => {
   });
   test('--open-registration needs --dev', () => {
     refuse(['--open-registration'], { SVC_BOOTSTRAP_TOKEN: TOKEN }, /only with --dev/);
+  });
+
+  test('production refuses to start when the tenant egress rules cannot be installed; --egress-allow is checked', () => {
+    // An iptables that always fails, first on PATH: the rules cannot go in.
+    const bin = dataDir();
+    writeFileSync(join(bin, 'iptables'), '#!/bin/sh\necho "iptables: Permission denied (you must be root)" >&2\nexit 4\n', { mode: 0o755 });
+    const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--metrics-listen', 'off', '--data-dir', dataDir()], {
+      env: { PATH: `${bin}:${process.env.PATH}`, SVC_BOOTSTRAP_TOKEN: TOKEN },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /tenant egress rules could not be installed: iptables: Permission denied/);
+    refuse(['--dev', '--egress-allow', '10.0.0.300/32'], {}, /--egress-allow entries must be IPv4 CIDR\[:PORT\]/);
+    refuse(['--dev', '--egress-allow', '10.0.0.5:70000'], {}, /--egress-allow/);
   });
 
   test('metering and metrics flags are checked', () => {

@@ -8,7 +8,7 @@ import type { DatabaseRecord, SvcClient } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
 import { ADMIN_TOKEN, startServer, waitFor, type TestServer } from './harness.js';
-import { docker, engineTenants } from './images.js';
+import { BUSYBOX_IMAGE, docker, engineTenants } from './images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { killableSvcd } from './svcd-process.js';
 
@@ -146,7 +146,7 @@ describe('managed databases', () => {
   });
 
   test('a database that cannot start ends failed with last_error', async () => {
-    const broken = await startServer({ realTime: true, config: { databaseImages: { postgres: 'svc-test/busybox-httpd:5', redis: REDIS_IMAGE } }, overrides: { databaseReadyTimeoutMs: 5_000 } });
+    const broken = await startServer({ realTime: true, config: { databaseImages: { postgres: BUSYBOX_IMAGE, redis: REDIS_IMAGE } }, overrides: { databaseReadyTimeoutMs: 5_000 } });
     try {
       const a = await tenants.add(broken);
       const d = await a.client.createDatabase({ name: 'nope', type: 'postgres' });

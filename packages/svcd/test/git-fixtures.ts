@@ -38,10 +38,11 @@ function commit(base: string, name: string, git: (args: string[]) => string, fil
   return git(['rev-parse', 'HEAD']);
 }
 
-/** Builds on the local test image: no registry is reachable, and none is needed. */
-const dockerfile = (...steps: string[]) => [`FROM ${BUSYBOX_IMAGE}`, ...steps].join('\n') + '\n';
+/** Builds on the test image, pulled from the tests' loopback registry as a tenant's FROM is. */
+export const dockerfile = (...steps: string[]) => [`FROM ${BUSYBOX_IMAGE}`, ...steps].join('\n') + '\n';
 
-export async function startGitServer(): Promise<GitServer> {
+/** `extra`: more repositories to serve, by name, each one commit of the files given. */
+export async function startGitServer(extra: Record<string, Record<string, string>> = {}): Promise<GitServer> {
   const base = mkdtempSync(join(tmpdir(), 'svc-git-'));
   // app: v1 (tagged v1), then v2 on main; a feature branch from v1.
   const app = repo(base, 'app');
@@ -58,6 +59,7 @@ export async function startGitServer(): Promise<GitServer> {
   commit(base, 'slow', slow, { Dockerfile: dockerfile('RUN echo slow step starting && sleep 120') }, 'slow');
   const noDockerfile = repo(base, 'no-dockerfile');
   commit(base, 'no-dockerfile', noDockerfile, { 'README': 'nothing to build\n' }, 'readme');
+  for (const [name, files] of Object.entries(extra)) commit(base, name, repo(base, name), files, name);
 
   const port = await freePort();
   const daemon = spawn('git', ['daemon', '--reuseaddr', '--export-all', `--base-path=${base}`, '--listen=127.0.0.1', `--port=${port}`, base], { stdio: 'ignore' });

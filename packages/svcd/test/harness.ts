@@ -91,6 +91,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     environmentWarmPool: 0,
     gitCaFile: null,
     metricsListen: null,
+    egressAllow: [],
     meteringDatabaseUrl: null,
     meteringIntervalMs: 30_000,
     meteringRetentionDays: 90,
@@ -138,7 +139,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const listenHost = o.listenHost ?? '127.0.0.1';
   await server.listen({ host: listenHost, port: 0 });
   const { port } = server.server.address() as AddressInfo;
-  await startBackground(deps, { host: listenHost, port });
+  await startBackground(deps);
   const address = `http://127.0.0.1:${port}`;
   return {
     url: address,

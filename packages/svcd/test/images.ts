@@ -3,7 +3,7 @@
 // scripts that show the environment, crash the container on request, and fetch another address
 // (for the network isolation tests).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -11,13 +11,21 @@ import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker.js';
 import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js';
 
-export const BUSYBOX_IMAGE = 'svc-test/busybox-httpd:5';
+/**
+ * The tests' loopback registry (Debian's docker-registry), started once per machine and kept:
+ * every deploy pulls its image (a tenant runs only images it could pull itself), so the images
+ * services run are served from here, as a tenant's would be from Docker Hub.
+ */
+export const TEST_REGISTRY = process.env.SVC_TEST_REGISTRY ?? '127.0.0.1:5055';
+const TEST_REGISTRY_DIR = '/var/tmp/svc-test-registry';
+
+export const BUSYBOX_IMAGE = `${TEST_REGISTRY}/svc-test/busybox-httpd:5`;
 /** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way. */
-export const WEBSOCKET_IMAGE = 'svc-test/websocket:1';
+export const WEBSOCKET_IMAGE = `${TEST_REGISTRY}/svc-test/websocket:1`;
 /** Serves on $PORT and keeps one core busy for its first 60 seconds (metering tests). */
-export const BURNER_IMAGE = 'svc-test/burner:1';
+export const BURNER_IMAGE = `${TEST_REGISTRY}/svc-test/burner:1`;
 /** Same contents, never listens: deploys that cannot become ready. */
-export const SLEEPER_IMAGE = 'svc-test/sleeper:1';
+export const SLEEPER_IMAGE = `${TEST_REGISTRY}/svc-test/sleeper:1`;
 const BUSYBOX = '/bin/busybox';
 
 const START = `#!/bin/sh
@@ -83,8 +91,41 @@ export async function imagePresent(tag: string): Promise<boolean> {
   }
 }
 
-/** Builds the test images once per machine (they are kept between runs). */
+/** Starts the tests' registry unless it answers already; it outlives the test process. */
+export async function ensureTestRegistry(): Promise<void> {
+  const answers = () => fetch(`http://${TEST_REGISTRY}/v2/`).then((r) => r.ok, () => false);
+  if (await answers()) return;
+  mkdirSync(TEST_REGISTRY_DIR, { recursive: true });
+  const config = join(TEST_REGISTRY_DIR, 'config.yml');
+  writeFileSync(config, [
+    'version: 0.1',
+    'log: { level: error }',
+    `storage: { filesystem: { rootdirectory: ${join(TEST_REGISTRY_DIR, 'data')} }, delete: { enabled: true } }`,
+    `http: { addr: ${TEST_REGISTRY} }`,
+  ].join('\n'));
+  spawn('docker-registry', ['serve', config], { stdio: 'ignore', detached: true }).unref();
+  for (let i = 0; i < 100 && !(await answers()); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!(await answers())) throw new Error(`the test registry did not start on ${TEST_REGISTRY} (Debian's docker-registry; make test installs it)`);
+}
+
+/** Whether the registry serves this reference (HOST:PORT/REPO:TAG). */
+async function inRegistry(ref: string): Promise<boolean> {
+  const rest = ref.slice(ref.indexOf('/') + 1);
+  const [repo, tag] = [rest.slice(0, rest.lastIndexOf(':')), rest.slice(rest.lastIndexOf(':') + 1)];
+  const accept = 'application/vnd.docker.distribution.manifest.v2+json';
+  return fetch(`http://${ref.slice(0, ref.indexOf('/'))}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept } }).then((r) => r.ok, () => false);
+}
+
+/** Builds the test images once per machine (they are kept between runs) and serves them from the test registry. */
 export async function ensureTestImages(): Promise<void> {
+  await ensureTestRegistry();
+  await buildTestImages();
+  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE]) {
+    if (!(await inRegistry(image))) await finished(await docker.getImage(image).push({ authconfig: {} }));
+  }
+}
+
+async function buildTestImages(): Promise<void> {
   if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: install Debian's busybox-static (make test does)`);
   const busybox = { body: readFileSync(BUSYBOX), mode: 0o755 };
   if (!(await imagePresent(BUSYBOX_IMAGE))) {

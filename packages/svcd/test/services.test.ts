@@ -1,13 +1,11 @@
 // Services on the real Docker Engine, with images the tests build (test/images.ts).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { createServer, get, type ClientRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { workloadName } from '../src/services/deployer.js';
 import { ADMIN_TOKEN, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { fetchFromService, fetchOnce, settled } from './service-fixtures.js';
 import { BUSYBOX_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
@@ -18,45 +16,6 @@ async function tenantOn(t: TestServer): Promise<Tenant> {
   return x;
 }
 
-async function settled(a: Tenant, id: string): Promise<Service> {
-  let s!: Service;
-  await waitFor(`service ${id} to leave deploying`, async () => (s = await a.client.service(id)).status !== 'deploying');
-  return s;
-}
-
-/**
- * What the service answers on its tenant network, seen from the host. A new connection each
- * time: a replaced container often gets the same IP, and a kept-alive socket would reach the old one.
- */
-async function fetchFromService(serviceId: string, path: string): Promise<string> {
-  // A container that has just started can reset the first connection on a loaded machine
-  // (seen under gVisor with the whole suite running): retry network failures a few times.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fetchOnce(serviceId, path);
-    } catch (err) {
-      if (attempt >= 4) throw err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-}
-
-async function fetchOnce(serviceId: string, path: string): Promise<string> {
-  const c = await docker.getContainer(workloadName(serviceId)).inspect();
-  const ip = Object.values(c.NetworkSettings.Networks)[0]?.IPAddress;
-  return new Promise((resolve, reject) => {
-    get({ host: ip, port: 8000, path, agent: false, timeout: 10_000 }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve(body));
-      res.on('error', reject);
-    })
-      .on('timeout', function (this: ClientRequest) {
-        this.destroy(new Error(`no answer from ${ip}${path} within 10 s`));
-      })
-      .on('error', reject);
-  });
-}
 
 /** Asks the container to crash, until it has (its answer may be cut off by the crash itself). */
 async function crash(serviceId: string): Promise<void> {
@@ -318,35 +277,6 @@ describe('services on the real engine', () => {
     assert.match(await fetchFromService(b1.id, `/cgi-bin/fetch?${await ipOf(a1.id)}:8000`), /unreachable/);
     const api = new URL(t.url);
     assert.match(await fetchFromService(a1.id, `/cgi-bin/fetch?${api.hostname}:${api.port}`), /unreachable/, "svcd's API port is not reachable");
-  });
-
-  test("svcd listening on every address: its API port is closed to tenant containers, the host's other ports are not", async () => {
-    const wide = await startServer({ realTime: true, listenHost: '0.0.0.0', overrides: { readyTimeoutMs: 3_000 } });
-    // A control on the same host address: without it, "unreachable" could mean no route at all.
-    const control = createServer((_req, res) => res.end('control answered'));
-    await new Promise<void>((r) => control.listen(0, '0.0.0.0', r));
-    try {
-      const a = await tenantOn(wide);
-      const s = await a.client.createService({ name: 'prober', image: BUSYBOX_IMAGE });
-      assert.equal((await settled(a, s.id)).status, 'running');
-      const net = await docker.getNetwork(tenantNetworkName(a.id)).inspect();
-      const gateway = (net.IPAM?.Config as Array<{ Gateway?: string }> | undefined)?.[0]?.Gateway;
-      assert.ok(gateway, 'the tenant network has a gateway (the host)');
-      let reachable = '';
-      for (let i = 0; i < 5 && !reachable.includes('control answered'); i++) {
-        reachable = await fetchFromService(s.id, `/cgi-bin/fetch?${gateway}:${(control.address() as AddressInfo).port}`);
-      }
-      assert.match(reachable, /control answered/, 'the host answers tenant containers on an ordinary port');
-      const apiPort = new URL(wide.url).port;
-      assert.match(await fetchFromService(s.id, `/cgi-bin/fetch?${gateway}:${apiPort}`), /unreachable/, "svcd's API port is refused");
-      assert.equal((await wide.client.health()).status, 'ok', 'the API still answers the host');
-    } finally {
-      control.close();
-      await wide.close();
-    }
-    // Closed: the rule is gone with the process that added it.
-    const rules = await new Promise<string>((resolve) => execFile('iptables', ['-S', 'INPUT'], (_e, out) => resolve(out)));
-    assert.doesNotMatch(rules, new RegExp(`--dport ${new URL(wide.url).port} `));
   });
 
   test('crash loop: restarts with backoff, the fifth crash in 10 minutes opens the circuit, reset closes it', async () => {

@@ -1,7 +1,14 @@
 // One store suite, run against SQLite and PostgreSQL alike.
 import assert from 'node:assert/strict';
+import type { SealedText } from '../src/secrets/sealer.js';
 import { after, before, describe, test } from 'node:test';
-import { openStore, type Store } from '../src/store/index.js';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+import { isUniqueViolation, openStore, type Database, type Store } from '../src/store/index.js';
+import { migrationProvider } from '../src/store/migrations/index.js';
 import { STORES, storeLocation, tenantRow as seedRow } from './harness.js';
 
 const T = 1_800_000_000;
@@ -108,7 +115,8 @@ for (const kind of STORES) {
       assert.equal(await store.idempotency.claim(c), undefined);
       const held = await second.idempotency.claim(c);
       assert.equal(held?.state, 'pending');
-      await store.idempotency.complete('i1', 'k', 201, 'application/json', '{"ok":true}');
+      // The store keeps what it is given; sealing is the API layer's (api/idempotency.ts).
+      await store.idempotency.complete('i1', 'k', 201, 'application/json', '{"ok":true}' as SealedText);
       const done = await second.idempotency.claim(c);
       assert.equal(done?.state, 'done');
       assert.equal(done?.status_code, 201);
@@ -249,8 +257,156 @@ for (const kind of STORES) {
       assert.deepEqual((await store.warmPool.all()).map((w) => [w.workload, w.status]).sort(), [['w1', 'ready'], ['w2', 'claimed']]);
     });
 
+    test('host names: one holder per host whatever the kind or tenant; deleting the resource frees it', async () => {
+      await store.tenants.insert(tenantRow('h1', 'hostowner'));
+      await store.tenants.insert(tenantRow('h2', 'hostother'));
+      const claim = (hostname: string, tenant: string, kind: 'service' | 'preview', resource: string) => ({ hostname, tenant_id: tenant, kind, resource_id: resource, created_at: T });
+      const isUnique = (e: unknown) => isUniqueViolation(e);
+      await store.services.insert({
+        id: 'hs1', tenant_id: 'h1', name: 'shop', name_key: 'shop', image: 'x', port: 8000, status: 'running', desired_state: 'running',
+        dns_label: 'shop', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
+      });
+      await store.hostNames.claim(claim('shop', 'h1', 'service', 'hs1'));
+      await assert.rejects(second.hostNames.claim(claim('shop', 'h2', 'preview', 'hp0')), isUnique, 'another tenant, another kind: still taken');
+      assert.equal(await store.services.delete('h2', 'hs1'), false, 'scoped by tenant');
+      assert.equal((await store.hostNames.find('shop'))?.resource_id, 'hs1', 'a refused delete frees nothing');
+      assert.equal(await store.services.delete('h1', 'hs1'), true);
+      assert.equal(await store.hostNames.find('shop'), undefined, 'the service took its label with it');
+
+      const env = (id: string) => ({
+        id, tenant_id: 'h2', name: id, template_id: 'default', image: 'ubuntu:24.04', status: 'running' as const, lease_expires_at: T + 60, expired_at: null,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T,
+      });
+      await store.environments.insert(env('he1'));
+      for (const [id, name] of [['hp1', 'web'], ['hp2', 'api']] as const) {
+        await store.environments.insertPreview({ id, environment_id: 'he1', tenant_id: 'h2', name, port: 8000, created_at: T });
+        await store.hostNames.claim(claim(`${name}-he1`, 'h2', 'preview', id));
+      }
+      await store.hostNames.claim(claim('unrelated', 'h1', 'service', 'hs9'));
+      assert.equal(await store.environments.deletePreview('he1', 'hp1'), true);
+      assert.equal(await store.hostNames.find('web-he1'), undefined, 'a deleted preview frees its host');
+      assert.equal(await store.environments.delete('he1'), true);
+      assert.equal(await store.hostNames.find('api-he1'), undefined, "an environment's previews free their hosts with it");
+      assert.equal((await store.hostNames.find('unrelated'))?.resource_id, 'hs9', 'other hosts stay');
+      await store.hostNames.release('service', 'hs9');
+    });
+
+    test("quota lock: concurrent count-then-insert of one tenant never overruns (two handles on PostgreSQL: two processes)", async () => {
+      await store.tenants.insert(tenantRow('q1', 'quota'));
+      assert.equal(await store.tenants.lockForQuota('missing'), false);
+      const limit = 5;
+      // SQLite: one handle (two handles in one process would wait on each other synchronously);
+      // in production, the second process's write waits in its busy handler.
+      const handles = kind === 'postgres' ? [store, second] : [store];
+      let refused = 0;
+      await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          handles[i % handles.length]!.transaction(async (tx) => {
+            assert.equal(await tx.tenants.lockForQuota('q1'), true);
+            if ((await tx.apiKeys.countActive('q1')) >= limit) {
+              refused += 1;
+              return;
+            }
+            await tx.apiKeys.insert({ id: `qk${i}`, tenant_id: 'q1', name: 'k', prefix: `svc_${i}`, secret_hash: `h${i}`, created_at: T, last_used_at: null, expires_at: null, revoked_at: null });
+          }),
+        ),
+      );
+      assert.equal(await store.apiKeys.countActive('q1'), limit);
+      assert.equal(refused, 30 - limit);
+      assert.equal((await store.tenants.findById('q1'))?.updated_at, T, 'the lock changes nothing');
+    });
+
     test('ping answers', async () => {
       await store.ping();
+    });
+  });
+
+  if (kind === 'sqlite') {
+    describe('quota lock across processes on one SQLite file', () => {
+      test('two processes creating at once never overrun the quota, and none of their transactions fails', async () => {
+        const loc = await storeLocation('sqlite');
+        try {
+          const setup = await openStore(loc);
+          await setup.tenants.insert(tenantRow('x1', 'crossproc'));
+          await setup.close();
+          const limit = 10;
+          const startAt = Date.now() + 1500;
+          const results = await Promise.all(['a', 'b'].map((prefix) => runWorker([loc.dataDir, 'x1', prefix, '15', String(limit), String(startAt)])));
+          const store = await openStore(loc);
+          try {
+            const summary = JSON.stringify(results);
+            assert.equal(await store.apiKeys.countActive('x1'), limit, summary);
+            assert.deepEqual(results.flatMap((r) => r.errors), [], `a deferred transaction that read first cannot take the write lock later: ${summary}`);
+            assert.equal(results.reduce((n, r) => n + r.inserted, 0), limit, summary);
+          } finally {
+            await store.close();
+          }
+        } finally {
+          await loc.cleanup();
+        }
+      });
+    });
+  }
+
+  describe(`migration 0010_host_names on an existing database (${kind})`, () => {
+    test("backfills services' labels (a shared one is kept by the oldest) and previews (a service's host stays the service's)", async () => {
+      const loc = await storeLocation(kind);
+      try {
+        const db =
+          kind === 'postgres'
+            ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl! }) }) })
+            : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
+        const before = await new Migrator({ db, provider: migrationProvider(kind) }).migrateTo('0009_metering');
+        assert.equal(before.error, undefined);
+        await db.insertInto('tenants').values([tenantRow('m1', 'one'), tenantRow('m2', 'two')]).execute();
+        const service = (id: string, tenant: string, name: string, label: string, created: number) => ({
+          id, tenant_id: tenant, name, name_key: name, image: 'x', port: 8000, status: 'running' as const, desired_state: 'running' as const,
+          dns_label: label, last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+          last_crash_at: null, circuit_open_at: null, created_at: created, updated_at: created,
+        });
+        // Without a base domain, labels were never checked across tenants: two services share "web".
+        await db.insertInto('services').values([
+          service('aaaa1111bbbb2222cccc3333', 'm2', 'web', 'web', T + 1),
+          service('dddd4444eeee5555ffff6666', 'm1', 'web', 'web', T),
+          service('99990000999900009999000a', 'm1', 'docs-env1', 'docs-env1', T),
+        ]).execute();
+        await db.insertInto('environments').values({
+          id: 'env1', tenant_id: 'm2', name: 'dev', template_id: 'default', image: 'ubuntu:24.04', status: 'running', lease_expires_at: T + 60,
+          expired_at: null, container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T,
+        }).execute();
+        await db.insertInto('previews').values([
+          { id: 'pv1', environment_id: 'env1', tenant_id: 'm2', name: 'Site', port: 3000, created_at: T },
+          // The collision the table exists for: the service's route came first, so the host is the service's.
+          { id: 'pv2', environment_id: 'env1', tenant_id: 'm2', name: 'docs', port: 3001, created_at: T },
+        ]).execute();
+        await db.destroy();
+
+        const migrated = await openStore(loc);
+        try {
+          assert.deepEqual(await migrated.hostNames.find('web'), { hostname: 'web', tenant_id: 'm1', kind: 'service', resource_id: 'dddd4444eeee5555ffff6666', created_at: T });
+          const newer = await migrated.services.findAny('aaaa1111bbbb2222cccc3333');
+          assert.equal(newer?.dns_label, 'web-aaaa1111', 'the newer one gets a label of its own');
+          assert.equal((await migrated.hostNames.find('web-aaaa1111'))?.resource_id, 'aaaa1111bbbb2222cccc3333');
+          assert.equal((await migrated.hostNames.find('site-env1'))?.resource_id, 'pv1', 'preview hosts are lower case');
+          assert.equal((await migrated.hostNames.find('docs-env1'))?.kind, 'service');
+          await assert.rejects(migrated.hostNames.claim({ hostname: 'web', tenant_id: 'm2', kind: 'service', resource_id: 'x', created_at: T }), (e: unknown) => isUniqueViolation(e));
+        } finally {
+          await migrated.close();
+        }
+      } finally {
+        await loc.cleanup();
+      }
+    });
+  });
+}
+
+/** Runs test/quota-lock-worker.ts in its own node process (tsx, as the tests run). */
+function runWorker(args: string[]): Promise<{ inserted: number; refused: number; errors: string[] }> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'quota-lock-worker.ts'), ...args], { timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`worker failed: ${err.message}\n${stderr}`));
+      else resolve(JSON.parse(stdout) as { inserted: number; refused: number; errors: string[] });
     });
   });
 }

@@ -32,10 +32,12 @@ export class ApiKeys {
   ) {}
 
   /**
-   * Issues a key inside the caller's transaction, so the quota count and the insert agree.
+   * Issues a key inside the caller's transaction, so the quota count and the insert agree: the
+   * tenant's quota lock, held to commit, makes concurrent issues count one after another.
    * Creating a key drops the tenant's cached lookups (spec 5.3).
    */
   async issue(tx: Repositories, tenantId: string, name: string, expiresIn?: number): Promise<CreatedKey> {
+    await tx.tenants.lockForQuota(tenantId);
     if ((await tx.apiKeys.countActive(tenantId)) >= MAX_API_KEYS) {
       throw new QuotaExceededError(`maximum API keys reached (${MAX_API_KEYS})`);
     }

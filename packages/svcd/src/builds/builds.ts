@@ -11,7 +11,7 @@ import { timeOrderedId } from '../ids.js';
 import { builtImageTag } from '../services/images.js';
 import type { BuildRow, Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
-import { checkSourceRef, checkSourceUrl, resolveWithSystem, type ResolveHost } from './sources.js';
+import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost, type SourceCheck } from './sources.js';
 
 /** Queued builds a tenant may have waiting behind its running ones; one more is 409. */
 export const BUILD_QUEUE_MAX = 10;
@@ -56,6 +56,12 @@ export interface BuildExecution {
   kick(): void;
   /** Stops a build this process runs; false when it runs elsewhere (its holder sees the store). */
   abort(buildId: string, why: string): boolean;
+  /**
+   * How sources are checked. A build is cloned minutes after it was queued, maybe by another
+   * svcd, and names can point elsewhere by then: the runner checks the source again with these
+   * rules right before the clone and clones what that check pinned.
+   */
+  checkSourcesWith(check: SourceCheck): void;
 }
 
 export interface BuildsOptions {
@@ -73,20 +79,25 @@ export class Builds implements TenantResources {
     private readonly clock: Clock,
     private readonly timers: Timers,
     private readonly opts: BuildsOptions,
-  ) {}
+  ) {
+    execution.checkSourcesWith((raw) => this.checkSource(raw));
+  }
 
   async create(tenantId: string, serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
     if (req.source_type !== 'git') throw new ValidationError('source_type must be git');
     const ref = req.source_ref === undefined ? null : checkSourceRef(req.source_ref);
     const service = await this.store.services.find(tenantId, serviceId);
     if (!service) throw new NotFoundError('service');
-    const url = await checkSourceUrl(req.source_url, { allowLoopback: this.opts.allowLoopbackSources }, this.opts.resolveHost ?? resolveWithSystem);
+    // Refused now with a 400; the clone checks again (the runner), and only that check counts.
+    await this.checkSource(req.source_url);
+    // Stored and shown as the tenant sent it; git only ever gets the checked, rebuilt form.
+    const url = req.source_url;
 
     const id = timeOrderedId(this.clock.now());
     const image = builtImageTag(this.opts.buildRegistry, tenantId, serviceId, id);
     await this.store.transaction(async (tx) => {
-      // Counted inside the transaction; two requests at once may both pass on PostgreSQL, which
-      // lets the queue go one over: a bound, not an exact count, is what it is for.
+      // Held to commit: concurrent requests of this tenant count the queue one after another.
+      await tx.tenants.lockForQuota(tenantId);
       if ((await tx.builds.countWithStatus(tenantId, 'queued')) >= BUILD_QUEUE_MAX) {
         throw new ConflictError(`build queue is full (${BUILD_QUEUE_MAX} builds waiting): wait for one to finish or cancel one`);
       }
@@ -205,6 +216,11 @@ export class Builds implements TenantResources {
       if (!now || isFinished(now.status)) return;
       await new Promise<void>((resolve) => this.timers.setTimeout(resolve, FOLLOW_POLL_MS));
     }
+  }
+
+  /** The operator's rules for sources (loopback only with --dev or --allow-loopback-git). */
+  private checkSource(raw: string): Promise<CheckedSource> {
+    return checkSourceUrl(raw, { allowLoopback: this.opts.allowLoopbackSources }, this.opts.resolveHost ?? resolveWithSystem);
   }
 
   private async service(tenantId: string, serviceId: string): Promise<void> {

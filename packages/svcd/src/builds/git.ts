@@ -1,15 +1,18 @@
 // Shallow clone of one ref with Debian's git, under a size limit; the caller's signal (cancel,
 // time limit) kills git at once. git runs with no user or system configuration, never prompts,
 // follows no redirects (a redirect could lead to an address the source check refused) and
-// speaks only the protocols a source may use.
+// speaks only the protocols a source may use. It is given a checked source (sources.ts), never a
+// tenant's string: the URL rebuilt from the parsed parts, its host pinned to the checked addresses.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { readdir, lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Timers } from '../clock.js';
+import type { CheckedSource } from './sources.js';
 
 export interface CloneOptions {
-  url: string;
+  /** From checkSourceUrl, run just before: git connects only to the addresses it checked. */
+  source: CheckedSource;
   /** Branch, tag or commit SHA; null for the remote's default branch. */
   ref: string | null;
   /** An empty directory to clone into. */
@@ -29,18 +32,18 @@ const SIZE_CHECK_MS = 500;
 
 export class CloneError extends Error {}
 
-/** Clones `ref` of `url` into `dir`; resolves to the commit SHA checked out. */
+/** Clones `ref` of the source into `dir`; resolves to the commit SHA checked out. */
 export async function cloneAt(opts: CloneOptions): Promise<string> {
   const git = (args: string[], quiet = false) => runGit(opts.dir, args, opts, quiet);
   await git(['init', '-q', '.']);
-  await git(['remote', 'add', 'origin', opts.url]);
+  await git(['remote', 'add', 'origin', opts.source.pinned.url]);
 
   const ref = opts.ref;
   if (ref !== null && SHORT_SHA.test(ref)) {
     // An abbreviated SHA cannot be fetched by name: fetch the history, then look it up.
     await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     await git(['checkout', '-q', '--detach', ref]).catch(() => {
-      throw new CloneError(`commit ${ref} not found in ${opts.url}`);
+      throw new CloneError(`commit ${ref} not found in ${opts.source.url}`);
     });
   } else {
     try {
@@ -52,27 +55,42 @@ export async function cloneAt(opts: CloneOptions): Promise<string> {
       await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     }
     await git(['checkout', '-q', '--detach', ref !== null && FULL_SHA.test(ref) ? ref : 'FETCH_HEAD']).catch(() => {
-      throw new CloneError(`ref ${ref} not found in ${opts.url}`);
+      throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);
     });
   }
   return (await git(['rev-parse', 'HEAD'], true)).trim();
 }
 
-async function runGit(cwd: string, args: string[], opts: CloneOptions, quiet: boolean): Promise<string> {
-  const config = [
+/**
+ * The `-c` options of every git run: only the source's protocols, no redirects, no proxy, the
+ * source's pinned addresses (curl's resolve list for a name over http(s)).
+ */
+export function gitSettings(source: CheckedSource, caBundle?: string | null): string[] {
+  return [
     '-c', 'protocol.allow=never',
     '-c', 'protocol.https.allow=always',
     '-c', 'protocol.git.allow=always',
     // Reaches git only for loopback sources: the source check refuses http:// otherwise.
     '-c', 'protocol.http.allow=always',
     '-c', 'http.followRedirects=false',
+    // No proxy: it would make the connection, to wherever it resolves the name. git's environment
+    // carries no proxy variables and no configuration file is read; these say it outright.
+    '-c', 'http.proxy=',
+    '-c', 'core.gitProxy=none',
+    ...source.pinned.gitConfig.flatMap((setting) => ['-c', setting]),
     '-c', 'advice.detachedHead=false',
-    ...(opts.caBundle ? ['-c', `http.sslCAInfo=${opts.caBundle}`] : []),
+    ...(caBundle ? ['-c', `http.sslCAInfo=${caBundle}`] : []),
   ];
+}
+
+async function runGit(cwd: string, args: string[], opts: CloneOptions, quiet: boolean): Promise<string> {
+  const config = gitSettings(opts.source, opts.caBundle);
   const child = spawn('git', [...config, ...args], {
     cwd,
     signal: opts.signal,
     killSignal: 'SIGKILL',
+    // Only these variables: nothing of svcd's environment (http_proxy, GIT_PROXY_COMMAND, GIT_SSH,
+    // GIT_CONFIG_*, GIT_DIR, LD_PRELOAD...) reaches git, curl or the dynamic loader.
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, GIT_TERMINAL_PROMPT: '0', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LANG: 'C' },
   });
   let stdout = '';

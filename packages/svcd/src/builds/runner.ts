@@ -7,18 +7,20 @@
 // it runs. A build whose holder died (its lease ran out, or it was an earlier boot of this very
 // instance) is marked failed with a clear error; queued builds are simply run.
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
-import type { Runtime } from '../runtime/index.js';
+import { SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import { workloadLimits } from '../services/deployer.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
 import { cloneAt } from './git.js';
+import { checkDockerfile } from './dockerfile.js';
+import { checkSourceUrl, type SourceCheck } from './sources.js';
 
 export interface BuildRunnerOptions {
   /** Where clones live while their build runs (`<data dir>/builds`). */
@@ -34,6 +36,10 @@ export interface BuildRunnerOptions {
   pushBuilds?: boolean;
   /** CA bundle for HTTPS sources (system + --git-ca-file); null: the system's. */
   gitCaBundle?: string | null;
+  /** --build-registry: its svc/<tenant>/ images belong to their tenants (Dockerfile FROM rule). */
+  buildRegistry?: string | null;
+  /** Whether tenant workloads run under gVisor now: then RUN steps must too. */
+  sandbox?: () => Promise<boolean>;
 }
 
 export const BUILD_WORKERS = 4;
@@ -61,6 +67,8 @@ export class BuildRunner implements BuildExecution {
   private closed = false;
   private readonly workers: number;
   private readonly leaseMs: number;
+  /** Until Builds hands over the operator's rules: the strict ones (no loopback). */
+  private checkSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: false });
 
   constructor(
     private readonly store: Store,
@@ -106,6 +114,10 @@ export class BuildRunner implements BuildExecution {
     if (!r) return false;
     r.controller.abort(new Error(why));
     return true;
+  }
+
+  checkSourcesWith(check: SourceCheck): void {
+    this.checkSource = check;
   }
 
   /** Stops the tick and every build this process runs; they end failed as interrupted (a restart would say the same). */
@@ -187,14 +199,31 @@ export class BuildRunner implements BuildExecution {
     this.running.set(b.id, { controller, done });
   }
 
+  /**
+   * RUN steps run with the engine's default runtime (the classic builder names none), so when
+   * tenant workloads are sandboxed that default must be gVisor too (scripts/ensure-docker.sh sets
+   * it); otherwise a build would have more privilege than the tenant's services: refuse it.
+   */
+  private async checkBuildSandbox(output: LogBatcher): Promise<void> {
+    if (!(await (this.opts.sandbox?.() ?? Promise.resolve(false)))) return;
+    const info = await this.runtime.info();
+    if (info.defaultRuntime !== SANDBOX_RUNTIME) {
+      throw new Error(`builds need the engine's default runtime to be ${SANDBOX_RUNTIME} (it is ${info.defaultRuntime}): set "default-runtime": "${SANDBOX_RUNTIME}" in the engine's daemon.json`);
+    }
+    output.line(`==> RUN steps run under gVisor (${SANDBOX_RUNTIME})`);
+  }
+
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal): Promise<void> {
     const output = new LogBatcher(this.store, b.id, this.timers);
     const watch = this.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
     const dir = await mkdtemp(join(this.opts.workDir, `${b.id}-`));
     try {
-      output.line(`==> cloning ${b.source_url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
+      // Checked again now, not trusted from when the build was queued: the clone connects to
+      // the addresses this check found and judged, pinned, whatever DNS answers next.
+      const source = await this.checkSource(b.source_url);
+      output.line(`==> cloning ${source.url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
       const sha = await cloneAt({
-        url: b.source_url,
+        source,
         ref: b.source_ref,
         dir,
         maxBytes: this.opts.cloneMaxBytes ?? CLONE_MAX_BYTES,
@@ -205,18 +234,23 @@ export class BuildRunner implements BuildExecution {
       });
       await this.store.builds.updateRunning(b.id, this.holder, { commit_sha: sha });
       output.line(`==> commit ${sha}`);
-      if (!existsSync(join(dir, 'Dockerfile'))) throw new Error('no Dockerfile at the root of the repository');
+      const dockerfile = join(dir, 'Dockerfile');
+      if (!existsSync(dockerfile)) throw new Error('no Dockerfile at the root of the repository');
+      // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
+      checkDockerfile(await readFile(dockerfile, 'utf8'), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
+      await this.checkBuildSandbox(output);
 
       const tenant = await this.store.tenants.findById(b.tenant_id);
       if (!tenant) throw new Error('tenant not found');
       output.line(`==> building ${b.image}`);
-      const limits = workloadLimits(tenant);
       await this.runtime.buildImage({
         contextDir: dir,
         tag: b.image,
         tenantId: b.tenant_id,
         resourceId: b.id,
-        limits: { memoryMb: limits.memoryMb, cpus: limits.cpus },
+        limits: workloadLimits(tenant),
+        // A tenant's FROM is pulled like a service's image: a local copy proves nothing.
+        pullBaseImages: true,
         signal,
         onOutput: (l) => output.line(l),
       });

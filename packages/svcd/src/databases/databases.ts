@@ -118,6 +118,8 @@ export class Databases implements TenantResources {
       };
       try {
         await this.store.transaction(async (tx) => {
+          // Held to commit: concurrent creates of this tenant count one after another.
+          await tx.tenants.lockForQuota(tenantId);
           if ((await tx.databases.count(tenantId)) >= tenant.max_databases) {
             throw new QuotaExceededError(`max_databases (${tenant.max_databases})`);
           }

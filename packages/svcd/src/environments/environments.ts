@@ -29,6 +29,7 @@ import { hexId } from '../ids.js';
 import { ExecNotStartedError, type Runtime } from '../runtime/index.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
+import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
 import { previewUrl, type PreviewRouting } from './previews.js';
 import { ENVIRONMENT_RESOURCES, isTemplateId, templateList } from './templates.js';
 import type { WarmPool } from './warm-pool.js';
@@ -117,6 +118,8 @@ export class Environments implements TenantResources {
     };
     try {
       await this.store.transaction(async (tx) => {
+        // Held to commit: concurrent creates of this tenant count one after another.
+        await tx.tenants.lockForQuota(tenantId);
         if ((await tx.environments.count(tenantId)) >= tenant.max_environments) throw new QuotaExceededError(`max_environments (${tenant.max_environments})`);
         await tx.environments.insert(row);
       });
@@ -229,16 +232,17 @@ export class Environments implements TenantResources {
    */
   async sync(tenantId: string, id: string, req: SyncRequest): Promise<SyncResult> {
     const e = await this.running(tenantId, id);
-    const url = await checkSourceUrl(req.git_url, { allowLoopback: this.opts.allowLoopbackGit, field: 'git_url', httpsOnly: true }, this.opts.resolveHost ?? resolveWithSystem);
+    // Checked right before the clone, which connects only to the addresses this check judged.
+    const source = await checkSourceUrl(req.git_url, { allowLoopback: this.opts.allowLoopbackGit, field: 'git_url', httpsOnly: true }, this.opts.resolveHost ?? resolveWithSystem);
     const ref = req.git_ref === undefined ? null : checkSourceRef(req.git_ref, 'git_ref');
-    const repo = repositoryDirectory(url);
+    const repo = repositoryDirectory(source.url);
     const started = this.clock.now();
     mkdirSync(this.opts.workDir, { recursive: true });
     const dir = mkdtempSync(join(this.opts.workDir, 'sync-'));
     try {
       const output: string[] = [];
       const commit = await cloneAt({
-        url,
+        source,
         ref,
         dir,
         maxBytes: SYNC_MAX_BYTES,
@@ -266,7 +270,7 @@ export class Environments implements TenantResources {
         stdin: tar as unknown as NodeJS.ReadableStream,
       });
       if (unpacked.exitCode !== 0) throw new UnprocessableError(`sync failed: could not unpack into ${target}: ${(unpacked.stderr || unpacked.stdout).trim()}`);
-      await this.activity.record(this.store, { tenantId, action: 'environment.synced', resourceType: 'environment', resourceId: id, details: { git_url: url, git_ref: ref, commit } });
+      await this.activity.record(this.store, { tenantId, action: 'environment.synced', resourceType: 'environment', resourceId: id, details: { git_url: req.git_url, git_ref: ref, commit } });
       return { path: target, commit, duration_ms: this.clock.now() - started };
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -275,17 +279,24 @@ export class Environments implements TenantResources {
 
   async createPreview(tenantId: string, id: string, req: CreatePreviewRequest): Promise<Preview> {
     const e = await this.row(tenantId, id);
-    if ((await this.store.environments.previews(id)).length >= PREVIEWS_PER_ENVIRONMENT) {
-      throw new ConflictError(`an environment has at most ${PREVIEWS_PER_ENVIRONMENT} previews`);
-    }
     const row: PreviewRow = { id: hexId(12), environment_id: id, tenant_id: tenantId, name: req.name, port: req.port, created_at: unixSeconds(this.clock) };
+    const host = previewHostLabel(req.name, id);
     try {
-      await this.store.environments.insertPreview(row);
+      await this.store.transaction(async (tx) => {
+        // Held to commit: concurrent creates of this tenant count one after another.
+        await tx.tenants.lockForQuota(tenantId);
+        if ((await tx.environments.previews(id)).length >= PREVIEWS_PER_ENVIRONMENT) {
+          throw new ConflictError(`an environment has at most ${PREVIEWS_PER_ENVIRONMENT} previews`);
+        }
+        await tx.environments.insertPreview(row);
+        // After the insert, so that a name the environment already uses is reported as such.
+        await claimHostName(tx, { hostname: host, tenantId, kind: 'preview', resourceId: row.id, now: row.created_at }, `the host name ${JSON.stringify(host)} is taken; choose another preview name`);
+        await this.activity.record(tx, { tenantId, action: 'environment.preview_created', resourceType: 'environment', resourceId: id, details: { name: req.name, port: req.port } });
+      });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a preview named ${JSON.stringify(req.name)} exists`);
       throw err;
     }
-    await this.activity.record(this.store, { tenantId, action: 'environment.preview_created', resourceType: 'environment', resourceId: id, details: { name: req.name, port: req.port } });
     this.opts.routesChanged();
     return this.previewView(e, row);
   }

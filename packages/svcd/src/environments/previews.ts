@@ -3,6 +3,7 @@
 // environment's container on its tenant network while the environment runs, and answers 503
 // while it does not.
 import type { RouteTarget } from '../proxy/caddy.js';
+import { previewHostLabel } from '../services/dns-labels.js';
 import { proxyUrl, type RoutingOptions } from '../services/routing.js';
 import type { PreviewRow } from '../store/index.js';
 
@@ -10,7 +11,7 @@ export type PreviewRouting = RoutingOptions;
 
 export function previewHosts(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id'>, o: PreviewRouting): string[] {
   const hosts = [`${p.id}.localhost`];
-  if (o.baseDomain) hosts.push(`${p.name.toLowerCase()}-${p.environment_id}.${o.baseDomain}`);
+  if (o.baseDomain) hosts.push(`${previewHostLabel(p.name, p.environment_id)}.${o.baseDomain}`);
   return hosts;
 }
 

@@ -12,7 +12,7 @@ import type { Runtime } from '../runtime/index.js';
 /** Where the board listens inside its container, and where its data lives. */
 export const KANBAN_PORT = 8080;
 export const KANBAN_DATA_DIR = '/data';
-const BUILD_LIMITS = { memoryMb: 512, cpus: 1 };
+const BUILD_LIMITS = { memoryMb: 512, cpus: 1, pids: 512 };
 
 /** The board package's files the image needs: what `npm pack` would ship, plus its one dependency. */
 function boardFiles(): Array<{ from: string; to: string }> {
@@ -104,6 +104,8 @@ export class KanbanImage {
           tenantId: null,
           resourceId: 'kanban',
           limits: BUILD_LIMITS,
+          // The operator's base image, pulled once above if missing: no pull per build.
+          pullBaseImages: false,
           signal: new AbortController().signal,
           onOutput: (line) => output.push(line),
         })

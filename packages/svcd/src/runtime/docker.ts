@@ -4,7 +4,7 @@ import Docker from 'dockerode';
 import { PassThrough, Writable } from 'node:stream';
 import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
-import { tenantBridgeName } from './host-firewall.js';
+import { tenantBridgeName, WARM_POOL_BRIDGE } from './host-firewall.js';
 import {
   LABELS,
   ExecNotStartedError,
@@ -108,7 +108,8 @@ export class DockerRuntime implements Runtime {
     try {
       const [version, info] = await Promise.all([this.docker.version(), this.docker.info()]);
       const runtimes = Object.keys((info as { Runtimes?: Record<string, unknown> }).Runtimes ?? {});
-      return { version: version.Version, runtimes, dataRoot: String(info.DockerRootDir ?? '') };
+      const defaultRuntime = String((info as { DefaultRuntime?: string }).DefaultRuntime ?? 'runc');
+      return { version: version.Version, runtimes, defaultRuntime, dataRoot: String(info.DockerRootDir ?? '') };
     } catch (err) {
       throw new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
     }
@@ -204,11 +205,14 @@ export class DockerRuntime implements Runtime {
   }
 
   async hasImage(image: string): Promise<boolean> {
+    return (await this.imageId(image)) !== null;
+  }
+
+  async imageId(image: string): Promise<string | null> {
     try {
-      await this.docker.getImage(image).inspect();
-      return true;
+      return (await this.docker.getImage(image).inspect()).Id;
     } catch (err) {
-      if (isNotFound(err)) return false;
+      if (isNotFound(err)) return null;
       throw err;
     }
   }
@@ -259,10 +263,13 @@ export class DockerRuntime implements Runtime {
       memswap: spec.limits.memoryMb * 1024 * 1024,
       cpuperiod: 100_000,
       cpuquota: Math.max(1_000, Math.round(spec.limits.cpus * 100_000)),
+      // The build API has no pids limit: a process rlimit per step instead (inside gVisor it
+      // counts the sandbox's own processes). Passed as JSON text: the query takes it so.
+      pull: spec.pullBaseImages,
       rm: true,
       forcerm: true,
-      // dockerode passes it on to the request (its typings do not list it).
-      ...({ abortSignal: spec.signal } as object),
+      // dockerode passes both on to the request (its typings do not list them).
+      ...({ abortSignal: spec.signal, ulimits: JSON.stringify([{ Name: 'nproc', Soft: spec.limits.pids, Hard: spec.limits.pids }]) } as object),
     })) as NodeJS.ReadableStream;
     await this.followProgress(
       stream,
@@ -346,7 +353,9 @@ export class DockerRuntime implements Runtime {
         Memory: spec.limits.memoryMb * 1024 * 1024,
         MemorySwap: spec.limits.memoryMb * 1024 * 1024,
         NanoCpus: Math.round(spec.limits.cpus * 1e9),
-        Runtime: spec.sandbox ? SANDBOX_RUNTIME : undefined,
+        // Always named: the engine's default runtime is gVisor for the builder's sake
+        // (scripts/ensure-docker.sh), and `off` must mean runc whatever the default.
+        Runtime: spec.sandbox ? SANDBOX_RUNTIME : 'runc',
         // svc restarts crashed services itself (with backoff and a circuit breaker); the
         // others are left to the engine.
         RestartPolicy: { Name: spec.engineRestarts ? 'unless-stopped' : 'no' },
@@ -381,7 +390,8 @@ export class DockerRuntime implements Runtime {
         // No route out and no traffic between waiting workloads: they belong to nobody yet.
         Internal: true,
         Labels: { [LABELS.managed]: 'true' },
-        Options: { 'com.docker.network.bridge.enable_icc': 'false' },
+        // Named like the tenant bridges: the egress rules cover its workloads too.
+        Options: { 'com.docker.network.bridge.enable_icc': 'false', 'com.docker.network.bridge.name': WARM_POOL_BRIDGE },
       })
       .catch((err: { statusCode?: number }) => {
         if (err.statusCode !== 409) throw err; // created meanwhile

@@ -13,6 +13,8 @@ export interface EngineInfo {
   version: string;
   /** OCI runtimes the engine has registered (runc, runsc, ...). */
   runtimes: string[];
+  /** The runtime of containers that name none: the classic builder's RUN steps among them. */
+  defaultRuntime: string;
   /** The engine's data root, e.g. /var/lib/docker. */
   dataRoot: string;
 }
@@ -97,8 +99,10 @@ export interface ImageBuildSpec {
   tenantId: string | null;
   /** The build's store id. */
   resourceId: string;
-  /** For the build's RUN steps. */
-  limits: { memoryMb: number; cpus: number };
+  /** For the build's RUN steps (pids: a process limit inside each step). */
+  limits: { memoryMb: number; cpus: number; pids: number };
+  /** Pull every image FROM names, even when the engine has one of that name (tenant builds). */
+  pullBaseImages: boolean;
   signal: AbortSignal;
   /** The engine's output, line by line, as it comes. */
   onOutput(line: string): void;
@@ -164,6 +168,8 @@ export interface Runtime {
   /** Removes the tenant's network when nothing is attached to it any more; true when removed. */
   removeTenantNetworkIfUnused(tenantId: string): Promise<boolean>;
   hasImage(image: string): Promise<boolean>;
+  /** The ID of the local image of that name, or null when there is none. */
+  imageId(image: string): Promise<string | null>;
   /** Pulls an image; rejects with the registry's message. */
   pullImage(image: string, signal?: AbortSignal): Promise<void>;
   /**
@@ -209,4 +215,4 @@ export function tenantNetworkName(tenantId: string): string {
 }
 
 export { DockerRuntime, workloadStats } from './docker.js';
-export { HostFirewall, type Iptables } from './host-firewall.js';
+export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';

@@ -112,7 +112,7 @@ export class CrashHandler {
       return;
     }
     const delay = restartDelayMs(next.crash_count, this.backoffBaseMs);
-    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, 'crash', false);
+    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, 'crash');
     await this.store.transaction(async (tx) => {
       await tx.services.update(s.id, {
         ...crash,

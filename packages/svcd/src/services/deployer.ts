@@ -11,7 +11,7 @@ import type { Sealer } from '../secrets/sealer.js';
 import { LABELS, SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import type { DeploymentRow, ServiceRow, Store, TenantRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
-import { isLocallyBuilt } from './images.js';
+import { canonicalImageReference, isLocallyBuilt, tenantImageRefusal } from './images.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** How long a started container has to accept TCP connections on its port. */
@@ -27,6 +27,8 @@ export type SandboxPolicy = 'auto' | 'required' | 'off';
 
 export interface DeployerOptions {
   sandbox: SandboxPolicy;
+  /** --build-registry: its svc/<tenant>/ paths belong to their tenants. */
+  buildRegistry: string | null;
   deadlineMs?: number;
   readyTimeoutMs?: number;
 }
@@ -34,7 +36,7 @@ export interface DeployerOptions {
 class Cancelled extends Error {}
 
 /** A new pending deployment record. */
-export function deploymentRow(clock: Clock, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean, buildId: string | null = null): DeploymentRow {
+export function deploymentRow(clock: Clock, tenantId: string, serviceId: string, image: string, reason: string, buildId: string | null = null): DeploymentRow {
   return {
     id: timeOrderedId(clock.now()),
     service_id: serviceId,
@@ -42,8 +44,8 @@ export function deploymentRow(clock: Clock, tenantId: string, serviceId: string,
     status: 'pending',
     reason,
     image,
-    // A locally built image has no registry to be pulled from again.
-    pull: pull && !isLocallyBuilt(image) ? 1 : 0,
+    // Every deploy pulls (imageToRun) but a local build's, which no registry holds.
+    pull: isLocallyBuilt(image) ? 0 : 1,
     build_id: buildId,
     last_error: null,
     created_at: unixSeconds(clock),
@@ -189,17 +191,7 @@ export class Deployer {
     await this.runtime.ensureTenantNetwork(service.tenant_id);
     check();
 
-    const present = await this.runtime.hasImage(dep.image);
-    if (dep.pull === 1 || !present) {
-      try {
-        await this.runtime.pullImage(dep.image, signal);
-      } catch (err) {
-        check();
-        // Offline-friendly: a redeploy whose pull fails keeps going with the image it has.
-        if (!present) throw new Error(`image ${dep.image} could not be pulled: ${(err as Error).message}`);
-        this.log.warn({ image: dep.image, err }, 'pull failed; deploying the local image');
-      }
-    }
+    const image = await this.imageToRun(dep.image, service.tenant_id, signal);
     check();
 
     // Replace whatever ran before (including a container left by an interrupted deploy).
@@ -212,7 +204,7 @@ export class Deployer {
     env.PORT ??= String(service.port);
     const id = await this.runtime.runWorkload({
       name: workloadName(service.id),
-      image: dep.image,
+      image,
       env,
       port: service.port,
       tenantId: service.tenant_id,
@@ -224,6 +216,30 @@ export class Deployer {
     });
     await this.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.clock) });
     return this.waitReady(id, signal);
+  }
+
+  /**
+   * The image ID to run for a tenant's image reference (images.ts): refused when the tenant may
+   * not name it; pulled by its full name on every deploy unless it is the tenant's own local
+   * build (no registry holds those); a failed pull fails the deploy, since a local copy proves
+   * nothing about who may run it. Running by ID means the name cannot be retagged under us.
+   */
+  private async imageToRun(ref: string, tenantId: string, signal: AbortSignal): Promise<string> {
+    // Checked again here: deployments recorded before this rule, and snapshots, carry names too.
+    const refusal = tenantImageRefusal(ref, { tenantId, buildRegistry: this.opts.buildRegistry });
+    if (refusal !== null) throw new Error(refusal);
+    const name = isLocallyBuilt(ref) ? ref : canonicalImageReference(ref);
+    if (!isLocallyBuilt(ref)) {
+      try {
+        await this.runtime.pullImage(name, signal);
+      } catch (err) {
+        if (signal.aborted) throw err;
+        throw new Error(`image ${ref} could not be pulled: ${(err as Error).message}`);
+      }
+    }
+    const id = await this.runtime.imageId(name);
+    if (id === null) throw new Error(`image ${ref} is not present (a local build that was removed?): build again`);
+    return id;
   }
 
   /** Whether workloads run under gVisor now: the --sandbox policy and what the engine has (cached). */

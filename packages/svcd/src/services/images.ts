@@ -1,5 +1,9 @@
 // Tenant images may come only from Docker Hub or a registry on this machine's loopback
 // (DECISIONS.md, Runtime): anything else could be used to make svc fetch from internal hosts.
+// And a tenant runs only images it could pull itself (DECISIONS.md, Beyond the spec): every
+// deploy pulls the image by its full name and runs the image ID that pull left, so a copy that
+// another tenant's build or the operator left in the engine never answers for a tenant's name;
+// build outputs (svc/<tenant>/...) belong to the tenant that built them, in every spelling.
 
 const COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const PATH = new RegExp(`^${COMPONENT}(?:/${COMPONENT})*$`);
@@ -53,6 +57,56 @@ export function imageRefusal(ref: string): string | null {
   if (!parsed) return `invalid image reference ${JSON.stringify(ref)}`;
   if (parsed.registry === null || DOCKER_HUB.has(parsed.registry) || LOOPBACK.test(parsed.registry)) return null;
   return `image must come from Docker Hub or a loopback registry (127.0.0.1:PORT or localhost:PORT), not ${parsed.registry}`;
+}
+
+/** What decides whose images a tenant may name. */
+export interface ImageOwnership {
+  tenantId: string;
+  /** --build-registry (HOST:PORT on loopback), or null. */
+  buildRegistry: string | null;
+}
+
+/**
+ * Why a tenant may not run or build FROM this image, or null when it may: the registry rule,
+ * image IDs (the engine would take them as a local image of anybody's), and build outputs of
+ * other tenants, named locally, on Docker Hub's spelling or through any loopback spelling of the
+ * build registry.
+ */
+export function tenantImageRefusal(ref: string, o: ImageOwnership): string | null {
+  const refusal = imageRefusal(ref);
+  if (refusal !== null) return refusal;
+  const p = parseImageReference(ref)!;
+  // `sha256:<hex>` parses as repository "sha256"; 64 hex digits alone are an image ID to the engine.
+  if (p.path === 'sha256' || (p.registry === null && /^[a-f0-9]{64}$/.test(p.path))) {
+    return 'image IDs are not accepted: name an image as repository[:tag] or repository@sha256:digest';
+  }
+  const buildNamespace = p.path.startsWith('svc/') && (p.registry === null || DOCKER_HUB.has(p.registry) || sameLoopbackRegistry(p.registry, o.buildRegistry));
+  if (buildNamespace && !p.path.startsWith(`svc/${o.tenantId}/`)) {
+    return 'images under svc/ are build outputs and only the tenant that built them may run them';
+  }
+  return null;
+}
+
+/** 127.0.0.1:5000, localhost:5000 and [::1]:5000 all reach a registry listening on every loopback address. */
+function sameLoopbackRegistry(registry: string, buildRegistry: string | null): boolean {
+  if (buildRegistry === null || !LOOPBACK.test(registry)) return false;
+  const port = (r: string) => r.slice(r.lastIndexOf(':') + 1);
+  return port(registry) === port(buildRegistry);
+}
+
+/**
+ * The full name the engine pulls and looks up: registry, repository (library/ for Docker Hub's
+ * official images), tag (latest unless a digest pins it) and digest. A full name is never read
+ * as an image ID or an ID prefix, which a short bare name can be.
+ */
+export function canonicalImageReference(ref: string): string {
+  const p = parseImageReference(ref);
+  if (!p) throw new Error(`invalid image reference ${JSON.stringify(ref)}`);
+  const hub = p.registry === null || DOCKER_HUB.has(p.registry);
+  const registry = hub ? 'docker.io' : p.registry;
+  const path = hub && !p.path.includes('/') ? `library/${p.path}` : p.path;
+  const tag = p.tag ?? (p.digest ? null : 'latest');
+  return `${registry}/${path}${tag ? `:${tag}` : ''}${p.digest ? `@${p.digest}` : ''}`;
 }
 
 /** A registry address on this machine's loopback (HOST:PORT), the only kind svc pushes builds to. */

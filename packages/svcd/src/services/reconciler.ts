@@ -100,7 +100,7 @@ export class Reconciler {
   }
 
   private async redeploy(s: ServiceRow, reason: string, why: string): Promise<void> {
-    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, reason, false);
+    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, reason);
     await this.store.transaction(async (tx) => {
       await tx.services.update(s.id, { status: 'deploying', last_error: why, upstream: null, updated_at: unixSeconds(this.clock) });
       await tx.deployments.insert(dep);

@@ -13,8 +13,8 @@ import type { Sealer } from '../secrets/sealer.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { deploymentRow, workloadName, type Deployer } from './deployer.js';
-import { dnsLabelFor, RESERVED_LABELS } from './dns-labels.js';
-import { builtImageRepository, imageRefusal } from './images.js';
+import { claimHostName, dnsLabelFor } from './dns-labels.js';
+import { builtImageRepository, tenantImageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
 import type { Snapshots } from './snapshots.js';
 
@@ -84,7 +84,7 @@ export class Services implements TenantResources {
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
     if (req.image === undefined) throw new ValidationError('body: image is required');
-    const refusal = imageRefusal(req.image);
+    const refusal = tenantImageRefusal(req.image, { tenantId, buildRegistry: this.opts.buildRegistry ?? null });
     if (refusal) throw new ValidationError(refusal);
     const name = req.name.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
@@ -95,6 +95,8 @@ export class Services implements TenantResources {
     let dep: DeploymentRow;
     try {
       dep = await this.store.transaction(async (tx) => {
+        // Held to commit: concurrent creates of this tenant count one after another.
+        await tx.tenants.lockForQuota(tenantId);
         const tenant = await tx.tenants.findById(tenantId);
         if (!tenant) throw new NotFoundError('tenant');
         if ((await tx.services.count(tenantId)) >= tenant.max_services) {
@@ -103,7 +105,7 @@ export class Services implements TenantResources {
         if (Object.keys(env).length > tenant.max_env_vars_per_service) {
           throw new QuotaExceededError(`maximum environment variables per service is ${tenant.max_env_vars_per_service}`);
         }
-        const dnsLabel = await this.claimDnsLabel(tx, name);
+        const dnsLabel = dnsLabelFor(name);
         await tx.services.insert({
           id,
           tenant_id: tenantId,
@@ -123,9 +125,15 @@ export class Services implements TenantResources {
           created_at: now,
           updated_at: now,
         });
+        // After the insert, so that a name the tenant already uses is reported as such.
+        // Only a base domain makes the label a host (<label>.<base>); without one a 409 would
+        // only tell this tenant that another has a service of that name.
+        if (this.opts.baseDomain !== null) {
+          await claimHostName(tx, { hostname: dnsLabel, tenantId, kind: 'service', resourceId: id, now }, `the DNS label ${JSON.stringify(dnsLabel)} is taken; choose another name`);
+        }
         for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.sealer.seal(v), now);
         await this.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image: req.image } });
-        return this.newDeployment(tx, tenantId, id, req.image!, 'create', false);
+        return this.newDeployment(tx, tenantId, id, req.image!, 'create');
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
@@ -152,7 +160,8 @@ export class Services implements TenantResources {
       await this.store.transaction(async (tx) => {
         const s = await tx.services.find(tenantId, id);
         if (!s) throw new NotFoundError('service');
-        // The DNS label stays: renaming must not move the service's public address.
+        // The DNS label stays (and so does its reservation): renaming must not move the
+        // service's public address.
         await tx.services.update(id, { name, name_key: name.toLowerCase(), updated_at: unixSeconds(this.clock) });
         await this.activity.record(tx, { tenantId, action: 'service.renamed', resourceType: 'service', resourceId: id, serviceId: id, details: { from: s.name, to: name } });
       });
@@ -189,7 +198,6 @@ export class Services implements TenantResources {
     const dep = await this.startDeployment(tenantId, id, {
       image: s.image,
       reason,
-      pull: reason === 'redeploy',
       clearCrashes: reason === 'reset',
       action: `service.${verb}`,
     });
@@ -205,7 +213,6 @@ export class Services implements TenantResources {
     const dep = await this.startDeployment(tenantId, id, {
       image,
       reason: 'build',
-      pull: false,
       clearCrashes: true,
       takesImage: true,
       action: 'service.redeployed',
@@ -225,7 +232,6 @@ export class Services implements TenantResources {
     d: {
       image: string;
       reason: string;
-      pull: boolean;
       clearCrashes: boolean;
       /** The service's own image becomes the deployment's (a build); otherwise it is left as it is. */
       takesImage?: boolean;
@@ -240,7 +246,7 @@ export class Services implements TenantResources {
       const crash = d.clearCrashes ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
       await tx.services.update(id, { ...crash, ...(d.takesImage ? { image: d.image } : {}), status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
       await this.activity.record(tx, { tenantId, action: d.action, resourceType: 'service', resourceId: id, serviceId: id, details: d.details });
-      return this.newDeployment(tx, tenantId, id, d.image, d.reason, d.pull, d.buildId ?? null);
+      return this.newDeployment(tx, tenantId, id, d.image, d.reason, d.buildId ?? null);
     });
     this.deployer.start(dep.id, id);
     this.opts.routesChanged?.();
@@ -294,6 +300,8 @@ export class Services implements TenantResources {
   async setEnv(tenantId: string, id: string, vars: Record<string, string>): Promise<Record<string, string>> {
     const now = unixSeconds(this.clock);
     await this.store.transaction(async (tx) => {
+      // Held to commit: two merges at once must not both fit under the limit and together exceed it.
+      await tx.tenants.lockForQuota(tenantId);
       const s = await tx.services.find(tenantId, id);
       if (!s) throw new NotFoundError('service');
       const tenant = await tx.tenants.findById(tenantId);
@@ -348,8 +356,8 @@ export class Services implements TenantResources {
     await this.runtime.removeWorkload(workloadName(s.id));
   }
 
-  private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, pull: boolean, buildId: string | null = null): Promise<DeploymentRow> {
-    const row = deploymentRow(this.clock, tenantId, serviceId, image, reason, pull, buildId);
+  private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, buildId: string | null = null): Promise<DeploymentRow> {
+    const row = deploymentRow(this.clock, tenantId, serviceId, image, reason, buildId);
     await tx.deployments.insert(row);
     return row;
   }
@@ -364,14 +372,6 @@ export class Services implements TenantResources {
     if (!(await this.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why }))) {
       this.deployer.abort(d.id, why);
     }
-  }
-
-  private async claimDnsLabel(tx: Repositories, name: string): Promise<string> {
-    const label = dnsLabelFor(name);
-    if (this.opts.baseDomain === null) return label;
-    if (RESERVED_LABELS.has(label)) throw new ConflictError(`the DNS label ${JSON.stringify(label)} is reserved; choose another name`);
-    if (await tx.services.dnsLabelTaken(label)) throw new ConflictError(`the DNS label ${JSON.stringify(label)} is taken; choose another name`);
-    return label;
   }
 
   private async row(tenantId: string, id: string): Promise<ServiceRow> {

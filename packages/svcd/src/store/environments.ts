@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, EnvironmentRow, EnvironmentsTable, PreviewRow } from './schema.js';
+import { atomically } from './atomically.js';
+import { HostNameStore } from './host-names.js';
 
 export type EnvironmentPatch = Partial<Omit<EnvironmentsTable, 'id' | 'tenant_id' | 'created_at' | 'template_id' | 'image'>>;
 
@@ -60,11 +62,14 @@ export class EnvironmentStore {
     await this.db.updateTable('environments').set(patch).where('id', '=', id).execute();
   }
 
-  /** Also removes its previews. */
+  /** Also removes its previews and frees their hosts, in one transaction (the caller's, or its own). */
   async delete(id: string): Promise<boolean> {
-    await this.db.deleteFrom('previews').where('environment_id', '=', id).execute();
-    const r = await this.db.deleteFrom('environments').where('id', '=', id).executeTakeFirst();
-    return Number(r.numDeletedRows) === 1;
+    return atomically(this.db, async (db) => {
+      await new HostNameStore(db).releasePreviewsOf(id);
+      await db.deleteFrom('previews').where('environment_id', '=', id).execute();
+      const r = await db.deleteFrom('environments').where('id', '=', id).executeTakeFirst();
+      return Number(r.numDeletedRows) === 1;
+    });
   }
 
   async insertPreview(row: PreviewRow): Promise<void> {
@@ -75,9 +80,14 @@ export class EnvironmentStore {
     return this.db.selectFrom('previews').selectAll().where('environment_id', '=', environmentId).orderBy('created_at').orderBy('id').execute();
   }
 
+  /** Also frees its host, in one transaction (the caller's, or its own). */
   async deletePreview(environmentId: string, id: string): Promise<boolean> {
-    const r = await this.db.deleteFrom('previews').where('id', '=', id).where('environment_id', '=', environmentId).executeTakeFirst();
-    return Number(r.numDeletedRows) === 1;
+    return atomically(this.db, async (db) => {
+      const r = await db.deleteFrom('previews').where('id', '=', id).where('environment_id', '=', environmentId).executeTakeFirst();
+      if (Number(r.numDeletedRows) !== 1) return false;
+      await new HostNameStore(db).release('preview', id);
+      return true;
+    });
   }
 
   /** Every preview with its environment's state, for the proxy's routes. */

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { SealedText } from '../secrets/sealer.js';
 import type { Database, IdempotencyRow } from './schema.js';
 import { isUniqueViolation } from './dialect.js';
 
@@ -56,10 +57,14 @@ export class IdempotencyStore {
       .executeTakeFirst();
   }
 
-  async complete(tenantId: string, key: string, status: number, contentType: string | null, body: string): Promise<void> {
+  /**
+   * Keeps the answer for replay. The body arrives sealed (the type says so): some answers carry
+   * secrets (a new API key), and the store never holds them in plain text.
+   */
+  async complete(tenantId: string, key: string, status: number, contentType: string | null, sealedBody: SealedText): Promise<void> {
     await this.db
       .updateTable('idempotency_keys')
-      .set({ state: 'done', status_code: status, content_type: contentType, response_body: body })
+      .set({ state: 'done', status_code: status, content_type: contentType, response_body: sealedBody })
       .where('tenant_id', '=', tenantId)
       .where('key', '=', key)
       .execute();

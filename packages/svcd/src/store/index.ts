@@ -27,6 +27,7 @@ import { KanbanStore } from './kanban.js';
 import { EnvironmentStore } from './environments.js';
 import { WarmPoolStore } from './warm-pool.js';
 import { MeteringStore } from './metering.js';
+import { HostNameStore } from './host-names.js';
 import { pgTypes } from './pg-types.js';
 
 export { isUniqueViolation } from './dialect.js';
@@ -58,6 +59,7 @@ export interface Repositories {
   kanban: KanbanStore;
   environments: EnvironmentStore;
   warmPool: WarmPoolStore;
+  hostNames: HostNameStore;
 }
 
 export interface Store extends Repositories {
@@ -87,6 +89,7 @@ function repositories(db: Kysely<Database>): Repositories {
     kanban: new KanbanStore(db),
     environments: new EnvironmentStore(db),
     warmPool: new WarmPoolStore(db),
+    hostNames: new HostNameStore(db),
   };
 }
 

@@ -68,6 +68,7 @@ export interface IdempotencyKeysTable {
   state: 'pending' | 'done';
   status_code: number | null;
   content_type: string | null;
+  /** The answer sealed under the master key, bound to (tenant_id, key): see api/idempotency.ts. */
   response_body: string | null;
   created_at: number;
   expires_at: number;
@@ -255,6 +256,21 @@ export interface PreviewsTable {
 }
 export type PreviewRow = Selectable<PreviewsTable>;
 
+/**
+ * Hosts under the base domain, one namespace for services and previews: `hostname` is the part
+ * before the base domain (a service's DNS label, a preview's `<name>-<environmentID>`).
+ */
+export interface HostNamesTable {
+  hostname: string;
+  tenant_id: string;
+  kind: HostNameKind;
+  /** The service's or the preview's id. */
+  resource_id: string;
+  created_at: number;
+}
+export type HostNameKind = 'service' | 'preview';
+export type HostNameRow = Selectable<HostNamesTable>;
+
 export interface WarmEnvironmentsTable {
   workload: string;
   template_id: string;
@@ -336,6 +352,7 @@ export interface Database {
   kanban_boards: KanbanBoardsTable;
   environments: EnvironmentsTable;
   previews: PreviewsTable;
+  host_names: HostNamesTable;
   warm_environments: WarmEnvironmentsTable;
   usage_samples: UsageSamplesTable;
   usage_rollups: UsageRollupsTable;

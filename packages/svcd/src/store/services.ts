@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, NewServiceRow, ServiceRow, ServicesTable } from './schema.js';
+import { atomically } from './atomically.js';
+import { HostNameStore } from './host-names.js';
 
 export type ServicePatch = Partial<Omit<ServicesTable, 'id' | 'tenant_id' | 'created_at'>>;
 
@@ -46,18 +48,17 @@ export class ServiceStore {
     return Number(r.n);
   }
 
-  async dnsLabelTaken(label: string, exceptId?: string): Promise<boolean> {
-    let q = this.db.selectFrom('services').select('id').where('dns_label', '=', label);
-    if (exceptId) q = q.where('id', '!=', exceptId);
-    return (await q.executeTakeFirst()) !== undefined;
-  }
-
   async update(id: string, patch: ServicePatch): Promise<void> {
     await this.db.updateTable('services').set(patch).where('id', '=', id).execute();
   }
 
+  /** Also frees its DNS label, in one transaction (the caller's, or its own). */
   async delete(tenantId: string, id: string): Promise<boolean> {
-    const r = await this.db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
-    return Number(r.numDeletedRows) === 1;
+    return atomically(this.db, async (db) => {
+      const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
+      if (Number(r.numDeletedRows) !== 1) return false;
+      await new HostNameStore(db).release('service', id);
+      return true;
+    });
   }
 }

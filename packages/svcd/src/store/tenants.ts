@@ -29,6 +29,31 @@ export class TenantStore {
     return this.db.selectFrom('tenants').selectAll().where('email_key', '=', emailKey).executeTakeFirst();
   }
 
+  /**
+   * Takes the tenant's quota lock until the transaction ends, so that counting its resources and
+   * inserting one is not interleaved with another create of the same tenant (READ COMMITTED lets
+   * two transactions both count N-1 and both insert). Call it first in the transaction; false
+   * when the tenant does not exist.
+   *
+   * One statement serves both engines: a write to the tenant row that changes nothing.
+   * PostgreSQL locks the row for the transaction (FOR NO KEY UPDATE strength: other quota locks
+   * and tenant updates wait, inserts that merely reference the tenant do not), and the next
+   * statement's snapshot sees what the previous holder committed. SQLite has no row locks: a
+   * write takes the database's write lock, held until commit. As the first statement it waits
+   * (busy_timeout) like BEGIN IMMEDIATE would; after a read, a deferred transaction of a second
+   * svcd process on the same file would fail with SQLITE_BUSY_SNAPSHOT instead. `updated_at` is
+   * set to itself rather than `id`: updating a key column would make both engines check the
+   * foreign keys that point at it.
+   */
+  async lockForQuota(id: string): Promise<boolean> {
+    const r = await this.db
+      .updateTable('tenants')
+      .set((eb) => ({ updated_at: eb.ref('updated_at') }))
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
   async countActive(): Promise<number> {
     const r = await this.db
       .selectFrom('tenants')

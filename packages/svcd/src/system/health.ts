@@ -4,6 +4,12 @@ import type { Clock } from '../clock.js';
 import { TENANT_NETWORK_PREFIX, type Runtime } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 
+/** What health detail asks of the tenant egress rules. */
+export interface EgressRules {
+  /** null when installed; otherwise what is missing. */
+  missing(): Promise<string | null>;
+}
+
 export const HEALTH_CACHE_MS = 30_000;
 export const DISK_DEGRADED_PERCENT = 90;
 export const MAX_HEALTHY_TENANT_NETWORKS = 200;
@@ -38,6 +44,7 @@ export class Health {
     private readonly runtime: Runtime,
     private readonly clock: Clock,
     private readonly dataDir: string,
+    private readonly egress: EgressRules,
   ) {}
 
   async detail(fresh: boolean): Promise<HealthDetail> {
@@ -86,7 +93,10 @@ export class Health {
       // The engine not answering is reported as available: false, not as an error of this route.
     }
 
+    const egressMissing = await this.egress.missing().catch((err: unknown) => `rules could not be read: ${(err as Error).message}`);
+
     const degraded =
+      egressMissing !== null ||
       !storeOk ||
       disk.used_percent > DISK_DEGRADED_PERCENT ||
       runtimeDisk.used_percent > DISK_DEGRADED_PERCENT ||
@@ -100,6 +110,7 @@ export class Health {
       runtime_disk: runtimeDisk,
       runtime_storage: storage,
       proxy_networks: networks,
+      egress_firewall: { installed: egressMissing === null, detail: egressMissing ?? 'tenant workloads reach the internet and their own network only' },
       checked_at: Math.floor(atMs / 1000),
     };
     this.cached = { atMs, detail };

@@ -9,6 +9,8 @@ import { kanban } from './0006_kanban.js';
 import { environments } from './0007_environments.js';
 import { warmPool } from './0008_warm_pool.js';
 import { metering } from './0009_metering.js';
+import { hostNames } from './0010_host_names.js';
+import { sealedIdempotentResponses } from './0011_sealed_idempotent_responses.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -25,6 +27,8 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0007_environments': environments,
     '0008_warm_pool': warmPool,
     '0009_metering': metering,
+    '0010_host_names': hostNames,
+    '0011_sealed_idempotent_responses': sealedIdempotentResponses(dialect),
   };
   return { getMigrations: async () => migrations };
 }

@@ -1,0 +1,45 @@
+// A container engine that runs nothing, for tests about records rather than containers (quotas,
+// host names): every call answers at once, a workload "exits" as soon as it is started (so a
+// service's deploy fails fast, with nothing left to clean up), and an environment's container
+// counts as started (its create answers 201).
+import { Readable } from 'node:stream';
+import type { Runtime, WorkloadInfo } from '../src/runtime/index.js';
+
+export function inertRuntime(): Runtime {
+  let started = 0;
+  const exited = (id: string): WorkloadInfo => ({ id, name: id, state: 'exited', exitCode: 1, labels: {}, address: null });
+  return {
+    info: async () => ({ version: 'inert', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/' }),
+    sandboxVersion: async () => null,
+    storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
+    countNetworks: async () => 0,
+    ensureTenantNetwork: async () => {},
+    removeTenantNetworkIfUnused: async () => true,
+    hasImage: async () => true,
+    imageId: async (image: string) => `sha256:inert-${image}`,
+    pullImage: async () => {},
+    buildImage: async () => {
+      throw new Error('the inert engine builds nothing');
+    },
+    pushImage: async () => {
+      throw new Error('the inert engine pushes nothing');
+    },
+    removeVolume: async () => {},
+    removeRepository: async () => {},
+    runWorkload: async () => `inert-${++started}`,
+    startWorkload: async () => {},
+    stopWorkload: async () => {},
+    removeWorkload: async () => {},
+    inspectWorkload: async (id) => exited(id),
+    listWorkloads: async () => [],
+    stats: async () => null,
+    assignWorkload: async () => null,
+    exec: async () => ({ exitCode: 0, stdout: '', stderr: '', truncated: false, timedOut: false, durationMs: 0 }),
+    logs: async () => Readable.from([]),
+    exits: (signal) => ({
+      async *[Symbol.asyncIterator]() {
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      },
+    }),
+  };
+}

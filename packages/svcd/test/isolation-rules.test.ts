@@ -1,0 +1,109 @@
+// The pure rules behind tenant isolation (issue 17): whose images a tenant may name, the full
+// names deploys pull, what a Dockerfile may ask of the engine, and the firewall's rule order.
+// The engine-backed proofs are in isolation.test.ts.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { checkDockerfile } from '../src/builds/dockerfile.js';
+import { ValidationError } from '../src/errors.js';
+import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
+import { canonicalImageReference, tenantImageRefusal } from '../src/services/images.js';
+
+const A = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
+const B = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb';
+const owner = { tenantId: A, buildRegistry: '127.0.0.1:5000' };
+
+describe('image ownership', () => {
+  test("another tenant's build outputs are refused in every spelling; one's own are not", () => {
+    for (const ref of [
+      `svc/${B}/s:1`, `docker.io/svc/${B}/s:1`, `index.docker.io/svc/${B}/s:1`,
+      `127.0.0.1:5000/svc/${B}/s:1`, `localhost:5000/svc/${B}/s:1`, `[::1]:5000/svc/${B}/s:1`, `127.0.0.2:5000/svc/${B}/s:1`,
+      `127.0.0.1:5000/svc/${B}/s@sha256:${'c'.repeat(64)}`,
+    ]) assert.match(tenantImageRefusal(ref, owner) ?? '', /build outputs/, ref);
+    for (const ref of [`svc/${A}/s:1`, `127.0.0.1:5000/svc/${A}/s:1`, `localhost:5000/svc/${A}/s:1`]) assert.equal(tenantImageRefusal(ref, owner), null, ref);
+  });
+  test('image IDs are refused; ordinary names, digests and other loopback registries are not', () => {
+    assert.match(tenantImageRefusal(`sha256:${'d'.repeat(64)}`, owner) ?? '', /image IDs/);
+    assert.match(tenantImageRefusal('d'.repeat(64), owner) ?? '', /image IDs/);
+    for (const ref of ['busybox', 'library/nginx:1.27', `nginx@sha256:${'e'.repeat(64)}`, '127.0.0.1:6000/svc/anything:1', 'svc-test/x:1']) {
+      assert.equal(tenantImageRefusal(ref, owner), null, ref);
+    }
+    assert.match(tenantImageRefusal('ghcr.io/x/y', owner) ?? '', /Docker Hub or a loopback registry/);
+  });
+  test('deploys pull full names, which the engine never reads as an image ID', () => {
+    assert.equal(canonicalImageReference('busybox'), 'docker.io/library/busybox:latest');
+    assert.equal(canonicalImageReference('deadbeef'), 'docker.io/library/deadbeef:latest');
+    assert.equal(canonicalImageReference('acme/app:2'), 'docker.io/acme/app:2');
+    assert.equal(canonicalImageReference('index.docker.io/acme/app'), 'docker.io/acme/app:latest');
+    assert.equal(canonicalImageReference(`nginx@sha256:${'e'.repeat(64)}`), `docker.io/library/nginx@sha256:${'e'.repeat(64)}`);
+    assert.equal(canonicalImageReference('127.0.0.1:5000/x/y:3'), '127.0.0.1:5000/x/y:3');
+  });
+});
+
+describe('Dockerfile rules', () => {
+  const refused = (text: string, why: RegExp) => assert.throws(() => checkDockerfile(text, owner), (err: unknown) => err instanceof ValidationError && why.test(err.message), text);
+  test('remote ADD is refused in every form, naming the line', () => {
+    refused('FROM busybox\nADD https://example.com/x /x', /^Dockerfile line 2: ADD from a URL/);
+    refused('FROM busybox\nADD ["http://example.com/x", "/x"]', /line 2: ADD from a URL/);
+    refused('FROM busybox\nRUN true\nadd \\\n  git://example.com/r.git /r', /line 3: ADD from a URL/);
+    refused('FROM busybox\nADD git@example.com:a/b.git /r', /ADD from a URL/);
+    refused('# escape=`\nFROM busybox\nADD `\n  https://example.com/x /x', /line 3: ADD from a URL/);
+  });
+  test("FROM and COPY --from: the tenant's image rules, no variables, stages and scratch allowed", () => {
+    refused(`FROM svc/${B}/s:1`, /line 1: images under svc\/ are build outputs/);
+    refused('FROM ${BASE}', /variables are not allowed/);
+    refused('FROM ghcr.io/x/y', /Docker Hub or a loopback registry/);
+    refused(`FROM busybox\nCOPY --from=127.0.0.1:5000/svc/${B}/s:1 /a /b`, /line 2: images under svc\//);
+    refused(`FROM sha256:${'d'.repeat(64)}`, /image IDs/);
+    checkDockerfile('FROM scratch\nCOPY app /app', owner);
+    checkDockerfile('FROM --platform=linux/amd64 busybox AS build\nRUN make\nFROM build\nCOPY --from=build /a /b\nCOPY --from=0 /c /d\nADD local.tar /x', owner);
+  });
+});
+
+describe('egress firewall', () => {
+  test('--egress-allow entries', () => {
+    assert.deepEqual(parseEgressAllow('10.0.0.5, 192.168.1.0/24:5000'), [{ cidr: '10.0.0.5/32', port: null }, { cidr: '192.168.1.0/24', port: 5000 }]);
+    assert.deepEqual(parseEgressAllow(undefined), []);
+    for (const bad of ['10.0.0.256', '10.0.0.0/33', '10.0.0.1:0', 'example.com', '::1']) assert.throws(() => parseEgressAllow(bad), /--egress-allow/, bad);
+  });
+
+  test('install: chains complete before the jumps, allowances ahead of the rejects, idempotent; close removes only the allowances', async () => {
+    const rules = new Map<string, string[][]>([['INPUT', []], ['DOCKER-USER', []]]);
+    const calls: string[][] = [];
+    const key = (r: string[]) => r.join(' ');
+    const fake = async (args: string[]) => {
+      calls.push(args);
+      const [op, chain, ...rest] = args;
+      if (op === '-N') {
+        if (rules.has(chain!)) throw new Error('exists');
+        rules.set(chain!, []);
+        return;
+      }
+      const list = rules.get(chain!);
+      if (!list) throw new Error(`no chain ${chain}`);
+      if (op === '-C') {
+        if (!list.some((r) => key(r) === key(rest))) throw new Error('missing');
+      } else if (op === '-A') list.push(rest);
+      else if (op === '-I') list.splice(Number(rest[0]) - 1, 0, rest.slice(1));
+      else if (op === '-D') list.splice(list.findIndex((r) => key(r) === key(rest)), 1);
+    };
+    const fw = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
+    assert.equal(await fw.missing(), 'missing rule in DOCKER-USER: -i svc-+ -j SVC-TENANT-EGRESS');
+    await fw.install();
+    assert.equal(await fw.missing(), null);
+    const egress = rules.get(EGRESS_CHAIN)!.map(key);
+    const firstReject = egress.findIndex((r) => r.includes('REJECT'));
+    assert.ok(egress.findIndex((r) => r.includes('10.9.0.0/16')) < firstReject, 'the allowance comes before the rejects');
+    assert.ok(egress.some((r) => r.startsWith('-d 169.254.0.0/16') && r.endsWith('REJECT --reject-with icmp-admin-prohibited')));
+    assert.equal(rules.get(HOST_CHAIN)!.map(key).at(-1), '-j REJECT --reject-with icmp-admin-prohibited');
+    const firstJump = calls.findIndex((c) => c[0] === '-I' && (c[1] === 'INPUT' || c[1] === 'DOCKER-USER'));
+    const chainRules = calls.map((c, i) => ((c[0] === '-A' || c[0] === '-I') && (c[1] === EGRESS_CHAIN || c[1] === HOST_CHAIN) ? i : -1));
+    const lastChainRule = Math.max(...chainRules);
+    assert.ok(lastChainRule < firstJump, 'no traffic is sent to a half-built chain');
+    const count = [...rules.values()].reduce((n, l) => n + l.length, 0);
+    await new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake).install();
+    assert.equal([...rules.values()].reduce((n, l) => n + l.length, 0), count, 'a second install adds nothing');
+    await fw.close();
+    assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => key(r).includes('10.9.0.0/16')), 'its allowances are gone');
+    assert.equal(await new HostFirewall([], fake).missing(), null, 'the shared rules stay for the other svcd on the host');
+  });
+});
