@@ -3,7 +3,11 @@
 // The engine-backed proofs are in isolation.test.ts.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { checkDockerfile } from '../src/builds/dockerfile.js';
+import { readDockerfile } from '../src/builds/runner.js';
 import { ValidationError } from '../src/errors.js';
 import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
 import { canonicalImageReference, tenantImageRefusal } from '../src/services/images.js';
@@ -28,6 +32,9 @@ describe('image ownership', () => {
       assert.equal(tenantImageRefusal(ref, owner), null, ref);
     }
     assert.match(tenantImageRefusal('ghcr.io/x/y', owner) ?? '', /Docker Hub or a loopback registry/);
+    // Found on review: a leading zero is the same port to the engine; past 65535 is no port.
+    assert.match(tenantImageRefusal(`127.0.0.1:05000/svc/${B}/s:1`, owner) ?? '', /Docker Hub or a loopback registry|invalid/);
+    assert.match(tenantImageRefusal('127.0.0.1:99999/x:1', owner) ?? '', /Docker Hub or a loopback registry|invalid/);
   });
   test('deploys pull full names, which the engine never reads as an image ID', () => {
     assert.equal(canonicalImageReference('busybox'), 'docker.io/library/busybox:latest');
@@ -47,6 +54,12 @@ describe('Dockerfile rules', () => {
     refused('FROM busybox\nRUN true\nadd \\\n  git://example.com/r.git /r', /line 3: ADD from a URL/);
     refused('FROM busybox\nADD git@example.com:a/b.git /r', /ADD from a URL/);
     refused('# escape=`\nFROM busybox\nADD `\n  https://example.com/x /x', /line 3: ADD from a URL/);
+    // Found on review: a URL split by a continuation, or held in a variable, or in a trigger.
+    refused('FROM busybox\nADD http:/\\\n/169.254.169.254/x /m', /line 2: ADD from a URL/);
+    refused('# escape=`\nFROM busybox\nADD http:/`\n/169.254.169.254/x /m', /line 3: ADD from a URL/);
+    refused('FROM busybox\nARG U=http://169.254.169.254/x\nADD $U /m', /line 3: variables are not allowed in ADD/);
+    refused('FROM busybox\nENV U=x\nADD ${U} /m', /variables are not allowed in ADD/);
+    refused('FROM busybox AS a\nONBUILD ADD http://169.254.169.254/x /m\nFROM a', /line 2: ONBUILD is not allowed/);
   });
   test("FROM and COPY --from: the tenant's image rules, no variables, stages and scratch allowed", () => {
     refused(`FROM svc/${B}/s:1`, /line 1: images under svc\/ are build outputs/);
@@ -56,6 +69,25 @@ describe('Dockerfile rules', () => {
     refused(`FROM sha256:${'d'.repeat(64)}`, /image IDs/);
     checkDockerfile('FROM scratch\nCOPY app /app', owner);
     checkDockerfile('FROM --platform=linux/amd64 busybox AS build\nRUN make\nFROM build\nCOPY --from=build /a /b\nCOPY --from=0 /c /d\nADD local.tar /x', owner);
+  });
+});
+
+describe('the Dockerfile the check reads', () => {
+  test('is a regular file: a symlink (which svcd and the engine would resolve differently) is refused', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-dockerfile-'));
+    try {
+      writeFileSync(join(dir, 'Dockerfile'), 'FROM busybox\n');
+      assert.equal(await readDockerfile(dir), 'FROM busybox\n', 'a regular file is read');
+      rmSync(join(dir, 'Dockerfile'));
+      mkdirSync(join(dir, 'dev'));
+      writeFileSync(join(dir, 'dev', 'null'), 'FROM busybox\nADD http://169.254.169.254/ /m\n');
+      symlinkSync('/dev/null', join(dir, 'Dockerfile'));
+      await assert.rejects(readDockerfile(dir), /must be a regular file/);
+      rmSync(join(dir, 'Dockerfile'));
+      await assert.rejects(readDockerfile(dir), /no Dockerfile/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -10,6 +10,8 @@ export const NON_PUBLIC_IPV4: ReadonlyArray<readonly [string, number]> = [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
   ['100.64.0.0', 10],
+  // Azure's WireServer (and platform DNS): a cloud platform endpoint outside link-local.
+  ['168.63.129.16', 32],
   ['169.254.0.0', 16],
   ['172.16.0.0', 12],
   ['192.0.0.0', 24],

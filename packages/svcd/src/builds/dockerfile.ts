@@ -4,7 +4,10 @@
 // and `FROM` / `COPY --from=<image>` make the engine fetch an image. So remote ADD is refused (a
 // RUN step can fetch instead, under the tenant's rules), and every image named must be one the
 // tenant could run (services/images.ts: registry rule, no image IDs, no other tenant's builds).
-// Variables in image names are refused: they would be expanded by the engine after this check.
+// Variables in image names and ADD arguments are refused (the engine would expand them after
+// this check), and so is ONBUILD (a later stage FROM this one would run its trigger unchecked).
+// The runner reads the Dockerfile only as a regular file (a symlink would show this check one
+// file and the engine another).
 //
 // Parsed with dockerfile-ast (the parser of VS Code's Docker support) rather than regular
 // expressions: line continuations, the escape directive, JSON forms and flags are its business.
@@ -31,9 +34,16 @@ export function checkDockerfile(text: string, owner: ImageOwnership): void {
       if (image.toLowerCase() !== 'scratch' && !stages.has(image.toLowerCase())) checkImage(image, owner, refuse);
       if (stage) stages.add(stage.toLowerCase());
     } else if (keyword === 'ADD') {
-      if (REMOTE_SOURCE.test(instruction.getRawArgumentsContent() ?? '')) {
+      // Each argument as the engine joins it (continuations and the escape directive undone),
+      // and the raw text too; a variable could hold a URL the engine expands after this check.
+      const args = instruction.getArguments().map((arg) => arg.getValue());
+      if ([...args, instruction.getRawArgumentsContent() ?? ''].some((text) => REMOTE_SOURCE.test(text))) {
         refuse('ADD from a URL is not allowed (the engine would fetch it from the host network); fetch it in a RUN step or COPY it from the repository');
       }
+      if (args.some((text) => text.includes('$'))) refuse('variables are not allowed in ADD (a variable could name a URL); use COPY, or spell the path out');
+    } else if (keyword === 'ONBUILD') {
+      // A later stage built FROM this one would run the trigger, unchecked.
+      refuse('ONBUILD is not allowed');
     }
     if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) checkFromFlag(instruction, stages, owner, refuse);
   }

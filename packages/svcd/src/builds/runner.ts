@@ -6,8 +6,7 @@
 // concurrency is counted under a per-tenant lease, and a running build's lease is renewed while
 // it runs. A build whose holder died (its lease ran out, or it was an earlier boot of this very
 // instance) is marked failed with a clear error; queued builds are simply run.
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import type { Logger } from 'pino';
@@ -57,6 +56,22 @@ const INTERRUPTED = 'interrupted: svcd stopped during this build; start a new bu
 interface Running {
   controller: AbortController;
   done: Promise<void>;
+}
+
+const DOCKERFILE_MAX_BYTES = 1024 * 1024;
+
+/**
+ * The repository's Dockerfile, which must be a regular file: svcd would follow a symlink on its
+ * own host while the engine resolves it inside the build context, so the check and the build
+ * would read different files. Bounded, so a huge file cannot fill svcd's memory.
+ */
+export async function readDockerfile(dir: string): Promise<string> {
+  const path = join(dir, 'Dockerfile');
+  const info = await lstat(path).catch(() => null);
+  if (!info) throw new Error('no Dockerfile at the root of the repository');
+  if (!info.isFile()) throw new Error('the Dockerfile must be a regular file (not a symlink or a directory)');
+  if (info.size > DOCKERFILE_MAX_BYTES) throw new Error(`the Dockerfile is larger than ${DOCKERFILE_MAX_BYTES / 1024} KB`);
+  return readFile(path, 'utf8');
 }
 
 export class BuildRunner implements BuildExecution {
@@ -234,10 +249,8 @@ export class BuildRunner implements BuildExecution {
       });
       await this.store.builds.updateRunning(b.id, this.holder, { commit_sha: sha });
       output.line(`==> commit ${sha}`);
-      const dockerfile = join(dir, 'Dockerfile');
-      if (!existsSync(dockerfile)) throw new Error('no Dockerfile at the root of the repository');
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
-      checkDockerfile(await readFile(dockerfile, 'utf8'), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
+      checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
       await this.checkBuildSandbox(output);
 
       const tenant = await this.store.tenants.findById(b.tenant_id);

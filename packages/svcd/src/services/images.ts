@@ -10,7 +10,9 @@ const PATH = new RegExp(`^${COMPONENT}(?:/${COMPONENT})*$`);
 const TAG = /^[\w][\w.-]{0,127}$/;
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
 const DOCKER_HUB = new Set(['docker.io', 'index.docker.io', 'registry-1.docker.io']);
-const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\]):\d{1,5}$/;
+// The port without leading zeros: 127.0.0.1:05000 is 127.0.0.1:5000 to the engine, and must be
+// to the ownership rule too.
+const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\]):(?:[1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$/;
 
 export interface ImageReference {
   /** null for Docker Hub. */
@@ -90,7 +92,7 @@ export function tenantImageRefusal(ref: string, o: ImageOwnership): string | nul
 /** 127.0.0.1:5000, localhost:5000 and [::1]:5000 all reach a registry listening on every loopback address. */
 function sameLoopbackRegistry(registry: string, buildRegistry: string | null): boolean {
   if (buildRegistry === null || !LOOPBACK.test(registry)) return false;
-  const port = (r: string) => r.slice(r.lastIndexOf(':') + 1);
+  const port = (r: string) => Number(r.slice(r.lastIndexOf(':') + 1));
   return port(registry) === port(buildRegistry);
 }
 
