@@ -16,11 +16,12 @@ import { EGRESS_CHAIN, HOST_CHAIN } from '../src/runtime/host-firewall.js';
 import type { Build, SvcClient } from '@svc/client';
 import { freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { fetchFromService, settled } from './service-fixtures.js';
-import { BUSYBOX_IMAGE, TEST_REGISTRY, docker, ensureTestImages, removeImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, TEST_REGISTRY, buildImage, docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from './images.js';
 import { dockerfile, startGitServer, type GitServer } from './git-fixtures.js';
 import { startPrivateHost, type PrivateHost } from './private-host.js';
 
 const run = promisify(execFile);
+const ONBUILD_IMAGE = `${TEST_REGISTRY}/svc-test/onbuild:1`;
 
 /** A TCP server on every host address that says which port it is. */
 async function hostListener(port: number): Promise<Server> {
@@ -64,12 +65,16 @@ describe('tenant isolation', () => {
 
   before(async () => {
     await ensureTestImages();
+    // A base image whose trigger would make the engine fetch a URL from the host's network.
+    await buildImage(ONBUILD_IMAGE, { Dockerfile: { body: `FROM ${BUSYBOX_IMAGE}\nONBUILD ADD http://127.0.0.1:1/payload /payload\n` } });
+    await finished(await docker.getImage(ONBUILD_IMAGE).push({ authconfig: {} }));
     net = await startPrivateHost([PRIVATE_CLOSED, PRIVATE_OPEN]);
     const ncProbe = (port: number) => `RUN echo "probe ${port}: $(echo | nc -w 2 ${net.address} ${port} || echo unreachable)"`;
     git = await startGitServer({
       // The same nc probes as the services', from a RUN step; and what runs the step.
       sandboxed: { Dockerfile: dockerfile(ncProbe(PRIVATE_CLOSED), ncProbe(PRIVATE_OPEN), 'RUN echo "kernel: $(dmesg | head -n 1)"', 'RUN grep -E "^(CapEff|Pid)" /proc/self/status; echo "nproc $(ulimit -u)"') },
       'remote-add': { Dockerfile: dockerfile('COPY Dockerfile /ok', 'ADD \\\n  http://127.0.0.1:1/payload /payload') },
+      'onbuild-base': { Dockerfile: `FROM ${ONBUILD_IMAGE}\nRUN true\n` },
       'foreign-from': { Dockerfile: `FROM ${TEST_REGISTRY}/svc/0123456789abcdef0123456789abcdef/x:1\nRUN true\n` },
     });
     hostClosed = await freePort();
@@ -154,7 +159,7 @@ describe('tenant isolation', () => {
     assert.match(log, /probe 7000: unreachable/, 'a private host does not');
   });
 
-  test('remote ADD and a FROM naming another tenant\'s build are refused before the build, naming the line', async () => {
+  test("remote ADD, a FROM naming another tenant's build and a base image with ONBUILD triggers are refused before the build", async () => {
     const a = await newTenant(t);
     tenants.push(a.id);
     const add = await buildOf(a, git, 'remote-add');
@@ -164,6 +169,10 @@ describe('tenant isolation', () => {
     const from = await buildOf(a, git, 'foreign-from');
     assert.equal(from.build.status, 'failed');
     assert.match(from.build.last_error ?? '', /Dockerfile line 1: images under svc\/ are build outputs/);
+    const onbuild = await buildOf(a, git, 'onbuild-base');
+    assert.equal(onbuild.build.status, 'failed');
+    assert.match(onbuild.build.last_error ?? '', /has ONBUILD triggers/);
+    assert.match(onbuild.log, /==> pulling /, 'the base image was pulled and looked at first');
   });
 
   test("a tenant cannot run another tenant's build in any spelling; each runs its own", async () => {

@@ -18,10 +18,14 @@ import { tenantImageRefusal, type ImageOwnership } from '../services/images.js';
 /** A URL scheme (http://, https://, git://, ...) or scp-like git remote (git@host:repo). */
 const REMOTE_SOURCE = /[a-z][a-z0-9+.-]*:\/\/|(^|[\s"'[,])git@/i;
 
-/** Throws ValidationError naming the first line that breaks a rule. */
-export function checkDockerfile(text: string, owner: ImageOwnership): void {
+/**
+ * Throws ValidationError naming the first line that breaks a rule. Returns the images the build
+ * would fetch (FROM and COPY --from, not stages or scratch), for the runner's base-image check.
+ */
+export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
   const dockerfile = DockerfileParser.parse(text);
   const stages = new Set<string>();
+  const images: string[] = [];
   for (const instruction of dockerfile.getInstructions()) {
     const at = `Dockerfile line ${instruction.getRange().start.line + 1}`;
     const refuse = (why: string): never => {
@@ -31,7 +35,7 @@ export function checkDockerfile(text: string, owner: ImageOwnership): void {
     if (keyword === 'FROM' && instruction instanceof From) {
       const image = fromImage(instruction) ?? refuse('FROM names no image');
       const stage = instruction.getBuildStage();
-      if (image.toLowerCase() !== 'scratch' && !stages.has(image.toLowerCase())) checkImage(image, owner, refuse);
+      if (image.toLowerCase() !== 'scratch' && !stages.has(image.toLowerCase())) images.push(checkImage(image, owner, refuse));
       if (stage) stages.add(stage.toLowerCase());
     } else if (keyword === 'ADD') {
       // Each argument as the engine joins it (continuations and the escape directive undone),
@@ -45,8 +49,12 @@ export function checkDockerfile(text: string, owner: ImageOwnership): void {
       // A later stage built FROM this one would run the trigger, unchecked.
       refuse('ONBUILD is not allowed');
     }
-    if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) checkFromFlag(instruction, stages, owner, refuse);
+    if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) {
+      const image = checkFromFlag(instruction, stages, owner, refuse);
+      if (image !== null) images.push(image);
+    }
   }
+  return [...new Set(images)];
 }
 
 function fromImage(instruction: From): string | null {
@@ -55,16 +63,17 @@ function fromImage(instruction: From): string | null {
 }
 
 /** COPY --from=<stage|index|image>: an image is fetched by the engine like FROM. */
-function checkFromFlag(instruction: ModifiableInstruction, stages: Set<string>, owner: ImageOwnership, refuse: (why: string) => never): void {
+function checkFromFlag(instruction: ModifiableInstruction, stages: Set<string>, owner: ImageOwnership, refuse: (why: string) => never): string | null {
   const from = instruction.getFlags().find((f) => f.getName().toLowerCase() === 'from')?.getValue();
-  if (from === undefined) return;
-  if (from === null || from === '') refuse('--from names nothing');
-  if (/^\d+$/.test(from) || stages.has(from.toLowerCase())) return;
-  checkImage(from, owner, refuse);
+  if (from === undefined) return null;
+  if (from === null || from === '') return refuse('--from names nothing');
+  if (/^\d+$/.test(from) || stages.has(from.toLowerCase())) return null;
+  return checkImage(from, owner, refuse);
 }
 
-function checkImage(image: string, owner: ImageOwnership, refuse: (why: string) => never): void {
+function checkImage(image: string, owner: ImageOwnership, refuse: (why: string) => never): string {
   if (image.includes('$')) refuse(`variables are not allowed in image names (${image})`);
   const refusal = tenantImageRefusal(image, owner);
   if (refusal !== null) refuse(refusal);
+  return image;
 }

@@ -14,6 +14,7 @@ import type { Activity } from '../activity/activity.js';
 import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import { SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import { workloadLimits } from '../services/deployer.js';
+import { canonicalImageReference, isLocallyBuilt } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
@@ -228,6 +229,28 @@ export class BuildRunner implements BuildExecution {
     output.line(`==> RUN steps run under gVisor (${SANDBOX_RUNTIME})`);
   }
 
+  /**
+   * Pulls every image the build names, by its full name, before the build (a local copy proves
+   * nothing, as for services), and refuses base images with ONBUILD triggers: the builder would
+   * run them unchecked, and a remote ADD among them is fetched by the engine from the host's
+   * network. The build then uses exactly these local copies (no second pull that could differ).
+   */
+  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher): Promise<void> {
+    for (const image of images) {
+      const name = isLocallyBuilt(image) ? image : canonicalImageReference(image);
+      if (!isLocallyBuilt(image)) {
+        output.line(`==> pulling ${name}`);
+        await this.runtime.pullImage(name, signal).catch((err: unknown) => {
+          if (signal.aborted) throw err;
+          throw new Error(`image ${image} could not be pulled: ${(err as Error).message}`);
+        });
+      }
+      if ((await this.runtime.imageTriggers(name)).length > 0) {
+        throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
+      }
+    }
+  }
+
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal): Promise<void> {
     const output = new LogBatcher(this.store, b.id, this.timers);
     const watch = this.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
@@ -250,8 +273,9 @@ export class BuildRunner implements BuildExecution {
       await this.store.builds.updateRunning(b.id, this.holder, { commit_sha: sha });
       output.line(`==> commit ${sha}`);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
-      checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
+      const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
       await this.checkBuildSandbox(output);
+      await this.pullBaseImages(images, signal, output);
 
       const tenant = await this.store.tenants.findById(b.tenant_id);
       if (!tenant) throw new Error('tenant not found');
@@ -262,8 +286,8 @@ export class BuildRunner implements BuildExecution {
         tenantId: b.tenant_id,
         resourceId: b.id,
         limits: workloadLimits(tenant),
-        // A tenant's FROM is pulled like a service's image: a local copy proves nothing.
-        pullBaseImages: true,
+        // Pulled and checked just above (pullBaseImages).
+        pullBaseImages: false,
         signal,
         onOutput: (l) => output.line(l),
       });

@@ -208,6 +208,11 @@ export class DockerRuntime implements Runtime {
     return (await this.imageId(image)) !== null;
   }
 
+  async imageTriggers(image: string): Promise<string[]> {
+    const info = (await this.docker.getImage(image).inspect()) as { Config?: { OnBuild?: string[] | null } };
+    return info.Config?.OnBuild ?? [];
+  }
+
   async imageId(image: string): Promise<string | null> {
     try {
       return (await this.docker.getImage(image).inspect()).Id;

@@ -170,6 +170,8 @@ export interface Runtime {
   hasImage(image: string): Promise<boolean>;
   /** The ID of the local image of that name, or null when there is none. */
   imageId(image: string): Promise<string | null>;
+  /** The ONBUILD triggers a local image carries (empty when none). */
+  imageTriggers(image: string): Promise<string[]>;
   /** Pulls an image; rejects with the registry's message. */
   pullImage(image: string, signal?: AbortSignal): Promise<void>;
   /**
