@@ -23,7 +23,7 @@ import { previewRouteTargets } from './environments/previews.js';
 import { WarmPool } from './environments/warm-pool.js';
 import { writeCaBundle } from './builds/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
-import type { ResolveHost } from './builds/sources.js';
+import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck } from './builds/sources.js';
 import { openStore, type Store } from './store/index.js';
 import { Health } from './system/health.js';
 import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
@@ -177,12 +177,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
   // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.
   const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
+  // One set of source rules for builds: checked at create, and again by the runner before the clone.
+  const checkBuildSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: config.allowLoopbackGit }, o.resolveHost ?? resolveWithSystem);
   const buildRunner = new BuildRunner(store, runtime, services, activity, clock, timers, log, holder, {
     workDir: join(config.dataDir, 'builds'),
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
     buildRegistry: config.buildRegistry,
     sandbox: () => deployer.useSandbox(),
+    checkSource: checkBuildSource,
     ...o.buildRunner,
   });
   const databases = new Databases(store, runtime, sealer, activity, clock, timers, log, audit, {
@@ -198,7 +201,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.kanbanReadyTimeoutMs,
     sandbox: () => deployer.useSandbox(),
   });
-  const builds = new Builds(store, buildRunner, activity, clock, timers, { allowLoopbackSources: config.allowLoopbackGit, buildRegistry: config.buildRegistry, resolveHost: o.resolveHost });
+  const builds = new Builds(store, buildRunner, activity, clock, timers, { checkSource: checkBuildSource, buildRegistry: config.buildRegistry });
   const environments = new Environments(store, runtime, activity, clock, timers, log, {
     images: config.environmentImages,
     sandbox: () => deployer.useSandbox(),

@@ -2,20 +2,13 @@
 // deployed and reached through svc's Caddy.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Build, SvcClient } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
 import { startGitServer, type GitServer } from './git-fixtures.js';
+import { finishedBuild } from './service-fixtures.js';
 import { killableSvcd } from './svcd-process.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
-
-async function finished(c: SvcClient, serviceId: string, buildId: string): Promise<Build> {
-  return waitFor(`build ${buildId} to finish`, async () => {
-    const b = await c.build(serviceId, buildId);
-    return b.status === 'queued' || b.status === 'running' ? undefined : b;
-  }, 120_000);
-}
 
 /** Waits until the service answers `text` through the proxy (a redeploy replaces the container). */
 async function answers(port: number, serviceId: string, text: string): Promise<void> {
@@ -81,7 +74,7 @@ describe('builds from git', () => {
     assert.equal(created.status, 202);
     assert.equal(created.body.status, 'queued');
     assert.equal(created.body.image, `svc/${a.id}/${s.id}:${created.body.build_id}`);
-    const main = await finished(a.client, s.id, created.body.build_id);
+    const main = await finishedBuild(a.client, s.id, created.body.build_id);
     assert.equal(main.status, 'succeeded', main.last_error ?? '');
     assert.equal(main.commit_sha, git.shas.v2);
     assert.ok(main.deployment_id);
@@ -103,7 +96,7 @@ describe('builds from git', () => {
       [git.shas.v1.slice(0, 10), git.shas.v1, 'v1 from git\n'],
     ] as const) {
       const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: ref });
-      const done = await finished(a.client, s.id, b.build_id);
+      const done = await finishedBuild(a.client, s.id, b.build_id);
       assert.equal(done.status, 'succeeded', `${ref}: ${done.last_error ?? ''}`);
       assert.equal(done.commit_sha, sha, ref);
       await answers(proxyPort, s.id, text);
@@ -126,7 +119,7 @@ describe('builds from git', () => {
     const a = await tenant();
     const s = await a.client.createService({ name: 'broken', image: BUSYBOX_IMAGE });
     const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('broken') });
-    const done = await finished(a.client, s.id, b.build_id);
+    const done = await finishedBuild(a.client, s.id, b.build_id);
     assert.equal(done.status, 'failed');
     assert.match(done.last_error ?? '', /returned a non-zero code: 7/);
     const log = await a.client.buildLogs(s.id, b.build_id);
@@ -135,9 +128,9 @@ describe('builds from git', () => {
     assert.equal((await a.client.service(s.id)).image, BUSYBOX_IMAGE);
 
     const none = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('no-dockerfile') });
-    assert.match((await finished(a.client, s.id, none.build_id)).last_error ?? '', /no Dockerfile/);
+    assert.match((await finishedBuild(a.client, s.id, none.build_id)).last_error ?? '', /no Dockerfile/);
     const missing = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'no-such-branch' });
-    const m = await finished(a.client, s.id, missing.build_id);
+    const m = await finishedBuild(a.client, s.id, missing.build_id);
     assert.equal(m.status, 'failed');
     assert.match(m.last_error ?? '', /couldn't find remote ref no-such-branch|not found/);
   });
@@ -214,7 +207,7 @@ describe('builds pushed to a build registry', () => {
       const s = await a.client.createService({ name: 'pushed', image: BUSYBOX_IMAGE });
       const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('app'), source_ref: 'v1' });
       assert.equal(b.image, `${registry.host}/svc/${a.id}/${s.id}:${b.build_id}`);
-      const done = await finished(a.client, s.id, b.build_id);
+      const done = await finishedBuild(a.client, s.id, b.build_id);
       assert.equal(done.status, 'succeeded', done.last_error ?? '');
       assert.match(await a.client.buildLogs(s.id, b.build_id), /==> pushing/);
       const tags = (await (await fetch(`http://${registry.host}/v2/svc/${a.id}/${s.id}/tags/list`)).json()) as { tags: string[] };
@@ -257,7 +250,7 @@ describe('builds across a restart of svcd', () => {
       const interrupted = await c2.build(s.id, slow.build_id);
       assert.equal(interrupted.status, 'failed');
       assert.match(interrupted.last_error ?? '', /interrupted: svcd stopped during this build/);
-      const done = await finished(c2, s.id, quick.build_id);
+      const done = await finishedBuild(c2, s.id, quick.build_id);
       assert.equal(done.status, 'succeeded', done.last_error ?? '');
       assert.equal(done.commit_sha, git.shas.v1);
     } finally {

@@ -3,6 +3,7 @@
 // certificate made for the run (its CA goes to svcd's --git-ca-file).
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,7 +22,8 @@ export interface GitServer {
 
 const author = { GIT_AUTHOR_NAME: 'svc test', GIT_AUTHOR_EMAIL: 't@x.io', GIT_COMMITTER_NAME: 'svc test', GIT_COMMITTER_EMAIL: 't@x.io' };
 
-function repo(base: string, name: string): (args: string[]) => string {
+/** A new repository `name` under `base`; returns a git runner in it. */
+export function repo(base: string, name: string): (args: string[]) => string {
   const dir = join(base, name);
   mkdirSync(dir, { recursive: true });
   const git = (args: string[]) => execFileSync('git', args, { cwd: dir, encoding: 'utf8', env: { ...process.env, ...author, GIT_CONFIG_NOSYSTEM: '1', HOME: base } }).trim();
@@ -31,7 +33,8 @@ function repo(base: string, name: string): (args: string[]) => string {
   return git;
 }
 
-function commit(base: string, name: string, git: (args: string[]) => string, files: Record<string, string>, message: string): string {
+/** Writes `files` into the repository and commits them; returns the commit SHA. */
+export function commit(base: string, name: string, git: (args: string[]) => string, files: Record<string, string>, message: string): string {
   for (const [f, body] of Object.entries(files)) writeFileSync(join(base, name, f), body);
   git(['add', '-A']);
   git(['commit', '-q', '-m', message]);
@@ -83,39 +86,18 @@ export async function startGitServer(extra: Record<string, Record<string, string
   };
 }
 
-export interface HttpsGitServer {
-  /** https://127.0.0.1:PORT/<name> */
-  url(name: string): string;
-  /** The certificate to trust (self-signed: it is its own CA). */
-  caFile: string;
-  /** Commits of the `project` repository: v1 (tagged v1) and v2 (main). */
-  shas: { v1: string; v2: string };
-  stop(): Promise<void>;
-}
-
-/** `project`: README and a script; v1 tagged, then v2 on main. Served by git http-backend over TLS. */
-export async function startHttpsGitServer(): Promise<HttpsGitServer> {
-  const base = mkdtempSync(join(tmpdir(), 'svc-https-git-'));
-  const project = repo(base, 'project');
-  const v1 = commit(base, 'project', project, { 'README.md': 'project v1\n', 'hello.sh': 'echo hello from v1\n' }, 'v1');
-  project(['tag', 'v1']);
-  const v2 = commit(base, 'project', project, { 'README.md': 'project v2\n', 'hello.sh': 'echo hello from v2\n' }, 'v2');
-
-  const certDir = join(base, '.tls');
-  mkdirSync(certDir);
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(certDir, 'key.pem'), '-out', join(certDir, 'cert.pem')], { stdio: 'ignore' });
-
-  const server = createHttpsServer({ key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) }, (req, res) => {
+/** A request handler serving the repositories under `projectRoot` through `git http-backend` (CGI). */
+export function gitHttpBackend(projectRoot: string): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
     // CGI: the request as environment variables and stdin; headers, a blank line, then the body.
     const url = new URL(req.url ?? '/', 'https://git');
     const cgi = spawn('git', ['http-backend'], {
       env: {
         PATH: process.env.PATH,
-        GIT_PROJECT_ROOT: base,
+        GIT_PROJECT_ROOT: projectRoot,
         GIT_HTTP_EXPORT_ALL: '1',
         GIT_CONFIG_NOSYSTEM: '1',
-        HOME: base,
+        HOME: projectRoot,
         REQUEST_METHOD: req.method ?? 'GET',
         PATH_INFO: decodeURIComponent(url.pathname),
         QUERY_STRING: url.search.slice(1),
@@ -145,7 +127,33 @@ export async function startHttpsGitServer(): Promise<HttpsGitServer> {
       res.write(head.subarray(end + 4));
     });
     cgi.on('close', () => res.end());
-  });
+  };
+}
+
+export interface HttpsGitServer {
+  /** https://127.0.0.1:PORT/<name> */
+  url(name: string): string;
+  /** The certificate to trust (self-signed: it is its own CA). */
+  caFile: string;
+  /** Commits of the `project` repository: v1 (tagged v1) and v2 (main). */
+  shas: { v1: string; v2: string };
+  stop(): Promise<void>;
+}
+
+/** `project`: README and a script; v1 tagged, then v2 on main. Served by git http-backend over TLS. */
+export async function startHttpsGitServer(): Promise<HttpsGitServer> {
+  const base = mkdtempSync(join(tmpdir(), 'svc-https-git-'));
+  const project = repo(base, 'project');
+  const v1 = commit(base, 'project', project, { 'README.md': 'project v1\n', 'hello.sh': 'echo hello from v1\n' }, 'v1');
+  project(['tag', 'v1']);
+  const v2 = commit(base, 'project', project, { 'README.md': 'project v2\n', 'hello.sh': 'echo hello from v2\n' }, 'v2');
+
+  const certDir = join(base, '.tls');
+  mkdirSync(certDir);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
+    '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(certDir, 'key.pem'), '-out', join(certDir, 'cert.pem')], { stdio: 'ignore' });
+
+  const server = createHttpsServer({ key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) }, gitHttpBackend(base));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return {

@@ -17,6 +17,7 @@ export function inertRuntime(): Runtime {
     removeTenantNetworkIfUnused: async () => true,
     hasImage: async () => true,
     imageId: async (image: string) => `sha256:inert-${image}`,
+    imageTriggers: async () => [],
     pullImage: async () => {},
     buildImage: async () => {
       throw new Error('the inert engine builds nothing');

@@ -7,7 +7,7 @@
 // - images (item 2): a tenant runs only images it could pull itself, never another tenant's build.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { createServer, type AddressInfo, type Server } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { tenantNetworkName } from '../src/runtime/index.js';
@@ -15,7 +15,7 @@ import { workloadName } from '../src/services/deployer.js';
 import { EGRESS_CHAIN, HOST_CHAIN } from '../src/runtime/host-firewall.js';
 import type { Build, SvcClient } from '@svc/client';
 import { freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
-import { fetchFromService, settled } from './service-fixtures.js';
+import { fetchFromService, finishedBuild, settled } from './service-fixtures.js';
 import { BUSYBOX_IMAGE, TEST_REGISTRY, buildImage, docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from './images.js';
 import { dockerfile, startGitServer, type GitServer } from './git-fixtures.js';
 import { startPrivateHost, type PrivateHost } from './private-host.js';
@@ -37,18 +37,11 @@ async function probe(serviceId: string, target: string, expect: RegExp): Promise
   return answer;
 }
 
-async function finishedBuild(c: SvcClient, serviceId: string, buildId: string): Promise<Build> {
-  return waitFor(`build ${buildId} to finish`, async () => {
-    const b = await c.build(serviceId, buildId);
-    return b.status === 'queued' || b.status === 'running' ? undefined : b;
-  }, 180_000);
-}
-
 /** Builds `repo` for a new service of the tenant; returns the finished build and its log. */
 async function buildOf(a: { client: SvcClient }, git: GitServer, repo: string): Promise<{ build: Build; log: string; serviceId: string }> {
   const s = await a.client.createService({ name: `b-${repo}`, image: BUSYBOX_IMAGE });
   const queued = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url(repo) });
-  const build = await finishedBuild(a.client, s.id, queued.build_id);
+  const build = await finishedBuild(a.client, s.id, queued.build_id, 180_000);
   return { build, log: await a.client.buildLogs(s.id, build.id), serviceId: s.id };
 }
 

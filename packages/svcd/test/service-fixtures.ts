@@ -1,9 +1,17 @@
 // Services seen from the host, for tests of what services can reach (services, isolation).
 import { get, type ClientRequest } from 'node:http';
-import type { Service, SvcClient } from '@svc/client';
+import type { Build, Service, SvcClient } from '@svc/client';
 import { workloadName } from '../src/services/deployer.js';
 import { waitFor } from './harness.js';
 import { docker } from './images.js';
+
+/** Waits until the build has finished (succeeded, failed or cancelled); returns it then. */
+export async function finishedBuild(c: SvcClient, serviceId: string, buildId: string, ms = 120_000): Promise<Build> {
+  return waitFor(`build ${buildId} to finish`, async () => {
+    const b = await c.build(serviceId, buildId);
+    return b.status === 'queued' || b.status === 'running' ? undefined : b;
+  }, ms);
+}
 
 /** Waits until the service has left `deploying`; returns it as it is then. */
 export async function settled(a: { client: SvcClient }, id: string): Promise<Service> {

@@ -5,8 +5,7 @@
 // anywhere else: resolvers are injected (the system's is never asked), the "public" answers they
 // give are never cloned (see cloneIfLoopback), and names end in .invalid, which no resolver knows.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -23,7 +22,7 @@ import { ValidationError } from '../src/errors.js';
 import type { Runtime } from '../src/runtime/index.js';
 import type { Services } from '../src/services/services.js';
 import { openStore, type Store } from '../src/store/index.js';
-import { startGitServer, startHttpsGitServer, type GitServer, type HttpsGitServer } from './git-fixtures.js';
+import { commit, gitHttpBackend, repo, startGitServer, startHttpsGitServer, type GitServer, type HttpsGitServer } from './git-fixtures.js';
 import { storeLocation, tenantRow } from './harness.js';
 
 /** A TCP listener that only counts who connects (and hangs up on them). */
@@ -57,46 +56,9 @@ async function startTrap(host: string): Promise<Trap> {
 /** `repo` (one commit) served over plain HTTP by git http-backend, on 127.0.0.1 and ::1. */
 async function startPlainHttpGitServer(): Promise<{ port4: number; port6: number | null; sha: string; stop(): Promise<void> }> {
   const base = mkdtempSync(join(tmpdir(), 'svc-http-git-'));
-  const dir = join(base, 'repo');
-  mkdirSync(dir);
-  const env = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: base, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@x.io', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@x.io' };
-  const git = (args: string[]) => execFileSync('git', args, { cwd: dir, env, encoding: 'utf8' }).trim();
-  git(['init', '-q', '-b', 'main']);
-  writeFileSync(join(dir, 'README'), 'served over http\n');
-  git(['add', '-A']);
-  git(['commit', '-q', '-m', 'one']);
-  const sha = git(['rev-parse', 'HEAD']);
+  const sha = commit(base, 'repo', repo(base, 'repo'), { README: 'served over http\n' }, 'one');
 
-  const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
-    const url = new URL(req.url ?? '/', 'http://git');
-    const cgi = spawn('git', ['http-backend'], {
-      env: {
-        PATH: process.env.PATH, GIT_PROJECT_ROOT: base, GIT_HTTP_EXPORT_ALL: '1', GIT_CONFIG_NOSYSTEM: '1', HOME: base,
-        REQUEST_METHOD: req.method ?? 'GET', PATH_INFO: decodeURIComponent(url.pathname), QUERY_STRING: url.search.slice(1),
-        CONTENT_TYPE: req.headers['content-type'] ?? '', GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''), REMOTE_ADDR: '127.0.0.1',
-      },
-    });
-    req.pipe(cgi.stdin);
-    let head = Buffer.alloc(0);
-    let inBody = false;
-    cgi.stdout.on('data', (chunk: Buffer) => {
-      if (inBody) return void res.write(chunk);
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      inBody = true;
-      let status = 200;
-      for (const line of head.subarray(0, end).toString().split('\r\n')) {
-        const [k, ...v] = line.split(':');
-        if (!k) continue;
-        if (k.toLowerCase() === 'status') status = Number.parseInt(v.join(':').trim(), 10);
-        else res.setHeader(k, v.join(':').trim());
-      }
-      res.writeHead(status);
-      res.write(head.subarray(end + 4));
-    });
-    cgi.on('close', () => res.end());
-  };
+  const handler = gitHttpBackend(base);
   const v4 = createHttpServer(handler);
   const v6 = createHttpServer(handler);
   const port4 = await listen(v4, '127.0.0.1');
@@ -392,8 +354,10 @@ describe('source URLs: the checked address is the connected address', () => {
       const activity = new Activity(store, systemClock);
       // Only the clone is under test: the image build stops the run with a known error.
       const runtime = { buildImage: async () => { throw new Error('no engine in this test'); } } as unknown as Runtime;
-      const runner = new BuildRunner(store, runtime, {} as unknown as Services, activity, systemClock, systemTimers, pino({ level: 'silent' }), 'source-test/1', { workDir, tickMs: 100 });
-      const builds = new Builds(store, runner, activity, systemClock, systemTimers, { allowLoopbackSources, buildRegistry: null, resolveHost });
+      // One check for both, as app.ts wires them: at create (Builds) and before the clone (the runner).
+      const checkSource = (raw: string) => checkSourceUrl(raw, { allowLoopback: allowLoopbackSources }, resolveHost);
+      const runner = new BuildRunner(store, runtime, {} as unknown as Services, activity, systemClock, systemTimers, pino({ level: 'silent' }), 'source-test/1', { workDir, tickMs: 100, checkSource });
+      const builds = new Builds(store, runner, activity, systemClock, systemTimers, { checkSource, buildRegistry: null });
       await runner.start();
       try {
         const { build_id } = await builds.create('t-src', 's-src', { source_type: 'git', source_url: url });

@@ -11,7 +11,7 @@ import { timeOrderedId } from '../ids.js';
 import { builtImageTag } from '../services/images.js';
 import type { BuildRow, Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
-import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost, type SourceCheck } from './sources.js';
+import { checkSourceRef, type SourceCheck } from './sources.js';
 
 /** Queued builds a tenant may have waiting behind its running ones; one more is 409. */
 export const BUILD_QUEUE_MAX = 10;
@@ -56,19 +56,16 @@ export interface BuildExecution {
   kick(): void;
   /** Stops a build this process runs; false when it runs elsewhere (its holder sees the store). */
   abort(buildId: string, why: string): boolean;
-  /**
-   * How sources are checked. A build is cloned minutes after it was queued, maybe by another
-   * svcd, and names can point elsewhere by then: the runner checks the source again with these
-   * rules right before the clone and clones what that check pinned.
-   */
-  checkSourcesWith(check: SourceCheck): void;
 }
 
 export interface BuildsOptions {
-  allowLoopbackSources: boolean;
+  /**
+   * The operator's rules for sources (loopback only with --dev or --allow-loopback-git). The
+   * runner checks again with the same function right before the clone, and only that check counts.
+   */
+  checkSource: SourceCheck;
   /** --build-registry: builds are tagged under it and pushed there. */
   buildRegistry: string | null;
-  resolveHost?: ResolveHost;
 }
 
 export class Builds implements TenantResources {
@@ -79,9 +76,7 @@ export class Builds implements TenantResources {
     private readonly clock: Clock,
     private readonly timers: Timers,
     private readonly opts: BuildsOptions,
-  ) {
-    execution.checkSourcesWith((raw) => this.checkSource(raw));
-  }
+  ) {}
 
   async create(tenantId: string, serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
     if (req.source_type !== 'git') throw new ValidationError('source_type must be git');
@@ -89,7 +84,7 @@ export class Builds implements TenantResources {
     const service = await this.store.services.find(tenantId, serviceId);
     if (!service) throw new NotFoundError('service');
     // Refused now with a 400; the clone checks again (the runner), and only that check counts.
-    await this.checkSource(req.source_url);
+    await this.opts.checkSource(req.source_url);
     // Stored and shown as the tenant sent it; git only ever gets the checked, rebuilt form.
     const url = req.source_url;
 
@@ -216,11 +211,6 @@ export class Builds implements TenantResources {
       if (!now || isFinished(now.status)) return;
       await new Promise<void>((resolve) => this.timers.setTimeout(resolve, FOLLOW_POLL_MS));
     }
-  }
-
-  /** The operator's rules for sources (loopback only with --dev or --allow-loopback-git). */
-  private checkSource(raw: string): Promise<CheckedSource> {
-    return checkSourceUrl(raw, { allowLoopback: this.opts.allowLoopbackSources }, this.opts.resolveHost ?? resolveWithSystem);
   }
 
   private async service(tenantId: string, serviceId: string): Promise<void> {

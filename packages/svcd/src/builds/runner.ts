@@ -14,13 +14,13 @@ import type { Activity } from '../activity/activity.js';
 import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import { SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import { workloadLimits } from '../services/deployer.js';
-import { canonicalImageReference, isLocallyBuilt } from '../services/images.js';
+import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
 import { cloneAt } from './git.js';
 import { checkDockerfile } from './dockerfile.js';
-import { checkSourceUrl, type SourceCheck } from './sources.js';
+import type { SourceCheck } from './sources.js';
 
 export interface BuildRunnerOptions {
   /** Where clones live while their build runs (`<data dir>/builds`). */
@@ -40,6 +40,12 @@ export interface BuildRunnerOptions {
   buildRegistry?: string | null;
   /** Whether tenant workloads run under gVisor now: then RUN steps must too. */
   sandbox?: () => Promise<boolean>;
+  /**
+   * The operator's rules for sources, as at create (Builds). A build is cloned minutes after it
+   * was queued, maybe by another svcd, and names can point elsewhere by then: the source is
+   * checked again right before the clone, and the clone takes what that check pinned.
+   */
+  checkSource: SourceCheck;
 }
 
 export const BUILD_WORKERS = 4;
@@ -83,8 +89,6 @@ export class BuildRunner implements BuildExecution {
   private closed = false;
   private readonly workers: number;
   private readonly leaseMs: number;
-  /** Until Builds hands over the operator's rules: the strict ones (no loopback). */
-  private checkSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: false });
 
   constructor(
     private readonly store: Store,
@@ -130,10 +134,6 @@ export class BuildRunner implements BuildExecution {
     if (!r) return false;
     r.controller.abort(new Error(why));
     return true;
-  }
-
-  checkSourcesWith(check: SourceCheck): void {
-    this.checkSource = check;
   }
 
   /** Stops the tick and every build this process runs; they end failed as interrupted (a restart would say the same). */
@@ -237,14 +237,8 @@ export class BuildRunner implements BuildExecution {
    */
   private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher): Promise<void> {
     for (const image of images) {
-      const name = isLocallyBuilt(image) ? image : canonicalImageReference(image);
-      if (!isLocallyBuilt(image)) {
-        output.line(`==> pulling ${name}`);
-        await this.runtime.pullImage(name, signal).catch((err: unknown) => {
-          if (signal.aborted) throw err;
-          throw new Error(`image ${image} could not be pulled: ${(err as Error).message}`);
-        });
-      }
+      if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
+      const name = await pullTenantImage(this.runtime, image, signal);
       if ((await this.runtime.imageTriggers(name)).length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
@@ -258,7 +252,7 @@ export class BuildRunner implements BuildExecution {
     try {
       // Checked again now, not trusted from when the build was queued: the clone connects to
       // the addresses this check found and judged, pinned, whatever DNS answers next.
-      const source = await this.checkSource(b.source_url);
+      const source = await this.opts.checkSource(b.source_url);
       output.line(`==> cloning ${source.url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
       const sha = await cloneAt({
         source,

@@ -34,7 +34,7 @@ export function svcdLoggerOptions(level: string): LoggerOptions {
     level,
     base: { svc: 'svcd' },
     serializers: { req: requestForLog },
-    redact: { paths: [...quoted.map((q) => q), ...quoted.map((q) => `*${q}`)], censor: REDACTED },
+    redact: { paths: [...quoted, ...quoted.map((q) => `*${q}`)], censor: REDACTED },
   };
 }
 

@@ -11,7 +11,7 @@ import type { Sealer } from '../secrets/sealer.js';
 import { LABELS, SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
 import type { DeploymentRow, ServiceRow, Store, TenantRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
-import { canonicalImageReference, isLocallyBuilt, tenantImageRefusal } from './images.js';
+import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** How long a started container has to accept TCP connections on its port. */
@@ -228,16 +228,7 @@ export class Deployer {
     // Checked again here: deployments recorded before this rule, and snapshots, carry names too.
     const refusal = tenantImageRefusal(ref, { tenantId, buildRegistry: this.opts.buildRegistry });
     if (refusal !== null) throw new Error(refusal);
-    const name = isLocallyBuilt(ref) ? ref : canonicalImageReference(ref);
-    if (!isLocallyBuilt(ref)) {
-      try {
-        await this.runtime.pullImage(name, signal);
-      } catch (err) {
-        if (signal.aborted) throw err;
-        throw new Error(`image ${ref} could not be pulled: ${(err as Error).message}`);
-      }
-    }
-    const id = await this.runtime.imageId(name);
+    const id = await this.runtime.imageId(await pullTenantImage(this.runtime, ref, signal));
     if (id === null) throw new Error(`image ${ref} is not present (a local build that was removed?): build again`);
     return id;
   }

@@ -111,6 +111,29 @@ export function canonicalImageReference(ref: string): string {
   return `${registry}/${path}${tag ? `:${tag}` : ''}${p.digest ? `@${p.digest}` : ''}`;
 }
 
+/** What pulling a tenant's image needs of the engine. */
+export interface ImagePuller {
+  pullImage(image: string, signal?: AbortSignal): Promise<void>;
+}
+
+/**
+ * Brings a tenant's image into the engine as the tenant could itself, for a deploy or a build's
+ * FROM: pulled by its full name, except the tenant's own local build (no registry holds it). A
+ * failed pull is an error naming the image: a local copy proves nothing about who may use it.
+ * Returns the name the engine now holds the image under.
+ */
+export async function pullTenantImage(engine: ImagePuller, ref: string, signal: AbortSignal): Promise<string> {
+  if (isLocallyBuilt(ref)) return ref;
+  const name = canonicalImageReference(ref);
+  try {
+    await engine.pullImage(name, signal);
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw new Error(`image ${ref} could not be pulled: ${(err as Error).message}`);
+  }
+  return name;
+}
+
 /** A registry address on this machine's loopback (HOST:PORT), the only kind svc pushes builds to. */
 export function isLoopbackRegistry(address: string): boolean {
   return LOOPBACK.test(address);
