@@ -75,5 +75,12 @@ bench-env: build
 	@bash scripts/ensure-test-tools.sh
 	node --import tsx bench/env/run.ts
 
+# 10 minutes a phase by default (SOAK_MINUTES=4 make bench-soak for a shorter run); see bench/soak/run.ts.
+.PHONY: bench-soak
+bench-soak: build
+	@bash scripts/ensure-docker.sh
+	@bash scripts/ensure-test-tools.sh
+	node --import tsx bench/soak/run.ts
+
 clean:
 	rm -rf bin packages/*/dist packages/*/tsconfig.tsbuildinfo

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { UnixSeconds } from './common.js';
+import { pageLimit, pageOffset, QUERY_UNIX_SECONDS_MAX, UnixSeconds } from './common.js';
 
 export const ACTIVITY_LIMIT_DEFAULT = 50;
 
@@ -16,11 +16,11 @@ export type ActivityEntry = Static<typeof ActivityEntry>;
 export const ActivityList = Type.Array(ActivityEntry);
 
 export const ActivityQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, description: 'default 50, clamped to 200' })),
-  offset: Type.Optional(Type.Integer({ minimum: 0 })),
+  limit: pageLimit(ACTIVITY_LIMIT_DEFAULT),
+  offset: pageOffset(),
   resource_type: Type.Optional(Type.String({ maxLength: 64 })),
   action: Type.Optional(Type.String({ maxLength: 64 })),
   service_id: Type.Optional(Type.String({ maxLength: 64 })),
-  since: Type.Optional(Type.Integer({ minimum: 0, description: 'unix seconds' })),
+  since: Type.Optional(Type.Integer({ minimum: 0, maximum: QUERY_UNIX_SECONDS_MAX, description: 'unix seconds' })),
 });
 export type ActivityQuery = Static<typeof ActivityQuery>;

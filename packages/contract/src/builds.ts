@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Pagination, UnixSeconds } from './common.js';
+import { PAGE_LIMIT_DEFAULT, pageLimit, Pagination, UnixSeconds } from './common.js';
 
 /** Stored build output per build; when it grows past this, the oldest output is dropped. */
 export const BUILD_LOG_MAX_BYTES = 5 * 1024 * 1024;
@@ -43,7 +43,7 @@ export const BuildParams = Type.Object({
 });
 export const BuildListQuery = Type.Object(Pagination);
 export const TenantBuildsQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, description: 'default 100, clamped to 200' })),
+  limit: pageLimit(PAGE_LIMIT_DEFAULT),
 });
 export const BuildLogsQuery = Type.Object({
   follow: Type.Optional(Type.Boolean({ description: 'stream until the build ends' })),

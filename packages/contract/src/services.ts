@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { UnixSeconds } from './common.js';
+import { PAGE_LIMIT_DEFAULT, pageLimit, pageOffset, UnixSeconds } from './common.js';
 
 export const SERVICE_NAME_MAX = 128;
 /** Letters, digits, hyphen, underscore, space and dot (spec 2, Service.name). */
@@ -52,8 +52,8 @@ export const ServiceIdParams = Type.Object({ serviceID: Type.String({ minLength:
 export const RenameServiceRequest = Type.Object({ name: ServiceName }, { additionalProperties: false });
 
 export const ServiceListQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, description: 'default 100, clamped to 200' })),
-  offset: Type.Optional(Type.Integer({ minimum: 0 })),
+  limit: pageLimit(PAGE_LIMIT_DEFAULT),
+  offset: pageOffset(),
 });
 
 export const Deployment = Type.Object({

@@ -47,6 +47,11 @@ export const TenantUsage = Type.Object({
   memory_mb: Type.Integer(),
   cpu_cores: Type.Number(),
   disk_gb: Type.Integer(),
+  disk_used_bytes: Type.Integer({
+    description:
+      "what the tenant's containers' writable layers and volumes took at the last measurement (every metering interval); at disk_gb new services, databases and environments are refused (409), and 10 percent past it running services and environments are stopped",
+  }),
+  disk_measured_at: Type.Union([Type.Integer(), Type.Null()], { description: 'unix seconds of that measurement; null before the first' }),
   rate_limit: Type.Integer({ description: 'reported only; the enforced HTTP limits are fixed' }),
 });
 export type TenantUsage = Static<typeof TenantUsage>;
@@ -57,6 +62,8 @@ export const QUOTA_CAPS = {
   max_databases: 50,
   max_builds_concurrent: 10,
   max_env_vars_per_service: 500,
+  /** Beyond the spec's patch: the disk quota, in GB (GiB). */
+  max_disk_gb: 10_000,
 } as const;
 
 export const QuotaPatchRequest = Type.Object(
@@ -65,6 +72,7 @@ export const QuotaPatchRequest = Type.Object(
     max_databases: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_databases })),
     max_builds_concurrent: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_builds_concurrent })),
     max_env_vars_per_service: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_env_vars_per_service })),
+    max_disk_gb: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_disk_gb, description: 'beyond the spec: the disk quota (GiB)' })),
   },
   { additionalProperties: false, minProperties: 1 },
 );

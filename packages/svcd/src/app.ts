@@ -1,6 +1,7 @@
 // The dependency object: everything svcd needs, built once at start-up. Nothing in svcd keeps
 // module-level state; limiters, caches and the clock belong to this object, so two servers in one
 // process (the tests) are fully independent.
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Activity } from './activity/activity.js';
@@ -8,7 +9,7 @@ import { ApiKeys } from './auth/api-keys.js';
 import { Authenticator } from './auth/authenticator.js';
 import { KeyCache } from './auth/key-cache.js';
 import { OperatorTokens } from './auth/operator.js';
-import { type Clock, type Timers, systemClock, systemTimers, unixSeconds } from './clock.js';
+import { type Clock, type Timers, systemClock, systemTimers } from './clock.js';
 import type { Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
@@ -43,6 +44,10 @@ import { OperatorMetrics } from './observability/operator-metrics.js';
 import { createLogger } from './observability/logger.js';
 import { MetricsListener } from './observability/metrics-listener.js';
 import { openMeteringStore, type MeteringStore } from './store/index.js';
+import { Retention, RETENTION_EVERY_MS, RETENTION_JOB } from './retention/retention.js';
+import { SessionLimits, type SessionLimitsOptions } from './sessions/session-limits.js';
+import { DiskMeter, DiskQuota } from './disk/disk-quota.js';
+import { ScratchSpace } from './scratch/scratch-space.js';
 
 export interface Deps {
   config: Config;
@@ -76,6 +81,15 @@ export interface Deps {
   meteringStore: MeteringStore;
   metering: Metering;
   sampler: Sampler;
+  /** Prunes what is kept no longer (activity, deployments, build logs, keys, idempotent answers). */
+  retention: Retention;
+  /** Log streams, execs and syncs open at once: per tenant (store) and per svcd. */
+  sessions: SessionLimits;
+  /** The disk quota's refusals (measured by diskMeter on the metering interval). */
+  disk: DiskQuota;
+  diskMeter: DiskMeter;
+  /** Clones of builds and syncs, under one budget, outside the data dir. */
+  scratch: ScratchSpace;
   /** Prometheus metrics for operators, served by metricsListener on --metrics-listen. */
   metrics: OperatorMetrics;
   metricsListener: MetricsListener;
@@ -98,7 +112,7 @@ export interface DepsOverrides {
   runtime?: Runtime;
   hostFirewall?: HostFirewall;
   /** Build worker settings (tests: short deadlines, few workers). */
-  buildRunner?: Partial<Omit<BuildRunnerOptions, 'workDir'>>;
+  buildRunner?: Partial<Omit<BuildRunnerOptions, 'scratch'>>;
   databaseReadyTimeoutMs?: number;
   kanbanReadyTimeoutMs?: number;
   /** How often the environment lease reaper runs (tests: short). */
@@ -116,6 +130,8 @@ export interface DepsOverrides {
   crashBackoffMs?: number;
   /** How often rollups are recomputed (tests: short). */
   rollupEveryMs?: number;
+  /** Session caps (tests: small). */
+  sessions?: SessionLimitsOptions;
 }
 
 export const PRUNE_EVERY_MS = 60_000;
@@ -165,6 +181,14 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     : null;
   // Domain changes that move routes: push them to Caddy (pushes fold together while one runs).
   const routesChanged = () => void proxy?.sync().catch((err: unknown) => log.warn({ err }, 'proxy sync failed'));
+  const sessions = new SessionLimits(store, clock, timers, holder, o.sessions);
+  // This instance's own folder: two svcd on one host never clear each other's clones.
+  const scratch = new ScratchSpace(join(config.scratch.dir, instance), config.scratch.budgetBytes);
+  // Before anything can clone (requests come once the server listens).
+  await scratch.start();
+  // Where clones lived before --scratch-dir: nothing uses them any more.
+  for (const old of ['builds', 'env-sync']) rmSync(join(config.dataDir, old), { recursive: true, force: true });
+  const disk = new DiskQuota(store);
   const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
     sandbox: config.sandbox,
     buildRegistry: config.buildRegistry,
@@ -172,7 +196,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.readyTimeoutMs,
   }, routesChanged);
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged, buildRegistry: config.buildRegistry });
+  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
   const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs, routesChanged);
   const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
   // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.
@@ -180,7 +204,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
   const checkBuildSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: config.allowLoopbackGit }, o.resolveHost ?? resolveWithSystem);
   const buildRunner = new BuildRunner(store, runtime, services, activity, clock, timers, log, holder, {
-    workDir: join(config.dataDir, 'builds'),
+    scratch,
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
     buildRegistry: config.buildRegistry,
@@ -193,6 +217,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ports: config.databasePorts,
     readyTimeoutMs: o.databaseReadyTimeoutMs,
     sandbox: () => deployer.useSandbox(),
+    disk,
   });
   const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
   const kanban = new Kanban(store, runtime, kanbanImage, sealer, activity, clock, timers, log, audit, {
@@ -201,16 +226,18 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.kanbanReadyTimeoutMs,
     sandbox: () => deployer.useSandbox(),
   });
-  const builds = new Builds(store, buildRunner, activity, clock, timers, { checkSource: checkBuildSource, buildRegistry: config.buildRegistry });
+  const builds = new Builds(store, buildRunner, activity, clock, timers, { checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });
   const environments = new Environments(store, runtime, activity, clock, timers, log, {
     images: config.environmentImages,
     sandbox: () => deployer.useSandbox(),
-    workDir: join(config.dataDir, 'env-sync'),
+    scratch,
     allowLoopbackGit: config.allowLoopbackGit,
     gitCaBundle,
     resolveHost: o.resolveHost,
     routing,
     routesChanged,
+    sessions,
+    disk,
   });
   const warmPoolJob = {
     name: 'environments.warm_pool',
@@ -242,14 +269,18 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const metering = new Metering(store, meteringStore, clock, { retentionDays: config.meteringRetentionDays });
   const sampler = new Sampler(runtime, store, meteringStore, clock, log, { intervalMs: config.meteringIntervalMs, concurrency: SAMPLER_CONCURRENCY });
   jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async () => void (await sampler.pass()) });
+  const diskMeter = new DiskMeter(store, runtime, clock, log, [services, environments], config.buildRegistry);
+  jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => void (await diskMeter.pass()) });
   jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: () => metering.rollUp() });
-  const metrics = new OperatorMetrics(() => sampler.status(), clock);
+  const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status());
   activity.observe((action) => metrics.activityRecorded(action));
+  const retention = new Retention(store, clock, log, config.retention);
+  jobs.schedule({ name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => void (await retention.sweep()) });
   jobs.schedule({
     name: 'store.prune',
     everyMs: PRUNE_EVERY_MS,
     run: async () => {
-      await store.idempotency.pruneExpired(unixSeconds(clock));
+      await retention.pruneIdempotency();
       await store.jobLocks.pruneExpired(clock.now());
     },
   });
@@ -268,7 +299,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     activity,
     apiKeys,
     tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
-    health: new Health(store, runtime, clock, config.dataDir, hostFirewall),
+    health: new Health(store, runtime, clock, config.dataDir, hostFirewall, log),
     sealer,
     deployer,
     services,
@@ -283,6 +314,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     meteringStore,
     metering,
     sampler,
+    retention,
+    sessions,
+    disk,
+    diskMeter,
+    scratch,
     metrics,
     metricsListener: new MetricsListener(metrics),
     proxy,
@@ -312,12 +348,14 @@ export async function startBackground(deps: Deps): Promise<void> {
   }
   await deps.proxy?.start();
   deps.crashes.watch();
+  await deps.sessions.start();
   for (const job of deps.reconcileJobs) await deps.jobs.runOnce(job);
   await deps.buildRunner.start();
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
+  deps.sessions.close();
   await deps.buildRunner.close();
   await deps.databases.close();
   await deps.kanban.close();

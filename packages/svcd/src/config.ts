@@ -2,11 +2,13 @@
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { isIP } from 'node:net';
 import type { TemplateId } from '@svc/contract';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
+import { DEFAULT_RETENTION, RETENTION_DAYS_MAX, RETENTION_DAYS_MIN, type RetentionWindows } from './retention/rules.js';
 
 export type SandboxMode = 'auto' | 'required' | 'off';
 
@@ -62,6 +64,10 @@ export interface Config {
   meteringIntervalMs: number;
   /** Rollups are kept this many days (--metering-retention-days). */
   meteringRetentionDays: number;
+  /** How long activity, deployments, build logs and revoked keys are kept (--*-retention-days). */
+  retention: RetentionWindows;
+  /** Clones of builds and syncs (--scratch-dir, --scratch-budget-gb): outside the data dir, one budget. */
+  scratch: { dir: string; budgetBytes: number };
   /** Private destinations tenant workloads may reach after all (--egress-allow CIDR[:PORT],...). */
   egressAllow: EgressAllowance[];
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
@@ -109,6 +115,12 @@ export interface RawOptions {
   meteringDatabaseUrl?: string;
   meteringInterval?: string;
   meteringRetentionDays?: string;
+  scratchDir?: string;
+  scratchBudgetGb?: string;
+  activityRetentionDays?: string;
+  deploymentRetentionDays?: string;
+  buildLogRetentionDays?: string;
+  keyRetentionDays?: string;
   egressAllow?: string;
 }
 
@@ -132,6 +144,10 @@ export const DEFAULT_ENV_WARM_POOL = '0';
 export const DEFAULT_METRICS_LISTEN = '127.0.0.1:9464';
 export const DEFAULT_METERING_INTERVAL_S = '30';
 export const DEFAULT_METERING_RETENTION_DAYS = '90';
+/** A disk of its own is best; /var/tmp survives reboots less often than it is cleaned (tmpfiles). */
+export const DEFAULT_SCRATCH_DIR = '/var/tmp/svc-scratch';
+/** Four build workers and two syncs at their 500 MB clone caps, with room to spare. */
+export const DEFAULT_SCRATCH_BUDGET_GB = '8';
 
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(value);
@@ -231,6 +247,13 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (!Number.isInteger(retentionDays) || retentionDays < 2 || retentionDays > 3650) {
     throw new ConfigError(`--metering-retention-days must be an integer from 2 to 3650, got ${JSON.stringify(raw.meteringRetentionDays)}`);
   }
+  const retention: RetentionWindows = {
+    activityDays: retentionWindow('--activity-retention-days', raw.activityRetentionDays, DEFAULT_RETENTION.activityDays),
+    deploymentDays: retentionWindow('--deployment-retention-days', raw.deploymentRetentionDays, DEFAULT_RETENTION.deploymentDays),
+    buildLogDays: retentionWindow('--build-log-retention-days', raw.buildLogRetentionDays, DEFAULT_RETENTION.buildLogDays),
+    keyDays: retentionWindow('--key-retention-days', raw.keyRetentionDays, DEFAULT_RETENTION.keyDays),
+  };
+  const scratch = parseScratch(raw.scratchDir, raw.scratchBudgetGb, raw.dataDir);
   let egressAllow: EgressAllowance[];
   try {
     egressAllow = parseEgressAllow(raw.egressAllow);
@@ -271,9 +294,35 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     meteringDatabaseUrl,
     meteringIntervalMs: meteringInterval * 1000,
     meteringRetentionDays: retentionDays,
+    retention,
+    scratch,
     egressAllow,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
+}
+
+/**
+ * The scratch directory must not be the data directory or inside it: clones that fill their disk
+ * would otherwise fill the store's too.
+ */
+function parseScratch(dirRaw: string | undefined, budgetRaw: string | undefined, dataDir: string): { dir: string; budgetBytes: number } {
+  const dir = resolve(dirRaw?.trim() || DEFAULT_SCRATCH_DIR);
+  const data = resolve(dataDir);
+  if (dir === data || dir.startsWith(`${data}/`) || data.startsWith(`${dir}/`)) {
+    throw new ConfigError(`--scratch-dir ${dir} must lie outside --data-dir ${data} (and not contain it)`);
+  }
+  const gb = Number(budgetRaw ?? DEFAULT_SCRATCH_BUDGET_GB);
+  if (!Number.isFinite(gb) || gb < 1 || gb > 10_000) throw new ConfigError(`--scratch-budget-gb must be a number from 1 to 10000, got ${JSON.stringify(budgetRaw)}`);
+  return { dir, budgetBytes: Math.floor(gb * 1024 ** 3) };
+}
+
+/** Whole days within the bounds every retention window shares. */
+function retentionWindow(flag: string, value: string | undefined, fallback: number): number {
+  const days = value === undefined ? fallback : Number(value.trim() === '' ? Number.NaN : value);
+  if (!Number.isInteger(days) || days < RETENTION_DAYS_MIN || days > RETENTION_DAYS_MAX) {
+    throw new ConfigError(`${flag} must be an integer from ${RETENTION_DAYS_MIN} to ${RETENTION_DAYS_MAX}, got ${JSON.stringify(value)}`);
+  }
+  return days;
 }
 
 /** FROM-TO, both 1024-65535, FROM <= TO. */

@@ -1,13 +1,18 @@
 // Typed errors. Domain code throws these; api/errors.ts maps each to its status and `{error}`
 // body in one place. Anything else is a 500 with a generic message.
+//
+// The message of a 4xx or 503 is the client's answer: it says what the client can act on, or
+// which part of svc failed, never a backend's own words (hosts, users, paths, driver messages).
+// Those go in `cause`, which is logged with the request id and never sent.
 
 export class AppError extends Error {
   constructor(
     readonly status: number,
     message: string,
     readonly headers: Record<string, string> = {},
+    cause?: unknown,
   ) {
-    super(message);
+    super(message, cause === undefined ? undefined : { cause });
     this.name = new.target.name;
   }
 }
@@ -65,22 +70,32 @@ export class UnprocessableError extends AppError {
 export class RateLimitedError extends AppError {
   constructor(
     retryAfterSeconds: number,
-    readonly limiter: 'tenant' | 'global' | 'registration_ip' | 'registration_global',
+    readonly limiter: 'tenant' | 'global' | 'client_ip' | 'registration_ip' | 'registration_global',
   ) {
     super(429, 'rate limit exceeded', { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
   }
 }
 
-/** 503: a dependency (engine, store, registration capacity) is unavailable. */
+/**
+ * 503: a dependency (engine, store, registration capacity) is unavailable. `message` names the
+ * failing part ("metering store unavailable"); the underlying error goes in `cause`.
+ */
 export class UnavailableError extends AppError {
-  constructor(message: string) {
-    super(503, message);
+  constructor(message: string, cause?: unknown) {
+    super(503, message, {}, cause);
   }
 }
 
 /** 500 for broken invariants: the message is logged, the client sees a generic one. */
 export class InternalError extends AppError {
-  constructor(message: string) {
-    super(500, message);
+  constructor(message: string, cause?: unknown) {
+    super(500, message, {}, cause);
+  }
+}
+
+/** 503 with Retry-After: this svcd is at one of its own capacity limits; another try may land elsewhere or later. */
+export class ServerBusyError extends AppError {
+  constructor(message: string, retryAfterSeconds: number) {
+    super(503, message, { 'retry-after': String(retryAfterSeconds) });
   }
 }

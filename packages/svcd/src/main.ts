@@ -3,8 +3,9 @@
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, type RawOptions } from './config.js';
 import { FirewallError, SANDBOX_RUNTIME } from './runtime/index.js';
+import { DEFAULT_RETENTION } from './retention/rules.js';
 
 const program = new Command('svcd')
   .description('svc API server')
@@ -40,6 +41,12 @@ const program = new Command('svcd')
   .addOption(new Option('--metering-interval <seconds>', 'how often running containers are sampled').env('SVC_METERING_INTERVAL').default(DEFAULT_METERING_INTERVAL_S))
   .addOption(new Option('--egress-allow <cidr[:port],...>', 'private destinations tenant workloads may reach (an internal mirror, say); everything private is closed otherwise').env('SVC_EGRESS_ALLOW'))
   .addOption(new Option('--metering-retention-days <days>', 'how long hourly and daily rollups are kept').env('SVC_METERING_RETENTION_DAYS').default(DEFAULT_METERING_RETENTION_DAYS))
+  .addOption(new Option('--activity-retention-days <days>', 'activity entries older than this are deleted (1-3650; each tenant also keeps only its newest 10000)').env('SVC_ACTIVITY_RETENTION_DAYS').default(String(DEFAULT_RETENTION.activityDays)))
+  .addOption(new Option('--deployment-retention-days <days>', "finished deployments older than this are deleted (1-3650), except a service's newest 10 and the one it runs").env('SVC_DEPLOYMENT_RETENTION_DAYS').default(String(DEFAULT_RETENTION.deploymentDays)))
+  .addOption(new Option('--build-log-retention-days <days>', 'logs of builds finished longer ago are deleted, the build records stay (1-3650)').env('SVC_BUILD_LOG_RETENTION_DAYS').default(String(DEFAULT_RETENTION.buildLogDays)))
+  .addOption(new Option('--key-retention-days <days>', 'revoked API keys this long after revocation, and expired ones this long after expiry, are deleted (1-3650)').env('SVC_KEY_RETENTION_DAYS').default(String(DEFAULT_RETENTION.keyDays)))
+  .addOption(new Option('--scratch-dir <dir>', 'where builds and environment syncs clone repositories; outside --data-dir (a disk of its own is best)').env('SVC_SCRATCH_DIR').default(DEFAULT_SCRATCH_DIR))
+  .addOption(new Option('--scratch-budget-gb <gb>', 'clones in progress take at most this much of the scratch disk (each reserves its 500 MB cap)').env('SVC_SCRATCH_BUDGET_GB').default(DEFAULT_SCRATCH_BUDGET_GB))
   .addOption(
     new Option('--dev-rate-limit <spec>', 'with --dev only: TENANT_RPS:BURST,GLOBAL_RPS:BURST (benchmarks)').env(
       'SVC_DEV_RATE_LIMIT',

@@ -56,6 +56,12 @@ describe('bin/svcd start-up', () => {
     refuse(['--dev', '--egress-allow', '10.0.0.5:70000'], {}, /--egress-allow/);
   });
 
+  test('scratch space must lie outside the data dir, with a budget in range', () => {
+    // The data dirs of these tests live under the system's temp dir, so that one contains them.
+    refuse(['--dev', '--scratch-dir', tmpdir()], {}, /--scratch-dir .* must lie outside --data-dir/);
+    refuse(['--dev', '--scratch-budget-gb', '0'], {}, /--scratch-budget-gb must be a number from 1 to 10000/);
+  });
+
   test('metering and metrics flags are checked', () => {
     refuse(['--dev', '--metering-interval', '0'], {}, /--metering-interval must be whole seconds from 1 to 3600/);
     refuse(['--dev', '--metering-retention-days', '1'], {}, /--metering-retention-days must be an integer from 2 to 3650/);

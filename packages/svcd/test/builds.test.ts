@@ -104,6 +104,10 @@ describe('builds from git', () => {
     const all = await a.client.builds(s.id);
     assert.equal(all.length, 5);
     assert.equal(all[0]!.source_ref, git.shas.v1.slice(0, 10), 'newest first');
+    // The service keeps the images of its newest three successful builds; older ones are removed
+    // (they count against the tenant's disk quota, and nothing else would ever remove them).
+    const tagged = (image: string) => docker.getImage(image).inspect().then(() => true, () => false);
+    assert.deepEqual(await Promise.all(all.map((b) => tagged(b.image))), [true, true, true, false, false]);
     assert.equal((await a.client.tenantBuilds(2)).length, 2, 'GET /v1/builds?limit=');
     const actions = (await a.client.activity({ resource_type: 'build' })).map((e) => e.action);
     for (const action of ['build.queued', 'build.started', 'build.succeeded']) assert.ok(actions.includes(action), action);
@@ -256,6 +260,34 @@ describe('builds across a restart of svcd', () => {
     } finally {
       await svcd.close();
       await removeImages(`svc/${svcd.tenantId}/*`);
+      await git.stop();
+    }
+  });
+});
+
+describe('build workers shared between tenants', () => {
+  test('a tenant with many queued builds never holds every worker: another tenant\'s build starts beside them', async () => {
+    await ensureTestImages();
+    const git = await startGitServer();
+    const t = await startServer({ realTime: true, overrides: { buildRunner: { workers: 2 } } });
+    const ids: string[] = [];
+    try {
+      const [a, b] = [await newTenant(t), await newTenant(t)];
+      ids.push(a.id, b.id);
+      const body = { source_type: 'git' as const, source_url: git.url('slow') };
+      const sa = await a.client.createService({ name: 'busy', image: BUSYBOX_IMAGE });
+      const many: string[] = [];
+      for (let i = 0; i < 3; i++) many.push((await a.client.createBuild(sa.id, body)).build_id);
+      await waitFor("the busy tenant's first build to run", async () => (await a.client.build(sa.id, many[0]!)).status === 'running', 60_000);
+      const sb = await b.client.createService({ name: 'patient', image: BUSYBOX_IMAGE });
+      const one = await b.client.createBuild(sb.id, body);
+      await waitFor("the other tenant's build to run", async () => (await b.client.build(sb.id, one.build_id)).status === 'running', 30_000);
+      // Two workers: the busy tenant keeps one (its share), and its other builds still wait.
+      const statuses = await Promise.all(many.map(async (id) => (await a.client.build(sa.id, id)).status));
+      assert.deepEqual(statuses.sort(), ['queued', 'queued', 'running']);
+    } finally {
+      await t.close();
+      await removeTenantWorkloads(ids);
       await git.stop();
     }
   });

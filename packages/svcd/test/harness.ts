@@ -14,6 +14,7 @@ import { buildServer, closeDeps, createDeps, startBackground, SPEC_RATE_LIMITS, 
 import { ManualClock } from './manual-clock.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
+import { DEFAULT_RETENTION } from '../src/retention/rules.js';
 import type { NewTenantRow } from '../src/store/index.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
@@ -95,6 +96,8 @@ export function testConfig(over: Partial<Config> = {}): Config {
     meteringDatabaseUrl: null,
     meteringIntervalMs: 30_000,
     meteringRetentionDays: 90,
+    retention: DEFAULT_RETENTION,
+    scratch: { dir: '/var/tmp/svc-scratch-tests', budgetBytes: 8 * 1024 ** 3 },
     rateLimits: SPEC_RATE_LIMITS,
     ...over,
   };

@@ -129,7 +129,7 @@ describe('per-tenant rate limit', () => {
       assert.equal(last.headers.get('x-ratelimit-remaining'), '0');
       const limited = await a.client.raw<{ error: string }>('GET', '/v1/tenant');
       assert.equal(limited.status, 429);
-      assert.deepEqual(limited.body, { error: 'rate limit exceeded' });
+      assert.equal(limited.body.error, 'rate limit exceeded');
       assert.equal(limited.headers.get('retry-after'), '1');
       assert.equal(limited.headers.get('x-ratelimit-limit'), '100');
       assert.equal((await b.client.raw('GET', '/v1/tenant')).status, 200, 'another tenant has its own bucket');
@@ -200,7 +200,8 @@ describe('registration limiter', () => {
     try {
       const a = await newTenant(t);
       const ip = { 'x-real-ip': '192.0.2.77' };
-      const admin = { ...ip, 'x-admin-token': ADMIN_TOKEN };
+      // A wrong token: a valid one is not charged to the limiter (http-hardening.test.ts).
+      const admin = { ...ip, 'x-admin-token': 'w'.repeat(40) };
       const calls = [
         () => t.client.raw('POST', '/v1/tenants/register', { body: { name: 'shared-ip', email: 'shared@x.io' }, headers: ip }),
         () => t.client.raw('POST', '/v1/system/bootstrap-token/validate', { body: { token: 'x' }, headers: ip }),
@@ -210,7 +211,7 @@ describe('registration limiter', () => {
       ];
       const statuses = [];
       for (const call of calls) statuses.push((await call()).status);
-      assert.deepEqual(statuses, [201, 200, 404, 409, 200]);
+      assert.deepEqual(statuses, [201, 200, 401, 401, 401]);
       for (const call of calls) assert.equal((await call()).status, 429);
     } finally {
       await t.close();
@@ -228,7 +229,7 @@ describe('registration limiter', () => {
       for (let i = 0; i < 5; i++) assert.equal((await validate('198.51.100.1')).status, 200);
       const sixth = await validate('198.51.100.1', { 'x-forwarded-for': '203.0.113.9' });
       assert.equal(sixth.status, 429);
-      assert.deepEqual(sixth.body, { error: 'rate limit exceeded' });
+      assert.equal(sixth.body.error, 'rate limit exceeded');
       assert.ok(Number(sixth.headers.get('retry-after')) > 0);
       // The same IP is limited on every registration-class route, whatever the route.
       const reg = await t.client.raw('POST', '/v1/tenants/register', {

@@ -106,7 +106,7 @@ describe('request timeout', () => {
       t.clock.advance(250);
       const r = await pending;
       assert.equal(r.status, 503);
-      assert.deepEqual(r.body, { error: 'request timed out' });
+      assert.deepEqual(r.body, { error: 'request timed out', request_id: r.headers.get('x-request-id') });
     } finally {
       await t.close();
     }

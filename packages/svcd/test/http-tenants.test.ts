@@ -126,6 +126,8 @@ for (const kind of STORES) {
         memory_mb: 2048,
         cpu_cores: 2,
         disk_gb: 20,
+        disk_used_bytes: 0,
+        disk_measured_at: null,
         rate_limit: 100,
       });
     });

@@ -24,6 +24,8 @@ export const BUSYBOX_IMAGE = `${TEST_REGISTRY}/svc-test/busybox-httpd:5`;
 export const WEBSOCKET_IMAGE = `${TEST_REGISTRY}/svc-test/websocket:1`;
 /** Serves on $PORT and keeps one core busy for its first 60 seconds (metering tests). */
 export const BURNER_IMAGE = `${TEST_REGISTRY}/svc-test/burner:1`;
+/** Serves on $PORT and prints long lines to stdout without pause (log floods). */
+export const CHATTER_IMAGE = `${TEST_REGISTRY}/svc-test/chatter:1`;
 /** Same contents, never listens: deploys that cannot become ready. */
 export const SLEEPER_IMAGE = `${TEST_REGISTRY}/svc-test/sleeper:1`;
 const BUSYBOX = '/bin/busybox';
@@ -120,7 +122,7 @@ async function inRegistry(ref: string): Promise<boolean> {
 export async function ensureTestImages(): Promise<void> {
   await ensureTestRegistry();
   await buildTestImages();
-  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE]) {
+  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE, CHATTER_IMAGE]) {
     if (!(await inRegistry(image))) await finished(await docker.getImage(image).push({ authconfig: {} }));
   }
 }
@@ -181,22 +183,24 @@ async function buildTestImages(): Promise<void> {
       'websocket.sh': { body: WEBSOCKET, mode: 0o755 },
     });
   }
-  if (!(await imagePresent(BURNER_IMAGE))) {
-    await buildImage(BURNER_IMAGE, {
-      Dockerfile: {
-        body: [
-          'FROM scratch',
-          'COPY busybox /bin/busybox',
-          'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
-          'COPY www /www',
-          'ENV PATH=/bin',
-          `CMD ["/bin/sh", "-c", "httpd -f -p \${PORT:-8000} -h /www & timeout 60 sh -c 'while :; do :; done'; wait"]`,
-        ].join('\n'),
-      },
-      busybox,
-      'www/index.html': { body: 'burning\n' },
-    });
-  }
+  // Both serve on $PORT (readiness) while a second process does what the tests need.
+  const servingWhile = (work: string, index: string) => ({
+    Dockerfile: {
+      body: [
+        'FROM scratch',
+        'COPY busybox /bin/busybox',
+        'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
+        'COPY www /www',
+        'ENV PATH=/bin',
+        `CMD ["/bin/sh", "-c", "httpd -f -p \${PORT:-8000} -h /www & ${work}"]`,
+      ].join('\n'),
+    },
+    busybox,
+    'www/index.html': { body: index },
+  });
+  if (!(await imagePresent(BURNER_IMAGE))) await buildImage(BURNER_IMAGE, servingWhile("timeout 60 sh -c 'while :; do :; done'; wait", 'burning\n'));
+  // 1 KB lines as fast as the engine takes them.
+  if (!(await imagePresent(CHATTER_IMAGE))) await buildImage(CHATTER_IMAGE, servingWhile("yes $(printf '%01000d' 0)", 'chatting\n'));
   if (!(await imagePresent(SLEEPER_IMAGE))) {
     await buildImage(SLEEPER_IMAGE, {
       Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sleep", "3600"]'].join('\n') },

@@ -12,6 +12,7 @@ export function inertRuntime(): Runtime {
     info: async () => ({ version: 'inert', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/' }),
     sandboxVersion: async () => null,
     storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
+    diskUsage: async () => ({ workloads: [], images: [] }),
     countNetworks: async () => 0,
     ensureTenantNetwork: async () => {},
     removeTenantNetworkIfUnused: async () => true,
@@ -26,6 +27,7 @@ export function inertRuntime(): Runtime {
       throw new Error('the inert engine pushes nothing');
     },
     removeVolume: async () => {},
+    removeImage: async () => {},
     removeRepository: async () => {},
     runWorkload: async () => `inert-${++started}`,
     startWorkload: async () => {},

@@ -5,6 +5,9 @@
 // anywhere else: resolvers are injected (the system's is never asked), the "public" answers they
 // give are never cloned (see cloneIfLoopback), and names end in .invalid, which no resolver knows.
 import assert from 'node:assert/strict';
+import { ScratchSpace } from '../src/scratch/scratch-space.js';
+import { SessionLimits } from '../src/sessions/session-limits.js';
+import { DiskQuota } from '../src/disk/disk-quota.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
@@ -356,8 +359,11 @@ describe('source URLs: the checked address is the connected address', () => {
       const runtime = { buildImage: async () => { throw new Error('no engine in this test'); } } as unknown as Runtime;
       // One check for both, as app.ts wires them: at create (Builds) and before the clone (the runner).
       const checkSource = (raw: string) => checkSourceUrl(raw, { allowLoopback: allowLoopbackSources }, resolveHost);
-      const runner = new BuildRunner(store, runtime, {} as unknown as Services, activity, systemClock, systemTimers, pino({ level: 'silent' }), 'source-test/1', { workDir, tickMs: 100, checkSource });
-      const builds = new Builds(store, runner, activity, systemClock, systemTimers, { checkSource, buildRegistry: null });
+      const scratch = new ScratchSpace(join(workDir, 'scratch'), 8 * 1024 ** 3);
+      await scratch.start();
+      const runner = new BuildRunner(store, runtime, {} as unknown as Services, activity, systemClock, systemTimers, pino({ level: 'silent' }), 'source-test/1', { scratch, tickMs: 100, checkSource });
+      const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
+      const builds = new Builds(store, runner, activity, systemClock, systemTimers, { checkSource, buildRegistry: null, sessions, disk: new DiskQuota(store) });
       await runner.start();
       try {
         const { build_id } = await builds.create('t-src', 's-src', { source_type: 'git', source_url: url });

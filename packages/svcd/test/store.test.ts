@@ -165,14 +165,14 @@ for (const kind of STORES) {
 
       // 10-byte cap: the oldest chunks go, the last one always stays.
       for (const chunk of ['aaaa\n', 'bbbb\n', 'cccc\n']) await store.builds.appendLog('bb1', chunk, 10);
-      assert.deepEqual((await store.builds.logChunks('bb1')).map((c) => c.chunk), ['bbbb\n', 'cccc\n']);
+      assert.deepEqual((await store.builds.logChunks('bb1', 0, 1000)).map((c) => c.chunk), ['bbbb\n', 'cccc\n']);
       const row = await store.builds.findAny('bb1');
       assert.deepEqual([row?.log_bytes, row?.log_truncated], [10, 1]);
-      assert.deepEqual((await store.builds.logChunks('bb1', 2)).map((c) => c.seq), [3], 'chunks after a sequence number');
+      assert.deepEqual((await store.builds.logChunks('bb1', 2, 1000)).map((c) => c.seq), [3], 'chunks after a sequence number');
 
       await store.services.delete('b1', 'svc1');
       assert.equal(await store.builds.findAny('bb1'), undefined);
-      assert.deepEqual(await store.builds.logChunks('bb1'), []);
+      assert.deepEqual(await store.builds.logChunks('bb1', 0, 1000), []);
     });
 
     test('databases: names unique per tenant, host ports unique across tenants, scoped reads and deletes', async () => {

@@ -38,6 +38,11 @@ export function exited(proc: ChildProcess): Promise<number | null> {
 
 export interface KillableSvcd {
   tenantId: string;
+  /** The tenant's API key. */
+  apiKey: string;
+  /** The running svcd's base URL and process id. */
+  readonly url: string;
+  readonly pid: number;
   /** The tenant's client on the svcd running now. */
   client: SvcClient;
   /** SIGKILL: nothing is shut down gracefully. */
@@ -67,6 +72,13 @@ export async function killableSvcd(name: string, args: string[], env: Record<str
   };
   return {
     tenantId: reg.tenant_id,
+    apiKey: reg.api_key,
+    get url() {
+      return running.url;
+    },
+    get pid() {
+      return running.proc.pid ?? -1;
+    },
     client: anon.withKey(reg.api_key),
     kill: () => stop('SIGKILL'),
     restart: async () => {

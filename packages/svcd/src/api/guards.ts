@@ -1,7 +1,21 @@
-// The access pipeline, in the order it runs for every request:
-// HTTPS rule -> global limit -> registration limit -> credentials -> tenant limit.
+// The access pipeline, in the order it runs for every request but the liveness probe:
+// HTTPS rule -> client-IP limit -> global limit -> registration limit -> credentials -> tenant limit.
+//
+// The client-IP limit is for requests that hold no valid credential: it comes before the global
+// bucket, so that one address flooding without a key (or with wrong ones) is refused by its own
+// limiter and cannot drain the bucket every tenant shares. Requests that present something are
+// judged by what they present:
+// - an API key skips the client-IP limit, and a key that fails is charged to it afterwards; once
+//   the address has spent its allowance, a key is checked before the global bucket is touched and
+//   only a valid one goes on (a tenant behind that address is not starved by its neighbours), and
+//   only a key already in this process's cache is checked at all (no store query per made-up key);
+// - an operator token is checked first: a valid one is charged to neither the client-IP nor the
+//   registration limiter (strangers exhausting those must not lock the operator out), a refused
+//   one to both.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../app.js';
+import type { OperatorCredential } from '../auth/operator.js';
+import type { Principal } from '../auth/authenticator.js';
 import { ForbiddenError, InternalError, RateLimitedError, UnauthorizedError, UnavailableError } from '../errors.js';
 import { clientIp, isLoopback } from './client-ip.js';
 import type { SvcRouteConfig } from './route-config.js';
@@ -13,46 +27,84 @@ function header(request: FastifyRequest, name: string): string | undefined {
 
 export function accessGuard(deps: Deps) {
   const { config, rateLimits, authenticator, operatorTokens, audit } = deps;
+
+  async function keyAccess(request: FastifyRequest, reply: FastifyReply, ip: string): Promise<void> {
+    const authorization = header(request, 'authorization');
+    const presented = authorization !== undefined;
+    if (!presented) rateLimits.takeClientIp(ip);
+    const mustProveFirst = presented && !rateLimits.clientIpHasAllowance(ip);
+    // A spent address may go on only with a key known here already: checking any other would
+    // cost a store query, and made-up keys would then reach the store without limit.
+    if (mustProveFirst && !authenticator.isCached(authorization)) rateLimits.takeClientIp(ip);
+    if (!mustProveFirst) rateLimits.takeGlobal();
+    let principal: Principal;
+    try {
+      principal = await authenticator.authenticate(authorization);
+    } catch (err) {
+      if (presented && err instanceof UnauthorizedError) {
+        // Spent already: 429 from the address's own limiter. Otherwise the failure is charged, and the 401 stands.
+        if (mustProveFirst) rateLimits.takeClientIp(ip);
+        else rateLimits.chargeClientIp(ip);
+      }
+      throw err;
+    }
+    if (mustProveFirst) rateLimits.takeGlobal();
+    if (!principal.tenantId) throw new InternalError('authenticated request without a tenant id');
+    request.principal = principal;
+    const r = rateLimits.takeTenant(principal.tenantId);
+    void reply.header('x-ratelimit-limit', String(rateLimits.tenantLimit));
+    void reply.header('x-ratelimit-remaining', String(r.remaining));
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'tenant');
+  }
+
+  function operatorAccess(request: FastifyRequest, route: SvcRouteConfig, ip: string): void {
+    let used: OperatorCredential;
+    try {
+      used = operatorTokens.authorize({
+        admin: header(request, 'x-admin-token'),
+        bootstrap: header(request, 'x-bootstrap-token'),
+      });
+    } catch (err) {
+      // A refused token uses up allowances like a request without one (spec 8: invalid tokens
+      // consume the registration limiter), and a 429 comes before the 401 or 403.
+      rateLimits.takeClientIp(ip);
+      rateLimits.takeGlobal();
+      if (route.registrationLimited) rateLimits.takeRegistration(ip);
+      throw err;
+    }
+    rateLimits.takeGlobal();
+    if (used === 'bootstrap') {
+      audit.warn({ audit: true, route: request.routeOptions.url }, 'bootstrap token used on an operator route (deprecated: configure SVC_ADMIN_TOKEN)');
+    }
+  }
+
   return async function guard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const route: SvcRouteConfig | undefined = request.routeOptions.config.svc;
-    if (!route) return; // unknown route: the not-found handler answers
+    if (!route) return; // unknown route: the not-found handler answers, at no cost to anyone
+    // The liveness probe must always answer: no HTTPS rule, no limit.
+    if (route.liveness) return;
 
     // Spec 5.9: behind the local TLS-terminating proxy, plain HTTP is refused in production.
-    if (!config.dev && !route.liveness && isLoopback(request.socket.remoteAddress) && header(request, 'x-forwarded-proto') !== 'https') {
+    if (!config.dev && isLoopback(request.socket.remoteAddress) && header(request, 'x-forwarded-proto') !== 'https') {
       throw new ForbiddenError('HTTPS required');
     }
-    if (!route.liveness) rateLimits.takeGlobal();
-    // Before the token check, so that guessing tokens uses up the allowance too.
-    if (route.registrationLimited) rateLimits.takeRegistration(clientIp(request));
-
+    const ip = clientIp(request);
     switch (route.auth) {
+      case 'key':
+        return keyAccess(request, reply, ip);
+      case 'operator':
+        return operatorAccess(request, route, ip);
       case 'public':
-        return;
       case 'bootstrap': {
+        rateLimits.takeClientIp(ip);
+        rateLimits.takeGlobal();
+        // Before the token check, so that guessing tokens uses up the allowance too.
+        if (route.registrationLimited) rateLimits.takeRegistration(ip);
+        if (route.auth === 'public') return;
         if (config.dev && config.openRegistration) return;
         if (!operatorTokens.bootstrapConfigured) throw new UnavailableError('registration unavailable: no bootstrap token is configured');
         const token = header(request, 'x-bootstrap-token');
         if (!token || !operatorTokens.isValidBootstrap(token)) throw new UnauthorizedError('invalid or missing bootstrap token');
-        return;
-      }
-      case 'operator': {
-        const used = operatorTokens.authorize({
-          admin: header(request, 'x-admin-token'),
-          bootstrap: header(request, 'x-bootstrap-token'),
-        });
-        if (used === 'bootstrap') {
-          audit.warn({ audit: true, route: request.routeOptions.url }, 'bootstrap token used on an operator route (deprecated: configure SVC_ADMIN_TOKEN)');
-        }
-        return;
-      }
-      case 'key': {
-        const principal = await authenticator.authenticate(header(request, 'authorization'));
-        if (!principal.tenantId) throw new InternalError('authenticated request without a tenant id');
-        request.principal = principal;
-        const r = rateLimits.takeTenant(principal.tenantId);
-        void reply.header('x-ratelimit-limit', String(rateLimits.tenantLimit));
-        void reply.header('x-ratelimit-remaining', String(r.remaining));
-        if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'tenant');
         return;
       }
     }

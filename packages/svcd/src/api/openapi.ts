@@ -2,7 +2,8 @@
 // served at GET /v1/openapi.json. Each operation's security follows its route config.
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { ErrorBody } from '@svc/contract';
+import { ErrorBody, QUERY_COUNT_MAX, QUERY_UNIX_SECONDS_MAX } from '@svc/contract';
+import { CLIENT_IP_BUCKETS_MAX, CLIENT_IP_BURST, CLIENT_IP_PER_SECOND } from '../ratelimit/index.js';
 import type { SvcRouteConfig } from './route-config.js';
 import { isIdempotencyCandidate } from './idempotency.js';
 
@@ -22,8 +23,13 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         version: '1',
         description: [
           'A self-hosted, multi-tenant container hosting platform. All routes live under /v1/.',
-          'Errors are always {error: string}; the HTTP status carries the class.',
+          'Errors are always {error: string, request_id: string}; the HTTP status carries the class.',
+          'Every answer carries X-Request-Id, an id svcd generates (a client-sent X-Request-Id of up to 64 characters A-Z a-z 0-9 . _ : - is logged beside it, never used instead);',
+          'error bodies repeat it as request_id, and the svcd log lines of the request carry it as reqId. 5xx bodies name the failing part only; the detail is in that log.',
           'Authenticated answers carry X-RateLimit-Limit and X-RateLimit-Remaining; 429 adds Retry-After.',
+          `Requests without a valid credential are limited per client IP (${CLIENT_IP_PER_SECOND}/s, burst ${CLIENT_IP_BURST}; ${CLIENT_IP_BUCKETS_MAX} addresses tracked) before the global limit;`,
+          'failed API keys and operator tokens count against it, requests with a valid API key do not. A valid operator token is not charged to the registration limiter.',
+          `Numeric query parameters are bounded: limit and offset at most ${QUERY_COUNT_MAX} (limits above 200 are clamped to 200), since at most ${QUERY_UNIX_SECONDS_MAX}; beyond is 400.`,
           'Mutating key routes accept Idempotency-Key (replayed for 10 minutes; Idempotent-Replayed: true on replays).',
           'Request bodies are read as JSON whatever the Content-Type. Lists are JSON arrays.',
           'Choices beyond the specification are listed in the README (Decisions).',

@@ -1,5 +1,6 @@
 // Builds the Fastify server: parsing, validation, the access pipeline, idempotency, timeouts,
 // error mapping and the routes. Routes parse and validate, call one domain function, and reply.
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { Ajv, type Options as AjvOptions } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -8,11 +9,12 @@ import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from '../app.js';
 import { RateLimitedError, ValidationError } from '../errors.js';
-import { BODY_LIMIT_BYTES, errorHandler } from './errors.js';
+import { BODY_LIMIT_BYTES, errorBody, errorHandler, REQUEST_ID_HEADER } from './errors.js';
 import { accessGuard } from './guards.js';
 import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
 import { openApiRoute, registerOpenApi } from './openapi.js';
 import { requestTimeouts } from './timeouts.js';
+import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
 import { buildRoutes } from './routes/builds.js';
@@ -73,6 +75,12 @@ function validatorCompiler() {
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
+/**
+ * A client's own X-Request-Id is logged beside ours (client_request_id) when it is this short and
+ * plain; it never replaces ours, which is unique, so a log search by it finds one request only.
+ */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
 function toArray<T>(x: T | T[] | undefined): T[] {
   return x === undefined ? [] : Array.isArray(x) ? x : [x];
 }
@@ -92,6 +100,14 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
       ),
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
+    // Our own id for every request (never the client's: see CLIENT_REQUEST_ID); log lines carry it as reqId.
+    requestIdHeader: false,
+    genReqId: () => randomUUID(),
+    childLoggerFactory: (logger, bindings, opts, rawRequest) => {
+      const sent = rawRequest.headers[REQUEST_ID_HEADER];
+      const clientId = typeof sent === 'string' && CLIENT_REQUEST_ID.test(sent) ? sent : undefined;
+      return logger.child(clientId === undefined ? bindings : { ...bindings, client_request_id: clientId }, opts);
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler());
   app.setErrorHandler(errorHandler);
@@ -100,6 +116,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   app.decorateRequest('principal', undefined);
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('idempotencyClaim', undefined);
+  registerFollowedStreams(app);
 
   // Bodies are JSON whatever the Content-Type says (clients such as curl -d send form types);
   // the raw text is kept for the idempotency fingerprint.
@@ -140,9 +157,9 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
     const path = request.url.split('?')[0] ?? '/';
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
     if (allowed.length > 0) {
-      return reply.code(405).header('allow', allowed.join(', ')).send({ error: `method ${request.method} not allowed on ${path}` });
+      return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(request, `method ${request.method} not allowed on ${path}`));
     }
-    return reply.code(404).send({ error: `no route for ${request.method} ${path}` });
+    return reply.code(404).send(errorBody(request, `no route for ${request.method} ${path}`));
   });
 
   // Operator metrics: every answer by route pattern (unknown paths share one label), and 429s by limiter.
@@ -153,7 +170,12 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
     if (err instanceof RateLimitedError) deps.metrics.rateLimitRejected(err.limiter);
   });
 
-  // The timeout starts first, so that slow credential checks count against it too.
+  // First of all hooks, so that every answer carries it, refusals by the later hooks included.
+  app.addHook('onRequest', (request, reply, done) => {
+    void reply.header(REQUEST_ID_HEADER, request.id);
+    done();
+  });
+  // The timeout starts next, so that slow credential checks count against it too.
   requestTimeouts(app, deps);
   app.addHook('onRequest', accessGuard(deps));
   app.addHook('onRequestAbort', async (request) => {

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Deps } from '../app.js';
+import { errorBody } from './errors.js';
 
 export const REQUEST_TIMEOUT_MS = 30_000;
 /** How often in-flight requests are checked against their deadline. */
@@ -37,7 +38,7 @@ export function requestTimeouts(app: FastifyInstance, deps: Deps): void {
       inFlight.delete(reply);
       if (!reply.sent) {
         reply.request.log.warn({ url: reply.request.url }, 'request timed out');
-        void reply.code(503).send({ error: 'request timed out' });
+        void reply.code(503).send(errorBody(reply.request, 'request timed out'));
       }
     }
   }, TIMEOUT_SWEEP_MS);

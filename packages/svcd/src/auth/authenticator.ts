@@ -12,6 +12,11 @@ export interface Principal {
   keyId: string;
 }
 
+function bearerKey(authorization: string | undefined): ReturnType<typeof parseKey> {
+  const m = authorization === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  return m?.[1] ? parseKey(m[1]) : null;
+}
+
 /** Turns an `Authorization: Bearer <keyID>.<secret>` header into a principal, or 401. */
 export class Authenticator {
   constructor(
@@ -20,10 +25,20 @@ export class Authenticator {
     private readonly clock: Clock,
   ) {}
 
+  /**
+   * Whether the header names a key this process has in its cache: checking it then costs no
+   * store query. (Unknown key ids are never cached, so a flood of made-up keys always misses.)
+   */
+  isCached(authorization: string | undefined): boolean {
+    const parsed = bearerKey(authorization);
+    return parsed !== null && this.cache.get(parsed.id) !== undefined;
+  }
+
   async authenticate(authorization: string | undefined): Promise<Principal> {
-    const m = authorization === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    if (!m?.[1]) throw new UnauthorizedError('missing or malformed Authorization header (want: Bearer <api key>)');
-    const parsed = parseKey(m[1]);
+    if (authorization === undefined || !/^Bearer\s+\S+\s*$/i.test(authorization)) {
+      throw new UnauthorizedError('missing or malformed Authorization header (want: Bearer <api key>)');
+    }
+    const parsed = bearerKey(authorization);
     if (!parsed) throw new UnauthorizedError('invalid API key');
 
     let key = this.cache.get(parsed.id);

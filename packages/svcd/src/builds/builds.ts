@@ -6,6 +6,8 @@ import type { Build, CreateBuildRequest, CreateBuildResponse } from '@svc/contra
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
+import type { DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { timeOrderedId } from '../ids.js';
 import { builtImageTag } from '../services/images.js';
@@ -17,7 +19,14 @@ import { checkSourceRef, type SourceCheck } from './sources.js';
 export const BUILD_QUEUE_MAX = 10;
 /** How often a followed build log looks for new output. */
 const FOLLOW_POLL_MS = 250;
+/** Log chunks read from the store at once (a chunk is at most 64 KB). */
+const LOG_PAGE_CHUNKS = 16;
 const TRUNCATED_NOTE = '[earlier output was cut: the last 5 MB are kept]\n';
+
+/** What GET logs answers for a build whose log retention removed (retention/rules.ts); the record stays. */
+export function prunedLogNote(prunedAt: number): string {
+  return `[this build's log was pruned on ${new Date(prunedAt * 1000).toISOString()}: svc keeps build logs for a limited time and for a service's newest builds only]\n`;
+}
 
 export function buildView(b: BuildRow): Build {
   return {
@@ -66,6 +75,10 @@ export interface BuildsOptions {
   checkSource: SourceCheck;
   /** --build-registry: builds are tagged under it and pushed there. */
   buildRegistry: string | null;
+  /** A log read holds one of the tenant's log-stream slots while it is open. */
+  sessions: Pick<SessionLimits, 'acquire'>;
+  /** A build makes an image the tenant's disk counts: none is queued while it is at its quota. */
+  disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
 export class Builds implements TenantResources {
@@ -80,6 +93,7 @@ export class Builds implements TenantResources {
 
   async create(tenantId: string, serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
     if (req.source_type !== 'git') throw new ValidationError('source_type must be git');
+    await this.opts.disk.assertRoom(tenantId);
     const ref = req.source_ref === undefined ? null : checkSourceRef(req.source_ref);
     const service = await this.store.services.find(tenantId, serviceId);
     if (!service) throw new NotFoundError('service');
@@ -161,11 +175,12 @@ export class Builds implements TenantResources {
    */
   async logs(tenantId: string, serviceId: string, id: string, follow: boolean): Promise<Readable> {
     const b = await this.row(tenantId, serviceId, id);
-    if (!follow) {
-      const chunks = await this.store.builds.logChunks(id);
-      return Readable.from([(b.log_truncated ? TRUNCATED_NOTE : '') + chunks.map((c) => c.chunk).join('')]);
-    }
-    return Readable.from(this.followLog(b));
+    if (b.log_pruned_at !== null) return Readable.from([prunedLogNote(b.log_pruned_at)]);
+    // Followed or not, a read holds one of the tenant's log-stream slots while it is open, and
+    // takes the log from the store a page at a time as the client reads it: a client that stops
+    // reading holds one page, never the whole 5 MB.
+    const slot = await this.opts.sessions.acquire(tenantId, 'logs');
+    return holdWhileOpen(slot, Readable.from(this.readLog(b, follow)));
   }
 
   /** Suspension cancels every queued and running build of the tenant (spec 3, Tenant). */
@@ -197,18 +212,22 @@ export class Builds implements TenantResources {
     return cancelled;
   }
 
-  private async *followLog(b: BuildRow): AsyncGenerator<string> {
+  /** The log as stored; with follow, then what is written until the build ends (polled). */
+  private async *readLog(b: BuildRow, follow: boolean): AsyncGenerator<string> {
     let seq = 0;
     if (b.log_truncated) yield TRUNCATED_NOTE;
     for (;;) {
       // Status first, then output: output written before the build ended is never missed.
-      const now = await this.store.builds.findAny(b.id);
-      const chunks = await this.store.builds.logChunks(b.id, seq);
-      for (const c of chunks) {
-        seq = c.seq;
-        yield c.chunk;
+      const now = follow ? await this.store.builds.findAny(b.id) : b;
+      for (;;) {
+        const page = await this.store.builds.logChunks(b.id, seq, LOG_PAGE_CHUNKS);
+        for (const c of page) {
+          seq = c.seq;
+          yield c.chunk;
+        }
+        if (page.length < LOG_PAGE_CHUNKS) break;
       }
-      if (!now || isFinished(now.status)) return;
+      if (!follow || !now || isFinished(now.status)) return;
       await new Promise<void>((resolve) => this.timers.setTimeout(resolve, FOLLOW_POLL_MS));
     }
   }

@@ -6,7 +6,7 @@
 // concurrency is counted under a per-tenant lease, and a running build's lease is renewed while
 // it runs. A build whose holder died (its lease ran out, or it was an earlier boot of this very
 // instance) is marked failed with a clear error; queued builds are simply run.
-import { lstat, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import type { Logger } from 'pino';
@@ -21,10 +21,11 @@ import { durationSince, type BuildExecution } from './builds.js';
 import { cloneAt } from './git.js';
 import { checkDockerfile } from './dockerfile.js';
 import type { SourceCheck } from './sources.js';
+import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
 
 export interface BuildRunnerOptions {
-  /** Where clones live while their build runs (`<data dir>/builds`). */
-  workDir: string;
+  /** Where clones live while their build runs, each reserving its maximum size of the budget. */
+  scratch: ScratchSpace;
   /** Builds this process runs at once, whatever the tenants (the machine's share). */
   workers?: number;
   tickMs?: number;
@@ -59,8 +60,14 @@ const WATCH_MS = 500;
 const LOG_FLUSH_MS = 200;
 const LOG_FLUSH_BYTES = 64 * 1024;
 const INTERRUPTED = 'interrupted: svcd stopped during this build; start a new build';
+/** Successful builds of a service whose images are kept (the newest; see removeOldImages). */
+export const BUILT_IMAGES_KEPT = 3;
+/** A service keeps at most 200 build records (retention), a tenant at most 50 snapshots. */
+const BUILDS_SCANNED_FOR_IMAGES = 200;
+const SNAPSHOTS_SCANNED = 50;
 
 interface Running {
+  tenantId: string;
   controller: AbortController;
   done: Promise<void>;
 }
@@ -106,10 +113,8 @@ export class BuildRunner implements BuildExecution {
     this.leaseMs = opts.leaseMs ?? LEASE_MS;
   }
 
-  /** Clears clones left by an earlier process, then ticks. */
+  /** Ticks (the scratch space has cleared what an earlier process left). */
   async start(): Promise<void> {
-    await rm(this.opts.workDir, { recursive: true, force: true });
-    await mkdir(this.opts.workDir, { recursive: true });
     this.ticker = this.timers.setInterval(() => this.kick(), this.opts.tickMs ?? TICK_MS);
     this.kick();
     await this.ticking;
@@ -154,20 +159,51 @@ export class BuildRunner implements BuildExecution {
     await this.failOrphans();
     if (this.running.size >= this.workers) return;
     const queued = await this.store.builds.listQueued(200);
+    // Tenants in the order of their oldest queued build.
     const byTenant = new Map<string, BuildRow[]>();
     for (const b of queued) byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), b]);
-    for (const [tenantId, builds] of byTenant) {
-      if (this.running.size >= this.workers || this.closed) return;
-      await this.startForTenant(tenantId, builds);
+    // Round robin, one build per tenant per round, tenants with the fewest builds running here
+    // first (then the longest waiting): a tenant with many queued builds takes turns with the
+    // others instead of filling every free worker, and never holds more than its share.
+    for (let round = true; round; ) {
+      round = false;
+      const turns = [...byTenant].sort(([a], [b]) => this.runningFor(a) - this.runningFor(b));
+      for (const [tenantId, builds] of turns) {
+        if (this.running.size >= this.workers || this.closed) return;
+        if (builds.length === 0 || this.runningFor(tenantId) >= this.tenantShare) continue;
+        const taken = await this.startForTenant(tenantId, builds, 1);
+        builds.splice(0, taken);
+        if (taken > 0) round = true;
+      }
     }
   }
 
-  /** Running builds whose holder is gone: failed, with the reason. */
+  /**
+   * Workers of this process one tenant may hold: all but one, so that another tenant's build can
+   * always start here within a tick, however many builds the first one queued.
+   */
+  private get tenantShare(): number {
+    return Math.max(1, this.workers - 1);
+  }
+
+  private runningFor(tenantId: string): number {
+    let n = 0;
+    for (const r of this.running.values()) if (r.tenantId === tenantId) n++;
+    return n;
+  }
+
+  /**
+   * Running builds whose holder is gone: failed, with the reason. Builds held by this very
+   * process that it does not run (claimed, then a step before their start failed) are orphans too.
+   */
   private async failOrphans(): Promise<void> {
     const instance = this.holder.split('/')[0];
     const now = this.clock.now();
     for (const b of await this.store.builds.listRunning()) {
-      if (b.holder === this.holder) continue;
+      if (b.holder === this.holder) {
+        if (!this.running.has(b.id)) await this.finish(b, 'failed', INTERRUPTED, null);
+        continue;
+      }
       const earlierBootOfMine = b.holder !== null && b.holder.startsWith(`${instance}/`);
       const leaseGone = b.lease_until_ms === null || b.lease_until_ms < now;
       if (!earlierBootOfMine && !leaseGone) continue;
@@ -175,44 +211,68 @@ export class BuildRunner implements BuildExecution {
     }
   }
 
-  private async startForTenant(tenantId: string, queued: BuildRow[]): Promise<void> {
+  /**
+   * Starts up to `limit` of the tenant's queued builds, in order, within its concurrency quota;
+   * answers how many of `queued` it went through (started, or taken by another svcd meanwhile).
+   */
+  private async startForTenant(tenantId: string, queued: BuildRow[], limit: number): Promise<number> {
     // The count and the claims under one per-tenant lease: two processes cannot both see a free slot.
     const lock = `builds:${tenantId}`;
-    if (!(await this.store.jobLocks.tryAcquire(lock, this.holder, this.clock.now(), 30_000))) return;
+    if (!(await this.store.jobLocks.tryAcquire(lock, this.holder, this.clock.now(), 30_000))) return 0;
+    let taken = 0;
+    let started = 0;
     try {
       const tenant = await this.store.tenants.findById(tenantId);
-      if (!tenant || tenant.status !== 'active') return;
+      if (!tenant || tenant.status !== 'active') return 0;
       let runningForTenant = await this.store.builds.countWithStatus(tenantId, 'running');
       for (const b of queued) {
-        if (runningForTenant >= tenant.max_builds_concurrent || this.running.size >= this.workers || this.closed) return;
+        if (started >= limit || runningForTenant >= tenant.max_builds_concurrent || this.running.size >= this.workers || this.closed) return taken;
+        // Room for the whole clone first: without it the build stays queued until a clone ends.
+        const area = await this.opts.scratch.reserve('builds', b.id, this.opts.cloneMaxBytes ?? CLONE_MAX_BYTES);
+        if (!area) return taken;
         const startedMs = this.clock.now();
-        const claimed = await this.store.builds.transition(b.id, ['queued'], {
-          status: 'running',
-          holder: this.holder,
-          lease_until_ms: startedMs + this.leaseMs,
-          started_at: unixSeconds(this.clock),
-        });
-        if (!claimed) continue;
+        const claimed = await this.store.builds
+          .transition(b.id, ['queued'], {
+            status: 'running',
+            holder: this.holder,
+            lease_until_ms: startedMs + this.leaseMs,
+            started_at: unixSeconds(this.clock),
+          })
+          .catch(async (err: unknown) => {
+            await area.release();
+            throw err;
+          });
+        taken++;
+        if (!claimed) {
+          await area.release();
+          continue;
+        }
+        started++;
         runningForTenant++;
-        await this.activity.record(this.store, { tenantId, action: 'build.started', resourceType: 'build', resourceId: b.id, serviceId: b.service_id });
-        this.launch({ ...b, status: 'running', holder: this.holder, started_at: unixSeconds(this.clock) }, startedMs);
+        // Launched at once: from here on the build's own bookkeeping ends it, whatever fails next.
+        this.launch({ ...b, status: 'running', holder: this.holder, started_at: unixSeconds(this.clock) }, startedMs, area);
+        await this.activity
+          .record(this.store, { tenantId, action: 'build.started', resourceType: 'build', resourceId: b.id, serviceId: b.service_id })
+          .catch((err: unknown) => this.log.warn({ err, build: b.id }, 'could not record the start of a build'));
       }
+      return taken;
     } finally {
       await this.store.jobLocks.release(lock, this.holder);
     }
   }
 
-  private launch(b: BuildRow, startedMs: number): void {
+  private launch(b: BuildRow, startedMs: number, area: ScratchArea): void {
     const controller = new AbortController();
     const deadline = this.timers.setTimeout(() => controller.abort(new Error(`build took longer than ${Math.round((this.opts.deadlineMs ?? BUILD_DEADLINE_MS) / 60_000)} minutes`)), this.opts.deadlineMs ?? BUILD_DEADLINE_MS);
-    const done = this.run(b, startedMs, controller.signal)
+    const done = this.run(b, startedMs, controller.signal, area.dir)
       .catch((err: unknown) => this.log.error({ err, build: b.id }, 'build bookkeeping failed'))
-      .finally(() => {
+      .finally(async () => {
         deadline.cancel();
+        await area.release().catch((err: unknown) => this.log.warn({ err, build: b.id }, 'could not remove a clone'));
         this.running.delete(b.id);
         this.kick(); // a slot is free
       });
-    this.running.set(b.id, { controller, done });
+    this.running.set(b.id, { tenantId: b.tenant_id, controller, done });
   }
 
   /**
@@ -245,10 +305,9 @@ export class BuildRunner implements BuildExecution {
     }
   }
 
-  private async run(b: BuildRow, startedMs: number, signal: AbortSignal): Promise<void> {
+  private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
     const output = new LogBatcher(this.store, b.id, this.timers);
     const watch = this.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
-    const dir = await mkdtemp(join(this.opts.workDir, `${b.id}-`));
     try {
       // Checked again now, not trusted from when the build was queued: the clone connects to
       // the addresses this check found and judged, pinned, whatever DNS answers next.
@@ -294,6 +353,7 @@ export class BuildRunner implements BuildExecution {
       await output.flush();
       const dep = await this.services.deployBuild(b.tenant_id, b.service_id, b.image, b.id);
       await this.finish(b, 'succeeded', null, dep.id, startedMs);
+      await this.removeOldImages(b).catch((err: unknown) => this.log.warn({ err, build: b.id }, 'could not remove old build images'));
     } catch (err) {
       const message = signal.aborted && signal.reason instanceof Error ? signal.reason.message : (err as Error).message;
       output.line(`==> build failed: ${message}`);
@@ -303,8 +363,21 @@ export class BuildRunner implements BuildExecution {
     } finally {
       watch.cancel();
       await output.close();
-      await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * A service keeps the images of its newest few successful builds (and any image it runs or a
+   * snapshot names); older ones are removed. They count against the tenant's disk quota, and the
+   * tenant has no other way to delete them. With --build-registry they stay in the registry.
+   */
+  private async removeOldImages(b: BuildRow): Promise<void> {
+    const succeeded = (await this.store.builds.listForService(b.tenant_id, b.service_id, BUILDS_SCANNED_FOR_IMAGES, 0)).filter((x) => x.status === 'succeeded');
+    if (succeeded.length <= BUILT_IMAGES_KEPT) return;
+    const service = await this.store.services.find(b.tenant_id, b.service_id);
+    const snapshots = await this.store.snapshots.list(b.tenant_id, SNAPSHOTS_SCANNED, 0);
+    const named = new Set([service?.image, ...snapshots.map((s) => s.image)]);
+    for (const old of succeeded.slice(BUILT_IMAGES_KEPT)) if (!named.has(old.image)) await this.runtime.removeImage(old.image);
   }
 
   /** Aborts the build when its record says it should stop: cancelled or gone (its service was deleted). */

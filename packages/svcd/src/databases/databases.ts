@@ -15,6 +15,7 @@ import type { Sealer } from '../secrets/sealer.js';
 import { workloadLimits } from '../services/deployer.js';
 import { isUniqueViolation, type DatabaseRow, type DatabaseType, type Store, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
+import type { DiskQuota } from '../disk/disk-quota.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
 import { probeDatabase, type ProbeTarget } from './probes.js';
@@ -27,6 +28,8 @@ export interface DatabasesOptions {
   readyTimeoutMs?: number;
   /** Run under gVisor when the sandbox policy says so (the deployer's decision). */
   sandbox: () => Promise<boolean>;
+  /** New databases are refused while the tenant is at its disk quota. */
+  disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
 export const DATABASE_READY_TIMEOUT_MS = 180_000;
@@ -91,6 +94,7 @@ export class Databases implements TenantResources {
   async create(tenantId: string, req: CreateDatabaseRequest): Promise<DatabaseRecord> {
     if (req.type !== 'postgres' && req.type !== 'redis') throw new ValidationError('type must be postgres or redis');
     const type: DatabaseType = req.type;
+    await this.opts.disk.assertRoom(tenantId);
     const tenant = await this.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');
     const kind = KINDS[type];

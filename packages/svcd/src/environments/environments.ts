@@ -3,8 +3,6 @@
 // through the engine's exec (exec), repositories are cloned into it (sync), and its ports are
 // reached through svc's proxy (previews). At lease expiry it is stopped and marked `expired`;
 // its workspace is kept 24 hours, during which extending the lease and starting revive it.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import type {
   CreateEnvironmentRequest,
   CreatePreviewRequest,
@@ -22,11 +20,14 @@ import type { Logger } from 'pino';
 import { pack } from 'tar-fs';
 import type { Activity } from '../activity/activity.js';
 import { CloneError, cloneAt } from '../builds/git.js';
-import { checkSourceRef, checkSourceUrl, resolveWithSystem, type ResolveHost } from '../builds/sources.js';
+import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost } from '../builds/sources.js';
 import { type Clock, type Timers, unixSeconds } from '../clock.js';
-import { ConflictError, NotFoundError, QuotaExceededError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
+import type { SessionLimits } from '../sessions/session-limits.js';
+import type { ScratchSpace } from '../scratch/scratch-space.js';
+import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
+import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { ExecNotStartedError, type Runtime } from '../runtime/index.js';
+import { ExecNotStartedError, WorkloadNotRunningError, type ExecOutcome, type ExecSpec, type Runtime } from '../runtime/index.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
@@ -38,7 +39,7 @@ export interface EnvironmentsOptions {
   images: Record<TemplateId, string>;
   sandbox: () => Promise<boolean>;
   /** Scratch space for sync's clones. */
-  workDir: string;
+  scratch: ScratchSpace;
   /** Sync may clone from loopback hosts (--dev, --allow-loopback-git). */
   allowLoopbackGit: boolean;
   /** CA bundle for HTTPS git (system + --git-ca-file), or null for the system's. */
@@ -47,6 +48,10 @@ export interface EnvironmentsOptions {
   routing: PreviewRouting;
   /** Previews moved (created, deleted, their environment started or stopped): re-push routes. */
   routesChanged: () => void;
+  /** An exec or a sync holds one of the tenant's slots of its kind while it runs. */
+  sessions: Pick<SessionLimits, 'within'>;
+  /** New environments are refused while the tenant is at its disk quota. */
+  disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
 export const WORKSPACE = '/workspace';
@@ -66,7 +71,7 @@ export function workloadOf(e: Pick<EnvironmentRow, 'id' | 'workload'>): string {
   return e.workload ?? environmentWorkloadName(e.id);
 }
 
-export class Environments implements TenantResources {
+export class Environments implements TenantResources, DiskOverrunHalt {
   private warmPool: WarmPool | null = null;
 
   constructor(
@@ -97,6 +102,7 @@ export class Environments implements TenantResources {
   /** Synchronous: answers once the environment runs (at once when the warm pool has one). */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
+    await this.opts.disk.assertRoom(tenantId);
     const tenant = await this.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');
     const now = unixSeconds(this.clock);
@@ -137,7 +143,8 @@ export class Environments implements TenantResources {
       // Create either gives a running environment or leaves nothing behind.
       await this.store.environments.delete(row.id);
       await this.removeContainerAndWorkspace(row).catch(() => {});
-      throw new UnavailableError(`the environment could not start: ${(err as Error).message}`);
+      // The engine's words name hosts and paths of the operator's machine: they go to the log.
+      throw new UnavailableError('the environment could not start: the container engine failed to run the template; retry later', err);
     }
     await this.activity.record(this.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
     return this.view(await this.row(tenantId, row.id));
@@ -210,7 +217,7 @@ export class Environments implements TenantResources {
     const e = await this.running(tenantId, id);
     const workDir = req.work_dir ?? WORKSPACE;
     if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
-    const out = await this.runtime.exec(workloadOf(e), {
+    const out = await this.opts.sessions.within(tenantId, 'exec', () => this.execIn(workloadOf(e), {
       cmd: req.command,
       workDir,
       timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
@@ -220,7 +227,7 @@ export class Environments implements TenantResources {
       // (runc says "chdir to cwd", gVisor "initial working directory").
       if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${workDir} is not a directory in the environment`);
       throw err;
-    });
+    }));
     this.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut }, 'environment exec');
     return { exit_code: out.exitCode, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
   }
@@ -236,9 +243,14 @@ export class Environments implements TenantResources {
     const source = await checkSourceUrl(req.git_url, { allowLoopback: this.opts.allowLoopbackGit, field: 'git_url', httpsOnly: true }, this.opts.resolveHost ?? resolveWithSystem);
     const ref = req.git_ref === undefined ? null : checkSourceRef(req.git_ref, 'git_ref');
     const repo = repositoryDirectory(source.url);
+    return this.opts.sessions.within(tenantId, 'sync', () => this.syncInto(e, source, ref, repo, req.git_url));
+  }
+
+  private async syncInto(e: EnvironmentRow, source: CheckedSource, ref: string | null, repo: string, gitUrl: string): Promise<SyncResult> {
     const started = this.clock.now();
-    mkdirSync(this.opts.workDir, { recursive: true });
-    const dir = mkdtempSync(join(this.opts.workDir, 'sync-'));
+    const area = await this.opts.scratch.reserve('sync', e.id, SYNC_MAX_BYTES);
+    if (!area) throw new ServerBusyError('server busy: no scratch space for another clone right now; retry shortly', 30);
+    const dir = area.dir;
     try {
       const output: string[] = [];
       const commit = await cloneAt({
@@ -259,10 +271,10 @@ export class Environments implements TenantResources {
       // Both steps run inside the environment (its file system may be a sandbox's view that
       // writes from outside would not reach): remove the old checkout, then unpack the new one
       // from a tar stream on stdin. rm and tar are in every template image.
-      const removed = await this.runtime.exec(container, { cmd: ['rm', '-rf', '--', target], workDir: '/', timeoutSeconds: 60, maxOutputBytes: 4096 });
+      const removed = await this.execIn(container, { cmd: ['rm', '-rf', '--', target], workDir: '/', timeoutSeconds: 60, maxOutputBytes: 4096 });
       if (removed.exitCode !== 0) throw new UnprocessableError(`sync failed: could not replace ${target}: ${removed.stderr.trim()}`);
       const tar = pack(dir, { map: (h) => ({ ...h, ...(h.name === '.' ? { name: repo, mode: 0o40755 } : { name: `${repo}/${h.name}` }) }) });
-      const unpacked = await this.runtime.exec(container, {
+      const unpacked = await this.execIn(container, {
         cmd: ['tar', '-x', '--no-same-owner', '-f', '-', '-C', WORKSPACE],
         workDir: '/',
         timeoutSeconds: 300,
@@ -270,10 +282,10 @@ export class Environments implements TenantResources {
         stdin: tar as unknown as NodeJS.ReadableStream,
       });
       if (unpacked.exitCode !== 0) throw new UnprocessableError(`sync failed: could not unpack into ${target}: ${(unpacked.stderr || unpacked.stdout).trim()}`);
-      await this.activity.record(this.store, { tenantId, action: 'environment.synced', resourceType: 'environment', resourceId: id, details: { git_url: req.git_url, git_ref: ref, commit } });
+      await this.activity.record(this.store, { tenantId: e.tenant_id, action: 'environment.synced', resourceType: 'environment', resourceId: e.id, details: { git_url: gitUrl, git_ref: ref, commit } });
       return { path: target, commit, duration_ms: this.clock.now() - started };
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      await area.release();
     }
   }
 
@@ -315,6 +327,18 @@ export class Environments implements TenantResources {
 
   async count(tenantId: string): Promise<{ environments: number }> {
     return { environments: await this.store.environments.count(tenantId) };
+  }
+
+  /** Past the tenant's hard disk limit: its running environments stop (workspaces kept), saying why. */
+  async haltForDisk(tenantId: string, reason: string): Promise<number> {
+    let stopped = 0;
+    for (const e of await this.store.environments.listForTenant(tenantId)) {
+      if (e.status !== 'running') continue;
+      await this.halt(e, 'stopped', reason);
+      await this.activity.record(this.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: e.id, details: { reason } });
+      stopped++;
+    }
+    return stopped;
   }
 
   /** Suspension stops every running environment of the tenant (workspaces kept). */
@@ -395,10 +419,11 @@ export class Environments implements TenantResources {
     return { containerId, address };
   }
 
-  private async halt(e: EnvironmentRow, status: 'stopped' | 'expired'): Promise<void> {
+  /** Stops the environment's container; `why`, when given, is its last_error from the moment it reads stopped. */
+  private async halt(e: EnvironmentRow, status: 'stopped' | 'expired', why?: string): Promise<void> {
     await this.runtime.stopWorkload(workloadOf(e), STOP_TIMEOUT_S);
     const now = unixSeconds(this.clock);
-    await this.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), updated_at: now });
+    await this.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), ...(why === undefined ? {} : { last_error: why }), updated_at: now });
     this.opts.routesChanged();
   }
 
@@ -406,6 +431,14 @@ export class Environments implements TenantResources {
     await this.runtime.removeWorkload(workloadOf(e));
     await this.runtime.removeVolume(workloadOf(e));
     await this.runtime.removeTenantNetworkIfUnused(e.tenant_id);
+  }
+
+  /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */
+  private execIn(container: string, spec: ExecSpec): Promise<ExecOutcome> {
+    return this.runtime.exec(container, spec).catch((err: unknown) => {
+      if (err instanceof WorkloadNotRunningError) throw new ConflictError('the environment stopped while the command was starting: start it first');
+      throw err;
+    });
   }
 
   private async running(tenantId: string, id: string): Promise<EnvironmentRow> {

@@ -69,7 +69,8 @@ export class Metering {
     try {
       rows = await this.metering.rollupsBetween(period, from, until + 1, { tenantId, serviceId });
     } catch (err) {
-      throw new UnavailableError(`metering store unavailable: ${(err as Error).message}`);
+      // The driver's message names hosts and users: it is logged, not answered.
+      throw new UnavailableError('metering store unavailable', err);
     }
     return rows.map((r) => ({
       period,

@@ -3,6 +3,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../clock.js';
 import type { SamplerStatus } from '../metering/sampler.js';
+import type { DiskMeterStatus } from '../disk/disk-quota.js';
 
 import type { RateLimitedError } from '../errors.js';
 
@@ -14,7 +15,7 @@ export class OperatorMetrics {
   private readonly deploys: Counter<'outcome'>;
   private readonly builds: Counter<'outcome'>;
 
-  constructor(sampler: () => SamplerStatus, clock: Clock) {
+  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus) {
     const registers = [this.registry];
     // Process figures (CPU, memory, event-loop lag, handles) for the svcd process itself.
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_process_' });
@@ -55,6 +56,34 @@ export class OperatorMetrics {
       registers,
       collect() {
         const at = sampler().lastPassAt;
+        this.set(at === null ? -1 : (clock.now() - at) / 1000);
+      },
+    });
+    new Gauge({
+      name: 'svc_tenant_disk_bytes',
+      help: "Disk all tenants' workloads take (writable layers, volumes, built images), as of the last disk measurement",
+      registers,
+      collect() {
+        this.set(disk().usedBytes);
+      },
+    });
+    new Gauge({
+      name: 'svc_tenants_over_disk_quota',
+      help: 'Tenants at or over max_disk_gb (new workloads refused), and past its hard margin (workloads stopped), as of the last measurement',
+      labelNames: ['level'],
+      registers,
+      collect() {
+        const s = disk();
+        this.set({ level: 'quota' }, s.atQuota);
+        this.set({ level: 'hard_limit' }, s.pastHardLimit);
+      },
+    });
+    new Gauge({
+      name: 'svc_disk_measurement_age_seconds',
+      help: 'Age of the last disk measurement (grows when the engine df stalls or fails; -1 before the first)',
+      registers,
+      collect() {
+        const at = disk().measuredAt;
         this.set(at === null ? -1 : (clock.now() - at) / 1000);
       },
     });

@@ -16,6 +16,18 @@ export const SWEEP_EVERY_MS = 5 * 60_000;
 export const REGISTRATION_PER_IP_PER_HOUR = 5;
 export const REGISTRATION_GLOBAL_PER_HOUR = 20;
 const HOUR_S = 3600;
+/**
+ * Requests that present no API key (and failed key checks), per client IP: 20/s, burst 40. Taken
+ * before the global bucket, so that one address flooding without a valid key is refused by its
+ * own limiter and cannot drain the bucket every tenant shares. Far above what a person, a CLI or
+ * a registration script sends; tenants' keyed traffic never draws on it.
+ */
+export const CLIENT_IP_PER_SECOND = 20;
+export const CLIENT_IP_BURST = 40;
+/** Client-IP buckets kept (least recently used dropped past it, like tenant buckets). */
+export const CLIENT_IP_BUCKETS_MAX = 10_000;
+/** A bucket is full again 2 s after its last use, so one idle a minute is dropped: it holds nothing a fresh one would not. */
+const CLIENT_IP_BUCKET_IDLE_MS = 60_000;
 
 export interface RateLimitsOptions {
   tenant: RateSetting;
@@ -28,6 +40,7 @@ export class RateLimits {
   private readonly tenants: KeyedLimiter;
   private readonly registrationGlobal: TokenBucket;
   private readonly registrationByIp: KeyedLimiter;
+  private readonly clientIps: KeyedLimiter;
 
   constructor(
     opts: RateLimitsOptions,
@@ -55,6 +68,33 @@ export class RateLimits {
       clock,
       timers,
     );
+    this.clientIps = new KeyedLimiter(
+      {
+        perSecond: CLIENT_IP_PER_SECOND,
+        burst: CLIENT_IP_BURST,
+        maxKeys: CLIENT_IP_BUCKETS_MAX,
+        idleMs: CLIENT_IP_BUCKET_IDLE_MS,
+        sweepEveryMs: CLIENT_IP_BUCKET_IDLE_MS,
+      },
+      clock,
+      timers,
+    );
+  }
+
+  /** A request without an API key, from this client IP; throws 429 when its allowance is spent. */
+  takeClientIp(clientIp: string): void {
+    const r = this.clientIps.take(clientIp);
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'client_ip');
+  }
+
+  /** A failed key check is charged to its client IP like a request without a key (no 429 here: the 401 stands). */
+  chargeClientIp(clientIp: string): void {
+    this.clientIps.take(clientIp);
+  }
+
+  /** Whether this client IP has allowance left, without taking any. */
+  clientIpHasAllowance(clientIp: string): boolean {
+    return this.clientIps.wouldAllow(clientIp);
   }
 
   /** The process-wide limit; throws 429 when exhausted. */
@@ -81,8 +121,14 @@ export class RateLimits {
     return this.tenants;
   }
 
+  /** Exposed for tests of the bucket bookkeeping. */
+  get clientIpBuckets(): KeyedLimiter {
+    return this.clientIps;
+  }
+
   close(): void {
     this.tenants.close();
     this.registrationByIp.close();
+    this.clientIps.close();
   }
 }

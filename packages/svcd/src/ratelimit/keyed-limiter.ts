@@ -44,6 +44,14 @@ export class KeyedLimiter {
     return bucket.take(now);
   }
 
+  /**
+   * Whether `key` could take a token now, without taking one. A key without a bucket has a full
+   * burst; peeking neither creates a bucket nor counts as use (the LRU order is left alone).
+   */
+  wouldAllow(key: string): boolean {
+    return this.buckets.get(key)?.wouldAllow(this.clock.now()) ?? true;
+  }
+
   /** Drops buckets idle longer than idleMs. Oldest first, so it stops at the first fresh one. */
   sweep(): void {
     const cutoff = this.clock.now() - this.opts.idleMs;

@@ -35,6 +35,12 @@ export class TokenBucket {
     return { allowed: false, remaining: 0, retryAfterSeconds: (1 - this.tokens) / this.perSecond };
   }
 
+  /** Whether a take now would be allowed, without taking (the bucket is left as it was). */
+  wouldAllow(nowMs: number): boolean {
+    const elapsed = Math.max(0, nowMs - this.lastMs) / 1000;
+    return Math.min(this.burst, this.tokens + elapsed * this.perSecond) >= 1;
+  }
+
   lastUsedMs(): number {
     return this.lastMs;
   }

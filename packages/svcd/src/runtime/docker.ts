@@ -1,13 +1,15 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { PassThrough, Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
+import { consumeProgress, OutputDemuxer } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from './host-firewall.js';
 import {
   LABELS,
   ExecNotStartedError,
+  WorkloadNotRunningError,
   RuntimeUnavailableError,
   SANDBOX_RUNTIME,
   TENANT_NETWORK_PREFIX,
@@ -27,6 +29,8 @@ import {
   type WorkloadState,
   type WorkloadStats,
   type WorkloadExit,
+  type WorkloadDisk,
+  type ImageDisk,
 } from './index.js';
 
 const execFileAsync = promisify(execFile);
@@ -59,6 +63,9 @@ class CappedText extends Writable {
   }
 }
 
+/** A disk usage reading walks every volume and layer: it may take long, not forever. */
+const DF_TIMEOUT_MS = 120_000;
+
 /** Parses `unix:///var/run/docker.sock` or `tcp://host:port` into dockerode options. */
 export function dockerOptions(host: string, timeoutMs: number): Docker.DockerOptions {
   if (host.startsWith('unix://')) return { socketPath: host.slice('unix://'.length), timeout: timeoutMs };
@@ -68,19 +75,10 @@ export function dockerOptions(host: string, timeoutMs: number): Docker.DockerOpt
 
 interface DfResponse {
   LayersSize?: number;
-  Containers?: Array<{ SizeRw?: number }> | null;
-  Volumes?: Array<{ UsageData?: { Size?: number } | null }> | null;
+  Containers?: Array<{ Id: string; SizeRw?: number; Labels?: Record<string, string> | null; Mounts?: Array<{ Type?: string; Name?: string }> | null }> | null;
+  Volumes?: Array<{ Name: string; Labels?: Record<string, string> | null; UsageData?: { Size?: number } | null }> | null;
+  Images?: Array<{ RepoTags?: string[] | null; Size?: number; SharedSize?: number }> | null;
   BuildCache?: Array<{ Size?: number }> | null;
-}
-
-/** One event of the engine's progress streams. */
-interface ProgressEvent {
-  id?: string;
-  status?: string;
-  /** Build output. */
-  stream?: string;
-  error?: string;
-  progressDetail?: { current?: number };
 }
 
 /** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
@@ -142,6 +140,35 @@ export class DockerRuntime implements Runtime {
       volumesBytes: sum((df.Volumes ?? []).map((v) => v.UsageData?.Size ?? 0)),
       buildCacheBytes: sum((df.BuildCache ?? []).map((b) => b.Size ?? 0)),
     };
+  }
+
+  async diskUsage(): Promise<{ workloads: WorkloadDisk[]; images: ImageDisk[] }> {
+    // One df call: the engine walks every volume and writable layer for it (seconds on a busy
+    // host), which is why it runs on the metering pass and not per request, on the client without
+    // an idle timeout, bounded as a whole instead.
+    // dockerode passes abortSignal on to the request (its typings do not list options for df).
+    const dfWithOptions = this.streaming.df.bind(this.streaming) as (opts: object) => Promise<unknown>;
+    const df = (await dfWithOptions({ abortSignal: AbortSignal.timeout(DF_TIMEOUT_MS) })) as DfResponse;
+    const ours = (labels: Record<string, string> | null | undefined) => labels?.[LABELS.installation] === this.installation;
+    const volumeBytes = new Map<string, number>();
+    for (const v of df.Volumes ?? []) if (ours(v.Labels)) volumeBytes.set(v.Name, Math.max(0, v.UsageData?.Size ?? 0));
+    const mounted = new Set<string>();
+    const usage: WorkloadDisk[] = [];
+    for (const c of df.Containers ?? []) {
+      if (!ours(c.Labels)) continue;
+      let bytes = Math.max(0, c.SizeRw ?? 0);
+      for (const m of c.Mounts ?? []) {
+        if (m.Type !== 'volume' || !m.Name || !volumeBytes.has(m.Name) || mounted.has(m.Name)) continue;
+        mounted.add(m.Name);
+        bytes += volumeBytes.get(m.Name) ?? 0;
+      }
+      usage.push({ containerId: c.Id, labels: c.Labels ?? {}, bytes });
+    }
+    for (const v of df.Volumes ?? []) {
+      if (ours(v.Labels) && !mounted.has(v.Name)) usage.push({ containerId: null, labels: v.Labels ?? {}, bytes: volumeBytes.get(v.Name) ?? 0 });
+    }
+    const images = (df.Images ?? []).map((i) => ({ tags: i.RepoTags ?? [], uniqueBytes: Math.max(0, (i.Size ?? 0) - Math.max(0, i.SharedSize ?? 0)) }));
+    return { workloads: usage, images };
   }
 
   async ensureTenantNetwork(tenantId: string): Promise<void> {
@@ -224,33 +251,7 @@ export class DockerRuntime implements Runtime {
 
   async pullImage(image: string, signal?: AbortSignal): Promise<void> {
     const stream = (await this.docker.pull(image, { abortSignal: signal })) as NodeJS.ReadableStream;
-    await this.followProgress(stream, undefined, signal);
-  }
-
-  /**
-   * Waits for an engine progress stream (pull, push, build) to end; rejects with the error it
-   * reports. With a signal, an abort ends the wait at once and closes the stream, which stops the
-   * operation in the engine (a build's container is removed with it).
-   */
-  private followProgress(stream: NodeJS.ReadableStream, onEvent?: (event: ProgressEvent) => void, signal?: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const onAbort = () => {
-        (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
-        reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.docker.modem.followProgress(
-        stream,
-        (err: Error | null, events: ProgressEvent[]) => {
-          signal?.removeEventListener('abort', onAbort);
-          const failed = events?.find((e) => e.error);
-          if (err) reject(err);
-          else if (failed?.error) reject(new Error(failed.error.trim()));
-          else resolve();
-        },
-        onEvent,
-      );
-    });
+    await consumeProgress(stream, undefined, signal);
   }
 
   async buildImage(spec: ImageBuildSpec): Promise<void> {
@@ -276,7 +277,7 @@ export class DockerRuntime implements Runtime {
       // dockerode passes both on to the request (its typings do not list them).
       ...({ abortSignal: spec.signal, ulimits: JSON.stringify([{ Name: 'nproc', Soft: spec.limits.pids, Hard: spec.limits.pids }]) } as object),
     })) as NodeJS.ReadableStream;
-    await this.followProgress(
+    await consumeProgress(
       stream,
       (event) => {
         const text = event.stream ?? event.status ?? (event.error ? `error: ${event.error}` : '');
@@ -289,7 +290,7 @@ export class DockerRuntime implements Runtime {
   async pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void> {
     // An empty auth header: the engine insists on one, a loopback registry needs no credentials.
     const stream = (await this.docker.getImage(image).push({ authconfig: {}, abortSignal: signal } as object)) as NodeJS.ReadableStream;
-    await this.followProgress(
+    await consumeProgress(
       stream,
       (event) => {
         if (event.status && !event.progressDetail?.current) onOutput(`${event.id ? `${event.id}: ` : ''}${event.status}`);
@@ -309,6 +310,12 @@ export class DockerRuntime implements Runtime {
   async removeVolume(name: string): Promise<void> {
     await this.docker.getVolume(name).remove().catch((err: { statusCode?: number }) => {
       if (err.statusCode !== 404) throw err;
+    });
+  }
+
+  async removeImage(reference: string): Promise<void> {
+    await this.docker.getImage(reference).remove().catch((err: { statusCode?: number }) => {
+      if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
     });
   }
 
@@ -479,25 +486,42 @@ export class DockerRuntime implements Runtime {
   }
 
   async logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream> {
-    const container = (opts.follow ? this.streaming : this.docker).getContainer(id);
-    const out = new PassThrough();
-    const options = { stdout: true, stderr: true, tail: opts.tail, timestamps: false };
-    // Without a TTY the engine multiplexes stdout and stderr into frames; demux them into one text stream.
-    if (opts.follow) {
-      const raw = (await container.logs({ ...options, follow: true })) as NodeJS.ReadableStream & { destroy(): void };
-      this.docker.modem.demuxStream(raw, out, out);
-      // However the engine side ends (container gone, connection closed), the log simply ends.
-      raw.on('end', () => out.end());
-      raw.on('error', () => out.end());
-      out.on('close', () => raw.destroy());
-    } else {
-      const buf = (await container.logs({ ...options, follow: false })) as Buffer;
-      out.end(demuxBuffer(buf));
-    }
+    // Both kinds arrive as a stream read at the reader's pace: a tail of 10,000 long lines is never
+    // held whole, and a followed log waits for a client that stops reading instead of piling up.
+    const raw = await this.openLogs(id, opts);
+    const out = new OutputDemuxer();
+    raw.pipe(out);
+    // The engine ends the stream when the log is complete (or the container is gone); a broken
+    // connection is passed on as one, so that a cut log never looks complete to the client.
+    raw.on('error', (err) => out.destroy(err));
+    out.on('close', () => raw.destroy());
     return out;
   }
 
+  /**
+   * The engine's multiplexed log stream. dockerode hands a tail (no follow) over as one buffer, so
+   * that one is dialled here as a stream, the way dockerode dials the followed one. Both on the
+   * client without an idle timeout: a reader may pause longer than the API calls' 5 s.
+   */
+  private openLogs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream & { destroy(): void }> {
+    const options = { stdout: true, stderr: true, tail: opts.tail, timestamps: false, follow: opts.follow };
+    const modem = this.streaming.modem;
+    return new Promise((resolve, reject) => {
+      modem.dial(
+        { path: `/containers/${encodeURIComponent(id)}/logs?`, method: 'GET', isStream: true, statusCodes: { 200: true, 404: 'no such container', 500: 'server error' }, options },
+        (err: Error | null, stream?: unknown) => (err ? reject(err) : resolve(stream as NodeJS.ReadableStream & { destroy(): void })),
+      );
+    });
+  }
+
   async exec(id: string, spec: ExecSpec): Promise<ExecOutcome> {
+    // A container stopped between the caller's check and here: the engine says so with a 409, or
+    // with a 500 when it stops while the exec starts.
+    const notRunning = (err: unknown): never => {
+      const e = err as { statusCode?: number; message?: string };
+      if (e.statusCode === 409 || (e.statusCode === 500 && /not running|is paused|stopped/i.test(e.message ?? ''))) throw new WorkloadNotRunningError(e.message ?? 'not running');
+      throw err;
+    };
     const exec = await this.streaming.getContainer(id).exec({
       // The engine has no call that kills an exec: coreutils' timeout (in every template image)
       // runs the command in its own process group and kills the group at the deadline.
@@ -507,9 +531,9 @@ export class DockerRuntime implements Runtime {
       AttachStdout: true,
       AttachStderr: true,
       Tty: false,
-    });
+    }).catch(notRunning);
     const started = performance.now();
-    const stream = (await exec.start({ hijack: true, stdin: spec.stdin !== undefined })) as NodeJS.ReadWriteStream & { destroy(): void };
+    const stream = (await exec.start({ hijack: true, stdin: spec.stdin !== undefined }).catch(notRunning)) as NodeJS.ReadWriteStream & { destroy(): void };
     // The end of the input half-closes the connection: the process sees the end of its stdin.
     spec.stdin?.pipe(stream);
     const stdout = new CappedText(spec.maxOutputBytes);
@@ -538,7 +562,10 @@ export class DockerRuntime implements Runtime {
     const info = await exec.inspect();
     // The engine reports a process it could not start on the output stream, with code 126.
     const startFailure = /^OCI runtime exec failed: (.*)/.exec(stdout.text())?.[1];
-    if (info.ExitCode === 126 && startFailure) throw new ExecNotStartedError(startFailure.trim());
+    if (info.ExitCode === 126 && startFailure) {
+      if (/in state (stopped|paused)|not running/i.test(startFailure)) throw new WorkloadNotRunningError(startFailure.trim());
+      throw new ExecNotStartedError(startFailure.trim());
+    }
     return {
       exitCode: info.ExitCode ?? -1,
       stdout: stdout.text(),
@@ -628,16 +655,4 @@ export function workloadStats(s: EngineStats): WorkloadStats {
 
 function isNotFound(err: unknown): boolean {
   return (err as { statusCode?: number }).statusCode === 404;
-}
-
-/** Strips the engine's 8-byte frame headers from a non-TTY log buffer. */
-export function demuxBuffer(buf: Buffer): Buffer {
-  const parts: Buffer[] = [];
-  let i = 0;
-  while (i + 8 <= buf.length) {
-    const size = buf.readUInt32BE(i + 4);
-    parts.push(buf.subarray(i + 8, i + 8 + size));
-    i += 8 + size;
-  }
-  return Buffer.concat(parts);
 }

@@ -26,6 +26,23 @@ export interface EngineStorage {
   buildCacheBytes: number;
 }
 
+/**
+ * The disk one workload takes on the engine's host: its container's writable layer plus the
+ * named volumes it mounts; a volume no container mounts is reported on its own (containerId
+ * null) with its own labels. Images are not counted: layers are shared and belong to no tenant.
+ */
+export interface WorkloadDisk {
+  containerId: string | null;
+  labels: Record<string, string>;
+  bytes: number;
+}
+
+/** An image's tags and the bytes it holds that no other image shares. */
+export interface ImageDisk {
+  tags: string[];
+  uniqueBytes: number;
+}
+
 /** Labels every svc workload carries, so that the engine's state can be matched to the store. */
 export const LABELS = {
   managed: 'svc.managed',
@@ -161,6 +178,11 @@ export interface Runtime {
   /** The version string of the sandbox runtime when the engine has it, else null. */
   sandboxVersion(): Promise<string | null>;
   storage(): Promise<EngineStorage>;
+  /**
+   * What svc's workloads of this installation take on disk, one entry per container or unmounted
+   * volume, and the images on the engine with their tags and the bytes only they hold.
+   */
+  diskUsage(): Promise<{ workloads: WorkloadDisk[]; images: ImageDisk[] }>;
   countNetworks(prefix: string): Promise<number>;
 
   /** The tenant's own network (tenant-<tenantID>), created on first use. */
@@ -183,6 +205,8 @@ export interface Runtime {
   pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void>;
   /** Removes a named volume and its data; a missing one is fine. */
   removeVolume(name: string): Promise<void>;
+  /** Removes one image tag; a missing one, or one a container still uses, is left as it is. */
+  removeImage(reference: string): Promise<void>;
   /** Removes every tag of an image repository (e.g. all builds of a service). */
   removeRepository(repository: string): Promise<void>;
   /** Creates and starts a workload; returns its engine id. */
@@ -211,6 +235,9 @@ export class RuntimeUnavailableError extends Error {}
 
 /** The engine could not start an exec's process (e.g. its working directory is missing). */
 export class ExecNotStartedError extends Error {}
+
+/** The workload is not running (stopped, or stopping right now): nothing can be run in it. */
+export class WorkloadNotRunningError extends Error {}
 
 export function tenantNetworkName(tenantId: string): string {
   return `${TENANT_NETWORK_PREFIX}${tenantId}`;

@@ -152,6 +152,12 @@ export function builtImageTag(registry: string | null, tenantId: string, service
   return `${builtImageRepository(registry, tenantId, serviceId)}:${buildId}`;
 }
 
+/** The tenant whose build a tag names ([registry/]svc/<tenant>/<service>:<build>), or null. */
+export function builtImageOwner(tag: string, registry: string | null): string | null {
+  const rest = tag.startsWith('svc/') ? tag : registry !== null && tag.startsWith(`${registry}/svc/`) ? tag.slice(registry.length + 1) : null;
+  return rest === null ? null : (/^svc\/([0-9a-f]+)\/[^/]+:[^/]+$/.exec(rest)?.[1] ?? null);
+}
+
 /** An image built here and kept only in the local engine (no build registry): nothing to pull it from. */
 export function isLocallyBuilt(image: string): boolean {
   return image.startsWith('svc/');

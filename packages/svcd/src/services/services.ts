@@ -6,6 +6,8 @@ import { DEFAULT_SERVICE_PORT, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/c
 import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, unixSeconds } from '../clock.js';
+import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
+import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import type { Runtime } from '../runtime/index.js';
@@ -40,9 +42,13 @@ export interface ServicesOptions extends RoutingOptions {
   routesChanged?: () => void;
   /** Where builds are pushed (--build-registry), for removing them with their service. */
   buildRegistry?: string | null;
+  /** A log read holds one of the tenant's log-stream slots while it is open. */
+  sessions: Pick<SessionLimits, 'acquire'>;
+  /** New services are refused while the tenant is at its disk quota. */
+  disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
-export class Services implements TenantResources {
+export class Services implements TenantResources, DiskOverrunHalt {
   constructor(
     private readonly store: Store,
     private readonly runtime: Runtime,
@@ -89,6 +95,7 @@ export class Services implements TenantResources {
     const name = req.name.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
     const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
+    await this.opts.disk.assertRoom(tenantId);
     const env = req.env ?? {};
     const id = hexId(12);
     const now = unixSeconds(this.clock);
@@ -286,7 +293,13 @@ export class Services implements TenantResources {
     const s = await this.row(tenantId, id);
     if (!s.container_id) return null;
     if (!(await this.runtime.inspectWorkload(s.container_id))) return null;
-    return this.runtime.logs(s.container_id, { tail, follow });
+    const slot = await this.opts.sessions.acquire(tenantId, 'logs');
+    try {
+      return holdWhileOpen(slot, await this.runtime.logs(s.container_id, { tail, follow }));
+    } catch (err) {
+      await slot.release();
+      throw err;
+    }
   }
 
   async env(tenantId: string, id: string, reveal: boolean): Promise<Record<string, string>> {
@@ -334,10 +347,22 @@ export class Services implements TenantResources {
     for (const s of await this.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) await this.stopService(s);
   }
 
-  private async stopService(s: ServiceRow): Promise<void> {
+  async haltForDisk(tenantId: string, reason: string): Promise<number> {
+    let stopped = 0;
+    for (const s of await this.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) {
+      if (s.desired_state === 'stopped') continue;
+      await this.stopService(s, reason);
+      await this.activity.record(this.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason } });
+      stopped++;
+    }
+    return stopped;
+  }
+
+  /** Stops the service; `why`, when given, is its last_error from the moment it reads stopped. */
+  private async stopService(s: ServiceRow, why?: string): Promise<void> {
     await this.cancelUnfinished(s.id);
     await this.deployer.idleFor(s.id);
-    await this.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, updated_at: unixSeconds(this.clock) });
+    await this.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, ...(why === undefined ? {} : { last_error: why }), updated_at: unixSeconds(this.clock) });
     this.opts.routesChanged?.();
     const current = await this.store.services.findAny(s.id);
     if (current) await this.removeContainers(current);

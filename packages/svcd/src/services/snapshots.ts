@@ -4,10 +4,11 @@ import type { CreateSnapshotRequest, Snapshot } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, unixSeconds } from '../clock.js';
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, QuotaExceededError } from '../errors.js';
 import { hexId } from '../ids.js';
 import type { Sealer } from '../secrets/sealer.js';
 import type { SnapshotRow, Store } from '../store/index.js';
+import { SNAPSHOTS_PER_TENANT_MAX } from '../retention/rules.js';
 
 function view(r: SnapshotRow): Snapshot {
   return {
@@ -41,6 +42,11 @@ export class Snapshots {
     await this.store.transaction(async (tx) => {
       const s = await tx.services.find(tenantId, serviceId);
       if (!s) throw new NotFoundError('service');
+      // Held to commit: concurrent creates of this tenant count one after another.
+      await tx.tenants.lockForQuota(tenantId);
+      if ((await tx.snapshots.countForTenant(tenantId)) >= SNAPSHOTS_PER_TENANT_MAX) {
+        throw new QuotaExceededError(`maximum snapshots reached (${SNAPSHOTS_PER_TENANT_MAX}): delete one first`);
+      }
       const sealed = await tx.serviceEnv.get(serviceId);
       const env = Object.fromEntries([...sealed].map(([k, v]) => [k, this.sealer.open(v)]));
       await tx.snapshots.insert({

@@ -27,4 +27,36 @@ export class ActivityStore {
     if (f.since !== undefined) q = q.where('created_at', '>=', f.since);
     return q.orderBy('seq', 'desc').limit(f.limit).offset(f.offset).execute();
   }
+
+  // Retention (retention/retention.ts): each call is one bounded statement.
+
+  /** Deletes up to `limit` entries created before `cutoff`, oldest first. */
+  async deleteCreatedBefore(cutoff: number, limit: number): Promise<number> {
+    const batch = this.db.selectFrom('activity').select('seq').where('created_at', '<', cutoff).orderBy('created_at').limit(limit);
+    const r = await this.db.deleteFrom('activity').where('seq', 'in', batch).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+
+  /** The next tenant after `tenantId` (in id order) that has entries: one index seek. */
+  async nextTenantAfter(tenantId: string): Promise<string | undefined> {
+    const r = await this.db
+      .selectFrom('activity')
+      .select((eb) => eb.fn.min<string | null>('tenant_id').as('tenant_id'))
+      .where('tenant_id', '>', tenantId)
+      .executeTakeFirst();
+    return r?.tenant_id ?? undefined;
+  }
+
+  /** The seq of the tenant's entry at `offset` in the feed (newest first); undefined when it has fewer. */
+  async seqAt(tenantId: string, offset: number): Promise<number | undefined> {
+    const r = await this.db.selectFrom('activity').select('seq').where('tenant_id', '=', tenantId).orderBy('seq', 'desc').limit(1).offset(offset).executeTakeFirst();
+    return r === undefined ? undefined : Number(r.seq);
+  }
+
+  /** Deletes up to `limit` of the tenant's entries with seq <= `seq`, oldest first. */
+  async deleteUpTo(tenantId: string, seq: number, limit: number): Promise<number> {
+    const batch = this.db.selectFrom('activity').select('seq').where('tenant_id', '=', tenantId).where('seq', '<=', seq).orderBy('seq').limit(limit);
+    const r = await this.db.deleteFrom('activity').where('seq', 'in', batch).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
 }

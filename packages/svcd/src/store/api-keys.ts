@@ -65,4 +65,62 @@ export class ApiKeyStore {
   async touch(id: string, now: number): Promise<void> {
     await this.db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', id).execute();
   }
+
+  // Retention (retention/retention.ts): each call is one bounded statement. Nothing references
+  // a key row (activity names key ids as text), so a deleted key only stops being found, which
+  // for a revoked or expired key is what authentication answers anyway.
+
+  /** Deletes up to `limit` keys revoked before `cutoff`. */
+  async deleteRevokedBefore(cutoff: number, limit: number): Promise<number> {
+    const batch = this.db.selectFrom('api_keys').select('id').where('revoked_at', '<', cutoff).orderBy('revoked_at').limit(limit);
+    const r = await this.db.deleteFrom('api_keys').where('id', 'in', batch).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+
+  /** Deletes up to `limit` keys that were never revoked and expired before `cutoff`. */
+  async deleteExpiredBefore(cutoff: number, limit: number): Promise<number> {
+    const batch = this.db.selectFrom('api_keys').select('id').where('revoked_at', 'is', null).where('expires_at', '<', cutoff).orderBy('expires_at').limit(limit);
+    const r = await this.db.deleteFrom('api_keys').where('id', 'in', batch).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+
+  /** The next tenant after `tenantId` (in id order) that has revoked keys: one index seek. */
+  async nextTenantWithRevokedAfter(tenantId: string): Promise<string | undefined> {
+    const r = await this.db
+      .selectFrom('api_keys')
+      .select((eb) => eb.fn.min<string | null>('tenant_id').as('tenant_id'))
+      .where('tenant_id', '>', tenantId)
+      .where('revoked_at', 'is not', null)
+      .executeTakeFirst();
+    return r?.tenant_id ?? undefined;
+  }
+
+  /** The tenant's revoked key at `offset`, most recently revoked first; undefined when it has fewer. */
+  async revokedAt(tenantId: string, offset: number): Promise<{ revoked_at: number; id: string } | undefined> {
+    const r = await this.db
+      .selectFrom('api_keys')
+      .select(['revoked_at', 'id'])
+      .where('tenant_id', '=', tenantId)
+      .where('revoked_at', 'is not', null)
+      .orderBy('revoked_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .offset(offset)
+      .executeTakeFirst();
+    return r && r.revoked_at !== null ? { revoked_at: Number(r.revoked_at), id: r.id } : undefined;
+  }
+
+  /** Deletes up to `limit` of the tenant's revoked keys at `last` (from revokedAt) or revoked before it, oldest first. */
+  async deleteRevokedUpTo(tenantId: string, last: { revoked_at: number; id: string }, limit: number): Promise<number> {
+    const batch = this.db
+      .selectFrom('api_keys')
+      .select('id')
+      .where('tenant_id', '=', tenantId)
+      .where('revoked_at', 'is not', null)
+      .where((eb) => eb(eb.refTuple('revoked_at', 'id'), '<=', eb.tuple(last.revoked_at, last.id)))
+      .orderBy('revoked_at')
+      .limit(limit);
+    const r = await this.db.deleteFrom('api_keys').where('id', 'in', batch).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
 }

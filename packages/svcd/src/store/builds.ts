@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { BuildRow, BuildStatus, BuildsTable, Database, NewBuildRow } from './schema.js';
+import type { ListPosition } from './deployments.js';
 
 export class BuildStore {
   constructor(private readonly db: Kysely<Database>) {}
@@ -112,7 +113,103 @@ export class BuildStore {
   }
 
   /** Chunks after `afterSeq`, in order. */
-  async logChunks(id: string, afterSeq = 0): Promise<Array<{ seq: number; chunk: string }>> {
-    return this.db.selectFrom('build_logs').select(['seq', 'chunk']).where('build_id', '=', id).where('seq', '>', afterSeq).orderBy('seq').execute();
+  /** Up to `limit` chunks of the log after `afterSeq`, in order. */
+  async logChunks(id: string, afterSeq: number, limit: number): Promise<Array<{ seq: number; chunk: string }>> {
+    return this.db.selectFrom('build_logs').select(['seq', 'chunk']).where('build_id', '=', id).where('seq', '>', afterSeq).orderBy('seq').limit(limit).execute();
+  }
+
+  // Retention (retention/retention.ts): each call is one bounded statement (or two in one
+  // transaction). A build's log goes first and its row keeps log_pruned_at; rows go later, and
+  // only once their log is gone, so that no delete cascades into megabytes of chunks.
+
+  /** Finished builds that finished before `cutoff` and still have their log, oldest first. */
+  async logsFinishedBefore(cutoff: number, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('builds')
+      .select('id')
+      .where('finished_at', '<', cutoff)
+      .where('log_pruned_at', 'is', null)
+      .where('status', 'in', FINISHED)
+      .orderBy('finished_at')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** The next service after `serviceId` (in id order) that has builds: one index seek. */
+  async nextServiceAfter(serviceId: string): Promise<string | undefined> {
+    const r = await this.db
+      .selectFrom('builds')
+      .select((eb) => eb.fn.min<string | null>('service_id').as('service_id'))
+      .where('service_id', '>', serviceId)
+      .executeTakeFirst();
+    return r?.service_id ?? undefined;
+  }
+
+  /** The service's build at `offset` in its list (newest first); undefined when it has fewer. */
+  async positionAt(serviceId: string, offset: number): Promise<ListPosition | undefined> {
+    return this.db
+      .selectFrom('builds')
+      .select(['created_at', 'id'])
+      .where('service_id', '=', serviceId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .offset(offset)
+      .executeTakeFirst();
+  }
+
+  /** Finished builds of the service at `last` or listed after it (older) that still have their log, oldest first. */
+  async logsUpTo(serviceId: string, last: ListPosition, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('builds')
+      .select('id')
+      .where('service_id', '=', serviceId)
+      .where('log_pruned_at', 'is', null)
+      .where('status', 'in', FINISHED)
+      .where((eb) => eb(eb.refTuple('created_at', 'id'), '<=', eb.tuple(last.created_at, last.id)))
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Deletes up to `chunkLimit` of a finished build's log chunks; once none are left, marks the
+   * log pruned at `now` (in the same transaction as the last delete). True when the log is gone.
+   */
+  async pruneLog(id: string, now: number, chunkLimit: number): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const batch = tx.selectFrom('build_logs').select('seq').where('build_id', '=', id).orderBy('seq').limit(chunkLimit);
+      const r = await tx.deleteFrom('build_logs').where('build_id', '=', id).where('seq', 'in', batch).executeTakeFirst();
+      if (Number(r.numDeletedRows) >= chunkLimit) return false;
+      await tx
+        .updateTable('builds')
+        .set({ log_pruned_at: now, log_bytes: 0 })
+        .where('id', '=', id)
+        .where('status', 'in', FINISHED)
+        .where('log_pruned_at', 'is', null)
+        .execute();
+      return true;
+    });
+  }
+
+  /** Deletes up to `limit` finished builds of the service at `last` or listed after it whose log is already pruned. */
+  async deletePrunedUpTo(serviceId: string, last: ListPosition, limit: number): Promise<number> {
+    const batch = this.db
+      .selectFrom('builds')
+      .select('id')
+      .where('service_id', '=', serviceId)
+      .where('log_pruned_at', 'is not', null)
+      .where('status', 'in', FINISHED)
+      .where((eb) => eb(eb.refTuple('created_at', 'id'), '<=', eb.tuple(last.created_at, last.id)))
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(limit);
+    const r = await this.db.deleteFrom('builds').where('id', 'in', batch).executeTakeFirst();
+    return Number(r.numDeletedRows);
   }
 }
+
+const FINISHED: BuildStatus[] = ['succeeded', 'failed', 'cancelled'];

@@ -36,4 +36,77 @@ export class DeploymentStore {
     const r = await this.db.updateTable('deployments').set(patch).where('id', '=', id).where('status', 'in', from).executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }
+
+  // Retention (retention/retention.ts): each call is one bounded statement. Nothing references a
+  // deployment row (builds name their deployment's id as text).
+
+  /** The next service after `serviceId` (in id order) that has deployments: one index seek. */
+  async nextServiceAfter(serviceId: string): Promise<string | undefined> {
+    const r = await this.db
+      .selectFrom('deployments')
+      .select((eb) => eb.fn.min<string | null>('service_id').as('service_id'))
+      .where('service_id', '>', serviceId)
+      .executeTakeFirst();
+    return r?.service_id ?? undefined;
+  }
+
+  /** The service's deployment at `offset` in its list (newest first); undefined when it has fewer. */
+  async positionAt(serviceId: string, offset: number): Promise<ListPosition | undefined> {
+    return this.db
+      .selectFrom('deployments')
+      .select(['created_at', 'id'])
+      .where('service_id', '=', serviceId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .offset(offset)
+      .executeTakeFirst();
+  }
+
+  /** The service's newest succeeded deployment: what it runs (or last ran). */
+  async newestSucceeded(serviceId: string): Promise<string | undefined> {
+    const r = await this.db
+      .selectFrom('deployments')
+      .select('id')
+      .where('service_id', '=', serviceId)
+      .where('status', '=', 'succeeded')
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return r?.id;
+  }
+
+  /**
+   * Deletes up to `limit` finished deployments of the service, oldest first, among those at
+   * `last` or listed after it (older), that finished before `finishedBefore` or lie at
+   * `lastOfAnyAge` or after it; never `except`. Unfinished ones are never deleted.
+   */
+  async deleteFinished(
+    serviceId: string,
+    rule: { last: ListPosition; finishedBefore: number; lastOfAnyAge: ListPosition | null; except: string | null; limit: number },
+  ): Promise<number> {
+    let batch = this.db
+      .selectFrom('deployments')
+      .select('id')
+      .where('service_id', '=', serviceId)
+      .where('status', 'in', FINISHED)
+      .where((eb) => eb(eb.refTuple('created_at', 'id'), '<=', eb.tuple(rule.last.created_at, rule.last.id)))
+      .where((eb) => {
+        const old = eb(eb.fn.coalesce('finished_at', 'created_at'), '<', rule.finishedBefore);
+        const any = rule.lastOfAnyAge;
+        return any ? eb.or([old, eb(eb.refTuple('created_at', 'id'), '<=', eb.tuple(any.created_at, any.id))]) : old;
+      });
+    if (rule.except !== null) batch = batch.where('id', '!=', rule.except);
+    const r = await this.db.deleteFrom('deployments').where('id', 'in', batch.orderBy('created_at').orderBy('id').limit(rule.limit)).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
 }
+
+/** Where a row stands in a list ordered by (created_at, id). */
+export interface ListPosition {
+  created_at: number;
+  id: string;
+}
+
+const FINISHED: DeploymentStatus[] = ['succeeded', 'failed', 'cancelled'];

@@ -75,8 +75,25 @@ export class IdempotencyStore {
     await this.db.deleteFrom('idempotency_keys').where('tenant_id', '=', tenantId).where('key', '=', key).execute();
   }
 
-  async pruneExpired(now: number): Promise<number> {
-    const r = await this.db.deleteFrom('idempotency_keys').where('expires_at', '<=', now).executeTakeFirst();
+  /**
+   * Deletes up to `limit` rows whose window ended, oldest first: one bounded delete, so a
+   * backlog never holds SQLite's write lock for long (retention/retention.ts repeats it).
+   */
+  async pruneExpired(now: number, limit = 500): Promise<number> {
+    const due = await this.db
+      .selectFrom('idempotency_keys')
+      .select(['tenant_id', 'key'])
+      .where('expires_at', '<=', now)
+      .orderBy('expires_at')
+      .limit(limit)
+      .execute();
+    if (due.length === 0) return 0;
+    const r = await this.db
+      .deleteFrom('idempotency_keys')
+      .where((eb) => eb(eb.refTuple('tenant_id', 'key'), 'in', due.map((d) => eb.tuple(d.tenant_id, d.key))))
+      // Checked again on the row itself: a key reused meanwhile holds a new, unexpired claim.
+      .where('expires_at', '<=', now)
+      .executeTakeFirst();
     return Number(r.numDeletedRows);
   }
 }

@@ -28,6 +28,8 @@ import { EnvironmentStore } from './environments.js';
 import { WarmPoolStore } from './warm-pool.js';
 import { MeteringStore } from './metering.js';
 import { HostNameStore } from './host-names.js';
+import { SessionSlotStore } from './session-slots.js';
+import { TenantDiskStore } from './tenant-disk.js';
 import { pgTypes } from './pg-types.js';
 
 export { isUniqueViolation } from './dialect.js';
@@ -60,6 +62,8 @@ export interface Repositories {
   environments: EnvironmentStore;
   warmPool: WarmPoolStore;
   hostNames: HostNameStore;
+  sessionSlots: SessionSlotStore;
+  tenantDisk: TenantDiskStore;
 }
 
 export interface Store extends Repositories {
@@ -90,6 +94,8 @@ function repositories(db: Kysely<Database>): Repositories {
     environments: new EnvironmentStore(db),
     warmPool: new WarmPoolStore(db),
     hostNames: new HostNameStore(db),
+    sessionSlots: new SessionSlotStore(db),
+    tenantDisk: new TenantDiskStore(db),
   };
 }
 

@@ -81,6 +81,22 @@ export interface JobLocksTable {
   expires_at_ms: number;
 }
 
+export type SessionKind = 'logs' | 'exec' | 'sync';
+
+export interface SessionSlotsTable {
+  id: string;
+  tenant_id: string;
+  kind: SessionKind;
+  holder: string;
+  expires_at_ms: number;
+}
+
+export interface TenantDiskTable {
+  tenant_id: string;
+  used_bytes: number;
+  measured_at: number;
+}
+
 export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'crashed';
 
 export interface ServicesTable {
@@ -176,6 +192,8 @@ export interface BuildsTable {
   started_at: number | null;
   finished_at: number | null;
   duration_ms: number | null;
+  /** When retention removed the build's log chunks (the row stays); null while the log is kept. */
+  log_pruned_at: number | null;
 }
 export type BuildRow = Selectable<BuildsTable>;
 export type NewBuildRow = Insertable<BuildsTable>;
@@ -341,6 +359,8 @@ export interface Database {
   activity: ActivityTable;
   idempotency_keys: IdempotencyKeysTable;
   job_locks: JobLocksTable;
+  session_slots: SessionSlotsTable;
+  tenant_disk: TenantDiskTable;
   services: ServicesTable;
   service_env: ServiceEnvTable;
   deployments: DeploymentsTable;

@@ -24,6 +24,16 @@ export class SnapshotStore {
       .execute();
   }
 
+  /** How many snapshots the tenant keeps (its quota counts them). */
+  async countForTenant(tenantId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('snapshots')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
   async delete(tenantId: string, id: string): Promise<boolean> {
     const r = await this.db.deleteFrom('snapshots').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
     return Number(r.numDeletedRows) === 1;

@@ -1,5 +1,6 @@
 import { statfs } from 'node:fs/promises';
 import type { HealthDetail } from '@svc/contract';
+import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { TENANT_NETWORK_PREFIX, type Runtime } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
@@ -45,6 +46,7 @@ export class Health {
     private readonly clock: Clock,
     private readonly dataDir: string,
     private readonly egress: EgressRules,
+    private readonly log?: Logger,
   ) {}
 
   async detail(fresh: boolean): Promise<HealthDetail> {
@@ -93,7 +95,11 @@ export class Health {
       // The engine not answering is reported as available: false, not as an error of this route.
     }
 
-    const egressMissing = await this.egress.missing().catch((err: unknown) => `rules could not be read: ${(err as Error).message}`);
+    // Every tenant reads this detail: what iptables said (paths, host addresses) goes to the log.
+    const egressMissing = await this.egress.missing().catch((err: unknown) => {
+      this.log?.warn({ err }, 'egress firewall rules could not be read');
+      return 'rules could not be read (see the svcd log)';
+    });
 
     const degraded =
       egressMissing !== null ||

@@ -208,6 +208,7 @@ export class Tenants {
 
   async usage(tenantId: string): Promise<TenantUsage> {
     const t = await this.row(tenantId);
+    const disk = await this.store.tenantDisk.find(tenantId);
     const counts = { services: 0, databases: 0, environments: 0 };
     for (const r of this.resources) Object.assign(counts, await r.count(tenantId));
     return {
@@ -218,6 +219,8 @@ export class Tenants {
       memory_mb: t.max_memory_mb,
       cpu_cores: t.max_cpu_cores,
       disk_gb: t.max_disk_gb,
+      disk_used_bytes: disk?.used_bytes ?? 0,
+      disk_measured_at: disk?.measured_at ?? null,
       rate_limit: t.api_rate_limit,
     };
   }

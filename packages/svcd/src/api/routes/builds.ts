@@ -11,6 +11,7 @@ import {
   TenantBuildsQuery,
 } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
@@ -68,11 +69,11 @@ export function buildRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: { svc: { auth: 'key', longRunning: true } },
         schema: {
-          summary: 'Clone and build output as text/plain (the last 5 MB); follow=true streams until the build ends',
+          summary: `Clone and build output as text/plain (the last 5 MB); follow=true streams until the build ends (a followed log counts against the tenant's ${TENANT_SESSION_CAPS.logs} log streams at once: 409 \`quota exceeded\`). Logs of builds finished more than --build-log-retention-days ago (default 30), or older than the service\'s newest 50 builds, are pruned: the answer is then a one-line note saying so`,
           tags: ['builds'],
           params: BuildParams,
           querystring: BuildLogsQuery,
-          response: { 200: { content: { 'text/plain': { schema: Type.String() } } }, ...errors(...KEY_ROUTE_ERRORS, 404) },
+          response: { 200: { content: { 'text/plain': { schema: Type.String() } } }, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
         },
       },
       async (request, reply) => {

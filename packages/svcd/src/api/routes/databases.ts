@@ -15,7 +15,7 @@ export function databaseRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         // No request timeout (spec 8): creating may include pulling the operator's image.
         config: { svc: { auth: 'key', longRunning: true } },
         schema: {
-          summary: "Creates a postgres or redis database (201, status provisioning until a real login succeeds); 409 at the tenant's max_databases",
+          summary: "Creates a postgres or redis database (201, status provisioning until a real login succeeds); 409 at the tenant's max_databases or its disk quota (`quota exceeded: disk`)",
           tags: ['databases'],
           body: CreateDatabaseRequest,
           response: { 201: DatabaseRecord, ...errors(...KEY_ROUTE_ERRORS, 409) },

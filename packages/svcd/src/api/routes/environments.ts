@@ -18,6 +18,7 @@ import {
   TemplateParams,
 } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { SVCD_SESSION_CAPS, TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
@@ -46,7 +47,7 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: long,
         schema: {
-          summary: "Creates an environment and answers once it runs (201, status running); 400 for an unknown template, 409 for a taken name or at the tenant's max_environments",
+          summary: "Creates an environment and answers once it runs (201, status running); 400 for an unknown template, 409 for a taken name, at the tenant's max_environments, or at its disk quota (\`quota exceeded: disk\`)",
           tags,
           body: CreateEnvironmentRequest,
           response: { 201: Environment, ...errors(...KEY_ROUTE_ERRORS, 409, 503) },
@@ -102,7 +103,7 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         // Never replayed: a command is run each time it is asked for (spec 8).
         config: { svc: { auth: 'key', longRunning: true, noIdempotency: true } },
         schema: {
-          summary: 'Runs a command (argv, no shell) in the running environment; killed at timeout (default 60 s, at most 300 s); stdout and stderr each capped at 1 MiB',
+          summary: `Runs a command (argv, no shell) in the running environment; killed at timeout (default 60 s, at most 300 s); stdout and stderr each capped at 1 MiB. A tenant runs at most ${TENANT_SESSION_CAPS.exec} at once (409 \`quota exceeded\`), a server ${SVCD_SESSION_CAPS.exec} (503 \`server busy\`)`,
           tags,
           params: EnvironmentParams,
           body: ExecRequest,
@@ -116,7 +117,7 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: long,
         schema: {
-          summary: "Clones git_url at git_ref into /workspace/<repository name>, replacing what was there; 422 with git's message when the clone fails",
+          summary: `Clones git_url at git_ref into /workspace/<repository name>, replacing what was there; 422 with git's message when the clone fails. A tenant runs at most ${TENANT_SESSION_CAPS.sync} syncs at once (409 \`quota exceeded\`); 503 \`server busy\` when the server's clone budget (--scratch-budget-gb) is taken`,
           tags,
           params: EnvironmentParams,
           body: SyncRequest,

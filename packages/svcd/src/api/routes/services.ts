@@ -22,6 +22,7 @@ import {
   SnapshotList,
 } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { SVCD_SESSION_CAPS, TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
@@ -37,7 +38,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: key,
         schema: {
-          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes). With ?from_snapshot=ID the body is {name} and the snapshot gives image, port and env',
+          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes). With ?from_snapshot=ID the body is {name} and the snapshot gives image, port and env. 409 `quota exceeded: disk` while the tenant is at its disk quota',
           tags: ['services'],
           querystring: CreateServiceQuery,
           body: CreateServiceRequest,
@@ -144,11 +145,11 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: { svc: { auth: 'key', longRunning: true } },
         schema: {
-          summary: 'Container output as text/plain: tail (default 100, max 10000); follow=true streams until the client leaves or the container ends',
+          summary: `Container output as text/plain: tail (default 100, max 10000); follow=true streams until the client leaves or the container ends. A tenant reads at most ${TENANT_SESSION_CAPS.logs} logs at once (409 \`quota exceeded\`), a server serves at most ${SVCD_SESSION_CAPS.logs} (503 \`server busy\`, Retry-After)`,
           tags: ['services'],
           params: ServiceIdParams,
           querystring: LogsQuery,
-          response: { 200: { content: { 'text/plain': { schema: Type.String() } } }, ...errors(...KEY_ROUTE_ERRORS, 404) },
+          response: { 200: { content: { 'text/plain': { schema: Type.String() } } }, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
         },
       },
       async (request, reply) => {
@@ -168,7 +169,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       '/v1/services/:serviceID/snapshots',
       {
         config: key,
-        schema: { summary: "Saves the service's image, port and env as a snapshot", tags: ['snapshots'], params: ServiceIdParams, body: CreateSnapshotRequest, response: { 201: Snapshot, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+        schema: { summary: "Saves the service's image, port and env as a snapshot; 409 `quota exceeded: maximum snapshots reached (50)` when the tenant already keeps 50", tags: ['snapshots'], params: ServiceIdParams, body: CreateSnapshotRequest, response: { 201: Snapshot, ...errors(...KEY_ROUTE_ERRORS, 404, 409) } },
       },
       async (request, reply) => reply.code(201).send(await deps.snapshots.create(tenantOf(request), request.params.serviceID, request.body)),
     );

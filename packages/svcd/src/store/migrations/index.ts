@@ -11,6 +11,8 @@ import { warmPool } from './0008_warm_pool.js';
 import { metering } from './0009_metering.js';
 import { hostNames } from './0010_host_names.js';
 import { sealedIdempotentResponses } from './0011_sealed_idempotent_responses.js';
+import { retention } from './0012_retention.js';
+import { resourceSafety } from './0013_resource_safety.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -29,6 +31,8 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0009_metering': metering,
     '0010_host_names': hostNames,
     '0011_sealed_idempotent_responses': sealedIdempotentResponses(dialect),
+    '0012_retention': retention,
+    '0013_resource_safety': resourceSafety,
   };
   return { getMigrations: async () => migrations };
 }

@@ -1,0 +1,99 @@
+// Where builds and environment syncs clone repositories while they work: a directory of its own,
+// outside the data directory (a tenant's clone filling a disk must not stop the store's writes),
+// under one budget per svcd. Each clone reserves its maximum size up front (the clone is cut off
+// at that size), so the clones running at once never exceed the budget, and none starts when the
+// disk under the directory lacks room for it plus a reserve for everything else on that disk.
+import { lstat, mkdtemp, mkdir, rm, statfs } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { GIB } from '../disk/disk-quota.js';
+
+export type ScratchKind = 'builds' | 'sync';
+
+export class ScratchDirError extends Error {}
+
+/** Free space the scratch disk keeps whatever the budget says. */
+export const SCRATCH_DISK_RESERVE_BYTES = GIB;
+
+export interface ScratchArea {
+  readonly dir: string;
+  /** Removes the directory and gives its reservation back; later calls do nothing. */
+  release(): Promise<void>;
+}
+
+/** Bytes free for an unprivileged writer on the file system holding `dir`. */
+export type FreeBytes = (dir: string) => Promise<number>;
+
+const freeOnDisk: FreeBytes = async (dir) => {
+  const s = await statfs(dir);
+  return s.bavail * s.bsize;
+};
+
+export class ScratchSpace {
+  private reserved = 0;
+
+  constructor(
+    /** This svcd's own directory (`<--scratch-dir>/<instance>`): nobody else writes there. */
+    readonly root: string,
+    readonly budgetBytes: number,
+    private readonly freeBytes: FreeBytes = freeOnDisk,
+  ) {}
+
+  /**
+   * Clears what an earlier process of this instance left (its clones died with it). The scratch
+   * directory itself must be svcd's alone: another local user able to write there could swap a
+   * checked Dockerfile before the engine reads it.
+   */
+  async start(): Promise<void> {
+    const parent = dirname(this.root);
+    await mkdir(parent, { recursive: true, mode: 0o700 });
+    const info = await lstat(parent);
+    const uid = process.getuid?.();
+    if (!info.isDirectory() || (uid !== undefined && info.uid !== uid) || (info.mode & 0o022) !== 0) {
+      throw new ScratchDirError(`the scratch directory ${parent} must be a directory owned by svcd's user and writable by it alone`);
+    }
+    await rm(this.root, { recursive: true, force: true });
+    await mkdir(this.root, { recursive: true, mode: 0o700 });
+  }
+
+  /** A fresh directory with room for `bytes`, or null when the budget or the disk has none now. */
+  async reserve(kind: ScratchKind, name: string, bytes: number): Promise<ScratchArea | null> {
+    if (this.reserved + bytes > this.budgetBytes) return null;
+    // Counted before the awaits below, so that concurrent reservations cannot overshoot together.
+    this.reserved += bytes;
+    let released = false;
+    const giveBack = () => {
+      if (released) return;
+      released = true;
+      this.reserved -= bytes;
+    };
+    try {
+      const parent = join(this.root, kind);
+      await mkdir(parent, { recursive: true, mode: 0o700 });
+      // Every reservation counts as not yet written: concurrent clones do not all see the same room.
+      if ((await this.freeBytes(parent)) < this.reserved + SCRATCH_DISK_RESERVE_BYTES) {
+        giveBack();
+        return null;
+      }
+      const dir = await mkdtemp(join(parent, `${name}-`));
+      return {
+        dir,
+        release: async () => {
+          if (released) return;
+          try {
+            await rm(dir, { recursive: true, force: true });
+          } finally {
+            giveBack();
+          }
+        },
+      };
+    } catch (err) {
+      giveBack();
+      throw err;
+    }
+  }
+
+  /** Bytes reserved now (health, tests). */
+  get inUse(): number {
+    return this.reserved;
+  }
+}

@@ -1,0 +1,112 @@
+// The engine's stream formats as svcd reads them: frames and progress lines, one at a time.
+import assert from 'node:assert/strict';
+import { PassThrough, Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { describe, test } from 'node:test';
+import { consumeProgress, OutputDemuxer, PROGRESS_LINE_MAX_BYTES, type ProgressEvent } from '../src/runtime/engine-streams.js';
+
+function frame(type: number, payload: string | Buffer): Buffer {
+  const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
+  const header = Buffer.alloc(8);
+  header[0] = type;
+  header.writeUInt32BE(body.length, 4);
+  return Buffer.concat([header, body]);
+}
+
+async function demuxed(chunks: Buffer[]): Promise<string> {
+  const parts: Buffer[] = [];
+  await pipeline(Readable.from(chunks), new OutputDemuxer(), new Writable({ write: (c: Buffer, _e, done) => (parts.push(c), done()) }));
+  return Buffer.concat(parts).toString();
+}
+
+describe('OutputDemuxer', () => {
+  test('passes stdout and stderr payloads on in order, whatever the chunk boundaries', async () => {
+    const all = Buffer.concat([frame(1, 'out one\n'), frame(2, 'err\n'), frame(1, 'out two\n')]);
+    assert.equal(await demuxed([all]), 'out one\nerr\nout two\n');
+    // One byte at a time: headers and payloads split everywhere.
+    assert.equal(await demuxed([...all].map((b) => Buffer.from([b]))), 'out one\nerr\nout two\n');
+  });
+
+  test("a stream that is not multiplexed (a TTY container's) passes as is", async () => {
+    assert.equal(await demuxed([Buffer.from('plain text output\n')]), 'plain text output\n');
+  });
+
+  test('a reader that stops reading stops the source: nothing piles up in between', async () => {
+    const source = new PassThrough({ highWaterMark: 16 * 1024 });
+    const demuxer = new OutputDemuxer();
+    source.pipe(demuxer);
+    // Nobody reads the demuxer. Write 50 MB of frames as a producer honouring write() would.
+    let written = 0;
+    const payload = Buffer.alloc(64 * 1024, 'x');
+    while (written < 50 * 1024 * 1024 && source.write(frame(1, payload))) written += payload.length;
+    assert.ok(written < 1024 * 1024, `the producer could write ${written} bytes into an unread stream`);
+    // The positive side: once the reader reads, the producer may go on.
+    const drained = new Promise((r) => source.once('drain', r));
+    demuxer.resume();
+    await drained;
+    source.destroy();
+    demuxer.destroy();
+  });
+});
+
+describe('consumeProgress', () => {
+  test('hands each event over as it arrives and rejects with the first error the engine reported', async () => {
+    const events: ProgressEvent[] = [];
+    const stream = new PassThrough();
+    const done = consumeProgress(stream, (e) => events.push(e));
+    stream.write('{"status":"Pulling fs layer","id":"a"}\n{"stream":"Step 1/2\\n"}\n');
+    await new Promise((r) => setImmediate(r));
+    assert.equal(events.length, 2, 'events arrive before the stream ends');
+    stream.end('{"error":"manifest unknown "}\n{"status":"after"}');
+    await assert.rejects(done, /^Error: manifest unknown$/);
+    assert.equal(events.at(-1)?.status, 'after');
+  });
+
+  test('a character split between two chunks arrives whole', async () => {
+    const events: ProgressEvent[] = [];
+    const line = Buffer.from('{"stream":"caf\u00e9 \u2713"}\n');
+    const cut = line.indexOf(0xa9); // inside the two bytes of é
+    await consumeProgress(Readable.from([line.subarray(0, cut), line.subarray(cut)]), (e) => events.push(e));
+    assert.equal(events[0]?.stream, 'caf\u00e9 \u2713');
+  });
+
+  test('keeps nothing of the stream: 200 MB of progress leaves the heap where it was', async () => {
+    const event = Buffer.from(`${JSON.stringify({ status: 'Downloading', id: 'layer', progressDetail: { current: 1, total: 2 }, pad: 'p'.repeat(900) })}\n`);
+    const perChunk = Buffer.concat(Array.from({ length: 64 }, () => event));
+    const chunks = Math.ceil((200 * 1024 * 1024) / perChunk.length);
+    global.gc?.();
+    const before = process.memoryUsage().heapUsed;
+    let seen = 0;
+    let peak = before;
+    await consumeProgress(
+      Readable.from(
+        (function* () {
+          for (let i = 0; i < chunks; i++) yield perChunk;
+        })(),
+      ),
+      () => {
+        if (++seen % 20_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed);
+      },
+    );
+    assert.equal(seen, chunks * 64);
+    assert.ok(peak - before < 64 * 1024 * 1024, `the heap grew by ${((peak - before) / 1024 / 1024).toFixed(0)} MB`);
+  });
+
+  test('a line longer than the cap is refused instead of kept', async () => {
+    const huge = (function* () {
+      yield Buffer.from('{"stream":"');
+      for (let sent = 0; sent <= PROGRESS_LINE_MAX_BYTES; sent += 64 * 1024) yield Buffer.alloc(64 * 1024, 'a');
+    })();
+    await assert.rejects(consumeProgress(Readable.from(huge)), /progress line over/);
+  });
+
+  test('an abort stops the read and rejects with its reason', async () => {
+    const stream = new PassThrough();
+    const controller = new AbortController();
+    const done = consumeProgress(stream, () => {}, controller.signal);
+    stream.write('{"status":"one"}\n');
+    controller.abort(new Error('cancelled by the tenant'));
+    await assert.rejects(done, /cancelled by the tenant/);
+    assert.ok(stream.destroyed);
+  });
+});

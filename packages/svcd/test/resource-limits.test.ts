@@ -1,0 +1,165 @@
+// The bookkeeping behind the resource limits: session slots on both stores (counted across svcd
+// processes, a dead holder's slots expire), the scratch budget, and whose built image is whose.
+import assert from 'node:assert/strict';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { SessionLimits } from '../src/sessions/session-limits.js';
+import { ScratchSpace, SCRATCH_DISK_RESERVE_BYTES } from '../src/scratch/scratch-space.js';
+import { builtImageOwner } from '../src/services/images.js';
+import { openStore, type Store } from '../src/store/index.js';
+import { STORES, storeLocation, tenantRow } from './harness.js';
+import { ManualClock } from './manual-clock.js';
+
+const caps = { tenant: { logs: 2, exec: 1, sync: 1 }, svcd: { logs: 10, exec: 10, sync: 10 }, leaseMs: 60_000 };
+
+for (const kind of STORES) {
+  describe(`session slots (${kind})`, () => {
+    let store: Store;
+    let second: Store;
+    let cleanup: () => Promise<void>;
+    const clock = new ManualClock();
+
+    before(async () => {
+      const loc = await storeLocation(kind);
+      cleanup = loc.cleanup;
+      store = await openStore(loc);
+      second = await openStore(loc);
+      await store.tenants.insert(tenantRow('t-slots', 'slots'));
+      await store.tenants.insert(tenantRow('t-other', 'other'));
+    });
+    after(async () => {
+      await store.close();
+      await second.close();
+      await cleanup();
+    });
+
+    test("a tenant's cap holds across two svcd on one store; a released slot is free again", async () => {
+      const one = new SessionLimits(store, clock, clock, 'instance-a/boot1', caps);
+      const two = new SessionLimits(second, clock, clock, 'instance-b/boot1', caps);
+      const s1 = await one.acquire('t-slots', 'logs');
+      const s2 = await two.acquire('t-slots', 'logs');
+      await assert.rejects(one.acquire('t-slots', 'logs'), /quota exceeded: at most 2 log streams at once/);
+      await assert.rejects(two.acquire('t-slots', 'logs'), /quota exceeded: at most 2 log streams at once/);
+      // Other kinds and other tenants are counted apart.
+      await (await one.acquire('t-slots', 'exec')).release();
+      const other = await two.acquire('t-other', 'logs');
+      await s1.release();
+      const s3 = await two.acquire('t-slots', 'logs');
+      await Promise.all([s2, s3, other].map((s) => s.release()));
+    });
+
+    test("a holder that died: its slots expire with their lease; a live holder's renewals keep them", async () => {
+      const dead = new SessionLimits(store, clock, clock, 'instance-c/boot1', caps);
+      const live = new SessionLimits(second, clock, clock, 'instance-d/boot1', caps);
+      await live.start();
+      try {
+        await dead.acquire('t-slots', 'sync'); // never released: its process is gone
+        await assert.rejects(live.acquire('t-slots', 'sync'), /quota exceeded/);
+        const kept = await live.acquire('t-slots', 'exec');
+        // Past the lease: the dead holder's slot no longer counts; the live one's was renewed.
+        await clock.advance(caps.leaseMs + 25_000);
+        await renewalWritten();
+        const fresh = await live.acquire('t-slots', 'sync');
+        await assert.rejects(dead.acquire('t-slots', 'exec'), /quota exceeded: at most 1 commands/);
+        await Promise.all([kept.release(), fresh.release()]);
+      } finally {
+        live.close();
+      }
+    });
+
+    test('a restarted instance drops the slots of its earlier boot at once', async () => {
+      const before = new SessionLimits(store, clock, clock, 'instance-e/boot1', caps);
+      await before.acquire('t-other', 'sync');
+      const after = new SessionLimits(store, clock, clock, 'instance-e/boot2', caps);
+      await assert.rejects(after.acquire('t-other', 'sync'), /quota exceeded/);
+      await after.start();
+      try {
+        await (await after.acquire('t-other', 'sync')).release();
+      } finally {
+        after.close();
+      }
+    });
+  });
+}
+
+/** The renewal runs on its timer without being awaited: give its statements a moment. */
+const renewalWritten = () => new Promise((r) => setTimeout(r, 50));
+
+describe('scratch space', () => {
+  const dirs: string[] = [];
+  after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const root = () => {
+    const d = mkdtempSync(join(tmpdir(), 'svc-scratch-test-'));
+    dirs.push(d);
+    return join(d, 'instance');
+  };
+  const MB = 1024 * 1024;
+
+  test('clones reserve their cap: within the budget they get a fresh directory, past it none', async () => {
+    const space = new ScratchSpace(root(), 1000 * MB, async () => 100 * 1024 * MB);
+    await space.start();
+    const a = await space.reserve('builds', 'b1', 500 * MB);
+    const b = await space.reserve('sync', 'e1', 500 * MB);
+    assert.ok(a && b);
+    assert.notEqual(a.dir, b.dir);
+    assert.ok(a.dir.startsWith(join(space.root, 'builds')) && b.dir.startsWith(join(space.root, 'sync')));
+    assert.equal(await space.reserve('builds', 'b2', 1), null, 'the budget is spent');
+    writeFileSync(join(a.dir, 'file'), 'x');
+    await a.release();
+    await a.release(); // twice is harmless
+    assert.ok(!existsSync(a.dir), 'a released clone is removed');
+    assert.equal(space.inUse, 500 * MB);
+    const c = await space.reserve('builds', 'b3', 500 * MB);
+    assert.ok(c, 'a released reservation is free again');
+  });
+
+  test('no clone starts when the disk lacks room for it and the reserve, whatever the budget', async () => {
+    let free = 500 * MB + SCRATCH_DISK_RESERVE_BYTES - 1;
+    const space = new ScratchSpace(root(), 100_000 * MB, async () => free);
+    await space.start();
+    assert.equal(await space.reserve('sync', 'e1', 500 * MB), null);
+    assert.equal(space.inUse, 0, 'a refused reservation holds nothing');
+    free += 1;
+    assert.ok(await space.reserve('sync', 'e1', 500 * MB));
+  });
+
+  test('a scratch directory others may write to is refused at start', async () => {
+    const shared = mkdtempSync(join(tmpdir(), 'svc-scratch-shared-'));
+    dirs.push(shared);
+    chmodSync(shared, 0o777);
+    await assert.rejects(new ScratchSpace(join(shared, 'instance'), 1000 * MB).start(), /must be a directory owned by svcd's user and writable by it alone/);
+    chmodSync(shared, 0o700);
+    await new ScratchSpace(join(shared, 'instance'), 1000 * MB).start();
+  });
+
+  test('concurrent clones each need their room on the disk: reservations count as written', async () => {
+    const space = new ScratchSpace(root(), 100_000 * MB, async () => 900 * MB + SCRATCH_DISK_RESERVE_BYTES);
+    await space.start();
+    assert.ok(await space.reserve('builds', 'b1', 500 * MB));
+    assert.equal(await space.reserve('builds', 'b2', 500 * MB), null, 'the disk has room for one of them, not both');
+  });
+
+  test('start clears what an earlier process of the instance left', async () => {
+    const space = new ScratchSpace(root(), 1000 * MB, async () => 100 * 1024 * MB);
+    await space.start();
+    const left = await space.reserve('builds', 'crashed', 10 * MB);
+    assert.ok(left);
+    writeFileSync(join(left.dir, 'half-cloned'), 'x');
+    await new ScratchSpace(space.root, 1000 * MB).start();
+    assert.ok(!existsSync(left.dir));
+  });
+});
+
+describe("a built image's owner (disk quota)", () => {
+  test('only svc/<tenant>/<service>:<build>, locally or under the build registry, names a tenant', () => {
+    const registry = '127.0.0.1:5000';
+    assert.equal(builtImageOwner('svc/abc123/s1:b1', null), 'abc123');
+    assert.equal(builtImageOwner('127.0.0.1:5000/svc/abc123/s1:b1', registry), 'abc123');
+    // Names a tenant could give an image it pulls do not charge another tenant.
+    for (const tag of ['docker.io/evil/svc/abc123/s1:b1', '127.0.0.1:5001/svc/abc123/s1:b1', 'evil/svc/abc123/s1:b1', 'svc/ABC/s1:b1', 'svc/abc123/s1/x:b1', 'busybox:latest']) {
+      assert.equal(builtImageOwner(tag, registry), null, tag);
+    }
+  });
+});
