@@ -3,8 +3,8 @@
 // each latency is measured from the moment the request was due.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError, type SvcClient } from '../../packages/client/src/index.js';
-import { existsSync, readFileSync } from 'node:fs';
-import { TEST_REGISTRY, buildImage, docker, finished, imagePresent } from '../../packages/svcd/test/images.js';
+import { existsSync } from 'node:fs';
+import { TEST_REGISTRY, buildImage, docker, finished, httpdImageFiles, imagePresent } from '../../packages/svcd/test/images.js';
 import type { Observations, Slice } from './observations.js';
 
 /** Past this a request counts as unanswered (status 0), with this long as its latency. */
@@ -31,26 +31,19 @@ export const SERVICE_IMAGE = `${TEST_REGISTRY}/svc-test/soak-httpd:1`;
 export async function ensureServiceImage(): Promise<void> {
   if (!(await imagePresent(SERVICE_IMAGE))) {
     if (!existsSync('/bin/busybox')) throw new Error("/bin/busybox is missing: install Debian's busybox-static (make bench-soak does)");
-    await buildImage(SERVICE_IMAGE, {
-      Dockerfile: {
-        body: [
-          'FROM scratch',
-          'COPY busybox /bin/busybox',
-          'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
-          'COPY www /www',
-          'ENV PATH=/bin',
-          'EXPOSE 8000',
-          'CMD ["/bin/sh", "-c", "exec httpd -f -p ${PORT:-8000} -h /www"]',
-        ].join('\n'),
-      },
-      busybox: { body: readFileSync('/bin/busybox'), mode: 0o755 },
-      'www/index.html': { body: 'soak\n' },
-      // CRLF after the CGI header, as Node's HTTP parser insists.
-      'www/cgi-bin/log': {
-        body: ['#!/bin/sh', "printf 'Content-Type: text/plain\\r\\n\\r\\n'", 'echo "log: $QUERY_STRING" > /proc/1/fd/1', 'echo logged', ''].join('\n'),
-        mode: 0o755,
-      },
-    });
+    await buildImage(
+      SERVICE_IMAGE,
+      httpdImageFiles({
+        index: 'soak\n',
+        files: {
+          // CRLF after the CGI header, as Node's HTTP parser insists.
+          'www/cgi-bin/log': {
+            body: ['#!/bin/sh', "printf 'Content-Type: text/plain\\r\\n\\r\\n'", 'echo "log: $QUERY_STRING" > /proc/1/fd/1', 'echo logged', ''].join('\n'),
+            mode: 0o755,
+          },
+        },
+      }),
+    );
   }
   // Every run: cheap when the registry has the layers, and right when it was wiped.
   await finished(await docker.getImage(SERVICE_IMAGE).push({ authconfig: {} }));

@@ -183,8 +183,26 @@ async function buildTestImages(): Promise<void> {
       'websocket.sh': { body: WEBSOCKET, mode: 0o755 },
     });
   }
-  // Both serve on $PORT (readiness) while a second process does what the tests need.
-  const servingWhile = (work: string, index: string) => ({
+  if (!(await imagePresent(BURNER_IMAGE))) await buildImage(BURNER_IMAGE, httpdImageFiles({ index: 'burning\n', work: "timeout 60 sh -c 'while :; do :; done'; wait" }));
+  // 1 KB lines as fast as the engine takes them.
+  if (!(await imagePresent(CHATTER_IMAGE))) await buildImage(CHATTER_IMAGE, httpdImageFiles({ index: 'chatting\n', work: "yes $(printf '%01000d' 0)" }));
+  if (!(await imagePresent(SLEEPER_IMAGE))) {
+    await buildImage(SLEEPER_IMAGE, {
+      Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sleep", "3600"]'].join('\n') },
+      busybox,
+    });
+  }
+}
+
+type ImageFiles = Record<string, { body: string | Buffer; mode?: number }>;
+
+/**
+ * An image of Debian's static busybox serving /www over HTTP on $PORT (readiness), with `work`
+ * running beside it when given (else httpd is PID 1), and any further files.
+ */
+export function httpdImageFiles(o: { index: string; work?: string; files?: ImageFiles }): ImageFiles {
+  const serve = 'httpd -f -p ${PORT:-8000} -h /www';
+  return {
     Dockerfile: {
       body: [
         'FROM scratch',
@@ -192,21 +210,14 @@ async function buildTestImages(): Promise<void> {
         'RUN ["/bin/busybox", "--install", "-s", "/bin"]',
         'COPY www /www',
         'ENV PATH=/bin',
-        `CMD ["/bin/sh", "-c", "httpd -f -p \${PORT:-8000} -h /www & ${work}"]`,
+        'EXPOSE 8000',
+        `CMD ["/bin/sh", "-c", "${o.work === undefined ? `exec ${serve}` : `${serve} & ${o.work}`}"]`,
       ].join('\n'),
     },
-    busybox,
-    'www/index.html': { body: index },
-  });
-  if (!(await imagePresent(BURNER_IMAGE))) await buildImage(BURNER_IMAGE, servingWhile("timeout 60 sh -c 'while :; do :; done'; wait", 'burning\n'));
-  // 1 KB lines as fast as the engine takes them.
-  if (!(await imagePresent(CHATTER_IMAGE))) await buildImage(CHATTER_IMAGE, servingWhile("yes $(printf '%01000d' 0)", 'chatting\n'));
-  if (!(await imagePresent(SLEEPER_IMAGE))) {
-    await buildImage(SLEEPER_IMAGE, {
-      Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sleep", "3600"]'].join('\n') },
-      busybox,
-    });
-  }
+    busybox: { body: readFileSync(BUSYBOX), mode: 0o755 },
+    'www/index.html': { body: o.index },
+    ...o.files,
+  };
 }
 
 /** Removes every image matching a reference pattern (svc/<tenant>/*, a repository, ...). */
