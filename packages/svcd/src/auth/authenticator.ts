@@ -12,9 +12,10 @@ export interface Principal {
   keyId: string;
 }
 
-function bearerKey(authorization: string | undefined): ReturnType<typeof parseKey> {
+/** The token of an `Authorization: Bearer <token>` header, or null when it is not one. */
+function bearerToken(authorization: string | undefined): string | null {
   const m = authorization === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-  return m?.[1] ? parseKey(m[1]) : null;
+  return m?.[1] ?? null;
 }
 
 /** Turns an `Authorization: Bearer <keyID>.<secret>` header into a principal, or 401. */
@@ -30,15 +31,15 @@ export class Authenticator {
    * store query. (Unknown key ids are never cached, so a flood of made-up keys always misses.)
    */
   isCached(authorization: string | undefined): boolean {
-    const parsed = bearerKey(authorization);
+    const token = bearerToken(authorization);
+    const parsed = token === null ? null : parseKey(token);
     return parsed !== null && this.cache.get(parsed.id) !== undefined;
   }
 
   async authenticate(authorization: string | undefined): Promise<Principal> {
-    if (authorization === undefined || !/^Bearer\s+\S+\s*$/i.test(authorization)) {
-      throw new UnauthorizedError('missing or malformed Authorization header (want: Bearer <api key>)');
-    }
-    const parsed = bearerKey(authorization);
+    const token = bearerToken(authorization);
+    if (token === null) throw new UnauthorizedError('missing or malformed Authorization header (want: Bearer <api key>)');
+    const parsed = parseKey(token);
     if (!parsed) throw new UnauthorizedError('invalid API key');
 
     let key = this.cache.get(parsed.id);

@@ -44,11 +44,6 @@ export class DiskQuota {
       throw new QuotaExceededError(`disk: the tenant's workloads use ${gb(disk.used_bytes)} of ${tenant.max_disk_gb} GB; free space (files, environments, databases) first`);
     }
   }
-
-  async used(tenantId: string): Promise<{ bytes: number; measuredAt: number | null }> {
-    const disk = await this.store.tenantDisk.find(tenantId);
-    return { bytes: disk?.used_bytes ?? 0, measuredAt: disk?.measured_at ?? null };
-  }
 }
 
 /** What the last measurement found, for the operator's metrics. */

@@ -121,11 +121,6 @@ export class RateLimits {
     return this.tenants;
   }
 
-  /** Exposed for tests of the bucket bookkeeping. */
-  get clientIpBuckets(): KeyedLimiter {
-    return this.clientIps;
-  }
-
   close(): void {
     this.tenants.close();
     this.registrationByIp.close();

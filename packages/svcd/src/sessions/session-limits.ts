@@ -129,11 +129,6 @@ export class SessionLimits {
       await slot.release();
     }
   }
-
-  /** Sessions open on this svcd now, by kind (operator metrics, tests). */
-  get openHere(): Readonly<Record<SessionKind, number>> {
-    return { ...this.open };
-  }
 }
 
 /** Holds the slot for as long as the stream is open; however the stream ends, the slot is freed. */

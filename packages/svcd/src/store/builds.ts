@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { BuildRow, BuildStatus, BuildsTable, Database, NewBuildRow } from './schema.js';
-import type { ListPosition } from './deployments.js';
+import { nextServiceAfter, positionAt, type ListPosition } from './service-lists.js';
 
 export class BuildStore {
   constructor(private readonly db: Kysely<Database>) {}
@@ -136,27 +136,14 @@ export class BuildStore {
     return rows.map((r) => r.id);
   }
 
-  /** The next service after `serviceId` (in id order) that has builds: one index seek. */
-  async nextServiceAfter(serviceId: string): Promise<string | undefined> {
-    const r = await this.db
-      .selectFrom('builds')
-      .select((eb) => eb.fn.min<string | null>('service_id').as('service_id'))
-      .where('service_id', '>', serviceId)
-      .executeTakeFirst();
-    return r?.service_id ?? undefined;
+  /** The next service after `serviceId` (in id order) that has builds. */
+  nextServiceAfter(serviceId: string): Promise<string | undefined> {
+    return nextServiceAfter(this.db, 'builds', serviceId);
   }
 
   /** The service's build at `offset` in its list (newest first); undefined when it has fewer. */
-  async positionAt(serviceId: string, offset: number): Promise<ListPosition | undefined> {
-    return this.db
-      .selectFrom('builds')
-      .select(['created_at', 'id'])
-      .where('service_id', '=', serviceId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .offset(offset)
-      .executeTakeFirst();
+  positionAt(serviceId: string, offset: number): Promise<ListPosition | undefined> {
+    return positionAt(this.db, 'builds', serviceId, offset);
   }
 
   /** Finished builds of the service at `last` or listed after it (older) that still have their log, oldest first. */

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, DeploymentRow, DeploymentStatus, DeploymentsTable, NewDeploymentRow } from './schema.js';
+import { nextServiceAfter, positionAt, type ListPosition } from './service-lists.js';
 
 export class DeploymentStore {
   constructor(private readonly db: Kysely<Database>) {}
@@ -40,27 +41,14 @@ export class DeploymentStore {
   // Retention (retention/retention.ts): each call is one bounded statement. Nothing references a
   // deployment row (builds name their deployment's id as text).
 
-  /** The next service after `serviceId` (in id order) that has deployments: one index seek. */
-  async nextServiceAfter(serviceId: string): Promise<string | undefined> {
-    const r = await this.db
-      .selectFrom('deployments')
-      .select((eb) => eb.fn.min<string | null>('service_id').as('service_id'))
-      .where('service_id', '>', serviceId)
-      .executeTakeFirst();
-    return r?.service_id ?? undefined;
+  /** The next service after `serviceId` (in id order) that has deployments. */
+  nextServiceAfter(serviceId: string): Promise<string | undefined> {
+    return nextServiceAfter(this.db, 'deployments', serviceId);
   }
 
   /** The service's deployment at `offset` in its list (newest first); undefined when it has fewer. */
-  async positionAt(serviceId: string, offset: number): Promise<ListPosition | undefined> {
-    return this.db
-      .selectFrom('deployments')
-      .select(['created_at', 'id'])
-      .where('service_id', '=', serviceId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .offset(offset)
-      .executeTakeFirst();
+  positionAt(serviceId: string, offset: number): Promise<ListPosition | undefined> {
+    return positionAt(this.db, 'deployments', serviceId, offset);
   }
 
   /** The service's newest succeeded deployment: what it runs (or last ran). */
@@ -101,12 +89,6 @@ export class DeploymentStore {
     const r = await this.db.deleteFrom('deployments').where('id', 'in', batch.orderBy('created_at').orderBy('id').limit(rule.limit)).executeTakeFirst();
     return Number(r.numDeletedRows);
   }
-}
-
-/** Where a row stands in a list ordered by (created_at, id). */
-export interface ListPosition {
-  created_at: number;
-  id: string;
 }
 
 const FINISHED: DeploymentStatus[] = ['succeeded', 'failed', 'cancelled'];
