@@ -14,7 +14,7 @@ import type { Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, HostFirewall, type Runtime } from './runtime/index.js';
+import { DockerRuntime, HostFirewall, TenantCgroups, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
@@ -97,6 +97,8 @@ export interface Deps {
   proxy: CaddyProxy | null;
   /** Tenant egress: the host's ports and private networks closed to tenant workloads. */
   hostFirewall: HostFirewall;
+  /** The tenants' CPU group (null: --tenant-cpu-weight off). */
+  tenantCgroups: TenantCgroups | null;
   jobs: PeriodicJobs;
   /** Bring records and engine together: every 30 s, and once at start. */
   reconcileJobs: JobDefinition[];
@@ -159,7 +161,14 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     }));
   // One id per store: it labels every workload, so installations sharing an engine stay apart.
   const installation = await store.settings.getOrCreate('installation_id', hexId(8));
-  const runtime = o.runtime ?? new DockerRuntime(config.dockerHost, installation);
+  const tenantCgroups = config.tenantCpuWeight === null ? null : new TenantCgroups(config.tenantCpuWeight);
+  const runtime =
+    o.runtime ??
+    new DockerRuntime(config.dockerHost, installation, tenantCgroups && {
+      groups: tenantCgroups,
+      // Said once, when the first workload would have been placed.
+      unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
+    });
   const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
   const instance = loadInstanceId(config.dataDir);
@@ -323,6 +332,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     metricsListener: new MetricsListener(metrics),
     proxy,
     hostFirewall,
+    tenantCgroups,
     jobs,
     reconcileJobs,
     requestTimeoutMs: o.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
@@ -341,6 +351,16 @@ export async function startBackground(deps: Deps): Promise<void> {
   } catch (err) {
     if (!deps.config.dev) throw err;
     deps.log.warn({ err }, 'tenant egress rules are not installed: tenant workloads can reach the host and private networks');
+  }
+  // Also before any workload starts, and refused alike: without it one tenant's CPU load slows
+  // svcd and every other tenant (runtime/tenant-cgroups.ts).
+  if (deps.tenantCgroups) {
+    try {
+      deps.log.info(await deps.tenantCgroups.install(), 'tenant workloads share one CPU group under a low weight');
+    } catch (err) {
+      if (!deps.config.dev) throw err;
+      deps.log.warn({ err }, 'the tenants\' CPU weight is not set: tenant workloads compete with svcd for CPU as equals');
+    }
   }
   if (deps.config.metricsListen) {
     const at = await deps.metricsListener.listen(deps.config.metricsListen);

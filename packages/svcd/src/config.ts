@@ -8,6 +8,7 @@ import type { TemplateId } from '@svc/contract';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
+import { CPU_WEIGHT_RANGE, DEFAULT_TENANT_CPU_WEIGHT } from './runtime/tenant-cgroups.js';
 import { DEFAULT_RETENTION, RETENTION_DAYS_MAX, RETENTION_DAYS_MIN, type RetentionWindows } from './retention/rules.js';
 
 export type SandboxMode = 'auto' | 'required' | 'off';
@@ -70,6 +71,11 @@ export interface Config {
   scratch: { dir: string; budgetBytes: number };
   /** Private destinations tenant workloads may reach after all (--egress-allow CIDR[:PORT],...). */
   egressAllow: EgressAllowance[];
+  /**
+   * The CPU weight of all tenant workloads together against svcd, the engine and the rest of the
+   * host (--tenant-cpu-weight, cgroup v2's scale 1-10000; null: off, runtime/tenant-cgroups.ts).
+   */
+  tenantCpuWeight: number | null;
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -122,6 +128,7 @@ export interface RawOptions {
   buildLogRetentionDays?: string;
   keyRetentionDays?: string;
   egressAllow?: string;
+  tenantCpuWeight?: string;
 }
 
 /** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
@@ -260,6 +267,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }
+  const tenantCpuWeight = parseTenantCpuWeight(raw.tenantCpuWeight);
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -297,6 +305,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     retention,
     scratch,
     egressAllow,
+    tenantCpuWeight,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }
@@ -314,6 +323,16 @@ function parseScratch(dirRaw: string | undefined, budgetRaw: string | undefined,
   const gb = Number(budgetRaw ?? DEFAULT_SCRATCH_BUDGET_GB);
   if (!Number.isFinite(gb) || gb < 1 || gb > 10_000) throw new ConfigError(`--scratch-budget-gb must be a number from 1 to 10000, got ${JSON.stringify(budgetRaw)}`);
   return { dir, budgetBytes: Math.floor(gb * 1024 ** 3) };
+}
+
+/** `off`, or an integer on cgroup v2's cpu.weight scale. */
+function parseTenantCpuWeight(raw: string | undefined): number | null {
+  if (raw?.trim() === 'off') return null;
+  const weight = raw === undefined ? DEFAULT_TENANT_CPU_WEIGHT : Number(raw.trim() === '' ? Number.NaN : raw);
+  if (!Number.isInteger(weight) || weight < CPU_WEIGHT_RANGE.min || weight > CPU_WEIGHT_RANGE.max) {
+    throw new ConfigError(`--tenant-cpu-weight must be off or an integer from ${CPU_WEIGHT_RANGE.min} to ${CPU_WEIGHT_RANGE.max}, got ${JSON.stringify(raw)}`);
+  }
+  return weight;
 }
 
 /** Whole days within the bounds every retention window shares. */

@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
 import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, type RawOptions } from './config.js';
-import { FirewallError, SANDBOX_RUNTIME } from './runtime/index.js';
+import { DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
 
 const program = new Command('svcd')
@@ -40,6 +40,7 @@ const program = new Command('svcd')
   .addOption(new Option('--metering-database-url <url>', "a PostgreSQL of its own for usage samples and rollups; unset: svc's store").env('SVC_METERING_DATABASE_URL'))
   .addOption(new Option('--metering-interval <seconds>', 'how often running containers are sampled').env('SVC_METERING_INTERVAL').default(DEFAULT_METERING_INTERVAL_S))
   .addOption(new Option('--egress-allow <cidr[:port],...>', 'private destinations tenant workloads may reach (an internal mirror, say); everything private is closed otherwise').env('SVC_EGRESS_ALLOW'))
+  .addOption(new Option('--tenant-cpu-weight <weight|off>', "CPU weight of all tenant workloads together against svcd, the engine and the host (1-10000, the host's default is 100); tenants share it equally").env('SVC_TENANT_CPU_WEIGHT').default(String(DEFAULT_TENANT_CPU_WEIGHT)))
   .addOption(new Option('--metering-retention-days <days>', 'how long hourly and daily rollups are kept').env('SVC_METERING_RETENTION_DAYS').default(DEFAULT_METERING_RETENTION_DAYS))
   .addOption(new Option('--activity-retention-days <days>', 'activity entries older than this are deleted (1-3650; each tenant also keeps only its newest 10000)').env('SVC_ACTIVITY_RETENTION_DAYS').default(String(DEFAULT_RETENTION.activityDays)))
   .addOption(new Option('--deployment-retention-days <days>', "finished deployments older than this are deleted (1-3650), except a service's newest 10 and the one it runs").env('SVC_DEPLOYMENT_RETENTION_DAYS').default(String(DEFAULT_RETENTION.deploymentDays)))
@@ -85,9 +86,14 @@ async function main(): Promise<void> {
   try {
     await startBackground(deps);
   } catch (err) {
-    // Production runs no tenant workload without the egress rules (DECISIONS.md).
-    if (!(err instanceof FirewallError)) throw err;
-    process.stderr.write(`svcd: ${err.message} (svcd needs root or CAP_NET_ADMIN and iptables with Docker's DOCKER-USER chain; --dev runs without them)\n`);
+    // Production runs no tenant workload without the egress rules (DECISIONS.md) or the tenants' CPU weight.
+    if (err instanceof FirewallError) {
+      process.stderr.write(`svcd: ${err.message} (svcd needs root or CAP_NET_ADMIN and iptables with Docker's DOCKER-USER chain; --dev runs without them)\n`);
+    } else if (err instanceof TenantCgroupError) {
+      process.stderr.write(`svcd: ${err.message} (svcd needs root on the engine's host and a writable cgroup cpu controller; --tenant-cpu-weight off runs without it)\n`);
+    } else {
+      throw err;
+    }
     await app.close();
     await closeDeps(deps);
     process.exit(2);

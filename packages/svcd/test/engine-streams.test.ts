@@ -1,9 +1,14 @@
 // The engine's stream formats as svcd reads them: frames and progress lines, one at a time.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { describe, test } from 'node:test';
 import { consumeProgress, OutputDemuxer, PROGRESS_LINE_MAX_BYTES, type ProgressEvent } from '../src/runtime/engine-streams.js';
+import { DockerRuntime, WorkloadNotRunningError } from '../src/runtime/index.js';
 
 function frame(type: number, payload: string | Buffer): Buffer {
   const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
@@ -108,5 +113,29 @@ describe('consumeProgress', () => {
     controller.abort(new Error('cancelled by the tenant'));
     await assert.rejects(done, /cancelled by the tenant/);
     assert.ok(stream.destroyed);
+  });
+});
+
+describe('log reads the engine refuses', () => {
+  // An HTTP server on a unix socket standing in for the Engine API: only the answer to a log
+  // read matters here, and the real engine's 409 needs a container caught while it is removed.
+  test("the engine's 409 (a container dead or being removed) is WorkloadNotRunningError; its 404 stays an error of its own", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-engine-'));
+    const socketPath = join(dir, 'engine.sock');
+    const engine = createServer((req, res) => {
+      const gone = req.url?.startsWith('/containers/removing/logs');
+      res.writeHead(gone ? 409 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ message: gone ? 'can not get logs from container which is dead or marked for removal' : 'No such container: missing' }));
+    });
+    await new Promise<void>((resolve) => engine.listen(socketPath, resolve));
+    try {
+      const runtime = new DockerRuntime(`unix://${socketPath}`, 'test');
+      await assert.rejects(runtime.logs('removing', { tail: 10, follow: false }), WorkloadNotRunningError);
+      await assert.rejects(runtime.logs('removing', { tail: 10, follow: true }), WorkloadNotRunningError);
+      await assert.rejects(runtime.logs('missing', { tail: 10, follow: false }), (err: unknown) => !(err instanceof WorkloadNotRunningError) && (err as { statusCode?: number }).statusCode === 404);
+    } finally {
+      engine.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

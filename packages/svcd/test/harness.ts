@@ -15,6 +15,7 @@ import { ManualClock } from './manual-clock.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import { DEFAULT_RETENTION } from '../src/retention/rules.js';
+import { DEFAULT_TENANT_CPU_WEIGHT } from '../src/runtime/index.js';
 import type { NewTenantRow } from '../src/store/index.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
@@ -93,6 +94,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     gitCaFile: null,
     metricsListen: null,
     egressAllow: [],
+    tenantCpuWeight: DEFAULT_TENANT_CPU_WEIGHT,
     meteringDatabaseUrl: null,
     meteringIntervalMs: 30_000,
     meteringRetentionDays: 90,

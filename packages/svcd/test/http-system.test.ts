@@ -80,7 +80,7 @@ describe('health detail against the real engine', () => {
 
 describe('degraded rules', () => {
   const fakeRuntime = (networks: number): Runtime => ({
-    info: async () => ({ version: 'fake', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/' }),
+    info: async () => ({ version: 'fake', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/', cgroupDriver: 'cgroupfs' }),
     sandboxVersion: async () => null,
     storage: async () => ({ imagesBytes: 1, containersBytes: 2, volumesBytes: 3, buildCacheBytes: 4 }),
     countNetworks: async () => networks,

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker.js';
+import { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroups } from '../src/runtime/index.js';
 import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js';
 
 /**
@@ -250,8 +251,12 @@ export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> 
     const volumes = (await docker.listVolumes({ filters: { label: [`svc.tenant=${id}`] } })).Volumes ?? [];
     for (const v of volumes) await docker.getVolume(v.Name).remove().catch(() => {});
     await docker.getNetwork(`tenant-${id}`).remove().catch(() => {});
+    // The engine leaves the tenant's (now empty) CPU group behind; svc removes it, so does this.
+    await tenantCgroups.releaseTenant(id).catch(() => {});
   }
 }
+
+const tenantCgroups = new TenantCgroups(DEFAULT_TENANT_CPU_WEIGHT);
 
 /** A loopback registry (Debian's docker-registry) on a free port, for the tests that pull. */
 export async function startRegistry(): Promise<{ host: string; stop: () => Promise<void> }> {

@@ -9,13 +9,13 @@ export function inertRuntime(): Runtime {
   let started = 0;
   const exited = (id: string): WorkloadInfo => ({ id, name: id, state: 'exited', exitCode: 1, labels: {}, address: null });
   return {
-    info: async () => ({ version: 'inert', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/' }),
+    info: async () => ({ version: 'inert', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/', cgroupDriver: 'cgroupfs' }),
     sandboxVersion: async () => null,
     storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
     diskUsage: async () => ({ workloads: [], images: [] }),
     countNetworks: async () => 0,
     ensureTenantNetwork: async () => {},
-    removeTenantNetworkIfUnused: async () => true,
+    releaseTenantIfUnused: async () => true,
     hasImage: async () => true,
     imageId: async (image: string) => `sha256:inert-${image}`,
     imageTriggers: async () => [],

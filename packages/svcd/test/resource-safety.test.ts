@@ -13,6 +13,7 @@ import { GIB } from '../src/disk/disk-quota.js';
 import { settled } from './service-fixtures.js';
 import { killableSvcd, type KillableSvcd } from './svcd-process.js';
 import { inertRuntime } from './inert-runtime.js';
+import { WorkloadNotRunningError, type Runtime } from '../src/runtime/index.js';
 
 /** Resident memory of a process, in MB. */
 function rssMb(pid: number): number {
@@ -306,6 +307,41 @@ describe('build logs', { concurrency: false }, () => {
         await waitFor('a freed slot', async () => (await a.client.raw('GET', path)).status === 200);
       } finally {
         for (const s of sockets) s.destroy();
+        await t.close();
+      }
+    });
+  }
+});
+
+describe('service logs of a container on its way out', { concurrency: false }, () => {
+  for (const kind of STORES) {
+    test(`${kind}: a container the engine is removing (a halt or a redeploy replacing it) reads as an empty log, not a refusal, and gives its slot back`, async () => {
+      let reads = 0;
+      const inert = inertRuntime();
+      const runtime: Runtime = {
+        ...inert,
+        // Still listed by the engine when svc looks (its deploy's own container exits at once, as inert ones do).
+        inspectWorkload: async (id) => (id === 'being-removed' ? { id, name: id, state: 'removing', exitCode: null, labels: {}, address: null } : inert.inspectWorkload(id)),
+        logs: async () => {
+          reads += 1;
+          // What DockerRuntime.logs throws for the engine's 409 "dead or marked for removal".
+          throw new WorkloadNotRunningError('can not get logs from container which is dead or marked for removal');
+        },
+      };
+      const t = await startServer({ store: kind, realTime: true, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const created = await a.client.createService({ name: 'going', image: BUSYBOX_IMAGE, port: 8000 });
+        await settled(a, created.id);
+        await t.deps.store.services.update(created.id, { container_id: 'being-removed' });
+        reads = 0; // the failed deploy read its container's last lines
+        // More reads than the tenant's 10 log slots: each one gave its slot back.
+        for (let i = 0; i < 12; i++) {
+          const r = await a.client.raw('GET', `/v1/services/${created.id}/logs?tail=10000`);
+          assert.deepEqual([r.status, r.text], [200, '']);
+        }
+        assert.equal(reads, 12);
+      } finally {
         await t.close();
       }
     });

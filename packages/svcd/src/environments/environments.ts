@@ -430,7 +430,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'workload'>): Promise<void> {
     await this.runtime.removeWorkload(workloadOf(e));
     await this.runtime.removeVolume(workloadOf(e));
-    await this.runtime.removeTenantNetworkIfUnused(e.tenant_id);
+    await this.runtime.releaseTenantIfUnused(e.tenant_id);
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */

@@ -103,7 +103,7 @@ export class Lifecycle<R extends LifecycleRow> {
     await this.provisioning.get(id);
     await this.o.runtime.removeWorkload(this.o.workloadName(id));
     await this.o.runtime.removeVolume(this.o.workloadName(id));
-    await this.o.runtime.removeTenantNetworkIfUnused(tenantId);
+    await this.o.runtime.releaseTenantIfUnused(tenantId);
   }
 
   /** waitReady's check: gives up when the resource is no longer wanted or its container ended. */

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { consumeProgress, OutputDemuxer } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from './host-firewall.js';
+import { tenantCgroupPath, type TenantCgroups } from './tenant-cgroups.js';
 import {
   LABELS,
   ExecNotStartedError,
@@ -88,14 +89,19 @@ export class DockerRuntime implements Runtime {
   private readonly streaming: Docker;
   private readonly networkCreations = new Map<string, Promise<void>>();
   private sandboxVersionCache: { path: string; version: string } | null = null;
+  /** The engine's cgroup driver, asked once: tenant groups are placed only under cgroupfs. */
+  private cgroupDriver: Promise<string> | null = null;
 
   /**
    * `installation` labels every workload this runtime creates, and scopes what it lists and
    * reports to them: another svc installation on the same engine is invisible to this one.
+   * `cgroups` (null: off) places every tenant workload in its tenant's CPU group (tenant-cgroups.ts);
+   * `unplaced` hears once that the engine's cgroup driver does not allow it.
    */
   constructor(
     host: string,
     private readonly installation: string,
+    private readonly placement: { groups: TenantCgroups; unplaced: (driver: string) => void } | null = null,
     timeoutMs = 5_000,
   ) {
     this.docker = new Docker(dockerOptions(host, timeoutMs));
@@ -107,7 +113,13 @@ export class DockerRuntime implements Runtime {
       const [version, info] = await Promise.all([this.docker.version(), this.docker.info()]);
       const runtimes = Object.keys((info as { Runtimes?: Record<string, unknown> }).Runtimes ?? {});
       const defaultRuntime = String((info as { DefaultRuntime?: string }).DefaultRuntime ?? 'runc');
-      return { version: version.Version, runtimes, defaultRuntime, dataRoot: String(info.DockerRootDir ?? '') };
+      return {
+        version: version.Version,
+        runtimes,
+        defaultRuntime,
+        dataRoot: String(info.DockerRootDir ?? ''),
+        cgroupDriver: String((info as { CgroupDriver?: string }).CgroupDriver ?? ''),
+      };
     } catch (err) {
       throw new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
     }
@@ -216,15 +228,21 @@ export class DockerRuntime implements Runtime {
     for (const n of extra) await this.docker.getNetwork(n.Id).remove().catch(() => {});
   }
 
-  async removeTenantNetworkIfUnused(tenantId: string): Promise<boolean> {
+  async releaseTenantIfUnused(tenantId: string): Promise<boolean> {
     const net = this.docker.getNetwork(tenantNetworkName(tenantId));
     try {
       const info = (await net.inspect()) as { Containers?: Record<string, unknown> };
       if (Object.keys(info.Containers ?? {}).length > 0) return false;
       await net.remove();
+      // Its CPU group goes with it when it is empty (the kernel refuses otherwise).
+      await this.placement?.groups.releaseTenant(tenantId);
       return true;
     } catch (err) {
-      if (isNotFound(err)) return false;
+      if (isNotFound(err)) {
+        // The network went earlier, while the group was still busy (a build step ending): try again.
+        await this.placement?.groups.releaseTenant(tenantId);
+        return false;
+      }
       // 403/409: something attached meanwhile.
       if ([403, 409].includes((err as { statusCode?: number }).statusCode ?? 0)) return false;
       throw err;
@@ -259,6 +277,7 @@ export class DockerRuntime implements Runtime {
     // other tenants and from svcd as the tenant's services are. Operator images (the task
     // board) are built without one.
     if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId);
+    const cgroup = await this.tenantCgroup(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
     const stream = (await this.docker.buildImage(context as unknown as NodeJS.ReadableStream, {
       t: spec.tag,
@@ -274,6 +293,8 @@ export class DockerRuntime implements Runtime {
       pull: spec.pullBaseImages,
       rm: true,
       forcerm: true,
+      // The RUN steps count as the tenant's CPU, under the tenants' low weight (tenant-cgroups.ts).
+      ...(cgroup ? { cgroupparent: cgroup } : {}),
       // dockerode passes both on to the request (its typings do not list them).
       ...({ abortSignal: spec.signal, ulimits: JSON.stringify([{ Name: 'nproc', Soft: spec.limits.pids, Hard: spec.limits.pids }]) } as object),
     })) as NodeJS.ReadableStream;
@@ -343,6 +364,7 @@ export class DockerRuntime implements Runtime {
       [LABELS.resource]: spec.resourceId,
     };
     for (const v of spec.volumes ?? []) await this.ensureVolume(v.name, labels);
+    const cgroup = await this.tenantCgroup(spec.warmPool ? WARM_POOL_TENANT : spec.tenantId);
     const container = await this.docker.createContainer({
       name: spec.name,
       Image: spec.image,
@@ -372,6 +394,8 @@ export class DockerRuntime implements Runtime {
         // others are left to the engine.
         RestartPolicy: { Name: spec.engineRestarts ? 'unless-stopped' : 'no' },
         LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
+        // The tenant's CPU group (tenant-cgroups.ts); a warm workload stays in the pool's once taken.
+        ...(cgroup ? { CgroupParent: cgroup } : {}),
       },
       NetworkingConfig: { EndpointsConfig: { [network]: { Aliases: spec.aliases ?? [] } } },
     });
@@ -408,6 +432,24 @@ export class DockerRuntime implements Runtime {
       .catch((err: { statusCode?: number }) => {
         if (err.statusCode !== 409) throw err; // created meanwhile
       });
+  }
+
+  /** The cgroup parent of a tenant's work, or null (off or not set up, operator work, or not the cgroupfs driver). */
+  private async tenantCgroup(tenantId: string | null): Promise<string | null> {
+    if (this.placement?.groups.installed !== true || tenantId === null) return null;
+    const { unplaced } = this.placement;
+    this.cgroupDriver ??= this.docker.info().then(
+      (info: { CgroupDriver?: string }) => {
+        const driver = String(info.CgroupDriver ?? '');
+        if (driver !== 'cgroupfs') unplaced(driver);
+        return driver;
+      },
+      (err: unknown) => {
+        this.cgroupDriver = null; // asked again next time
+        throw err;
+      },
+    );
+    return (await this.cgroupDriver) === 'cgroupfs' ? tenantCgroupPath(tenantId) : null;
   }
 
   async startWorkload(id: string): Promise<void> {
@@ -488,7 +530,11 @@ export class DockerRuntime implements Runtime {
   async logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream> {
     // Both kinds arrive as a stream read at the reader's pace: a tail of 10,000 long lines is never
     // held whole, and a followed log waits for a client that stops reading instead of piling up.
-    const raw = await this.openLogs(id, opts);
+    const raw = await this.openLogs(id, opts).catch((err: { statusCode?: number; message?: string }) => {
+      // Dead or being removed (a redeploy or a halt replacing it): no log to give any more.
+      if (err.statusCode === 409) throw new WorkloadNotRunningError(err.message ?? 'container is being removed');
+      throw err;
+    });
     const out = new OutputDemuxer();
     raw.pipe(out);
     // The engine ends the stream when the log is complete (or the container is gone); a broken
@@ -508,7 +554,7 @@ export class DockerRuntime implements Runtime {
     const modem = this.streaming.modem;
     return new Promise((resolve, reject) => {
       modem.dial(
-        { path: `/containers/${encodeURIComponent(id)}/logs?`, method: 'GET', isStream: true, statusCodes: { 200: true, 404: 'no such container', 500: 'server error' }, options },
+        { path: `/containers/${encodeURIComponent(id)}/logs?`, method: 'GET', isStream: true, statusCodes: { 200: true, 404: 'no such container', 409: 'container is dead or being removed', 500: 'server error' }, options },
         (err: Error | null, stream?: unknown) => (err ? reject(err) : resolve(stream as NodeJS.ReadableStream & { destroy(): void })),
       );
     });

@@ -17,6 +17,8 @@ export interface EngineInfo {
   defaultRuntime: string;
   /** The engine's data root, e.g. /var/lib/docker. */
   dataRoot: string;
+  /** cgroupfs or systemd: tenant CPU groups are placed under cgroupfs only (tenant-cgroups.ts). */
+  cgroupDriver: string;
 }
 
 export interface EngineStorage {
@@ -187,8 +189,11 @@ export interface Runtime {
 
   /** The tenant's own network (tenant-<tenantID>), created on first use. */
   ensureTenantNetwork(tenantId: string): Promise<void>;
-  /** Removes the tenant's network when nothing is attached to it any more; true when removed. */
-  removeTenantNetworkIfUnused(tenantId: string): Promise<boolean>;
+  /**
+   * Removes the tenant's network, and its CPU group, when nothing is attached to it any more;
+   * true when removed.
+   */
+  releaseTenantIfUnused(tenantId: string): Promise<boolean>;
   hasImage(image: string): Promise<boolean>;
   /** The ID of the local image of that name, or null when there is none. */
   imageId(image: string): Promise<string | null>;
@@ -225,7 +230,10 @@ export interface Runtime {
   assignWorkload(id: string, tenantId: string): Promise<string | null>;
   /** Runs a command in a running workload and collects its output. */
   exec(id: string, spec: ExecSpec): Promise<ExecOutcome>;
-  /** stdout and stderr as text; with follow, open until the workload ends or the stream is destroyed. */
+  /**
+   * stdout and stderr as text; with follow, open until the workload ends or the stream is
+   * destroyed. Rejects with WorkloadNotRunningError when the engine is removing the workload.
+   */
   logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream>;
   /** Exits of svc workloads as the engine reports them, until the signal aborts. */
   exits(signal: AbortSignal): AsyncIterable<WorkloadExit>;
@@ -245,3 +253,4 @@ export function tenantNetworkName(tenantId: string): string {
 
 export { DockerRuntime, workloadStats } from './docker.js';
 export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';
+export { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroupError, TenantCgroups, type CgroupInstall } from './tenant-cgroups.js';

@@ -10,7 +10,7 @@ import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import type { Runtime } from '../runtime/index.js';
+import { WorkloadNotRunningError, type Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -191,7 +191,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
     this.opts.routesChanged?.();
     await this.removeContainers(s);
     await this.runtime.removeRepository(builtImageRepository(this.opts.buildRegistry ?? null, tenantId, id));
-    await this.runtime.removeTenantNetworkIfUnused(tenantId);
+    await this.runtime.releaseTenantIfUnused(tenantId);
   }
 
   /** start, restart, redeploy and reset: a new deployment (restart recreates, so env changes apply). */
@@ -298,6 +298,8 @@ export class Services implements TenantResources, DiskOverrunHalt {
       return holdWhileOpen(slot, await this.runtime.logs(s.container_id, { tail, follow }));
     } catch (err) {
       await slot.release();
+      // Removed between the look and the read (a redeploy or a halt replacing it): as if gone.
+      if (err instanceof WorkloadNotRunningError) return null;
       throw err;
     }
   }

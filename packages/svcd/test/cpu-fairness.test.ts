@@ -1,0 +1,176 @@
+// CPU fairness (runtime/tenant-cgroups.ts): every tenant workload runs in its tenant's cgroup
+// under one parent with a low CPU weight. Against the real engine and gVisor: where the workloads
+// land, that tenants share the CPU by tenant and not by container, and that the tenants together
+// give way to a process outside them (as svcd is) while idle CPU stays theirs.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, test } from 'node:test';
+import { ADMIN_TOKEN, STORES, startServer, waitFor, type TestServer } from './harness.js';
+import { BURNER_IMAGE, docker, engineTenants, ensureTestImages } from './images.js';
+import { startGitServer, type GitServer } from './git-fixtures.js';
+import { finishedBuild, settled } from './service-fixtures.js';
+import { sharesForWeight, TENANT_CGROUP_PARENT, tenantCgroupPath, TenantCgroups } from '../src/runtime/tenant-cgroups.js';
+
+const CGROUP_V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+/** A group's directory in the hierarchy that accounts CPU time. */
+const accountingDir = (relative: string) => (CGROUP_V2 ? join('/sys/fs/cgroup', relative) : join('/sys/fs/cgroup/cpuacct', relative));
+
+/** CPU seconds a group has used so far (its workloads' and their children's). */
+function cpuSeconds(relative: string): number {
+  const dir = accountingDir(relative);
+  if (CGROUP_V2) return Number(/usage_usec (\d+)/.exec(readFileSync(join(dir, 'cpu.stat'), 'utf8'))?.[1]) / 1e6;
+  return Number(readFileSync(join(dir, 'cpuacct.usage'), 'utf8')) / 1e9;
+}
+
+/** Cores each group used on average over `ms`. */
+async function coresOver(groups: string[], ms: number): Promise<number[]> {
+  const before = groups.map(cpuSeconds);
+  const started = performance.now();
+  await sleep(ms);
+  const seconds = (performance.now() - started) / 1000;
+  return groups.map((g, i) => (cpuSeconds(g) - before[i]!) / seconds);
+}
+
+describe('tenant CPU groups on a cgroup tree (v1 and v2 layouts)', () => {
+  const roots: string[] = [];
+  after(() => {
+    for (const r of roots) rmSync(r, { recursive: true, force: true });
+  });
+  const tree = (files: Record<string, string>) => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-cgroup-tree-'));
+    roots.push(root);
+    for (const [path, body] of Object.entries(files)) {
+      mkdirSync(join(root, path, '..'), { recursive: true });
+      writeFileSync(join(root, path), body);
+    }
+    return root;
+  };
+
+  test('v1: the parent gets cpu.shares for the weight; a tenant group is removed from every hierarchy, a busy one is kept', async () => {
+    const root = tree({ 'cpu/cpu.shares': '1024', 'memory/memory.limit_in_bytes': '0' });
+    const groups = new TenantCgroups(10, root);
+    assert.equal(groups.installed, false);
+    assert.deepEqual(await groups.install(), { layout: 'v1', path: join(root, 'cpu', TENANT_CGROUP_PARENT), setting: 'cpu.shares=102' });
+    assert.equal(groups.installed, true, 'workloads are placed from now on');
+    assert.equal(readFileSync(join(root, 'cpu', TENANT_CGROUP_PARENT, 'cpu.shares'), 'utf8'), '102');
+    await groups.install(); // every svcd on the host does it at start
+    for (const h of ['cpu', 'memory']) mkdirSync(join(root, h, TENANT_CGROUP_PARENT, 'abc'), { recursive: true });
+    // A group with a workload in it (a child group) stays: the kernel refuses, like rmdir here.
+    mkdirSync(join(root, 'memory', TENANT_CGROUP_PARENT, 'abc', 'container'));
+    await groups.releaseTenant('abc');
+    assert.equal(existsSync(join(root, 'cpu', TENANT_CGROUP_PARENT, 'abc')), false);
+    assert.equal(existsSync(join(root, 'memory', TENANT_CGROUP_PARENT, 'abc', 'container')), true);
+    await groups.releaseTenant('never-placed');
+    // A tree it may not write (EACCES, EROFS) leaves the group; the release does not fail.
+    await new TenantCgroups(10, join(root, 'no-such-root')).releaseTenant('abc');
+  });
+
+  test('v2: the cpu controller is handed down to the parent and its tenants, and the parent gets cpu.weight', async () => {
+    const root = tree({ 'cgroup.controllers': 'cpu memory pids', 'cgroup.subtree_control': 'memory pids' });
+    // A real v2 tree makes these files on mkdir; this one is given them.
+    mkdirSync(join(root, TENANT_CGROUP_PARENT));
+    writeFileSync(join(root, TENANT_CGROUP_PARENT, 'cgroup.subtree_control'), '');
+    const installed = await new TenantCgroups(25, root).install();
+    assert.deepEqual(installed, { layout: 'v2', path: join(root, TENANT_CGROUP_PARENT), setting: 'cpu.weight=25' });
+    assert.equal(readFileSync(join(root, 'cgroup.subtree_control'), 'utf8'), '+cpu');
+    assert.equal(readFileSync(join(root, TENANT_CGROUP_PARENT, 'cgroup.subtree_control'), 'utf8'), '+cpu');
+    assert.equal(readFileSync(join(root, TENANT_CGROUP_PARENT, 'cpu.weight'), 'utf8'), '25');
+  });
+
+  test('weights outside 1-10000, tenant ids that are not ids, and a tree without a cpu controller are refused', async () => {
+    for (const w of [0, 10_001, 2.5]) assert.throws(() => new TenantCgroups(w), /integer from 1 to 10000/);
+    for (const id of ['../etc', 'a/b', '', 'ABC']) assert.throws(() => tenantCgroupPath(id), /not a tenant id/);
+    const without = new TenantCgroups(10, tree({ 'memory/memory.limit_in_bytes': '0' }));
+    await assert.rejects(without.install(), /no cgroup cpu controller/);
+    assert.equal(without.installed, false, 'nothing is placed in groups that could not be set up');
+    assert.equal(sharesForWeight(1), 10);
+    assert.equal(sharesForWeight(100), 1024);
+  });
+});
+
+describe('tenant workloads under their CPU group, on the real engine', { concurrency: false }, () => {
+  let git: GitServer;
+  before(async () => {
+    await ensureTestImages();
+    git = await startGitServer();
+  });
+  after(async () => git.stop());
+
+  for (const kind of STORES) {
+    describe(kind, () => {
+      let t: TestServer;
+      const tenants = engineTenants(() => t);
+      const loops: ChildProcess[] = [];
+      before(async () => {
+        t = await startServer({ store: kind, realTime: true, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { readyTimeoutMs: 20_000 } });
+        t.client.adminToken = ADMIN_TOKEN;
+      });
+      after(async () => {
+        for (const p of loops) p.kill('SIGKILL');
+        await t.close();
+        await tenants.cleanup();
+      });
+
+      test('a tenant with two busy services gets the CPU a tenant with one gets; together they give way to two busy processes outside, and have the machine when those stop', async (ctx) => {
+        const a = await tenants.add();
+        const b = await tenants.add();
+        // A service's CPU limit is the tenant's 2 cores divided by its service quota: two
+        // services, so one core each (one busy loop's worth).
+        for (const tenant of [a, b]) await t.client.patchQuotas(tenant.id, { max_services: 2 });
+        const burners = [
+          await a.client.createService({ name: 'burn-1', image: BURNER_IMAGE, port: 8000 }),
+          await a.client.createService({ name: 'burn-2', image: BURNER_IMAGE, port: 8000 }),
+          await b.client.createService({ name: 'burn-1', image: BURNER_IMAGE, port: 8000 }),
+        ];
+        for (const [tenant, s] of [[a, burners[0]!], [a, burners[1]!], [b, burners[2]!]] as const) assert.equal((await settled(tenant, s.id)).status, 'running');
+        for (const [tenant, s] of [[a, burners[0]!], [a, burners[1]!], [b, burners[2]!]] as const) {
+          const [c] = await docker.listContainers({ filters: { label: [`svc.resource=${s.id}`] } });
+          assert.ok(c, `no container for ${s.id}`);
+          const info = await docker.getContainer(c.Id).inspect();
+          assert.equal(info.HostConfig.CgroupParent, tenantCgroupPath(tenant.id));
+          assert.ok(existsSync(accountingDir(join(tenantCgroupPath(tenant.id), c.Id))), 'the container runs in its tenant group');
+        }
+        if (!CGROUP_V2) assert.equal(readFileSync(`/sys/fs/cgroup/cpu/${TENANT_CGROUP_PARENT}/cpu.shares`, 'utf8').trim(), String(sharesForWeight(10)));
+
+        // Three one-core loops on this two-core machine: per container each would get 2/3 of a
+        // core, A twice B; per tenant, one core each.
+        const [coresA, coresB] = await coresOver([tenantCgroupPath(a.id), tenantCgroupPath(b.id)], 4_000);
+        assert.ok(coresA! + coresB! > 1.5, `the burners use the machine while nothing else wants it: ${coresA!.toFixed(2)} + ${coresB!.toFixed(2)} cores`);
+        ctx.diagnostic(`alone: tenant A ${coresA!.toFixed(2)} cores, tenant B ${coresB!.toFixed(2)}`);
+        assert.ok(coresA! / coresB! < 1.5, `A (two services) ${coresA!.toFixed(2)} cores against B (one) ${coresB!.toFixed(2)}: shared by tenant`);
+
+        // Two busy processes in this test's group (the host's, where svcd runs): at weight 10
+        // against their 100 each, the tenants keep about a tenth of the machine. Without the
+        // low weight they would hold at least two thirds of a core (one group against two peers).
+        for (let i = 0; i < 2; i++) loops.push(spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' }));
+        await sleep(500);
+        // Tenants A and B only: workloads of other suites may sit under the same parent.
+        const squeezed = (await coresOver([tenantCgroupPath(a.id), tenantCgroupPath(b.id)], 4_000)).reduce((x, y) => x + y, 0);
+        ctx.diagnostic(`beside two busy processes: the tenants ${squeezed.toFixed(2)} cores`);
+        assert.ok(squeezed < 0.4, `the tenants took ${squeezed.toFixed(2)} cores from two busy processes outside them`);
+        for (const p of loops.splice(0)) p.kill('SIGKILL');
+      });
+
+      test("a build's RUN steps run in the tenant's group; the group goes when the tenant's last workload does", async () => {
+        const a = await tenants.add();
+        const s = await a.client.createService({ name: 'built', image: BURNER_IMAGE, port: 8000 });
+        assert.equal((await settled(a, s.id)).status, 'running');
+        const group = accountingDir(tenantCgroupPath(a.id));
+        const running = readdirSync(group, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+        const build = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('slow') });
+        // The slow repository's RUN step sleeps 120 s: a container of the build joins the group.
+        const stepGroups = () => readdirSync(group, { withFileTypes: true }).filter((e) => e.isDirectory() && !running.includes(e.name));
+        await waitFor('a build step in the tenant group', async () => stepGroups().length > 0 || undefined, 60_000);
+        await a.client.cancelBuild(s.id, build.build_id);
+        assert.equal((await finishedBuild(a.client, s.id, build.build_id)).status, 'cancelled');
+        await waitFor("the build step's container gone", async () => stepGroups().length === 0 || undefined, 30_000);
+        await a.client.deleteService(s.id);
+        await waitFor("the tenant's group removed", async () => !existsSync(group) || undefined, 30_000);
+      });
+    });
+  }
+});
