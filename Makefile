@@ -3,33 +3,47 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
+# svc runs on Node 24 LTS: the system's node when it is 24 or later, otherwise one installed from
+# the npm registry into .tools (scripts/ensure-node.sh, which says what it did). Every target runs
+# with it first on PATH, and bin/svcd and bin/svc exec that same binary.
+NODE_BIN_DIR := $(shell bash scripts/ensure-node.sh)
+ifeq ($(NODE_BIN_DIR),)
+$(error no Node 24 to run svc on: see the message of scripts/ensure-node.sh above)
+endif
+export PATH := $(NODE_BIN_DIR):$(PATH)
+# Native addons (better-sqlite3) are built against that node's headers, whatever ~/.npmrc names.
+export npm_config_nodedir := $(abspath $(NODE_BIN_DIR)/..)
+NODE_VERSION := $(shell "$(NODE_BIN_DIR)/node" -v)
+
 DATA_DIR ?= .svc-data
 LISTEN ?= 127.0.0.1:8080
 PROXY_LISTEN ?= 127.0.0.1:8081
-# Node 20's --test does not expand globs: list the files here.
-TEST_FILES := $(shell find packages -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
+# node --test expands the glob itself (Node 21 and later), in a stable order.
+TEST_FILES := 'packages/*/test/*.test.ts'
 # One file at a time: the engine tests (gVisor containers, Caddy, a registry) overload two cores
 # when two files run them at once, and first requests to fresh containers then get resets.
 TEST_CONCURRENCY ?= 1
 
 .PHONY: build deps run test bench-api bench-deploy bench-proxy bench-build bench-db bench-env clean
 
-# npm ci only when the lock file changed since the last install (it wipes node_modules).
-node_modules/.installed: package-lock.json package.json
-	@echo "make: installing npm dependencies (npm ci)"
+# npm ci only when the lock file changed since the last install (it wipes node_modules), or when
+# the install was made for another Node (native addons are built for one Node ABI).
+INSTALLED := node_modules/.installed-$(NODE_VERSION)
+$(INSTALLED): package-lock.json package.json
+	@echo "make: installing npm dependencies for Node $(NODE_VERSION) (npm ci)"
 	npm ci --no-fund --no-audit
 	@touch $@
 
-deps: node_modules/.installed
+deps: $(INSTALLED)
 
 build: deps
 	@echo "make: compiling TypeScript"
 	npx tsc -b packages/kanban packages/svcd packages/cli
 	@mkdir -p bin
-	@printf '#!/bin/sh\nexec node "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' > bin/svcd
-	@printf '#!/bin/sh\nexec node "$$(dirname "$$0")/../packages/cli/dist/main.js" "$$@"\n' > bin/svc
+	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svcd
+	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc
 	@chmod +x bin/svcd bin/svc
-	@echo "make: wrote bin/svcd and bin/svc"
+	@echo "make: wrote bin/svcd and bin/svc (Node $(NODE_VERSION) in $(NODE_BIN_DIR))"
 
 run: build
 	@bash scripts/ensure-docker.sh
@@ -42,7 +56,7 @@ test: build
 	@bash scripts/ensure-test-tools.sh
 	@bash scripts/ensure-caddy.sh
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
-	  echo "make: running $(words $(TEST_FILES)) test files on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
+	  echo "make: running $$(ls packages/*/test/*.test.ts | wc -l) test files on Node $(NODE_VERSION), on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
 	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-timeout=300000 --test-reporter=spec $(TEST_FILES)
 
 bench-api: build

@@ -6,7 +6,9 @@
 //
 // The rate limits stay in the product; the benchmark raises them with --dev-rate-limit, which
 // exists only with --dev. Run: make bench-api (needs SVC_TEST_PG_URL for the PostgreSQL half).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +29,7 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
+const IDLE_SETTLE_MS = 3_000;
 const PORT = 18_900 + Math.floor(Math.random() * 50);
 
 
@@ -85,7 +88,12 @@ async function fixedRates(targets: Array<{ path: string; headers: Record<string,
   return runs.map((rs) => ({ rps: median(rs.map((r) => r.rps)), p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)) }));
 }
 
-async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, Figures | number>> {
+/** Resident memory of a process, in MB (bin/svcd execs node: its pid is node's). */
+function rssMb(pid: number): number {
+  return Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024);
+}
+
+async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, Figures | number | string>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
   const pgdb = store === 'postgres' ? await freshPgDatabase() : null; // a throwaway database, as in the tests
   const svcd = await spawnSvcd([
@@ -96,6 +104,9 @@ async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, 
   try {
     const reg = await json<{ api_key: string }>('POST', '/v1/tenants/register', undefined, { name: `bench-${store}`, email: `bench-${store}@x.io` });
     const auth = { authorization: `Bearer ${reg.api_key}` };
+    // Memory of the idle process (started, one tenant, no load yet): what a runtime change moves.
+    await sleep(IDLE_SETTLE_MS);
+    const idleRssMb = rssMb(svcd.proc.pid!);
     // Warm-up: JIT, statement caches, the key cache.
     await autocannon({ url: `http://127.0.0.1:${PORT}/v1/tenant`, duration: 2, connections: CONNECTIONS, headers: auth });
 
@@ -134,6 +145,9 @@ async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, 
       ],
     }, revokeLeftovers);
     return {
+      svcd_node: execFileSync(readlinkSync(`/proc/${svcd.proc.pid!}/exe`), ['-v'], { encoding: 'utf8' }).trim(),
+      idle_rss_mb: idleRssMb,
+      rss_after_load_mb: rssMb(svcd.proc.pid!),
       baseline_health: baseline,
       get_tenant: get,
       get_tenant_ratio_to_baseline: Math.round((get.rps / baseline.rps) * 100) / 100,
@@ -164,9 +178,9 @@ for (const store of ['sqlite', 'postgres'] as const) {
 
 const fmt = (f: Figures) => `${Math.round(f.rps)} req/s, p50 ${f.p50} ms, p99 ${f.p99} ms`;
 for (const store of ['sqlite', 'postgres']) {
-  const r = results[store] as Record<string, Figures | number> | undefined;
+  const r = results[store] as Record<string, Figures | number | string> | undefined;
   if (!r) continue;
-  console.log(`\n## ${store}`);
+  console.log(`\n## ${store} (svcd on Node ${String(r.svcd_node)}; RSS ${String(r.idle_rss_mb)} MB idle, ${String(r.rss_after_load_mb)} MB after the load)`);
   console.log(`| measure | median of ${ROUNDS} x ${SECONDS}s |\n|---|---|`);
   console.log(`| GET /v1/system/health (baseline: HTTP stack, no auth, no store) | ${fmt(r.baseline_health as Figures)} |`);
   console.log(`| GET /v1/tenant, ${CONNECTIONS} connections | ${fmt(r.get_tenant as Figures)} (${String(r.get_tenant_ratio_to_baseline)} of baseline) |`);

@@ -135,7 +135,8 @@ export interface RawOptions {
 export const DEFAULT_POSTGRES_IMAGE = 'postgres:16-alpine';
 export const DEFAULT_REDIS_IMAGE = 'redis:7-alpine';
 export const DEFAULT_DATABASE_PORTS = '21000-21999';
-export const DEFAULT_KANBAN_IMAGE = 'node:22-bookworm-slim';
+/** Node 24, the LTS svc itself runs on (DECISIONS.md named node:22 before Node 20's end of life). */
+export const DEFAULT_KANBAN_IMAGE = 'node:24-bookworm-slim';
 /** The spec's range for task-board ports. */
 export const DEFAULT_KANBAN_PORTS = '7100-9100';
 export const DEFAULT_KANBAN_ADDRESS = '127.0.0.1';

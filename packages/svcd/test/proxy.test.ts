@@ -13,7 +13,8 @@ import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaPro
 import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
 
 /**
- * A WebSocket upgrade through the proxy (Node 20 has no WebSocket client): the 101 answer with
+ * A WebSocket upgrade through the proxy, by hand: Node's WebSocket client sends the Host of the
+ * URL it dials, and the proxy routes by a Host (<id>.localhost) this machine need not resolve. The 101 answer with
  * its accept header, the server's first frame, then one masked client frame and the reply.
  */
 function webSocketThroughProxy(port: number, host: string): Promise<{ accept: string; expected: string; frames: string }> {

@@ -148,7 +148,7 @@ describe('configuration', () => {
   });
   test("task boards: the public Node base by default, ports 7100-9100 apart from the databases', one address a browser can reach", () => {
     const c = buildConfig({ ...raw, dev: true }, {});
-    assert.equal(c.kanbanImage, 'node:22-bookworm-slim');
+    assert.equal(c.kanbanImage, 'node:24-bookworm-slim');
     assert.deepEqual(c.kanbanPorts, { from: 7100, to: 9100 });
     assert.equal(c.kanbanAddress, '127.0.0.1');
     assert.equal(buildConfig({ ...raw, dev: true, kanbanAddress: '192.0.2.10' }, {}).kanbanAddress, '192.0.2.10');

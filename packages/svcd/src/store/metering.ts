@@ -1,4 +1,5 @@
-import { Kysely, Migrator, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
+import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import type { Database, RollupPeriod, UsageRollupRow, UsageSampleRow } from './schema.js';
 import { metering } from './migrations/0009_metering.js';

@@ -1,4 +1,4 @@
-import type { Migration, MigrationProvider } from 'kysely';
+import type { Migration, MigrationProvider } from 'kysely/migration';
 import type { Dialect } from '../dialect.js';
 import { foundation } from './0001_foundation.js';
 import { services } from './0002_services.js';
