@@ -287,10 +287,12 @@ describe('build logs', { concurrency: false }, () => {
         const a = await newTenant(t);
         const service = await a.client.createService({ name: 'built', image: BUSYBOX_IMAGE, port: 8000 });
         const now = Math.floor(Date.now() / 1000);
-        // Still running: a followed read of it stays open.
+        // Still running, held by another svcd under a live lease: a followed read of it stays open,
+        // and this svcd's runner leaves it alone (without a holder it is an orphan, failed at the
+        // runner's next pass, which ended the reads before the test saw them all open).
         await t.deps.store.builds.insert({
           id: 'b5mb', tenant_id: a.id, service_id: service.id, status: 'running', source_type: 'git', source_url: 'https://example.com/x.git', source_ref: null,
-          image: `svc/${a.id}/${service.id}:b5mb`, commit_sha: null, last_error: null, deployment_id: null, holder: null, lease_until_ms: null,
+          image: `svc/${a.id}/${service.id}:b5mb`, commit_sha: null, last_error: null, deployment_id: null, holder: 'another-svcd/1', lease_until_ms: Date.now() + 3_600_000,
           log_bytes: 0, log_truncated: 0, created_at: now, started_at: now, finished_at: null, duration_ms: null,
         });
         const line = `${'x'.repeat(1023)}\n`;

@@ -19,6 +19,7 @@
 //   changes between check and connection changes nothing.
 import { BlockList } from 'node:net';
 import { lookup } from 'node:dns/promises';
+import { domainToASCII, domainToUnicode } from 'node:url';
 import { NON_PUBLIC_IPV4, NON_PUBLIC_IPV6 } from '../addresses/non-public.js';
 import { ValidationError } from '../errors.js';
 
@@ -190,6 +191,17 @@ function hostInUrl(address: string): string {
   return address.includes(':') ? `[${address}]` : address;
 }
 
+/**
+ * An xn-- label that decodes to a name and encodes back to itself. Said here rather than left to
+ * the WHATWG URL check below: Node 20's parser refused broken punycode, Node 24's (newer IDNA
+ * rules) keeps such a label as it is, and resolvers or IDN libraries may still read it otherwise.
+ * Decoding fails as '' on Node 20 and as the label unchanged on Node 24.
+ */
+function isPunycode(label: string): boolean {
+  const unicode = domainToUnicode(label);
+  return unicode !== '' && unicode !== label && domainToASCII(unicode) === label;
+}
+
 /** A DNS name: LDH labels (international names in punycode, xn--), at most 253 characters. */
 const DNS_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 /** The last label looks like a number: resolvers and WHATWG URL read such hosts as IPv4. */
@@ -307,6 +319,9 @@ function parseSourceUrl(raw: string, rules: SourceRules, field: string): ParsedS
       throw new ValidationError(`${field} host must not end with a dot`);
     } else if (host.length > 253 || !labels.every((l) => DNS_LABEL.test(l))) {
       throw new ValidationError(`${field} host ${hostText} is not a valid host name (letters, digits and hyphens; punycode for international names)`);
+    } else {
+      const broken = labels.find((l) => l.startsWith('xn--') && !isPunycode(l));
+      if (broken) throw new ValidationError(`${field} host ${hostText} is read differently by URL parsers (${broken} is not valid punycode)`);
     }
   }
   const portSuffix = portText === undefined ? '' : `:${port}`;
