@@ -11,8 +11,11 @@ ifeq ($(NODE_BIN_DIR),)
 $(error no Node 24 to run svc on: see the message of scripts/ensure-node.sh above)
 endif
 export PATH := $(NODE_BIN_DIR):$(PATH)
-# Native addons (better-sqlite3) are built against that node's headers, whatever ~/.npmrc names.
+# Native addons that have to compile do so against that node's headers, whatever ~/.npmrc names
+# (when it has them: a system node may come without; node-gyp then fetches its own).
+ifneq ($(wildcard $(NODE_BIN_DIR)/../include/node/node.h),)
 export npm_config_nodedir := $(abspath $(NODE_BIN_DIR)/..)
+endif
 NODE_VERSION := $(shell "$(NODE_BIN_DIR)/node" -v)
 
 DATA_DIR ?= .svc-data

@@ -13,10 +13,12 @@ NODE_MAJOR=24
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TOOLS="$ROOT/.tools/node$NODE_MAJOR"
 
-major_of() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+# From `node -v` (v24.21.0), not a script: NODE_OPTIONS may make node print more.
+major_of() { local v; v="$("$1" -v 2>/dev/null)" || v=v0; v="${v#v}"; v="${v%%.*}"; [[ "$v" =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
 
 if command -v node >/dev/null && [ "$(major_of node)" -ge "$NODE_MAJOR" ]; then
-  dirname "$(command -v node)"
+  # The binary itself, not a version manager's shim that may pick another node by directory.
+  dirname "$(node -e 'process.stdout.write(require("node:fs").realpathSync(process.execPath))' 2>/dev/null || command -v node)"
   exit 0
 fi
 
@@ -31,11 +33,14 @@ if [ -x "$BIN/node" ] && [ "$(major_of "$BIN/node")" -ge "$NODE_MAJOR" ]; then
   dirname "$BIN/node"
   exit 0
 fi
+command -v npm >/dev/null || { say "Node $NODE_MAJOR is needed and npm is missing to fetch it: install Debian's npm (apt-get install -y npm) or Node $NODE_MAJOR"; exit 1; }
 say "the system's node is $(node -v 2>/dev/null || echo missing), svc needs Node $NODE_MAJOR: installing $PKG@$NODE_MAJOR from the npm registry into $TOOLS"
+# A half-finished earlier install must not be taken for a complete one.
+rm -rf "$TOOLS"
 mkdir -p "$TOOLS"
 # Its own folder and package file: the project's workspace and lock file are not touched.
 [ -f "$TOOLS/package.json" ] || echo '{ "name": "svc-tools-node", "private": true }' > "$TOOLS/package.json"
 npm install --prefix "$TOOLS" --no-save --no-package-lock --no-fund --no-audit --loglevel=error "$PKG@$NODE_MAJOR" >&2
-"$BIN/node" -v >/dev/null || { say "the installed node does not run: see $BIN"; exit 1; }
+"$BIN/node" -v >/dev/null || { say "the installed node does not run ($BIN): remove $TOOLS and run make again"; exit 1; }
 say "Node $("$BIN/node" -v) is in $BIN"
 dirname "$BIN/node"

@@ -1,7 +1,7 @@
 // The board's data: boards, their columns and the columns' cards, in one SQLite file on the
 // board's volume. SQLite through node-sqlite3-wasm, SQLite compiled to WebAssembly with direct
 // file access: the board runs on whatever Node the operator's base image has (Debian's Node 18 in
-// the tests, Node 22 by default) without compiling a native addon inside the image, which has
+// the tests, Node 24 by default) without compiling a native addon inside the image, which has
 // no compiler; node:sqlite needs Node 22.
 import { createRequire } from 'node:module';
 import type { Database as SqliteDatabase, SQLiteValue } from 'node-sqlite3-wasm';

@@ -140,7 +140,10 @@ export const DEFAULT_KANBAN_IMAGE = 'node:24-bookworm-slim';
 /** The spec's range for task-board ports. */
 export const DEFAULT_KANBAN_PORTS = '7100-9100';
 export const DEFAULT_KANBAN_ADDRESS = '127.0.0.1';
-/** DECISIONS.md: the templates' public images. */
+/**
+ * DECISIONS.md: the templates' public images. The node template stays on Node 22: it is the
+ * tenants' development image (Node 22 is still maintained), not a runtime of svc's own.
+ */
 export const DEFAULT_ENVIRONMENT_IMAGES: Record<TemplateId, string> = {
   default: 'ubuntu:24.04',
   node: 'node:22-bookworm',

@@ -69,6 +69,7 @@ describe('build sources', () => {
       ['https://[2606:4700:0:0:0:0:0:1]/x', 'https://[2606:4700::1]/x'],
       ['https://[::ffff:140.82.121.3]/x', 'https://[::ffff:8c52:7903]/x'],
       ['https://xn--bcher-kva.example/x', 'https://xn--bcher-kva.example/x'],
+      ['https://XN--LS8H.example/x', 'https://xn--ls8h.example/x'],
     ];
     const anyPublic: ResolveHost = async () => ['140.82.121.3'];
     for (const [raw, rebuilt] of cases) assert.equal((await checkSourceUrl(raw, strict, anyPublic)).url, rebuilt, raw);
@@ -90,7 +91,9 @@ describe('build sources', () => {
       ['https://github.example/x.git#main', /query .* fragment/],
       ['https://github.example./x.git', /must not end with a dot/],
       ['https://git_hub.example/x.git', /not a valid host name/],
-      ['https://xn--zz.example/x.git', /read differently by URL parsers \(xn--zz is not valid punycode\)/],
+      ['https://xn--zz.example/x.git', /read differently by URL parsers \(xn--zz is not a valid international label in punycode\)/],
+      // Valid punycode of a label IDNA does not allow (a lone zero-width joiner).
+      ['https://xn--1ug.example/x.git', /read differently by URL parsers/],
       ['https://git.xn--a.example/x.git', /read differently by URL parsers/],
       ['https://github.example:0/x', /port must be/],
       ['https://github.example:65536/x', /port must be/],

@@ -1,5 +1,5 @@
 // Local stand-ins for the public operator images postgres:16-alpine, redis:7-alpine and
-// node:22-bookworm-slim (no registry is reachable here), built from Debian's packages: a debootstrap root file system imported through
+// node:24-bookworm-slim (no registry is reachable here), built from Debian's packages: a debootstrap root file system imported through
 // the Engine API, then PostgreSQL or Redis installed in a Dockerfile step. They honour the public
 // images' interface (DECISIONS.md): postgres takes POSTGRES_USER, POSTGRES_PASSWORD and
 // POSTGRES_DB, keeps its data in PGDATA (/var/lib/postgresql/data), initialises an empty volume

@@ -321,14 +321,14 @@ function parseSourceUrl(raw: string, rules: SourceRules, field: string): ParsedS
       throw new ValidationError(`${field} host ${hostText} is not a valid host name (letters, digits and hyphens; punycode for international names)`);
     } else {
       const broken = labels.find((l) => l.startsWith('xn--') && !isPunycode(l));
-      if (broken) throw new ValidationError(`${field} host ${hostText} is read differently by URL parsers (${broken} is not valid punycode)`);
+      if (broken) throw new ValidationError(`${field} host ${hostText} is read differently by URL parsers (${broken} is not a valid international label in punycode)`);
     }
   }
   const portSuffix = portText === undefined ? '' : `:${port}`;
   const url = `${scheme}://${hostInUrl(host)}${portSuffix}${path}`;
 
   // Defence in depth: WHATWG URL must read the rebuilt URL's host and port as this parse did.
-  // (It also refuses what IDNA finds invalid, such as broken punycode.)
+  // (Broken punycode is refused above: Node 24's parser no longer refuses it.)
   const reread = URL.canParse(url) ? new URL(url) : null;
   const rereadPort = reread?.port ? Number(reread.port) : DEFAULT_PORTS[scheme];
   if (reread?.hostname !== hostInUrl(host) || rereadPort !== port) throw new ValidationError(`${field} host ${hostText} is read differently by URL parsers`);
