@@ -95,8 +95,8 @@ export class DockerRuntime implements Runtime {
   /**
    * `installation` labels every workload this runtime creates, and scopes what it lists and
    * reports to them: another svc installation on the same engine is invisible to this one.
-   * `cgroups` (null: off) places every tenant workload in its tenant's CPU group (tenant-cgroups.ts);
-   * `unplaced` hears once that the engine's cgroup driver does not allow it.
+   * `placement` (null: off) puts every tenant workload in its tenant's CPU group of `groups`
+   * (tenant-cgroups.ts); `unplaced` hears once that the engine's cgroup driver does not allow it.
    */
   constructor(
     host: string,

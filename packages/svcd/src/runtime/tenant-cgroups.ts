@@ -17,7 +17,7 @@
 // cgroupfs driver; svcd, on the engine's host like the egress firewall (host-firewall.ts), sets
 // the parent's weight and removes a tenant's empty group when the tenant's last workload is gone
 // (the engine leaves it behind). Under the systemd cgroup driver the parent would have to be a
-// slice; svc does not place workloads then and says so at start (README, Resource safety, "CPU
+// slice; svc does not place workloads then and says so once (README, Resource safety, "CPU
 // by tenant, after svcd"). Nor does it when the parent could not be set up (svcd not root in
 // --dev): a tenant group under the default weight would only leave directories behind.
 import { access, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
