@@ -219,7 +219,8 @@ const svcdLog = new SvcdLog(svcd, join(ROOT, 'bench/results', `soak-${stamp}-svc
 // bin/svcd is a shell script that execs node: the child's pid is node's.
 const pid = svcd.proc.pid!;
 const command = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-if (command !== 'node') say(`warning: svcd's pid ${pid} runs ${command}, not node: the RSS below is that process's`);
+// Node 24 names its main thread, and so the process, MainThread; older ones are node.
+if (command !== 'node' && command !== 'MainThread') say(`warning: svcd's pid ${pid} runs ${command}, not node: the RSS below is that process's`);
 let stopping = false;
 // Should the bench die anyway, svcd does not outlive it.
 process.on('exit', () => svcd.proc.kill('SIGKILL'));
