@@ -148,18 +148,22 @@ export class BuildStore {
 
   /** Finished builds of the service at `last` or listed after it (older) that still have their log, oldest first. */
   async logsUpTo(serviceId: string, last: ListPosition, limit: number): Promise<string[]> {
-    const rows = await this.db
+    const rows = await this.finishedUpTo(serviceId, last, limit, { logPruned: false }).execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** Ids of the service's finished builds at `last` or listed after it, oldest first, whose log is (not) pruned. */
+  private finishedUpTo(serviceId: string, last: ListPosition, limit: number, o: { logPruned: boolean }) {
+    return this.db
       .selectFrom('builds')
       .select('id')
       .where('service_id', '=', serviceId)
-      .where('log_pruned_at', 'is', null)
+      .where('log_pruned_at', o.logPruned ? 'is not' : 'is', null)
       .where('status', 'in', FINISHED)
       .where((eb) => eb(eb.refTuple('created_at', 'id'), '<=', eb.tuple(last.created_at, last.id)))
       .orderBy('created_at')
       .orderBy('id')
-      .limit(limit)
-      .execute();
-    return rows.map((r) => r.id);
+      .limit(limit);
   }
 
   /**
@@ -184,16 +188,7 @@ export class BuildStore {
 
   /** Deletes up to `limit` finished builds of the service at `last` or listed after it whose log is already pruned. */
   async deletePrunedUpTo(serviceId: string, last: ListPosition, limit: number): Promise<number> {
-    const batch = this.db
-      .selectFrom('builds')
-      .select('id')
-      .where('service_id', '=', serviceId)
-      .where('log_pruned_at', 'is not', null)
-      .where('status', 'in', FINISHED)
-      .where((eb) => eb(eb.refTuple('created_at', 'id'), '<=', eb.tuple(last.created_at, last.id)))
-      .orderBy('created_at')
-      .orderBy('id')
-      .limit(limit);
+    const batch = this.finishedUpTo(serviceId, last, limit, { logPruned: true });
     const r = await this.db.deleteFrom('builds').where('id', 'in', batch).executeTakeFirst();
     return Number(r.numDeletedRows);
   }
