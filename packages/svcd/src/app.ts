@@ -158,6 +158,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
       onConnectionError: (err) => log.warn({ err }, 'idle database connection failed; the pool replaces it'),
+      onCheckpointerFailure: (err) => log.error({ err }, 'the SQLite checkpoint worker failed: checkpoints run in commits again'),
     }));
   // One id per store: it labels every workload, so installations sharing an engine stay apart.
   const installation = await store.settings.getOrCreate('installation_id', hexId(8));

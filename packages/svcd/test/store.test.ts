@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import type { SealedText } from '../src/secrets/sealer.js';
 import { after, before, describe, test } from 'node:test';
 import { execFile } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
@@ -10,7 +11,8 @@ import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { isUniqueViolation, openStore, type Database, type Store } from '../src/store/index.js';
 import { migrationProvider } from '../src/store/migrations/index.js';
-import { STORES, storeLocation, tenantRow as seedRow } from './harness.js';
+import { WalCheckpointer } from '../src/store/wal-checkpointer.js';
+import { STORES, storeLocation, tenantRow as seedRow, waitFor } from './harness.js';
 
 const T = 1_800_000_000;
 
@@ -411,3 +413,58 @@ function runWorker(args: string[]): Promise<{ inserted: number; refused: number;
     });
   });
 }
+
+describe('SQLite checkpoints run on a worker thread, never in one of svcd\'s commits', () => {
+  // 1500 rows of 3 KB: past the 1000 pages at which SQLite's automatic checkpoint would run
+  // inside a commit (copy the log into the database file, fsync it).
+  async function writePages(store: Store): Promise<void> {
+    for (let i = 0; i < 1500; i++) await store.settings.getOrCreate(`filler-${i}`, 'x'.repeat(3000));
+  }
+  const databaseBytes = (dataDir: string) => statSync(join(dataDir, 'svc.db')).size;
+
+  test('the main connection leaves the log to the worker: the database file grows only on a pass', async () => {
+    const loc = await storeLocation('sqlite');
+    // A worker that waits an hour: nothing but an automatic checkpoint could copy the log now.
+    const store = await openStore({ ...loc, checkpointEveryMs: 3_600_000 });
+    try {
+      const before = databaseBytes(loc.dataDir);
+      await writePages(store);
+      assert.equal(databaseBytes(loc.dataDir), before, 'a commit checkpointed the log into the database file');
+      assert.ok(statSync(join(loc.dataDir, 'svc.db-wal')).size > 4 * 1024 * 1024);
+    } finally {
+      await store.close();
+      await loc.cleanup();
+    }
+  });
+
+  test('the worker copies the log into the database file, and closing leaves every row there', async () => {
+    const loc = await storeLocation('sqlite');
+    const store = await openStore({ ...loc, checkpointEveryMs: 50 });
+    try {
+      const before = databaseBytes(loc.dataDir);
+      await writePages(store);
+      await waitFor('a checkpoint pass', async () => databaseBytes(loc.dataDir) > before + 4 * 1024 * 1024);
+    } finally {
+      await store.close();
+    }
+    // Closed: the log is gone (the last connection checkpoints it) and the rows are in the file.
+    assert.equal(existsSync(join(loc.dataDir, 'svc.db-wal')), false);
+    const reopened = await openStore(loc);
+    try {
+      assert.equal(await reopened.settings.getOrCreate('filler-1499', 'other'), 'x'.repeat(3000));
+    } finally {
+      await reopened.close();
+      await loc.cleanup();
+    }
+  });
+
+  test('a worker that cannot run says so, once, so the store can checkpoint in commits again', async () => {
+    const failures: Error[] = [];
+    const checkpointer = new WalCheckpointer('/nonexistent-svc-dir/svc.db', (err) => failures.push(err), 50);
+    await waitFor('the failure', async () => failures.length > 0);
+    assert.match(failures[0]?.message ?? '', /unable to open|directory does not exist/i);
+    assert.equal(checkpointer.status().failure, failures[0]);
+    await checkpointer.stop();
+    assert.equal(failures.length, 1);
+  });
+});

@@ -12,6 +12,7 @@ import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
 import { migrationProvider } from './migrations/index.js';
 import { withStatementCache } from './sqlite-statements.js';
+import { WalCheckpointer } from './wal-checkpointer.js';
 import { TenantStore } from './tenants.js';
 import { ApiKeyStore } from './api-keys.js';
 import { ActivityStore } from './activity.js';
@@ -110,11 +111,23 @@ export interface StoreOptions {
    * replaces such connections itself; without a listener, Node would crash the process.
    */
   onConnectionError?: (err: Error) => void;
+  /**
+   * SQLite: how often the checkpoint worker copies the write-ahead log into the database file
+   * (wal-checkpointer.ts). Tests set it; svcd keeps the default.
+   */
+  checkpointEveryMs?: number;
+  /** SQLite: the checkpoint worker failed and the main connection checkpoints again. */
+  onCheckpointerFailure?: (err: Error) => void;
 }
+
+/** SQLite's own default for wal_autocheckpoint, in pages. */
+const SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES = 1000;
+const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 export async function openStore(opts: StoreOptions): Promise<Store> {
   let dialect: Dialect;
   let db: Kysely<Database>;
+  let checkpointer: WalCheckpointer | null = null;
   if (opts.databaseUrl !== null) {
     dialect = 'postgres';
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10, types: pgTypes });
@@ -123,20 +136,39 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   } else {
     dialect = 'sqlite';
     mkdirSync(opts.dataDir, { recursive: true });
-    const file = new BetterSqlite3(join(opts.dataDir, 'svc.db'));
+    const path = join(opts.dataDir, 'svc.db');
+    const file = new BetterSqlite3(path);
     file.pragma('journal_mode = WAL');
     // WAL with synchronous=NORMAL survives a process kill (SIGKILL) without losing commits;
     // only a power loss can drop the last transactions.
     file.pragma('synchronous = NORMAL');
     file.pragma('foreign_keys = ON');
     file.pragma('busy_timeout = 5000');
+    // Checkpoints run on a worker thread, never inside one of svcd's commits (wal-checkpointer.ts).
+    file.pragma('wal_autocheckpoint = 0');
+    // A log that grew during a burst is cut back to this when it is next started afresh.
+    file.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
+    checkpointer = new WalCheckpointer(
+      path,
+      (err) => {
+        if (file.open) file.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES}`);
+        opts.onCheckpointerFailure?.(err);
+      },
+      opts.checkpointEveryMs,
+    );
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
   }
 
   const migrator = new Migrator({ db, provider: migrationProvider(dialect) });
+  // The checkpoint worker first: the main connection, closing last, then checkpoints what is left
+  // and removes the log.
+  const close = async () => {
+    await checkpointer?.stop();
+    await db.destroy();
+  };
   const { error } = await migrator.migrateToLatest();
   if (error) {
-    await db.destroy();
+    await close();
     throw error instanceof Error ? error : new Error(String(error));
   }
 
@@ -148,6 +180,6 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
     ping: async () => {
       await sql`select 1`.execute(db);
     },
-    close: () => db.destroy(),
+    close,
   };
 }
