@@ -8,7 +8,7 @@ import { dailyRollups, hourlyRollups } from '../src/metering/rollups.js';
 import { sampleRow } from '../src/metering/sampler.js';
 import { rfc3339 } from '../src/metering/metering.js';
 import { workloadStats } from '../src/runtime/index.js';
-import type { UsageSampleRow } from '../src/store/index.js';
+import type { UsageRollupRow, UsageSampleRow } from '../src/store/index.js';
 import { freshPgDatabase, newTenant, PG_ADMIN_URL, startServer, STORES, waitFor, type TestServer } from './harness.js';
 import { BURNER_IMAGE, engineTenants, ensureTestImages } from './images.js';
 
@@ -141,6 +141,27 @@ for (const kind of STORES) {
         updated_at: T0,
       });
     }
+
+    test('two passes replacing the same bucket at once both succeed, and the bucket holds one row per owner', async () => {
+      const a = await newTenant(t);
+      const bucket = 3600 * 1000;
+      const row = (cpu: number): UsageRollupRow => ({
+        tenant_id: a.id, service_id: '', period: 'hourly', bucket_start: bucket,
+        cpu_seconds: cpu, memory_avg_bytes: 0, memory_peak_bytes: 0, net_rx_bytes: 0, net_tx_bytes: 0,
+        disk_read_bytes: 0, disk_write_bytes: 0, running_seconds: 0, ticks: 1,
+      });
+      const b = await newTenant(t);
+      const other = (cpu: number): UsageRollupRow => ({ ...row(cpu), tenant_id: b.id });
+      for (let round = 0; round < 20; round++) {
+        // Several owners, handed over in different orders.
+        await Promise.all([1, 2, 3].map((cpu) => t.deps.meteringStore.replaceRollups('hourly', bucket, cpu % 2 ? [row(cpu), other(cpu)] : [other(cpu), row(cpu)])));
+      }
+      for (const id of [a.id, b.id]) {
+        const rows = await t.deps.meteringStore.rollupsBetween('hourly', bucket, bucket + 1, { tenantId: id, serviceId: '' });
+        assert.equal(rows.length, 1);
+        assert.ok([1, 2, 3].includes(rows[0]?.cpu_seconds ?? 0));
+      }
+    });
 
     test('rollups follow the clock: hours and days recomputed, queried by range, pruned after retention', async () => {
       const a = await newTenant(t);

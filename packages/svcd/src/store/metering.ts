@@ -50,12 +50,39 @@ export class MeteringStore {
     return this.db.selectFrom('usage_samples').selectAll().where('sampled_at', '>=', from).where('sampled_at', '<', to).execute();
   }
 
-  /** Replaces one bucket's rollups of every tenant at once (a rollup is recomputed, never added to). */
+  /**
+   * Replaces one bucket's rollups of every tenant at once (a rollup is recomputed, never added to).
+   * Two passes may replace the same bucket at once (the scheduled pass and one run by hand, or two
+   * svcds): on PostgreSQL neither sees the other's uncommitted rows when it deletes, so the rows go
+   * in as upserts, and the later pass overwrites the earlier's instead of failing on the key; in
+   * key order, so that two passes never wait on each other's rows crosswise (a deadlock). Rows
+   * only the earlier pass wrote stay until the next pass, a minute later, replaces the bucket.
+   */
   async replaceRollups(period: RollupPeriod, bucketStart: number, rows: UsageRollupRow[]): Promise<void> {
     await this.ready();
+    const key = (r: UsageRollupRow) => `${r.tenant_id}\u0000${r.service_id}`;
+    const inKeyOrder = [...rows].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
     await this.db.transaction().execute(async (trx) => {
       await trx.deleteFrom('usage_rollups').where('period', '=', period).where('bucket_start', '=', bucketStart).execute();
-      for (let i = 0; i < rows.length; i += 200) await trx.insertInto('usage_rollups').values(rows.slice(i, i + 200)).execute();
+      for (let i = 0; i < inKeyOrder.length; i += 200) {
+        await trx
+          .insertInto('usage_rollups')
+          .values(inKeyOrder.slice(i, i + 200))
+          .onConflict((oc) =>
+            oc.columns(['tenant_id', 'service_id', 'period', 'bucket_start']).doUpdateSet((eb) => ({
+              cpu_seconds: eb.ref('excluded.cpu_seconds'),
+              memory_avg_bytes: eb.ref('excluded.memory_avg_bytes'),
+              memory_peak_bytes: eb.ref('excluded.memory_peak_bytes'),
+              net_rx_bytes: eb.ref('excluded.net_rx_bytes'),
+              net_tx_bytes: eb.ref('excluded.net_tx_bytes'),
+              disk_read_bytes: eb.ref('excluded.disk_read_bytes'),
+              disk_write_bytes: eb.ref('excluded.disk_write_bytes'),
+              running_seconds: eb.ref('excluded.running_seconds'),
+              ticks: eb.ref('excluded.ticks'),
+            })),
+          )
+          .execute();
+      }
     });
   }
 
