@@ -8,7 +8,8 @@ import { PassThrough, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { describe, test } from 'node:test';
 import { consumeProgress, OutputDemuxer, PROGRESS_LINE_MAX_BYTES, type ProgressEvent } from '../src/runtime/engine-streams.js';
-import { DockerRuntime, WorkloadNotRunningError } from '../src/runtime/index.js';
+import { execStartFailure } from '../src/runtime/docker.js';
+import { DockerRuntime, ExecNotStartedError, WorkloadNotRunningError } from '../src/runtime/index.js';
 
 function frame(type: number, payload: string | Buffer): Buffer {
   const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
@@ -119,23 +120,56 @@ describe('consumeProgress', () => {
 describe('log reads the engine refuses', () => {
   // An HTTP server on a unix socket standing in for the Engine API: only the answer to a log
   // read matters here, and the real engine's 409 needs a container caught while it is removed.
-  test("the engine's 409 (a container dead or being removed) is WorkloadNotRunningError; its 404 stays an error of its own", async () => {
+  test("the engine's 409 (a container dead or being removed) and 404 (removed) are WorkloadNotRunningError; its 500 stays an error of its own", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-engine-'));
     const socketPath = join(dir, 'engine.sock');
+    const answers: Record<string, [number, string]> = {
+      removing: [409, 'can not get logs from container which is dead or marked for removal'],
+      missing: [404, 'No such container: missing'],
+      broken: [500, 'an engine that failed'],
+    };
     const engine = createServer((req, res) => {
-      const gone = req.url?.startsWith('/containers/removing/logs');
-      res.writeHead(gone ? 409 : 404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ message: gone ? 'can not get logs from container which is dead or marked for removal' : 'No such container: missing' }));
+      const [status, message] = answers[/^\/containers\/([a-z]+)\/logs/.exec(req.url ?? '')?.[1] ?? 'broken'] ?? [500, 'unknown'];
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ message }));
     });
     await new Promise<void>((resolve) => engine.listen(socketPath, resolve));
     try {
       const runtime = new DockerRuntime(`unix://${socketPath}`, 'test');
       await assert.rejects(runtime.logs('removing', { tail: 10, follow: false }), WorkloadNotRunningError);
       await assert.rejects(runtime.logs('removing', { tail: 10, follow: true }), WorkloadNotRunningError);
-      await assert.rejects(runtime.logs('missing', { tail: 10, follow: false }), (err: unknown) => !(err instanceof WorkloadNotRunningError) && (err as { statusCode?: number }).statusCode === 404);
+      await assert.rejects(runtime.logs('missing', { tail: 10, follow: false }), WorkloadNotRunningError);
+      await assert.rejects(runtime.logs('missing', { tail: 10, follow: true }), WorkloadNotRunningError);
+      await assert.rejects(runtime.logs('broken', { tail: 10, follow: false }), (err: unknown) => !(err instanceof WorkloadNotRunningError) && (err as { statusCode?: number }).statusCode === 500);
     } finally {
       engine.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('exec start failures', () => {
+  // The engine's words after "OCI runtime exec failed: ", as runc and runsc wrote them.
+  test('a container stopped under the exec, or a gVisor sandbox torn down while it started, is WorkloadNotRunningError', () => {
+    for (const message of [
+      'container 0f3c is not running',
+      'exec failed: container_linux.go:380: starting container process caused: process_linux.go:99: executing setns process caused: in state stopped',
+      // gVisor, the sandbox stopped by svc's disk limit during the exec (soak run of 2026-11-23).
+      'executing processes for container: executing command "timeout --signal=KILL 120s dd if=/dev/zero of=/workspace/fill-7 bs=1M count=256" in sandbox: urpc method "containerManager.ExecuteAsync" failed: connection reset by peer: unknown',
+      'executing processes for container: urpc method "containerManager.ExecuteAsync" failed: EOF: unknown',
+    ]) assert.ok(execStartFailure(message) instanceof WorkloadNotRunningError, message);
+  });
+
+  test("the exec's own failures stay ExecNotStartedError, whatever the command says", () => {
+    for (const message of [
+      'exec failed: container_linux.go:380: starting container process caused: chdir to cwd ("/nope") set in config.json failed: no such file or directory: unknown',
+      'executing processes for container: executing command "timeout" in sandbox: failed to find initial working directory "/nope": no such file or directory: unknown',
+      'exec: "nosuch": executable file not found in $PATH: unknown',
+      // The tenant's command, quoted by gVisor, cannot word its way into a 409.
+      'executing processes for container: executing command "timeout --signal=KILL 60s /not running/x in state stopped urpc method \\"x\\" failed: EOF" in sandbox: failed to find initial working directory "/nope": no such file or directory: unknown',
+    ]) {
+      const err = execStartFailure(message);
+      assert.ok(err instanceof ExecNotStartedError && !(err instanceof WorkloadNotRunningError), message);
     }
   });
 });

@@ -531,8 +531,9 @@ export class DockerRuntime implements Runtime {
     // Both kinds arrive as a stream read at the reader's pace: a tail of 10,000 long lines is never
     // held whole, and a followed log waits for a client that stops reading instead of piling up.
     const raw = await this.openLogs(id, opts).catch((err: { statusCode?: number; message?: string }) => {
-      // Dead or being removed (a redeploy or a halt replacing it): no log to give any more.
-      if (err.statusCode === 409) throw new WorkloadNotRunningError(err.message ?? 'container is being removed');
+      // Dead, being removed or already removed (a redeploy or a halt replacing it, between the
+      // caller's look and this read): no log to give any more.
+      if (err.statusCode === 409 || err.statusCode === 404) throw new WorkloadNotRunningError(err.message ?? 'container is being removed');
       throw err;
     });
     const out = new OutputDemuxer();
@@ -608,10 +609,7 @@ export class DockerRuntime implements Runtime {
     const info = await exec.inspect();
     // The engine reports a process it could not start on the output stream, with code 126.
     const startFailure = /^OCI runtime exec failed: (.*)/.exec(stdout.text())?.[1];
-    if (info.ExitCode === 126 && startFailure) {
-      if (/in state (stopped|paused)|not running/i.test(startFailure)) throw new WorkloadNotRunningError(startFailure.trim());
-      throw new ExecNotStartedError(startFailure.trim());
-    }
+    if (info.ExitCode === 126 && startFailure) throw execStartFailure(startFailure.trim());
     return {
       exitCode: info.ExitCode ?? -1,
       stdout: stdout.text(),
@@ -701,4 +699,21 @@ export function workloadStats(s: EngineStats): WorkloadStats {
 
 function isNotFound(err: unknown): boolean {
   return (err as { statusCode?: number }).statusCode === 404;
+}
+
+/**
+ * What the engine's "OCI runtime exec failed: ..." means for the caller. A container stopped or
+ * paused under the exec is not running (runc: "in state stopped"); so is a gVisor sandbox torn down
+ * while the exec started: the runtime's control connection to it is reset or closed ("urpc method
+ * "containerManager.ExecuteAsync" failed: connection reset by peer", EOF, broken pipe), which is
+ * how a stop racing an exec arrives under runsc (the sandbox is gone or going; there is nothing
+ * left to exec in). Anything else (a missing working directory, a missing binary) is the exec's.
+ * gVisor quotes the tenant's command in the message: it is cut out before matching, so that no
+ * command can word its way into a 409.
+ */
+export function execStartFailure(message: string): WorkloadNotRunningError | ExecNotStartedError {
+  const engineWords = message.replace(/executing command ".*" in sandbox:/s, 'executing command in sandbox:');
+  if (/\bin state (stopped|paused)\b|\bnot running\b/i.test(engineWords)) return new WorkloadNotRunningError(message);
+  if (/\burpc method "[^"]*" failed: (connection reset by peer|EOF|broken pipe)\b/.test(engineWords)) return new WorkloadNotRunningError(message);
+  return new ExecNotStartedError(message);
 }
