@@ -45,6 +45,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
@@ -55,6 +56,7 @@ import { exited } from '../../packages/svcd/test/svcd-process.js';
 import { ROOT, spawnSvcd, type SpawnedSvcd } from '../svcd.js';
 import { MisbehavingTenant, type Halt } from './misbehaving.js';
 import { Observations, percentile, type Asker, type Phase } from './observations.js';
+import { ServerSide, type ServerSideFigures } from './server-side.js';
 import { SERVICE_IMAGE, ensureServiceImage, provisionWorkloads, startWellBehavedLoad, type LoadReport, type WellBehavedTenant } from './well-behaved.js';
 
 const { values: flags } = parseArgs({
@@ -92,6 +94,9 @@ const PHASES: Phase[] = Array.from({ length: 2 * SLICES_PER_PHASE }, (_, i) => (
 
 const say = (line: string) => process.stderr.write(`bench-soak: ${line}\n`);
 const fmtMs = (x: number) => (Number.isNaN(x) ? '-' : x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : Math.round(x).toLocaleString('en-US'));
+
+/** A histogram bound: Infinity is past its last bucket (30 s). */
+const fmtBound = (x: number | null) => (x === null ? '-' : x === Infinity ? 'over 30,000' : String(x));
 
 const runAbort = new AbortController();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => runAbort.abort(new Error(`${signal} received`)));
@@ -172,14 +177,15 @@ await ensureTemplateImages(['default']);
 const adminToken = randomBytes(24).toString('hex');
 process.env.SVC_ADMIN_TOKEN = adminToken;
 const apiPort = await freePort();
+const metricsPort = await freePort();
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-soak-'));
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 const resultsPath = join(ROOT, 'bench/results', `soak-${stamp}.json`);
 const svcdArgs = [
   '--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${apiPort}`, '--log-level', 'warn',
-  // A free metrics port: the default one may be another svcd's on this machine.
-  '--metrics-listen', '127.0.0.1:0',
+  // A free metrics port (the default one may be another svcd's on this machine), read each slice.
+  '--metrics-listen', `127.0.0.1:${metricsPort}`,
   '--metering-interval', '5',
   // The tenant bucket as in the product; the global one out of the way (see the header).
   '--dev-rate-limit', '100:200,1000000:1000000',
@@ -248,6 +254,12 @@ const wellBehaved: WellBehavedTenant[] = registered.slice(0, TENANTS).map((r) =>
 }));
 const bad = registered[TENANTS]!;
 const misbehaving = new MisbehavingTenant(anon.withKey(bad.apiKey), bad.apiKey, bad.tenantId, apiPort, obs);
+const serverSide = new ServerSide(`http://127.0.0.1:${metricsPort}/metrics`);
+const serverSideBySlice = new Map<number, ServerSideFigures>();
+// The bench's own event loop, per slice: a late loop here is latency svcd did not cause.
+const benchLoop = monitorEventLoopDelay({ resolution: 10 });
+benchLoop.enable();
+const benchLoopBySlice = new Map<number, { p99Ms: number; maxMs: number }>();
 let load: ReturnType<typeof startWellBehavedLoad> | null = null;
 let loadReport: LoadReport | null = null;
 let failure: Error | null = null;
@@ -277,10 +289,15 @@ try {
       previous = phase;
     }
     const slice = obs.beginSlice(phase);
+    await serverSide.begin();
+    benchLoop.reset();
     await waitMs(SLICE_MS);
     obs.endSlice();
+    benchLoopBySlice.set(slice.index, { p99Ms: benchLoop.percentile(99) / 1e6, maxMs: benchLoop.max / 1e6 });
+    const inSvcd = await serverSide.end();
+    serverSideBySlice.set(slice.index, inSvcd);
     const xs = sorted(obs.sliceLatencies.get(slice.index) ?? []);
-    say(`slice ${slice.index}/${PHASES.length} (${phase}): ${xs.length} answers, p50 ${fmtMs(percentile(xs, 0.5))} ms, p99 ${fmtMs(percentile(xs, 0.99))} ms; svcd RSS ${obs.rss.at(-1)?.mb.toFixed(0)} MB; 5xx so far ${obs.serverErrorCount}`);
+    say(`slice ${slice.index}/${PHASES.length} (${phase}): ${xs.length} answers, p50 ${fmtMs(percentile(xs, 0.5))} ms, p99 ${fmtMs(percentile(xs, 0.99))} ms; in svcd: API p99 under ${fmtBound(inSvcd.p99BoundMs)} ms, event loop late by ${fmtMs(inSvcd.loopLagP99Ms ?? NaN)} ms p99, ${fmtMs(inSvcd.loopLagMaxMs ?? NaN)} ms at most; svcd RSS ${obs.rss.at(-1)?.mb.toFixed(0)} MB; 5xx so far ${obs.serverErrorCount}`);
   }
   if (previous === 'B') await misbehaving.end();
   loadReport = await load.stop();
@@ -377,10 +394,12 @@ out.push(`| all requests: p99 ms | ${fmtMs(overall.A.p99)} | ${fmtMs(overall.B.p
 out.push(`| API requests without exec and log streams: p50 / p99 ms | ${fmtMs(api.A.p50)} / ${fmtMs(api.A.p99)} | ${fmtMs(api.B.p50)} / ${fmtMs(api.B.p99)} | ${(api.B.p99 / api.A.p99).toFixed(2)} (p99) |`);
 out.push('\n| route | A n | A p50 | A p99 | B n | B p50 | B p99 | p99 B/A |\n|---|---|---|---|---|---|---|---|');
 for (const r of byRoute) out.push(`| ${r.route} | ${r.a.n} | ${fmtMs(r.a.p50)} | ${fmtMs(r.a.p99)} | ${r.b.n} | ${fmtMs(r.b.p50)} | ${fmtMs(r.b.p99)} | ${r.p99Ratio.toFixed(2)} |`);
-out.push('\n| slice | answers | p50 ms | p99 ms | svcd RSS mean / max MB |\n|---|---|---|---|---|');
+out.push('\n| slice | answers | p50 ms | p99 ms | in svcd: API p99 under ms | svcd event loop late p99 / max ms | bench event loop late p99 / max ms | svcd RSS mean / max MB |\n|---|---|---|---|---|---|---|---|');
 for (const [i, slice] of obs.slices.entries()) {
   const f = figures(obs.sliceLatencies.get(slice.index) ?? []);
-  out.push(`| ${slice.index} (${slice.phase}) | ${f.n} | ${fmtMs(f.p50)} | ${fmtMs(f.p99)} | ${perSliceRss[i]!.mean.toFixed(0)} / ${perSliceRss[i]!.max.toFixed(0)} |`);
+  const s = serverSideBySlice.get(slice.index);
+  const b = benchLoopBySlice.get(slice.index);
+  out.push(`| ${slice.index} (${slice.phase}) | ${f.n} | ${fmtMs(f.p50)} | ${fmtMs(f.p99)} | ${fmtBound(s?.p99BoundMs ?? null)} | ${fmtMs(s?.loopLagP99Ms ?? NaN)} / ${fmtMs(s?.loopLagMaxMs ?? NaN)} | ${fmtMs(b?.p99Ms ?? NaN)} / ${fmtMs(b?.maxMs ?? NaN)} | ${perSliceRss[i]!.mean.toFixed(0)} / ${perSliceRss[i]!.max.toFixed(0)} |`);
 }
 out.push(`\n| svcd RSS (MB, every ${RSS_EVERY_MS / 1000} s) | start of the load | max (whole run) | end of the load | growth over the load (fitted line) |\n|---|---|---|---|---|`);
 out.push(`| | ${rssStart.toFixed(0)} | ${rssMax.toFixed(0)} | ${rssEnd.toFixed(0)} | ${rssGrowth >= 0 ? '+' : ''}${rssGrowth.toFixed(1)} |`);
@@ -421,7 +440,7 @@ writeFileSync(
       api,
       p99Ratio,
       byRoute,
-      slices: obs.slices.map((s) => ({ ...s, ...figures(obs.sliceLatencies.get(s.index) ?? []) })),
+      slices: obs.slices.map((s) => ({ ...s, ...figures(obs.sliceLatencies.get(s.index) ?? []), inSvcd: serverSideBySlice.get(s.index) ?? null, benchLoop: benchLoopBySlice.get(s.index) ?? null })),
       rss: { samples: obs.rss, start: rssStart, max: rssMax, end: rssEnd, growthOverLoad: rssGrowth, perSlice: perSliceRss },
       serverErrors: { count: obs.serverErrorCount, examples: obs.serverErrors },
       unexpected: { count: obs.unexpectedCount, examples: obs.unexpected },

@@ -2,7 +2,7 @@
 // SIGKILL that loses nothing.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -83,6 +83,19 @@ describe('bin/svcd start-up', () => {
       });
       assert.notEqual(second.status, 0);
       assert.match(second.stderr, new RegExp(`--metrics-listen 127\\.0\\.0\\.1:${port}: listen EADDRINUSE`));
+    } finally {
+      const done = exited(proc);
+      proc.kill('SIGTERM');
+      await done;
+    }
+  });
+
+  test("the launcher runs svcd with Node 20's young generation (Node 24's grows to 128 MB on this machine)", async () => {
+    const { proc } = await start(['--dev', '--data-dir', dataDir()]);
+    try {
+      // bin/svcd execs node: the child's pid is node's.
+      const argv = readFileSync(`/proc/${proc.pid}/cmdline`, 'utf8').split('\0');
+      assert.ok(argv.includes('--max-semi-space-size=16'), argv.join(' '));
     } finally {
       const done = exited(proc);
       proc.kill('SIGTERM');
