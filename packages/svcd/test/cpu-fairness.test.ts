@@ -138,7 +138,15 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
 
         // Three one-core loops on this two-core machine: per container each would get 2/3 of a
         // core, A twice B; per tenant, one core each.
-        const [coresA, coresB] = await coresOver([tenantCgroupPath(a.id), tenantCgroupPath(b.id)], 4_000);
+        // Measured once the last burner has had a moment to get going (a gVisor sandbox that just
+        // started is still slow for a second), and once more should a burst elsewhere on this
+        // shared machine have tilted the first window: per container, both windows read about 2.
+        await sleep(1_500);
+        let [coresA, coresB] = await coresOver([tenantCgroupPath(a.id), tenantCgroupPath(b.id)], 4_000);
+        if (coresA! / coresB! >= 1.5) {
+          ctx.diagnostic(`first window: tenant A ${coresA!.toFixed(2)} cores, tenant B ${coresB!.toFixed(2)}; measuring again`);
+          [coresA, coresB] = await coresOver([tenantCgroupPath(a.id), tenantCgroupPath(b.id)], 4_000);
+        }
         assert.ok(coresA! + coresB! > 1.5, `the burners use the machine while nothing else wants it: ${coresA!.toFixed(2)} + ${coresB!.toFixed(2)} cores`);
         ctx.diagnostic(`alone: tenant A ${coresA!.toFixed(2)} cores, tenant B ${coresB!.toFixed(2)}`);
         assert.ok(coresA! / coresB! < 1.5, `A (two services) ${coresA!.toFixed(2)} cores against B (one) ${coresB!.toFixed(2)}: shared by tenant`);
