@@ -11,6 +11,9 @@ export interface ServerSideFigures {
   /** Event-loop delay over the slice, as prom-client's monitor saw it (ms). */
   loopLagP99Ms: number | null;
   loopLagMaxMs: number | null;
+  /** At the slice's end (MB): V8's heap in use, and memory held outside it (Buffers and the like), to tell where svcd's RSS goes. */
+  heapUsedMb: number | null;
+  externalMb: number | null;
 }
 
 type Buckets = Map<number, number>;
@@ -33,10 +36,13 @@ function apiBuckets(text: string): Buckets {
   return sums;
 }
 
+/** A gauge without labels, in its own unit. */
 function gauge(text: string, name: string): number | null {
   const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) * 1000 : null;
+  return m ? Number(m[1]) : null;
 }
+const ms = (seconds: number | null) => (seconds === null ? null : seconds * 1000);
+const mb = (bytes: number | null) => (bytes === null ? null : bytes / 1024 ** 2);
 
 export class ServerSide {
   /** The buckets at the slice's start; null when that scrape failed. */
@@ -63,7 +69,7 @@ export class ServerSide {
   async end(): Promise<ServerSideFigures> {
     const text = await this.scrape();
     const atStart = this.atStart;
-    if (!text || !atStart) return { count: 0, p99BoundMs: null, loopLagP99Ms: null, loopLagMaxMs: null };
+    if (!text || !atStart) return { count: 0, p99BoundMs: null, loopLagP99Ms: null, loopLagMaxMs: null, heapUsedMb: null, externalMb: null };
     const now = apiBuckets(text);
     const bounds = [...now.keys()].sort((a, b) => a - b);
     const delta = (bound: number) => (now.get(bound) ?? 0) - (atStart.get(bound) ?? 0);
@@ -72,8 +78,10 @@ export class ServerSide {
     return {
       count,
       p99BoundMs: count === 0 || p99 === undefined ? null : p99 * 1000,
-      loopLagP99Ms: gauge(text, 'svc_process_nodejs_eventloop_lag_p99_seconds'),
-      loopLagMaxMs: gauge(text, 'svc_process_nodejs_eventloop_lag_max_seconds'),
+      loopLagP99Ms: ms(gauge(text, 'svc_process_nodejs_eventloop_lag_p99_seconds')),
+      loopLagMaxMs: ms(gauge(text, 'svc_process_nodejs_eventloop_lag_max_seconds')),
+      heapUsedMb: mb(gauge(text, 'svc_process_nodejs_heap_size_used_bytes')),
+      externalMb: mb(gauge(text, 'svc_process_nodejs_external_memory_bytes')),
     };
   }
 }
