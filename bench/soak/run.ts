@@ -394,12 +394,12 @@ out.push(`| all requests: p99 ms | ${fmtMs(overall.A.p99)} | ${fmtMs(overall.B.p
 out.push(`| API requests without exec and log streams: p50 / p99 ms | ${fmtMs(api.A.p50)} / ${fmtMs(api.A.p99)} | ${fmtMs(api.B.p50)} / ${fmtMs(api.B.p99)} | ${(api.B.p99 / api.A.p99).toFixed(2)} (p99) |`);
 out.push('\n| route | A n | A p50 | A p99 | B n | B p50 | B p99 | p99 B/A |\n|---|---|---|---|---|---|---|---|');
 for (const r of byRoute) out.push(`| ${r.route} | ${r.a.n} | ${fmtMs(r.a.p50)} | ${fmtMs(r.a.p99)} | ${r.b.n} | ${fmtMs(r.b.p50)} | ${fmtMs(r.b.p99)} | ${r.p99Ratio.toFixed(2)} |`);
-out.push('\n| slice | answers | p50 ms | p99 ms | in svcd: API p99 under ms | svcd event loop late p99 / max ms | bench event loop late p99 / max ms | svcd RSS mean / max MB | svcd heap used / outside the heap at the end, MB |\n|---|---|---|---|---|---|---|---|---|');
+out.push('\n| slice | answers | p50 ms | p99 ms | in svcd: API p99 under ms | svcd event loop late p99 / max ms | bench event loop late p99 / max ms | svcd RSS mean / max MB | svcd heap used / committed / outside the heap at the end, MB |\n|---|---|---|---|---|---|---|---|---|');
 for (const [i, slice] of obs.slices.entries()) {
   const f = figures(obs.sliceLatencies.get(slice.index) ?? []);
   const s = serverSideBySlice.get(slice.index);
   const b = benchLoopBySlice.get(slice.index);
-  out.push(`| ${slice.index} (${slice.phase}) | ${f.n} | ${fmtMs(f.p50)} | ${fmtMs(f.p99)} | ${fmtBound(s?.p99BoundMs ?? null)} | ${fmtMs(s?.loopLagP99Ms ?? NaN)} / ${fmtMs(s?.loopLagMaxMs ?? NaN)} | ${fmtMs(b?.p99Ms ?? NaN)} / ${fmtMs(b?.maxMs ?? NaN)} | ${perSliceRss[i]!.mean.toFixed(0)} / ${perSliceRss[i]!.max.toFixed(0)} | ${s?.heapUsedMb?.toFixed(0) ?? '-'} / ${s?.externalMb?.toFixed(0) ?? '-'} |`);
+  out.push(`| ${slice.index} (${slice.phase}) | ${f.n} | ${fmtMs(f.p50)} | ${fmtMs(f.p99)} | ${fmtBound(s?.p99BoundMs ?? null)} | ${fmtMs(s?.loopLagP99Ms ?? NaN)} / ${fmtMs(s?.loopLagMaxMs ?? NaN)} | ${fmtMs(b?.p99Ms ?? NaN)} / ${fmtMs(b?.maxMs ?? NaN)} | ${perSliceRss[i]!.mean.toFixed(0)} / ${perSliceRss[i]!.max.toFixed(0)} | ${s?.heapUsedMb?.toFixed(0) ?? '-'} / ${s?.heapTotalMb?.toFixed(0) ?? '-'} / ${s?.externalMb?.toFixed(0) ?? '-'} |`);
 }
 out.push(`\n| svcd RSS (MB, every ${RSS_EVERY_MS / 1000} s) | start of the load | max (whole run) | end of the load | growth over the load (fitted line) |\n|---|---|---|---|---|`);
 out.push(`| | ${rssStart.toFixed(0)} | ${rssMax.toFixed(0)} | ${rssEnd.toFixed(0)} | ${rssGrowth >= 0 ? '+' : ''}${rssGrowth.toFixed(1)} |`);

@@ -11,8 +11,9 @@ export interface ServerSideFigures {
   /** Event-loop delay over the slice, as prom-client's monitor saw it (ms). */
   loopLagP99Ms: number | null;
   loopLagMaxMs: number | null;
-  /** At the slice's end (MB): V8's heap in use, and memory held outside it (Buffers and the like), to tell where svcd's RSS goes. */
+  /** At the slice's end (MB): V8's heap in use and as committed, and memory held outside it (Buffers and the like), to tell where svcd's RSS goes. */
   heapUsedMb: number | null;
+  heapTotalMb: number | null;
   externalMb: number | null;
 }
 
@@ -69,7 +70,7 @@ export class ServerSide {
   async end(): Promise<ServerSideFigures> {
     const text = await this.scrape();
     const atStart = this.atStart;
-    if (!text || !atStart) return { count: 0, p99BoundMs: null, loopLagP99Ms: null, loopLagMaxMs: null, heapUsedMb: null, externalMb: null };
+    if (!text || !atStart) return { count: 0, p99BoundMs: null, loopLagP99Ms: null, loopLagMaxMs: null, heapUsedMb: null, heapTotalMb: null, externalMb: null };
     const now = apiBuckets(text);
     const bounds = [...now.keys()].sort((a, b) => a - b);
     const delta = (bound: number) => (now.get(bound) ?? 0) - (atStart.get(bound) ?? 0);
@@ -81,6 +82,7 @@ export class ServerSide {
       loopLagP99Ms: ms(gauge(text, 'svc_process_nodejs_eventloop_lag_p99_seconds')),
       loopLagMaxMs: ms(gauge(text, 'svc_process_nodejs_eventloop_lag_max_seconds')),
       heapUsedMb: mb(gauge(text, 'svc_process_nodejs_heap_size_used_bytes')),
+      heapTotalMb: mb(gauge(text, 'svc_process_nodejs_heap_size_total_bytes')),
       externalMb: mb(gauge(text, 'svc_process_nodejs_external_memory_bytes')),
     };
   }
