@@ -17,20 +17,12 @@ export interface CheckpointWorkerData {
   everyMs: number;
 }
 
-/** What `PRAGMA wal_checkpoint` answers: pages in the log, and how many of them are in the database now. */
-export interface CheckpointPass {
-  busy: number;
-  log: number;
-  checkpointed: number;
-}
-
 export const CHECKPOINT_EVERY_MS = 1000;
 /** Past this, stop() ends the worker mid-pass (safe: the log stays valid until it is started afresh). */
 const STOP_WAIT_MS = 5000;
 
 export class WalCheckpointer {
   private readonly worker: Worker;
-  private lastPass: CheckpointPass | null = null;
   private failure: Error | null = null;
   private stopping = false;
   private readonly exited: Promise<void>;
@@ -50,7 +42,6 @@ export class WalCheckpointer {
     this.worker = worker;
     // svcd's shutdown stops it; a process that ends without closing the store does not wait on it.
     worker.unref();
-    worker.on('message', (pass: CheckpointPass) => (this.lastPass = pass));
     worker.on('error', (err: Error) => this.fail(err));
     this.exited = new Promise((resolve) =>
       worker.once('exit', (code) => {
@@ -66,9 +57,9 @@ export class WalCheckpointer {
     this.onFailure(err);
   }
 
-  /** The last pass's figures (null before the first): how far the database has caught up with the log. */
-  status(): { lastPass: CheckpointPass | null; failure: Error | null } {
-    return { lastPass: this.lastPass, failure: this.failure };
+  /** Why the worker stopped checkpointing (null while it runs). */
+  status(): { failure: Error | null } {
+    return { failure: this.failure };
   }
 
   /** Ends the worker after its current pass and closes its connection; ends it outright past STOP_WAIT_MS. */
