@@ -32,7 +32,7 @@ TEST_FILES := 'packages/*/test/*.test.ts'
 # when two files run them at once, and first requests to fresh containers then get resets.
 TEST_CONCURRENCY ?= 1
 
-.PHONY: build deps run test bench-api bench-deploy bench-proxy bench-build bench-db bench-env clean
+.PHONY: build deps typecheck run test bench-api bench-deploy bench-proxy bench-build bench-db bench-env clean
 
 # npm ci only when the lock file changed since the last install (it wipes node_modules), or when
 # the install was made for another Node (native addons are built for one Node ABI).
@@ -53,13 +53,19 @@ build: deps
 	@chmod +x bin/svcd bin/svc
 	@echo "make: wrote bin/svcd and bin/svc (Node $(NODE_VERSION) in $(NODE_BIN_DIR))"
 
+# Tests and benches run through tsx, which strips types unchecked: this checks them (and the
+# sources once more, as one program) so that a fake that no longer matches its interface fails.
+typecheck: deps
+	@echo "make: type-checking sources, tests and benches (tsconfig.tests.json)"
+	npx tsc -p tsconfig.tests.json
+
 run: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-caddy.sh
 	@echo "make: starting svcd in dev mode with open registration on SQLite in $(DATA_DIR): API http://$(LISTEN), services behind Caddy on http://$(PROXY_LISTEN)"
 	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN) --proxy-listen $(PROXY_LISTEN)
 
-test: build
+test: build typecheck
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
 	@bash scripts/ensure-caddy.sh

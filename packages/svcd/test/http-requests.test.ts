@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Runtime } from '../src/runtime/index.js';
 import { STORES, newTenant, startServer, type TestServer } from './harness.js';
+import { inertRuntime } from './inert-runtime.js';
 
 describe('request handling', () => {
   let t: TestServer;
@@ -67,8 +68,9 @@ describe('request handling', () => {
     const other = await newTenant(t);
     assert.ok((await other.client.activity()).every((e) => e.resource_id !== a.id), 'scoped to the tenant');
 
-    for (const q of [{ offset: -1 }, { limit: 0 }, { since: 'yesterday' }]) {
-      const r = await a.client.raw<{ error: string }>('GET', '/v1/activity', { query: q as Record<string, string | number> });
+    const bad: Array<Record<string, string | number>> = [{ offset: -1 }, { limit: 0 }, { since: 'yesterday' }];
+    for (const q of bad) {
+      const r = await a.client.raw<{ error: string }>('GET', '/v1/activity', { query: q });
       assert.equal(r.status, 400, JSON.stringify(q));
     }
     // Enough entries to see the default and the clamp.
@@ -87,6 +89,7 @@ describe('request timeout', () => {
     let reached!: () => void;
     const inHandler = new Promise<void>((r) => (reached = r));
     const hanging: Runtime = {
+      ...inertRuntime(),
       info: () => {
         reached();
         return new Promise(() => {});

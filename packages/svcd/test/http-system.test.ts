@@ -7,6 +7,7 @@ import type { Runtime } from '../src/runtime/index.js';
 import type { Store } from '../src/store/index.js';
 import { dockerOptions } from '../src/runtime/docker.js';
 import { DOCKER_HOST, newTenant, startServer, type TestServer } from './harness.js';
+import { inertRuntime } from './inert-runtime.js';
 
 describe('health', () => {
   test('GET /v1/system/health is public and never touches the store', async () => {
@@ -80,6 +81,7 @@ describe('health detail against the real engine', () => {
 
 describe('degraded rules', () => {
   const fakeRuntime = (networks: number): Runtime => ({
+    ...inertRuntime(),
     info: async () => ({ version: 'fake', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/', cgroupDriver: 'cgroupfs' }),
     sandboxVersion: async () => null,
     storage: async () => ({ imagesBytes: 1, containersBytes: 2, volumesBytes: 3, buildCacheBytes: 4 }),
