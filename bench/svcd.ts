@@ -13,7 +13,11 @@ export interface SpawnedSvcd {
 }
 
 /** `pinToCore` runs svcd under taskset on that core (the load generator gets the other one). */
-export async function spawnSvcd(args: string[], pinToCore?: number): Promise<SpawnedSvcd> {
+export async function spawnSvcd(givenArgs: string[], pinToCore?: number): Promise<SpawnedSvcd> {
+  // svcd's default metrics address is one fixed port: a bench with two svcd (bench/env), or one
+  // beside another svcd on the machine, would fail to start the second. Benches that read the
+  // metrics (bench/soak) name a free port themselves.
+  const args = givenArgs.includes('--metrics-listen') ? givenArgs : [...givenArgs, '--metrics-listen', 'off'];
   const proc = pinToCore === undefined
     ? spawn(BIN, args, { stdio: ['ignore', 'pipe', 'inherit'] })
     : spawn('taskset', ['-c', String(pinToCore), BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -1,0 +1,23 @@
+// typescript-eslint's strict type-checked rules over every TypeScript file of the workspace:
+// sources, tests and benches, with the type information of tsconfig.tests.json (the program
+// `make typecheck` checks).
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', '.tools/**', 'bench/results/**', 'test-output/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
+  ...tseslint.configs.strictTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { project: './tsconfig.tests.json', tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      // Numbers in messages and paths are what template literals are for.
+      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
+      // node:test's test() and describe() return promises the runner itself awaits.
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }] },
+      ],
+    },
+  },
+);
