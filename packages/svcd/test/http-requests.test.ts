@@ -94,9 +94,6 @@ describe('request timeout', () => {
         reached();
         return new Promise(() => {});
       },
-      sandboxVersion: async () => null,
-      storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
-      countNetworks: async () => 0,
     };
     const t = await startServer({ overrides: { runtime: hanging } });
     try {

@@ -83,7 +83,6 @@ describe('degraded rules', () => {
   const fakeRuntime = (networks: number): Runtime => ({
     ...inertRuntime(),
     info: async () => ({ version: 'fake', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/', cgroupDriver: 'cgroupfs' }),
-    sandboxVersion: async () => null,
     storage: async () => ({ imagesBytes: 1, containersBytes: 2, volumesBytes: 3, buildCacheBytes: 4 }),
     countNetworks: async () => networks,
   });
