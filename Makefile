@@ -44,7 +44,16 @@ $(INSTALLED): package-lock.json package.json
 
 deps: $(INSTALLED)
 
-build: deps
+# svc-init, PID 1 of services and environments (packages/svc-init): Go's standard library, built
+# static with Debian's golang-go. Go's build cache goes to .tools unless the caller set one.
+export GOCACHE ?= $(CURDIR)/.tools/go-cache
+SVC_INIT := packages/svc-init/dist/svc-init
+$(SVC_INIT): $(wildcard packages/svc-init/*.go) packages/svc-init/go.mod
+	@bash scripts/ensure-go.sh
+	@echo "make: building svc-init with $$(go version | cut -d' ' -f3) (static)"
+	cd packages/svc-init && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o dist/svc-init .
+
+build: deps $(SVC_INIT)
 	@echo "make: compiling TypeScript"
 	npx tsc -b packages/kanban packages/svcd packages/cli
 	@mkdir -p bin
@@ -71,9 +80,13 @@ run: build
 	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN) --proxy-listen $(PROXY_LISTEN)
 
 test: build typecheck
+	@echo "make: testing svc-init (go vet, go test)"
+	cd packages/svc-init && go vet ./... && go test -count=1 ./...
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
 	@bash scripts/ensure-caddy.sh
+	@echo "make: building the operator-image stand-ins that are missing (once per machine; several minutes on a new one)"
+	node --import tsx packages/svcd/test/operator-images.ts
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
 	  echo "make: running $$(ls packages/*/test/*.test.ts | wc -l) test files on Node $(NODE_VERSION), on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
 	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-timeout=300000 --test-reporter=spec $(TEST_FILES)

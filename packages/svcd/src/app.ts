@@ -14,7 +14,7 @@ import type { Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, HostFirewall, TenantCgroups, type Runtime } from './runtime/index.js';
+import { DockerRuntime, HostFirewall, TenantCgroups, installTenantInit, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
@@ -165,10 +165,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const tenantCgroups = config.tenantCpuWeight === null ? null : new TenantCgroups(config.tenantCpuWeight);
   const runtime =
     o.runtime ??
-    new DockerRuntime(config.dockerHost, installation, tenantCgroups && {
-      groups: tenantCgroups,
-      // Said once, when the first workload would have been placed.
-      unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
+    new DockerRuntime({
+      host: config.dockerHost,
+      installation,
+      placement: tenantCgroups && {
+        groups: tenantCgroups,
+        // Said once, when the first workload would have been placed.
+        unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
+      },
+      tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
     });
   const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.

@@ -9,6 +9,7 @@ import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
 import { CPU_WEIGHT_RANGE, DEFAULT_TENANT_CPU_WEIGHT } from './runtime/tenant-cgroups.js';
+import { DEFAULT_LOG_RATE, builtTenantInit, type LogRate } from './runtime/tenant-init.js';
 import { DEFAULT_RETENTION, RETENTION_DAYS_MAX, RETENTION_DAYS_MIN, type RetentionWindows } from './retention/rules.js';
 
 export type SandboxMode = 'auto' | 'required' | 'off';
@@ -76,6 +77,11 @@ export interface Config {
    * host (--tenant-cpu-weight, cgroup v2's scale 1-10000; null: off, runtime/tenant-cgroups.ts).
    */
   tenantCpuWeight: number | null;
+  /**
+   * svc-init, PID 1 of services and environments (--tenant-init), and the output a second their
+   * logs take (--log-lines-per-second, --log-kib-per-second; runtime/tenant-init.ts).
+   */
+  tenantInit: { binary: string; rate: LogRate };
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
 }
@@ -129,6 +135,9 @@ export interface RawOptions {
   keyRetentionDays?: string;
   egressAllow?: string;
   tenantCpuWeight?: string;
+  tenantInit?: string;
+  logLinesPerSecond?: string;
+  logKibPerSecond?: string;
 }
 
 /** Public defaults of the operator images (DECISIONS.md) and of the database port range. */
@@ -272,6 +281,15 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     throw new ConfigError((err as Error).message);
   }
   const tenantCpuWeight = parseTenantCpuWeight(raw.tenantCpuWeight);
+  const tenantInitBinary = resolve(raw.tenantInit?.trim() || builtTenantInit());
+  if (!existsSync(tenantInitBinary)) throw new ConfigError(`svc-init is missing at ${tenantInitBinary}: make build builds it (with Go), or name it with --tenant-init`);
+  const tenantInit = {
+    binary: tenantInitBinary,
+    rate: {
+      linesPerSecond: logRate('--log-lines-per-second', raw.logLinesPerSecond, DEFAULT_LOG_RATE.linesPerSecond, 10, 1_000_000),
+      bytesPerSecond: 1024 * logRate('--log-kib-per-second', raw.logKibPerSecond, DEFAULT_LOG_RATE.bytesPerSecond / 1024, 16, 1_048_576),
+    },
+  };
   return {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
@@ -310,6 +328,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     scratch,
     egressAllow,
     tenantCpuWeight,
+    tenantInit,
     rateLimits: raw.devRateLimit !== undefined ? parseDevRateLimit(raw.devRateLimit) : SPEC_RATE_LIMITS,
   };
 }
@@ -337,6 +356,13 @@ function parseTenantCpuWeight(raw: string | undefined): number | null {
     throw new ConfigError(`--tenant-cpu-weight must be off or an integer from ${CPU_WEIGHT_RANGE.min} to ${CPU_WEIGHT_RANGE.max}, got ${JSON.stringify(raw)}`);
   }
   return weight;
+}
+
+/** A whole number within bounds (a log rate: at least a line or a long line's worth a second). */
+function logRate(flag: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  const n = value === undefined ? fallback : Number(value.trim() === '' ? Number.NaN : value);
+  if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  return n;
 }
 
 /** Whole days within the bounds every retention window shares. */

@@ -135,7 +135,7 @@ describe('log reads the engine refuses', () => {
     });
     await new Promise<void>((resolve) => engine.listen(socketPath, resolve));
     try {
-      const runtime = new DockerRuntime(`unix://${socketPath}`, 'test');
+      const runtime = new DockerRuntime({ host: `unix://${socketPath}`, installation: 'test' });
       await assert.rejects(runtime.logs('removing', { tail: 10, follow: false }), WorkloadNotRunningError);
       await assert.rejects(runtime.logs('removing', { tail: 10, follow: true }), WorkloadNotRunningError);
       await assert.rejects(runtime.logs('missing', { tail: 10, follow: false }), WorkloadNotRunningError);

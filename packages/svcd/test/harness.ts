@@ -15,7 +15,7 @@ import { ManualClock } from './manual-clock.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import { DEFAULT_RETENTION } from '../src/retention/rules.js';
-import { DEFAULT_TENANT_CPU_WEIGHT } from '../src/runtime/index.js';
+import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, builtTenantInit } from '../src/runtime/index.js';
 import type { NewTenantRow } from '../src/store/index.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
@@ -95,6 +95,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     metricsListen: null,
     egressAllow: [],
     tenantCpuWeight: DEFAULT_TENANT_CPU_WEIGHT,
+    tenantInit: { binary: builtTenantInit(), rate: DEFAULT_LOG_RATE },
     meteringDatabaseUrl: null,
     meteringIntervalMs: 30_000,
     meteringRetentionDays: 90,

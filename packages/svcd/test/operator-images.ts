@@ -9,7 +9,7 @@
 // node images do.
 // Built once per machine and kept. Run directly: node --import tsx packages/svcd/test/operator-images.ts
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildImage, docker, finished, imagePresent } from './images.js';
@@ -75,6 +75,24 @@ async function ensureDebianBase(): Promise<void> {
 
 const APT_INSTALL = 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends';
 
+/**
+ * A RUN step's command with busybox's `ls` and `stat` in place of coreutils' for its length. The
+ * builder runs RUN steps under gVisor, and Debian's runsc (2022-12) answers statx with
+ * AT_NO_AUTOMOUNT, which coreutils 9's `ls` and `stat` always pass, with EINVAL (README,
+ * Environments); postgresql-common's maintainer scripts call both and its install fails.
+ * busybox's use lstat. Diverted with dpkg, so that the packages' own files are put back after.
+ */
+function withBusyboxLsAndStat(command: string): string[] {
+  const tools = ['/bin/ls', '/usr/bin/stat'];
+  return [
+    'COPY busybox /usr/local/bin/busybox',
+    `RUN for f in ${tools.join(' ')}; do dpkg-divert --quiet --local --rename --add $f && ln -s /usr/local/bin/busybox $f; done \\
+ && ${command} \\
+ && for f in ${tools.join(' ')}; do rm $f && dpkg-divert --quiet --local --rename --remove $f; done \\
+ && rm /usr/local/bin/busybox`,
+  ];
+}
+
 /** The Node base image of the task board. */
 export async function ensureNodeImage(): Promise<void> {
   if (await imagePresent(NODE_IMAGE)) return;
@@ -137,7 +155,7 @@ export async function ensureDbImages(): Promise<void> {
       Dockerfile: {
         body: [
           `FROM ${DEBIAN_BASE_IMAGE}`,
-          `RUN ${APT_INSTALL} postgresql-15 && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/15`,
+          ...withBusyboxLsAndStat(`${APT_INSTALL} postgresql-15 && rm -rf /var/lib/apt/lists/* /var/lib/postgresql/15`),
           'RUN mkdir -p /var/lib/postgresql/data && chown -R postgres:postgres /var/lib/postgresql && chmod 700 /var/lib/postgresql/data',
           'ENV PGDATA=/var/lib/postgresql/data',
           'COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh',
@@ -147,6 +165,7 @@ export async function ensureDbImages(): Promise<void> {
         ].join('\n'),
       },
       'docker-entrypoint.sh': { body: POSTGRES_ENTRYPOINT, mode: 0o755 },
+      busybox: { body: readFileSync('/bin/busybox'), mode: 0o755 },
     });
   }
   if (!(await imagePresent(REDIS_IMAGE))) {
@@ -155,7 +174,7 @@ export async function ensureDbImages(): Promise<void> {
       Dockerfile: {
         body: [
           `FROM ${DEBIAN_BASE_IMAGE}`,
-          `RUN ${APT_INSTALL} redis-server && rm -rf /var/lib/apt/lists/*`,
+          ...withBusyboxLsAndStat(`${APT_INSTALL} redis-server && rm -rf /var/lib/apt/lists/*`),
           'RUN mkdir -p /data && chown redis:redis /data',
           'WORKDIR /data',
           'VOLUME /data',
@@ -166,6 +185,7 @@ export async function ensureDbImages(): Promise<void> {
         ].join('\n'),
       },
       'docker-entrypoint.sh': { body: REDIS_ENTRYPOINT, mode: 0o755 },
+      busybox: { body: readFileSync('/bin/busybox'), mode: 0o755 },
     });
   }
 }

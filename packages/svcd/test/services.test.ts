@@ -63,7 +63,13 @@ describe('services on the real engine', () => {
     const c = await docker.getContainer(workloadName(s.id)).inspect();
     assert.deepEqual(c.HostConfig.CapDrop, ['ALL']);
     assert.deepEqual(c.HostConfig.SecurityOpt, ['no-new-privileges']);
-    assert.equal(c.HostConfig.PidsLimit, 256);
+    // Under gVisor the group also holds the sandbox's own host threads (runtime/docker.ts).
+    assert.equal(c.HostConfig.PidsLimit, c.HostConfig.Runtime === 'runsc' ? 256 + 768 : 256);
+    // svc-init is PID 1, read-only, running the image's own command (runtime/tenant-init.ts).
+    assert.deepEqual(c.Config.Entrypoint, ['/.svc/init', '--lines-per-second=500', '--bytes-per-second=524288', '--']);
+    const imageConfig = (await docker.getImage(c.Image).inspect()).Config;
+    assert.deepEqual(c.Config.Cmd, [...(imageConfig.Entrypoint ?? []), ...(imageConfig.Cmd ?? [])]);
+    assert.ok(c.HostConfig.Mounts?.some((m) => m.Target === '/.svc/init' && m.Type === 'bind' && m.ReadOnly === true));
     assert.equal(c.HostConfig.Memory, Math.floor(2048 / 5) * 1024 * 1024, "memory: the tenant's 2048 MB over its 5 services");
     assert.equal(c.HostConfig.NanoCpus, 0.4e9);
     assert.equal(c.HostConfig.NetworkMode, tenantNetworkName(a.id));

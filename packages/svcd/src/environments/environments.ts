@@ -409,10 +409,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       resourceId: name,
       limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
       sandbox: await this.opts.sandbox(),
-      // Idle until told otherwise; an init reaps what exec'd commands leave behind.
+      // Idle until told otherwise; an init reaps what exec'd commands leave behind (svc-init, as
+      // tenant code: what those commands print to the container's output is held to the log rate).
       entrypoint: ['sleep'],
       cmd: ['infinity'],
       init: true,
+      tenantCode: true,
       volumes: [{ name, target: WORKSPACE }],
     });
     const address = (await this.runtime.inspectWorkload(containerId))?.address?.host ?? null;

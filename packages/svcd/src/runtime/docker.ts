@@ -7,6 +7,7 @@ import { pack as packDirectory } from 'tar-fs';
 import { consumeProgress, OutputDemuxer } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from './host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from './tenant-cgroups.js';
+import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from './tenant-init.js';
 import {
   LABELS,
   ExecNotStartedError,
@@ -35,6 +36,15 @@ import {
 } from './index.js';
 
 const execFileAsync = promisify(execFile);
+/**
+ * Under gVisor the container's pids group holds the sandbox's own host threads beside the
+ * tenant's processes: the sentry's and the gofer's (a Go thread for each blocking file call) and a
+ * stub process per address space. A postgres recovering after a crash syncs every file of its data
+ * directory, the gofer's threads went past the 256 of the limit, and the sandbox died ("error
+ * initializing first thread: resource temporarily unavailable") on every start. The tenant's own
+ * processes stay bounded, by the limit plus this much.
+ */
+const SANDBOX_PIDS_HEADROOM = 768;
 /** How long past an exec's deadline its output may stay open before svcd stops reading. */
 const EXEC_GRACE_MS = 5_000;
 
@@ -64,6 +74,12 @@ class CappedText extends Writable {
   }
 }
 
+/** An image's Entrypoint or Cmd: an array, null, or a lone string, which the engine reads as a one-word argv (its StrSlice). */
+function asArgv(value: string[] | string | null | undefined): string[] | null {
+  if (value === null || value === undefined) return null;
+  return typeof value === 'string' ? [value] : value;
+}
+
 /** A disk usage reading walks every volume and layer: it may take long, not forever. */
 const DF_TIMEOUT_MS = 120_000;
 
@@ -82,6 +98,25 @@ interface DfResponse {
   BuildCache?: Array<{ Size?: number }> | null;
 }
 
+export interface DockerRuntimeOptions {
+  /** The engine's address: unix:///var/run/docker.sock or tcp://host:port. */
+  host: string;
+  /**
+   * Labels every workload this runtime creates, and scopes what it lists and reports to them:
+   * another svc installation on the same engine is invisible to this one.
+   */
+  installation: string;
+  /**
+   * Puts every tenant workload in its tenant's CPU group of `groups` (tenant-cgroups.ts);
+   * `unplaced` hears once that the engine's cgroup driver does not allow it. null: off.
+   */
+  placement?: { groups: TenantCgroups; unplaced: (driver: string) => void } | null;
+  /** svc-init for workloads that run tenant code (tenant-init.ts); null: they run as the image says. */
+  tenantInit?: TenantInit | null;
+  /** Idle timeout of the API calls (not of streams). */
+  timeoutMs?: number;
+}
+
 /** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
 export class DockerRuntime implements Runtime {
   private readonly docker: Docker;
@@ -92,20 +127,17 @@ export class DockerRuntime implements Runtime {
   /** The engine's cgroup driver, asked once: tenant groups are placed only under cgroupfs. */
   private cgroupDriver: Promise<string> | null = null;
 
-  /**
-   * `installation` labels every workload this runtime creates, and scopes what it lists and
-   * reports to them: another svc installation on the same engine is invisible to this one.
-   * `placement` (null: off) puts every tenant workload in its tenant's CPU group of `groups`
-   * (tenant-cgroups.ts); `unplaced` hears once that the engine's cgroup driver does not allow it.
-   */
-  constructor(
-    host: string,
-    private readonly installation: string,
-    private readonly placement: { groups: TenantCgroups; unplaced: (driver: string) => void } | null = null,
-    timeoutMs = 5_000,
-  ) {
-    this.docker = new Docker(dockerOptions(host, timeoutMs));
-    this.streaming = new Docker({ ...dockerOptions(host, timeoutMs), timeout: undefined });
+  private readonly installation: string;
+  private readonly placement: DockerRuntimeOptions['placement'];
+  private readonly tenantInit: TenantInit | null;
+
+  constructor(o: DockerRuntimeOptions) {
+    const timeoutMs = o.timeoutMs ?? 5_000;
+    this.installation = o.installation;
+    this.placement = o.placement ?? null;
+    this.tenantInit = o.tenantInit ?? null;
+    this.docker = new Docker(dockerOptions(o.host, timeoutMs));
+    this.streaming = new Docker({ ...dockerOptions(o.host, timeoutMs), timeout: undefined });
   }
 
   async info(): Promise<EngineInfo> {
@@ -365,25 +397,29 @@ export class DockerRuntime implements Runtime {
     };
     for (const v of spec.volumes ?? []) await this.ensureVolume(v.name, labels);
     const cgroup = await this.tenantCgroup(spec.warmPool ? WARM_POOL_TENANT : spec.tenantId);
+    const command = await this.command(spec);
+    const mounts: Docker.MountSettings[] = (spec.volumes ?? []).map((v) => ({ Type: 'volume' as const, Source: v.name, Target: v.target }));
+    if (command.underInit) mounts.push({ Type: 'bind', Source: command.underInit, Target: TENANT_INIT_PATH, ReadOnly: true });
     const container = await this.docker.createContainer({
       name: spec.name,
       Image: spec.image,
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       ...(spec.port ? { ExposedPorts: { [`${spec.port}/tcp`]: {} } } : {}),
       Labels: labels,
-      ...(spec.cmd ? { Cmd: spec.cmd } : {}),
-      ...(spec.entrypoint ? { Entrypoint: spec.entrypoint } : {}),
+      ...(command.cmd ? { Cmd: command.cmd } : {}),
+      ...(command.entrypoint ? { Entrypoint: command.entrypoint } : {}),
       ...(spec.user ? { User: spec.user } : {}),
       HostConfig: {
-        Mounts: (spec.volumes ?? []).map((v) => ({ Type: 'volume' as const, Source: v.name, Target: v.target })),
-        ...(spec.init ? { Init: true } : {}),
+        Mounts: mounts,
+        // svc-init reaps orphans itself; the engine's init is for the others that ask for one.
+        ...(spec.init && !command.underInit ? { Init: true } : {}),
         ...(spec.publish && spec.port ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publish.address, HostPort: String(spec.publish.port) }] } } : {}),
         NetworkMode: network,
         // Hardening (DECISIONS.md): no capabilities, no privilege gain, bounded processes,
         // memory and CPU from the tenant's quota.
         CapDrop: ['ALL'],
         SecurityOpt: ['no-new-privileges'],
-        PidsLimit: spec.limits.pids,
+        PidsLimit: spec.sandbox ? spec.limits.pids + SANDBOX_PIDS_HEADROOM : spec.limits.pids,
         Memory: spec.limits.memoryMb * 1024 * 1024,
         MemorySwap: spec.limits.memoryMb * 1024 * 1024,
         NanoCpus: Math.round(spec.limits.cpus * 1e9),
@@ -406,6 +442,22 @@ export class DockerRuntime implements Runtime {
       throw err;
     }
     return container.id;
+  }
+
+  /**
+   * The ENTRYPOINT and CMD to create the container with: for tenant code, the image's own command
+   * (or the spec's overrides) behind svc-init, read from the image (pulled by now); otherwise the
+   * spec's overrides as they are.
+   */
+  private async command(spec: WorkloadSpec): Promise<{ entrypoint?: string[]; cmd?: string[]; underInit: string | null }> {
+    if (!spec.tenantCode || !this.tenantInit) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
+    // An image's config may have no Config at all (an OCI image pushed without one).
+    const config = ((await this.docker.getImage(spec.image).inspect()).Config ?? {}) as { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null };
+    const argv = resolveCommand({ entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd) }, spec.entrypoint, spec.cmd);
+    // The engine's own refusal, before a container exists (svc-init would start and exit 127).
+    if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
+    if (runsOnlyAsPid1(argv)) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
+    return { ...underTenantInit(argv, this.tenantInit.rate), underInit: this.tenantInit.binary };
   }
 
   async assignWorkload(id: string, tenantId: string): Promise<string | null> {

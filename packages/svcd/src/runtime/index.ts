@@ -86,6 +86,11 @@ export interface WorkloadSpec {
   warmPool?: boolean;
   /** A minimal init as PID 1 that reaps orphaned processes (environments, where exec starts many). */
   init?: boolean;
+  /**
+   * It runs a tenant's own code (services, environments): under svc-init as PID 1, which holds
+   * its output to the installation's log rate (tenant-init.ts) and reaps orphans.
+   */
+  tenantCode?: boolean;
   /** Run as this user of the image (name or uid) instead of the image's default. */
   user?: string;
   /** Named volumes (created with the workload's labels when missing) and where they mount. */
@@ -251,6 +256,7 @@ export function tenantNetworkName(tenantId: string): string {
   return `${TENANT_NETWORK_PREFIX}${tenantId}`;
 }
 
-export { DockerRuntime, workloadStats } from './docker.js';
+export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docker.js';
+export { DEFAULT_LOG_RATE, TenantInitMissingError, builtTenantInit, installTenantInit, type LogRate, type TenantInit } from './tenant-init.js';
 export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';
 export { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroupError, TenantCgroups, type CgroupInstall } from './tenant-cgroups.js';

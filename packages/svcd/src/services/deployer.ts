@@ -213,6 +213,7 @@ export class Deployer {
       labels: { [LABELS.deployment]: dep.id },
       limits: workloadLimits(tenant),
       sandbox: await this.useSandbox(),
+      tenantCode: true,
     });
     await this.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.clock) });
     return this.waitReady(id, signal);

@@ -145,7 +145,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: { svc: { auth: 'key', longRunning: true } },
         schema: {
-          summary: `Container output as text/plain: tail (default 100, max 10000); follow=true streams until the client leaves or the container ends. A tenant reads at most ${TENANT_SESSION_CAPS.logs} logs at once (409 \`quota exceeded\`), a server serves at most ${SVCD_SESSION_CAPS.logs} (503 \`server busy\`, Retry-After)`,
+          summary: `Container output as text/plain: tail (default 100, max 10000); follow=true streams until the client leaves or the container ends. Output reaches the log at the installation's log rate (by default 500 lines and 512 KiB a second, both streams together); what a service prints beyond it is dropped at the source and a \`[svc] N lines of output dropped\` line says how much. A tenant reads at most ${TENANT_SESSION_CAPS.logs} logs at once (409 \`quota exceeded\`), a server serves at most ${SVCD_SESSION_CAPS.logs} (503 \`server busy\`, Retry-After)`,
           tags: ['services'],
           params: ServiceIdParams,
           querystring: LogsQuery,

@@ -1,0 +1,3 @@
+module svc/svc-init
+
+go 1.19

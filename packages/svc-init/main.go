@@ -1,0 +1,252 @@
+// svc-init is PID 1 of the containers that run a tenant's own code (services, environments).
+//
+// It starts the image's command as its one child, forwards the signals the engine sends (a stop's
+// SIGTERM above all) to it, reaps every orphan as an init must, exits with the child's code, and
+// holds the child's output to a rate before it reaches the container's log.
+//
+// Why a program inside the container: the engine copies everything a container prints into its
+// log, and that copy runs in the engine and its shim, outside every tenant's CPU group and at the
+// host's weight. One service printing without pause at its 0.4 cores made dockerd and the shim
+// spend 0.72 of a core (README, Resource safety), and Docker has no rate limit on a container's
+// log. Read here, the flood is read inside the tenant's own limits (under gVisor, inside its
+// sandbox); what passes the limit is all the engine ever sees, and what does not is dropped with a
+// line that says how much (as hosted platforms do with a log rate limit).
+//
+// Go's standard library only (no modules can be fetched here), built static (CGO_ENABLED=0) so
+// that it runs in any image, glibc, musl or none; svcd mounts it read-only into the container.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Once the child has exited, output still in the pipes is read for this long: a grandchild that
+// kept them open (a daemon) must not hold up the container's exit.
+const drainAfterExit = 200 * time.Millisecond
+
+// prctl's PR_SET_DUMPABLE and PR_SET_CHILD_SUBREAPER (linux/prctl.h); the syscall package has no names for them.
+const (
+	prSetDumpable       = 4
+	prSetChildSubreaper = 36
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	flags := flag.NewFlagSet("svc-init", flag.ContinueOnError)
+	linesPerSecond := flags.Int("lines-per-second", 500, "lines of output the container's log takes a second (both streams together)")
+	bytesPerSecond := flags.Int("bytes-per-second", 512*1024, "bytes of output the container's log takes a second (both streams together)")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	if *linesPerSecond < 1 || *bytesPerSecond < 1 {
+		fmt.Fprintln(os.Stderr, "svc-init: the rates must be at least 1")
+		return 2
+	}
+	argv := flags.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "svc-init: no command to run: the image names neither an ENTRYPOINT nor a CMD")
+		return 127
+	}
+
+	// Not dumpable: the tenant's processes run as the same user without capabilities, so they
+	// cannot open /proc/1/fd/1 (the container's log) and write past the limit. The child is
+	// dumpable again once it execs.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "svc-init: prctl(PR_SET_DUMPABLE): %v\n", errno)
+		return 126
+	}
+	// As PID 1 orphans come to us anyway; elsewhere (a test) they come to us with this.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+
+	// Every signal the engine or an operator may send is forwarded (but SIGCHLD: reaping is a
+	// loop of its own, below, since a full channel drops signals and a tenant can send many).
+	signals := make(chan os.Signal, 64)
+	signal.Notify(signals)
+
+	limiter := newLimiter(*linesPerSecond, *bytesPerSecond, time.Now)
+	out := newOutput(os.Stdout, os.Stderr, limiter)
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "svc-init: %v\n", err)
+		return 126
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "svc-init: %v\n", err)
+		return 126
+	}
+
+	child := exec.Command(argv[0], argv[1:]...)
+	// Found through a relative entry of PATH ("." or empty): the engine's runtime would run it, so do we.
+	if errors.Is(child.Err, exec.ErrDot) {
+		child.Err = nil
+	}
+	child.Stdin = os.Stdin
+	child.Stdout = stdoutW
+	child.Stderr = stderrW
+	if err := child.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "svc-init: cannot run %q: %v\n", argv[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	// The child holds the write ends now; ours closed, the pipes end when its last writer goes.
+	stdoutW.Close()
+	stderrW.Close()
+
+	copied := make(chan struct{}, 2)
+	go func() { out.copy(stdoutR, false); copied <- struct{}{} }()
+	go func() { out.copy(stderrR, true); copied <- struct{}{} }()
+
+	exited := make(chan int, 1)
+	go reapUntil(child.Process.Pid, exited)
+	code := supervise(child.Process.Pid, signals, exited)
+
+	// Whatever the child printed last is still in the pipes: read it, for a moment at most.
+	deadline := time.Now().Add(drainAfterExit)
+	_ = stdoutR.SetReadDeadline(deadline)
+	_ = stderrR.SetReadDeadline(deadline)
+	for i := 0; i < 2; i++ {
+		<-copied
+	}
+	out.flushNotice()
+	return code
+}
+
+// supervise forwards signals to the child until it has exited, and answers its exit code.
+func supervise(pid int, signals <-chan os.Signal, exited <-chan int) int {
+	for {
+		select {
+		case code := <-exited:
+			return code
+		case sig := <-signals:
+			s, ok := sig.(syscall.Signal)
+			if !ok {
+				continue
+			}
+			switch s {
+			case syscall.SIGCHLD, syscall.SIGPIPE, syscall.SIGURG:
+				// SIGCHLD: reapUntil waits. SIGPIPE: the log's reader went away, our write
+				// reports it. SIGURG: Go's own preemption.
+			default:
+				_ = syscall.Kill(pid, s)
+			}
+		}
+	}
+}
+
+// reapUntil waits for every process that ends (orphans come to PID 1), until the main child has:
+// then it sends the child's exit code (128 + the signal when a signal ended it, as a shell says).
+func reapUntil(pid int, exited chan<- int) {
+	for {
+		var status syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &status, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			// ECHILD: nothing left to wait for, the main child among it (cannot happen before it is reaped).
+			exited <- 1
+			return
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case status.Exited():
+			exited <- status.ExitStatus()
+			return
+		case status.Signaled():
+			exited <- 128 + int(status.Signal())
+			return
+		}
+	}
+}
+
+// output writes what the limiter admits to the container's two streams, and the notice of what
+// it dropped to stderr.
+type output struct {
+	stdout, stderr io.Writer
+	limiter        *limiter
+	// Both copies write to stderr (the notice), and a notice must not land inside a line.
+	stderrMu sync.Mutex
+}
+
+func newOutput(stdout, stderr io.Writer, l *limiter) *output {
+	return &output{stdout: stdout, stderr: stderr, limiter: l}
+}
+
+// copy reads one stream of the child until it ends (or the drain deadline passes).
+func (o *output) copy(r io.Reader, isStderr bool) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			o.write(buf[:n], isStderr)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// write passes the lines of one read that the limiter admits, in one write to their stream. A
+// read's last piece without a newline counts as a line of its own: output is passed as soon as it
+// is read, never held back waiting for the rest of a line.
+func (o *output) write(chunk []byte, isStderr bool) {
+	kept := make([]byte, 0, len(chunk))
+	for len(chunk) > 0 {
+		end := len(chunk)
+		for i, b := range chunk {
+			if b == '\n' {
+				end = i + 1
+				break
+			}
+		}
+		line := chunk[:end]
+		chunk = chunk[end:]
+		admitted, notice := o.limiter.admit(len(line))
+		if notice != "" {
+			o.writeTo(kept, isStderr)
+			kept = kept[:0]
+			o.writeTo([]byte(notice), true)
+		}
+		if admitted {
+			kept = append(kept, line...)
+		}
+	}
+	o.writeTo(kept, isStderr)
+}
+
+func (o *output) writeTo(b []byte, isStderr bool) {
+	if len(b) == 0 {
+		return
+	}
+	if isStderr {
+		o.stderrMu.Lock()
+		defer o.stderrMu.Unlock()
+		_, _ = o.stderr.Write(b)
+		return
+	}
+	_, _ = o.stdout.Write(b)
+}
+
+// flushNotice says what was dropped since the last notice, at the end.
+func (o *output) flushNotice() {
+	if notice := o.limiter.pendingNotice(); notice != "" {
+		o.writeTo([]byte(notice), true)
+	}
+}

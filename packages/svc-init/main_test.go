@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary runs as svc-init itself when asked to (the tests below start it as a program).
+func TestMain(m *testing.M) {
+	if os.Getenv("SVC_INIT_TEST_AS_INIT") == "1" {
+		os.Exit(run(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func startInit(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
+	t.Helper()
+	return startInitAs(t, nil, args...)
+}
+
+// startInitAs starts svc-init behind a launcher command (nil: none).
+func startInitAs(t *testing.T, launcher []string, args ...string) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
+	t.Helper()
+	argv := append(append(append([]string{}, launcher...), os.Args[0]), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "SVC_INIT_TEST_AS_INIT=1")
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &stdout, &stderr
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	t.Fatal(err)
+	return -1
+}
+
+func TestPassesOutputUnderTheLimitAndTheExitCode(t *testing.T) {
+	cmd, stdout, stderr := startInit(t, "--", "sh", "-c", `echo one; echo two >&2; printf 'no newline'; exit 7`)
+	if code := exitCode(t, cmd); code != 7 {
+		t.Fatalf("exit code %d, want 7", code)
+	}
+	if stdout.String() != "one\nno newline" || stderr.String() != "two\n" {
+		t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+}
+
+func TestDropsOutputOverTheLimitAndSaysHowMuch(t *testing.T) {
+	// 10,000 lines at once against 100 a second with a burst of 200: about 200 pass.
+	cmd, stdout, stderr := startInit(t, "--lines-per-second", "100", "--", "sh", "-c", `i=0; while [ $i -lt 10000 ]; do echo line $i; i=$((i+1)); done`)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, stderr.String())
+	}
+	passed := strings.Count(stdout.String(), "\n")
+	if passed < 150 || passed > 400 {
+		t.Fatalf("%d lines passed, want about 200", passed)
+	}
+	if !strings.HasPrefix(stdout.String(), "line 0\nline 1\n") {
+		t.Fatalf("the burst should pass the first lines whole: %q", stdout.String()[:40])
+	}
+	if !strings.Contains(stderr.String(), "lines of output dropped: over this container's log limit of 100 lines") {
+		t.Fatalf("no notice of what was dropped: %q", stderr.String())
+	}
+}
+
+func TestUnlimitedByBytesWhenLinesAreShortButLimitedWhenLong(t *testing.T) {
+	// 100 lines of 10 KiB against 64 KiB a second (burst 128 KiB): about 12 pass.
+	cmd, stdout, _ := startInit(t, "--bytes-per-second", "65536", "--", "sh", "-c", `i=0; line=$(head -c 10239 /dev/zero | tr '\0' x); while [ $i -lt 100 ]; do echo "$line"; i=$((i+1)); done`)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if passed := strings.Count(stdout.String(), "\n"); passed < 8 || passed > 30 {
+		t.Fatalf("%d long lines passed, want about 12", passed)
+	}
+}
+
+func TestForwardsSignalsAndReportsTheSignalThatEndedTheChild(t *testing.T) {
+	cmd, stdout, _ := startInit(t, "--", "sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; while true; do sleep 0.05; done`)
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 0 || !strings.Contains(stdout.String(), "got TERM") {
+		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	}
+
+	cmd, stdout, _ = startInit(t, "--", "sh", "-c", `echo ready; exec sleep 30`)
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want 143", code)
+	}
+}
+
+func TestReapsOrphans(t *testing.T) {
+	// The child leaves an orphan behind (its parent, a subshell, exits at once) that exits
+	// later: it comes to svc-init and must not stay a zombie.
+	cmd, stdout, _ := startInit(t, "--", "sh", "-c", `(sleep 0.2 &); echo started; sleep 1`)
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "started") })
+	time.Sleep(600 * time.Millisecond)
+	zombies, err := exec.Command("ps", "-o", "stat=", "--ppid", strconv.Itoa(cmd.Process.Pid)).Output()
+	if err != nil && len(zombies) == 0 {
+		// ps exits 1 when it lists nothing: no child left at all is fine too.
+		zombies = nil
+	}
+	if strings.Contains(string(zombies), "Z") {
+		t.Fatalf("a zombie is left under svc-init: %q", zombies)
+	}
+	// And the probe can see children: the shell still sleeping is one.
+	if !strings.Contains(string(zombies), "S") {
+		t.Fatalf("ps saw no child of svc-init at all: %q", zombies)
+	}
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestExitsWithTheChildWhateverItLeftHoldingTheOutput(t *testing.T) {
+	// A daemon of the child keeps the pipes open: svc-init still exits with the child, at once.
+	started := time.Now()
+	cmd, _, _ := startInit(t, "--", "sh", "-c", `sleep 30 & exit 3`)
+	if code := exitCode(t, cmd); code != 3 {
+		t.Fatalf("exit %d, want 3", code)
+	}
+	if took := time.Since(started); took > 2*time.Second {
+		t.Fatalf("took %v to exit", took)
+	}
+}
+
+func TestCommandNotFoundAndNoCommand(t *testing.T) {
+	cmd, _, stderr := startInit(t, "--", "/no/such/program")
+	if code := exitCode(t, cmd); code != 127 || !strings.Contains(stderr.String(), "cannot run") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	cmd, _, stderr = startInit(t)
+	if code := exitCode(t, cmd); code != 127 || !strings.Contains(stderr.String(), "neither an ENTRYPOINT nor a CMD") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestNotDumpable(t *testing.T) {
+	// What keeps the tenant's processes from writing to /proc/1/fd/1 past the limit. In a
+	// container they have no capabilities; root here would have CAP_SYS_PTRACE, which passes.
+	var launcher []string
+	if os.Geteuid() == 0 {
+		launcher = []string{"setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"}
+	}
+	cmd, stdout, stderr := startInitAs(t, launcher, "--", "sh", "-c", `echo "parent $PPID"; if echo sneaked > /proc/$PPID/fd/1; then echo wrote; else echo refused; fi; echo mine > /proc/self/fd/1 && echo own-ok`)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d: %q", code, stderr.String())
+	}
+	out := stdout.String()
+	if strings.Contains(out, "sneaked") || !strings.Contains(out, "refused") {
+		t.Fatalf("the child wrote past svc-init: %q", out)
+	}
+	// The same probe on its own descriptors works: it is the parent's that are closed to it.
+	if !strings.Contains(out, "own-ok") {
+		t.Fatalf("the probe itself is broken: %q", out)
+	}
+}
+
+func TestLimiterRefillsWithTime(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := newLimiter(10, 1<<20, func() time.Time { return now })
+	passed := 0
+	for i := 0; i < 100; i++ {
+		if ok, _ := l.admit(10); ok {
+			passed++
+		}
+	}
+	if passed != 20 {
+		t.Fatalf("burst of %d, want 20", passed)
+	}
+	now = now.Add(time.Second)
+	ok, notice := l.admit(10)
+	if !ok || !strings.Contains(notice, "80 lines of output dropped") {
+		t.Fatalf("after a second: %v %q", ok, notice)
+	}
+	if l.pendingNotice() != "" {
+		t.Fatal("the notice is said once")
+	}
+	// Within the next second, drops are counted but not said until a second has passed.
+	for i := 0; i < 20; i++ {
+		l.admit(10)
+	}
+	now = now.Add(500 * time.Millisecond)
+	if ok, notice := l.admit(10); !ok || notice != "" {
+		t.Fatalf("half a second later: %v %q", ok, notice)
+	}
+	now = now.Add(600 * time.Millisecond)
+	if ok, notice := l.admit(10); !ok || !strings.Contains(notice, "lines of output dropped") {
+		t.Fatalf("a second after the last notice: %v %q", ok, notice)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("timed out")
+}
+
+// lockedBuffer is read by the test while the process's output is copied into it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,99 @@
+// svc-init (packages/svc-init, Go) as PID 1 of the workloads that run a tenant's own code:
+// services and environments. It runs the image's command, forwards signals, reaps orphans, and
+// holds the container's output to a rate before the engine copies it into the log: the engine's
+// copy of a flood runs outside every tenant's CPU group (README, Resource safety, "A log flood").
+//
+// The binary is copied from where `make build` leaves it into the data dir under a name of its
+// content's hash, and bind-mounted read-only from there: a rebuild never changes the file under
+// running containers, and svcd is on the engine's host (as for the firewall and the CPU groups).
+import { createHash } from 'node:crypto';
+import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Where svc-init is mounted in the container. */
+export const TENANT_INIT_PATH = '/.svc/init';
+
+/** How much output a tenant container's log takes (both streams together); svc-init drops the rest. */
+export interface LogRate {
+  linesPerSecond: number;
+  bytesPerSecond: number;
+}
+
+export const DEFAULT_LOG_RATE: LogRate = { linesPerSecond: 500, bytesPerSecond: 512 * 1024 };
+
+export interface TenantInit {
+  /** The binary on the engine's host. */
+  binary: string;
+  rate: LogRate;
+}
+
+/** What the image says to run, as the engine reads it (Config.Entrypoint, Config.Cmd). */
+export interface ImageCommand {
+  entrypoint: string[] | null;
+  cmd: string[] | null;
+}
+
+/**
+ * The argv the engine would run for a container created with these overrides, by the engine's
+ * own rule (moby's merge of a container's config with its image's): an ENTRYPOINT given drops
+ * the image's CMD; an empty ENTRYPOINT ([]) means none, with the image's CMD unless one is given.
+ */
+export function resolveCommand(image: ImageCommand, entrypoint: string[] | undefined, cmd: string[] | undefined): string[] {
+  if (entrypoint !== undefined && entrypoint.length > 0) return [...entrypoint, ...(cmd ?? [])];
+  const args = cmd !== undefined && cmd.length > 0 ? cmd : (image.cmd ?? []);
+  return [...(entrypoint ?? image.entrypoint ?? []), ...args];
+}
+
+/**
+ * Inits that run only as PID 1 (s6-overlay's /init refuses anything else, systemd and runit
+ * likewise): an image that starts one runs as it is, without svc-init, and its log is not held
+ * to the rate (README, Resource safety).
+ */
+const PID1_ONLY = new Set(['/init', '/sbin/init', '/lib/systemd/systemd', '/usr/lib/systemd/systemd', '/sbin/runit', '/sbin/runit-init', '/usr/bin/s6-svscan', '/command/s6-svscan']);
+
+export function runsOnlyAsPid1(argv: string[]): boolean {
+  return argv[0] !== undefined && PID1_ONLY.has(argv[0]);
+}
+
+/** The container's ENTRYPOINT and CMD that run `argv` under svc-init. */
+export function underTenantInit(argv: string[], rate: LogRate): { entrypoint: string[]; cmd: string[] } {
+  return {
+    entrypoint: [TENANT_INIT_PATH, `--lines-per-second=${rate.linesPerSecond}`, `--bytes-per-second=${rate.bytesPerSecond}`, '--'],
+    cmd: argv,
+  };
+}
+
+/** The binary built by `make build`, next to svcd's own package (src/ and dist/ alike). */
+export function builtTenantInit(): string {
+  return fileURLToPath(new URL('../../../svc-init/dist/svc-init', import.meta.url));
+}
+
+export class TenantInitMissingError extends Error {}
+
+/**
+ * Copies the binary into `<dataDir>/svc-init/<hash>` and answers that path, absolute (the engine
+ * refuses a relative bind mount). A file already there is used only when its content is the
+ * same; a new one is written to a temporary name first, so that a crash leaves no half-written
+ * binary under the final name.
+ */
+export async function installTenantInit(source: string, dataDir: string): Promise<string> {
+  let content: Buffer;
+  try {
+    content = await readFile(source);
+  } catch (err) {
+    throw new TenantInitMissingError(`svc-init is missing at ${source} (${(err as Error).message}): make build builds it with Go`);
+  }
+  const dir = join(resolve(dataDir), 'svc-init');
+  const hash = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+  const target = join(dir, hash(content).slice(0, 16));
+  const present = await readFile(target).catch(() => null);
+  if (present && hash(present) === hash(content)) return target;
+  await mkdir(dir, { recursive: true });
+  const partial = `${target}.${process.pid}.partial`;
+  await writeFile(partial, content, { mode: 0o555 });
+  // The umask may have taken bits away: every user a container runs as must be able to run it.
+  await chmod(partial, 0o555);
+  await rename(partial, target);
+  return target;
+}

@@ -1,0 +1,66 @@
+// svc-init's side in svcd (runtime/tenant-init.ts): the command the engine would have run,
+// wrapped; the images left as they are; the binary installed where the engine can mount it.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join, relative } from 'node:path';
+import { describe, test } from 'node:test';
+import { TENANT_INIT_PATH, installTenantInit, resolveCommand, runsOnlyAsPid1, underTenantInit } from '../src/runtime/tenant-init.js';
+
+describe('the command a tenant workload runs', () => {
+  const image = { entrypoint: ['/docker-entrypoint.sh'], cmd: ['nginx', '-g', 'daemon off;'] };
+
+  test("the image's own, as the engine merges it with the container's overrides", () => {
+    assert.deepEqual(resolveCommand(image, undefined, undefined), ['/docker-entrypoint.sh', 'nginx', '-g', 'daemon off;']);
+    // A CMD given replaces the image's, after its ENTRYPOINT.
+    assert.deepEqual(resolveCommand(image, undefined, ['sh']), ['/docker-entrypoint.sh', 'sh']);
+    // An ENTRYPOINT given drops the image's CMD.
+    assert.deepEqual(resolveCommand(image, ['sleep'], undefined), ['sleep']);
+    assert.deepEqual(resolveCommand(image, ['sleep'], ['infinity']), ['sleep', 'infinity']);
+    // An empty ENTRYPOINT is none, with the image's CMD unless one is given.
+    assert.deepEqual(resolveCommand(image, [], undefined), ['nginx', '-g', 'daemon off;']);
+    assert.deepEqual(resolveCommand(image, [], ['true']), ['true']);
+    // An image with a CMD alone, and one with neither.
+    assert.deepEqual(resolveCommand({ entrypoint: null, cmd: ['/start.sh'] }, undefined, undefined), ['/start.sh']);
+    assert.deepEqual(resolveCommand({ entrypoint: null, cmd: null }, undefined, undefined), []);
+  });
+
+  test('wrapped: svc-init first, the rate as its flags, the command after --', () => {
+    const wrapped = underTenantInit(['-weird', 'arg'], { linesPerSecond: 500, bytesPerSecond: 524_288 });
+    assert.deepEqual(wrapped.entrypoint, [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=524288', '--']);
+    assert.deepEqual(wrapped.cmd, ['-weird', 'arg']);
+  });
+
+  test('inits that must be PID 1 are left as they are', () => {
+    assert.equal(runsOnlyAsPid1(['/init']), true);
+    assert.equal(runsOnlyAsPid1(['/sbin/init', '--log-target=console']), true);
+    assert.equal(runsOnlyAsPid1(['/docker-entrypoint.sh', '/init']), false);
+    assert.equal(runsOnlyAsPid1(['nginx']), false);
+    assert.equal(runsOnlyAsPid1([]), false);
+  });
+});
+
+describe('installing svc-init for the engine to mount', () => {
+  test('copied under its hash, absolute whatever the data dir, executable by everyone; a changed copy is replaced', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-init-install-'));
+    try {
+      const source = join(dir, 'built');
+      writeFileSync(source, '#!/bin/sh\necho svc-init\n');
+      // A relative data dir (make run's .svc-data): the engine refuses a relative bind source.
+      const target = await installTenantInit(source, relative(process.cwd(), join(dir, 'data')));
+      assert.ok(isAbsolute(target), target);
+      assert.equal(readFileSync(target, 'utf8'), '#!/bin/sh\necho svc-init\n');
+      assert.equal(statSync(target).mode & 0o777, 0o555);
+      // The same content again: the same file.
+      assert.equal(await installTenantInit(source, join(dir, 'data')), target);
+      // A file under that name with other content is not trusted: it is written again.
+      rmSync(target);
+      writeFileSync(target, 'tampered', { mode: 0o755 });
+      assert.equal(await installTenantInit(source, join(dir, 'data')), target);
+      assert.equal(readFileSync(target, 'utf8'), '#!/bin/sh\necho svc-init\n');
+      await assert.rejects(installTenantInit(join(dir, 'missing'), join(dir, 'data')), /svc-init is missing at/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
