@@ -286,8 +286,8 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   const tenantInit = {
     binary: tenantInitBinary,
     rate: {
-      linesPerSecond: logRate('--log-lines-per-second', raw.logLinesPerSecond, DEFAULT_LOG_RATE.linesPerSecond, 10, 1_000_000),
-      bytesPerSecond: 1024 * logRate('--log-kib-per-second', raw.logKibPerSecond, DEFAULT_LOG_RATE.bytesPerSecond / 1024, 16, 1_048_576),
+      linesPerSecond: integerFlag('--log-lines-per-second', raw.logLinesPerSecond, DEFAULT_LOG_RATE.linesPerSecond, 10, 1_000_000),
+      bytesPerSecond: 1024 * integerFlag('--log-kib-per-second', raw.logKibPerSecond, DEFAULT_LOG_RATE.bytesPerSecond / 1024, 16, 1_048_576),
     },
   };
   return {
@@ -358,8 +358,8 @@ function parseTenantCpuWeight(raw: string | undefined): number | null {
   return weight;
 }
 
-/** A whole number within bounds (a log rate: at least a line or a long line's worth a second). */
-function logRate(flag: string, value: string | undefined, fallback: number, min: number, max: number): number {
+/** A flag's whole number within bounds, or its default when the flag is not given. */
+function integerFlag(flag: string, value: string | undefined, fallback: number, min: number, max: number): number {
   const n = value === undefined ? fallback : Number(value.trim() === '' ? Number.NaN : value);
   if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
   return n;
@@ -367,11 +367,7 @@ function logRate(flag: string, value: string | undefined, fallback: number, min:
 
 /** Whole days within the bounds every retention window shares. */
 function retentionWindow(flag: string, value: string | undefined, fallback: number): number {
-  const days = value === undefined ? fallback : Number(value.trim() === '' ? Number.NaN : value);
-  if (!Number.isInteger(days) || days < RETENTION_DAYS_MIN || days > RETENTION_DAYS_MAX) {
-    throw new ConfigError(`${flag} must be an integer from ${RETENTION_DAYS_MIN} to ${RETENTION_DAYS_MAX}, got ${JSON.stringify(value)}`);
-  }
-  return days;
+  return integerFlag(flag, value, fallback, RETENTION_DAYS_MIN, RETENTION_DAYS_MAX);
 }
 
 /** FROM-TO, both 1024-65535, FROM <= TO. */

@@ -62,6 +62,12 @@ describe('bin/svcd start-up', () => {
     refuse(['--dev', '--scratch-budget-gb', '0'], {}, /--scratch-budget-gb must be a number from 1 to 10000/);
   });
 
+  test('svc-init and the log rate are checked', () => {
+    refuse(['--dev', '--tenant-init', '/nonexistent/svc-init'], {}, /svc-init is missing at \/nonexistent\/svc-init/);
+    refuse(['--dev', '--log-lines-per-second', '9'], {}, /--log-lines-per-second must be an integer from 10 to 1000000/);
+    refuse(['--dev', '--log-kib-per-second', '15.5'], {}, /--log-kib-per-second must be an integer from 16 to 1048576/);
+  });
+
   test('metering and metrics flags are checked', () => {
     refuse(['--dev', '--metering-interval', '0'], {}, /--metering-interval must be whole seconds from 1 to 3600/);
     refuse(['--dev', '--metering-retention-days', '1'], {}, /--metering-retention-days must be an integer from 2 to 3650/);
