@@ -85,6 +85,7 @@ test: build typecheck
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
 	@bash scripts/ensure-caddy.sh
+	@bash scripts/ensure-bench-tools.sh
 	@echo "make: building the operator-image stand-ins that are missing (once per machine; several minutes on a new one)"
 	node --import tsx packages/svcd/test/operator-images.ts
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \

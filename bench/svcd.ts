@@ -1,11 +1,28 @@
 // Starts the built svcd (bin/svcd) as a child process for a benchmark and waits until it listens.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { constants } from 'node:os';
 import { resolve } from 'node:path';
 import { BIN, exited, listening } from '../packages/svcd/test/svcd-process.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+/**
+ * The svcd processes started here and still running. They do not outlive the bench: its exit
+ * stops them. A bench stopped by a signal (the smoke test that timed out sends SIGTERM:
+ * packages/svcd/test/bench-process.ts) exits through that too, unless it handles the signal itself
+ * (bench/soak, which cleans up and exits on its own).
+ */
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const proc of running) proc.kill('SIGTERM');
+});
+function exitOnSignals(): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    if (process.listenerCount(signal) === 0) process.once(signal, () => process.exit(128 + constants.signals[signal]));
+  }
+}
 
 export interface SpawnedSvcd {
   proc: ChildProcess;
@@ -21,6 +38,9 @@ export async function spawnSvcd(givenArgs: string[], pinToCore?: number): Promis
   const proc = pinToCore === undefined
     ? spawn(BIN, args, { stdio: ['ignore', 'pipe', 'inherit'] })
     : spawn('taskset', ['-c', String(pinToCore), BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
+  exitOnSignals();
   await listening(proc);
   return {
     proc,

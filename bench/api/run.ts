@@ -6,13 +6,16 @@
 //
 // The rate limits stay in the product; the benchmark raises them with --dev-rate-limit, which
 // exists only with --dev. Run: make bench-api (needs SVC_TEST_PG_URL for the PostgreSQL half).
+// --smoke: one round of 1 s per figure on both stores, PostgreSQL required (bench/smoke.ts).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { freshPgDatabase } from '../../packages/svcd/test/harness.js';
+import { sampleProblems, smokeVerdict } from '../smoke.js';
 import { ROOT, median, spawnSvcd } from '../svcd.js';
 import { openLoop, type OpenLoopResult } from './open-loop.js';
 
@@ -26,13 +29,14 @@ type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 // autocannon is CommonJS without type declarations.
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
+const SMOKE = flags.smoke;
+const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
+const SECONDS = SMOKE ? 1 : Number(process.env.BENCH_SECONDS ?? 5);
+const WARMUP_SECONDS = SMOKE ? 1 : 2;
 const CONNECTIONS = 32;
-const IDLE_SETTLE_MS = 3_000;
+const IDLE_SETTLE_MS = SMOKE ? 1_000 : 3_000;
 const PORT = 18_900 + Math.floor(Math.random() * 50);
-
-
 
 /** One API call; any status outside 2xx and `alsoOk` aborts the benchmark. */
 async function call(method: string, path: string, key?: string, body?: unknown, alsoOk: number[] = []): Promise<Response> {
@@ -108,7 +112,7 @@ async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, 
     await sleep(IDLE_SETTLE_MS);
     const idleRssMb = rssMb(svcd.proc.pid!);
     // Warm-up: JIT, statement caches, the key cache.
-    await autocannon({ url: `http://127.0.0.1:${PORT}/v1/tenant`, duration: 2, connections: CONNECTIONS, headers: auth });
+    await autocannon({ url: `http://127.0.0.1:${PORT}/v1/tenant`, duration: WARMUP_SECONDS, connections: CONNECTIONS, headers: auth });
 
     const baseline = await rounds({ path: '/v1/system/health' });
     const get = await rounds({ path: '/v1/tenant', headers: auth });
@@ -166,10 +170,12 @@ async function benchStore(store: 'sqlite' | 'postgres'): Promise<Record<string, 
 const results: Record<string, unknown> = { rounds: ROUNDS, seconds: SECONDS, connections: CONNECTIONS, date: new Date().toISOString() };
 // BENCH_STORES=sqlite runs one store only.
 const stores = (process.env.BENCH_STORES ?? 'sqlite,postgres').split(',');
+const smokeProblems: string[] = [];
 for (const store of ['sqlite', 'postgres'] as const) {
   if (!stores.includes(store)) continue;
   if (store === 'postgres' && !process.env.SVC_TEST_PG_URL) {
     process.stderr.write('bench-api: SVC_TEST_PG_URL not set, PostgreSQL skipped\n');
+    smokeProblems.push('PostgreSQL skipped: SVC_TEST_PG_URL not set');
     continue;
   }
   process.stderr.write(`bench-api: ${store}...\n`);
@@ -193,3 +199,14 @@ mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 const out = join(ROOT, 'bench/results', `api-${Date.now()}.json`);
 writeFileSync(out, JSON.stringify(results, null, 2));
 process.stderr.write(`bench-api: raw figures in ${out}\n`);
+
+if (SMOKE) {
+  for (const store of ['sqlite', 'postgres']) {
+    const r = results[store] as Record<string, Figures> | undefined;
+    if (!r) continue;
+    for (const figure of ['baseline_health', 'get_tenant', 'get_tenant_at_1000_rps', 'baseline_health_at_1000_rps', 'key_create_revoke']) {
+      smokeProblems.push(...sampleProblems(`${store} ${figure} req/s`, [r[figure]?.rps ?? NaN]));
+    }
+  }
+  smokeVerdict('bench-api', smokeProblems);
+}

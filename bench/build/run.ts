@@ -3,19 +3,23 @@
 // deployment), against the bare Engine API build of the same context (already on disk) in the
 // same run. The two alternate round by round; medians of ROUNDS. The repository is served by a
 // loopback `git daemon`, as in the tests; its image builds on the local test image.
-// Run: make bench-build
+// Run: make bench-build; --smoke: 1 round after the warm-up (bench/smoke.ts).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { pack } from 'tar-fs';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
+import { sampleProblems, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
+const SMOKE = flags.smoke;
+const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
 
 await ensureTestImages();
 const git = await startGitServer();
@@ -72,3 +76,4 @@ console.log(`\n| no-change rebuild, median of ${ROUNDS} | ms |\n|---|---|`);
 console.log(`| svc: POST .../builds until succeeded (clone + build + deployment started) | ${Math.round(svcMedian)} |`);
 console.log(`| bare Engine API build of the same context | ${Math.round(bareMedian)} |`);
 console.log(`| ratio svc / bare | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.2) |`);
+if (SMOKE) smokeVerdict('bench-build', [...sampleProblems('svc builds', svcTimes, ROUNDS), ...sampleProblems('bare builds', bareTimes, ROUNDS)]);

@@ -5,19 +5,23 @@
 // is CPU-bound, so a bare side without the CPU cap would measure the cap, not svc) until the same
 // probe passes, in the same run, alternating; median of ROUNDS per type. The images are the local
 // stand-ins (test/operator-images.ts), as svcd is pointed at them with its image flags.
-// Run: make bench-db
+// Run: make bench-db; --smoke: 1 round per type (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
 import { workloadLimits } from '../../packages/svcd/src/services/deployer.js';
 import { freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/operator-images.js';
+import { sampleProblems, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
+const SMOKE = flags.smoke;
+const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
 const limits = workloadLimits(tenantRow('bench', 'bench'));
 const PASSWORD = 'bench-password-0123456789';
 
@@ -121,4 +125,10 @@ for (const type of ['postgres', 'redis'] as const) {
   const s = median(results[type]!.svc);
   const b = median(results[type]!.bare);
   console.log(`| ${type} | ${Math.round(s)} | ${Math.round(b)} | ${(s / b).toFixed(2)} |`);
+}
+if (SMOKE) {
+  smokeVerdict('bench-db', (['postgres', 'redis'] as const).flatMap((type) => [
+    ...sampleProblems(`svc ${type}`, results[type]?.svc ?? [], ROUNDS),
+    ...sampleProblems(`bare ${type}`, results[type]?.bare ?? [], ROUNDS),
+  ]));
 }

@@ -4,17 +4,21 @@
 // Both deploy onto a network that exists already: the tenant keeps one resident service (as any
 // tenant with a service has its network), and the bare side uses a network made once. The cost
 // of a tenant's very first service, which creates its network, is measured and printed apart.
-// Run: make bench-deploy
+// Run: make bench-deploy; --smoke: 2 rounds (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
+import { sampleProblems, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
+const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
+const SMOKE = flags.smoke;
+const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
 
 function get(host: string, port: number, hostHeader?: string): Promise<number> {
   return new Promise((resolve) => {
@@ -91,3 +95,10 @@ console.log(`| svc: POST /v1/services until the first 200 through the proxy | ${
 console.log(`| bare Engine API: create + start + first 200 | ${Math.round(bareMedian)} |`);
 console.log(`| ratio svc / bare | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.3) |`);
 console.log(`| svc, the tenant's first service (creates its network), once | ${Math.round(firstService)} |`);
+if (SMOKE) {
+  smokeVerdict('bench-deploy', [
+    ...sampleProblems('svc deploys', svcTimes, ROUNDS),
+    ...sampleProblems('bare deploys', bareTimes, ROUNDS),
+    ...sampleProblems("the tenant's first service", [firstService]),
+  ]);
+}

@@ -3,17 +3,21 @@
 // alternate); and the exec round trip of `true` through svc's API against the bare Engine exec
 // (create, start, inspect) of `true` in the same container, alternating. Environments run on
 // the template stand-ins (test/operator-images.ts) under the engine's sandbox runtime.
-// Run: make bench-env
+// Run: make bench-env; --smoke: 2 rounds of each (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { TEMPLATE_IMAGES, ensureTemplateImages } from '../../packages/svcd/test/operator-images.js';
+import { sampleProblems, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
+const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
+const SMOKE = flags.smoke;
+const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
 const POOL = 2;
 /** BENCH_SANDBOX=off runs both sides with runc (svcd --sandbox off): gVisor's exec alone is ~80 ms here. */
 const SANDBOX = process.env.BENCH_SANDBOX === 'off' ? 'off' : 'auto';
@@ -123,3 +127,4 @@ console.log(`| cold | ${ms(median(times.cold))} | ${ms(p95(times.cold))} | ${ms(
 const ratio = median(times.svcExec) / median(times.bareExec);
 console.log(`\n| exec of \`true\`, median of ${ROUNDS} | svc API ms | bare Engine exec ms | ratio (target at most 1.2) |\n|---|---|---|---|`);
 console.log(`| round trip | ${median(times.svcExec).toFixed(1)} | ${median(times.bareExec).toFixed(1)} | ${ratio.toFixed(2)} |`);
+if (SMOKE) smokeVerdict('bench-env', Object.entries(times).flatMap(([what, xs]) => sampleProblems(what, xs, ROUNDS)));

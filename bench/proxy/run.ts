@@ -10,9 +10,9 @@
 //
 // Then: the time from a service turning `running` (polled on the API every 2 ms) to its route
 // answering through the proxy, median of 20.
-// Run: make bench-proxy
+// Run: make bench-proxy; --smoke: 1 round of 1 s per target, 2 route-ready rounds (bench/smoke.ts).
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { promisify } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -20,20 +20,30 @@ import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { workloadName } from '../../packages/svcd/src/services/deployer.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
-import { buildImage, docker, imagePresent, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { TEST_REGISTRY, buildImage, docker, ensureTestRegistry, finished, imagePresent, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { sampleProblems, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
+const SMOKE = flags.smoke;
+const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
+const SECONDS = SMOKE ? 1 : Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
-const READY_ROUNDS = 20;
-const UPSTREAM_IMAGE = 'svc-bench/caddy-respond:1';
+const READY_ROUNDS = SMOKE ? 2 : 20;
+/** In the tests' registry: svc pulls what it runs (a local-only tag failed every deploy). */
+const UPSTREAM_IMAGE = `${TEST_REGISTRY}/svc-bench/caddy-respond:1`;
 /** svcd's --sandbox: `auto` runs the upstream under gVisor when the engine has it. */
 const SANDBOX = process.env.BENCH_SANDBOX ?? 'auto';
 
-/** Caddy's own binary plus the shared libraries ldd lists, in an otherwise empty image. */
+/** Caddy's own binary plus the shared libraries ldd lists, in an otherwise empty image, pushed to the tests' registry. */
 async function ensureUpstreamImage(): Promise<void> {
-  if (await imagePresent(UPSTREAM_IMAGE)) return;
+  await ensureTestRegistry();
+  if (!(await imagePresent(UPSTREAM_IMAGE))) await buildUpstreamImage();
+  // Every run: cheap when the registry has the layers, and right when it was wiped.
+  await finished(await docker.getImage(UPSTREAM_IMAGE).push({ authconfig: {} }));
+}
+
+async function buildUpstreamImage(): Promise<void> {
   const libs = execFileSync('ldd', ['/usr/bin/caddy'], { encoding: 'utf8' })
     .split('\n')
     .map((l) => /(\/\S+)\s+\(0x/.exec(l)?.[1])
@@ -133,6 +143,9 @@ const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
 const reg = await anon.register({ name: 'bench-proxy', email: 'bench-proxy@x.io' });
 const c = anon.withKey(reg.api_key);
 let stopNginx = () => {};
+// nginx does not outlive the bench, should it exit without reaching the clean-up (a signal).
+process.on('exit', () => stopNginx());
+const smokeProblems: string[] = [];
 try {
   const s = await c.createService({ name: 'upstream', image: UPSTREAM_IMAGE });
   const host = `${s.id}.localhost:${proxyPort}`;
@@ -182,9 +195,12 @@ try {
   console.log(row('straight to the container port', direct));
   console.log(`| svc / nginx | ${(svc.rps / nginx.rps).toFixed(2)} (target at least 0.9) | ${(svc.p99 / nginx.p99).toFixed(2)} (target at most 1.2) |`);
   console.log(`\n| running -> route answers, median of ${READY_ROUNDS} | ${median(ready).toFixed(1)} ms (target under 50 ms; max ${Math.max(...ready).toFixed(1)} ms) |`);
+  for (const name of names) smokeProblems.push(...sampleProblems(`${name} req/s`, runs[name].map((x) => x.rps), ROUNDS));
+  smokeProblems.push(...sampleProblems('route-ready', ready, READY_ROUNDS));
 } finally {
   stopNginx();
   await svcd.stop();
   await removeTenantWorkloads([reg.tenant_id]);
   rmSync(dir, { recursive: true, force: true });
 }
+if (SMOKE) smokeVerdict('bench-proxy', smokeProblems);
