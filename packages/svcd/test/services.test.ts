@@ -282,8 +282,8 @@ describe('services on the real engine', () => {
     assert.match(sameTenant, /hello from svc-test/, 'same tenant: reachable');
     assert.match(await fetchFromService(a1.id, `/cgi-bin/fetch?${await ipOf(b1.id)}:8000`), /unreachable/, 'other tenant: not reachable');
     assert.match(await fetchFromService(b1.id, `/cgi-bin/fetch?${await ipOf(a1.id)}:8000`), /unreachable/);
-    const api = new URL(t.url);
-    assert.match(await fetchFromService(a1.id, `/cgi-bin/fetch?${api.hostname}:${api.port}`), /unreachable/, "svcd's API port is not reachable");
+    // svcd's API port from a container: isolation.test.ts, with svcd on every address and the
+    // probe through the tenant network's gateway (here svcd's 127.0.0.1 is the container's own).
   });
 
   test('crash loop: restarts with backoff, the fifth crash in 10 minutes opens the circuit, reset closes it', async () => {
