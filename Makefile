@@ -22,6 +22,14 @@ NODE_VERSION := $(shell "$(NODE_BIN_DIR)/node" -v)
 # scavenges (bench/soak: 315 MB against 169 MB on Node 20; 220 MB with the flag). bench-api lost
 # no throughput to it (README, Performance).
 SVCD_NODE_FLAGS := --max-semi-space-size=16
+# svcd's native memory on jemalloc instead of glibc's malloc (Debian's libjemalloc2, preloaded by
+# bin/svcd). What a burst of streams allocates outside V8's heap (socket reads, engine responses)
+# glibc keeps in its arenas once freed: in bench/soak svcd's RSS stepped up 30 MB with the
+# misbehaving tenant and stayed there after it left (the brk heap 6 -> 22 MB, small mappings
+# +20 MB). jemalloc hands freed pages back after its decay time, on a background thread also
+# when svcd is idle: the same run rose 11 MB and came back to within 3 MB (README, Soak). An
+# operator's own LD_PRELOAD and MALLOC_CONF are kept.
+SVCD_MALLOC_CONF := background_thread:true
 
 DATA_DIR ?= .svc-data
 LISTEN ?= 127.0.0.1:8080
@@ -57,7 +65,14 @@ build: deps $(SVC_INIT)
 	@echo "make: compiling TypeScript"
 	npx tsc -b packages/kanban packages/svcd packages/cli
 	@mkdir -p bin
-	@printf '#!/bin/sh\nexec "%s/node" $(SVCD_NODE_FLAGS) "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svcd
+	@jemalloc=$$(bash scripts/ensure-jemalloc.sh); \
+	{ printf '#!/bin/sh\n'; \
+	  if [ -n "$$jemalloc" ]; then \
+	    printf 'LD_PRELOAD="%s$${LD_PRELOAD:+ $$LD_PRELOAD}"\nMALLOC_CONF="$${MALLOC_CONF:-$(SVCD_MALLOC_CONF)}"\nexport LD_PRELOAD MALLOC_CONF\n' "$$jemalloc"; \
+	  fi; \
+	  printf 'exec "%s/node" $(SVCD_NODE_FLAGS) "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)"; \
+	} > bin/svcd; \
+	if [ -n "$$jemalloc" ]; then echo "make: bin/svcd runs on jemalloc ($$jemalloc)"; fi
 	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc
 	@chmod +x bin/svcd bin/svc
 	@echo "make: wrote bin/svcd and bin/svc (Node $(NODE_VERSION) in $(NODE_BIN_DIR))"

@@ -109,6 +109,22 @@ describe('bin/svcd start-up', () => {
     }
   });
 
+  test("the launcher runs svcd on jemalloc (glibc's malloc kept a stream burst's freed memory)", async () => {
+    const { proc } = await start(['--dev', '--data-dir', dataDir()]);
+    try {
+      // make test installs libjemalloc2 (scripts/ensure-jemalloc.sh): the library is mapped into
+      // node's process, and its allocator hands freed pages back on its own thread.
+      const maps = readFileSync(`/proc/${proc.pid}/maps`, 'utf8');
+      assert.match(maps, /\/libjemalloc\.so\.2\n/, 'libjemalloc.so.2 mapped into svcd');
+      const environ = readFileSync(`/proc/${proc.pid}/environ`, 'utf8').split('\0');
+      assert.ok(environ.includes('MALLOC_CONF=background_thread:true'), environ.filter((e) => e.startsWith('MALLOC_CONF')).join(' ') || 'no MALLOC_CONF');
+    } finally {
+      const done = exited(proc);
+      proc.kill('SIGTERM');
+      await done;
+    }
+  });
+
   test('production start: the HTTPS rule holds, registration needs the token, SIGTERM exits cleanly', async () => {
     const { proc, url } = await start(['--data-dir', dataDir()], { SVC_BOOTSTRAP_TOKEN: TOKEN });
     const c = new SvcClient({ baseUrl: url });
