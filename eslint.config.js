@@ -22,4 +22,17 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Tests and benches only: two rules that are about style there, not about correctness.
+    files: ['packages/*/test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      // Tests and benches index what they have just asserted or filled, and read the process they
+      // have just started (`rows[0]!`, `byName.get('web')!`, `proc.pid!`): a check before each
+      // would repeat the assertion, and a wrong guess fails the run on the spot anyway.
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      // Fakes and stubs implement the async interfaces of the sources (Runtime, stores, probes)
+      // with bodies that have nothing to wait for; `async` keeps them reading like the real ones.
+      '@typescript-eslint/require-await': 'off',
+    },
+  },
 );

@@ -186,10 +186,10 @@ const fmt = (f: Figures) => `${Math.round(f.rps)} req/s, p50 ${f.p50} ms, p99 ${
 for (const store of ['sqlite', 'postgres']) {
   const r = results[store] as Record<string, Figures | number | string> | undefined;
   if (!r) continue;
-  console.log(`\n## ${store} (svcd on Node ${String(r.svcd_node)}; RSS ${String(r.idle_rss_mb)} MB idle, ${String(r.rss_after_load_mb)} MB after the load)`);
+  console.log(`\n## ${store} (svcd on Node ${r.svcd_node as string}; RSS ${r.idle_rss_mb as number} MB idle, ${r.rss_after_load_mb as number} MB after the load)`);
   console.log(`| measure | median of ${ROUNDS} x ${SECONDS}s |\n|---|---|`);
   console.log(`| GET /v1/system/health (baseline: HTTP stack, no auth, no store) | ${fmt(r.baseline_health as Figures)} |`);
-  console.log(`| GET /v1/tenant, ${CONNECTIONS} connections | ${fmt(r.get_tenant as Figures)} (${String(r.get_tenant_ratio_to_baseline)} of baseline) |`);
+  console.log(`| GET /v1/tenant, ${CONNECTIONS} connections | ${fmt(r.get_tenant as Figures)} (${r.get_tenant_ratio_to_baseline as number} of baseline) |`);
   console.log(`| GET /v1/tenant at a fixed 1,000 req/s (open loop) | ${fmt(r.get_tenant_at_1000_rps as Figures)} |`);
   console.log(`| GET /v1/system/health at a fixed 1,000 req/s (baseline) | ${fmt(r.baseline_health_at_1000_rps as Figures)} |`);
   const k = r.key_create_revoke as Figures;

@@ -29,7 +29,8 @@ async function untilProbe(probe: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + 180_000;
   for (;;) {
     try {
-      return await probe();
+      await probe();
+      return;
     } catch {
       if (Date.now() > deadline) throw new Error('no connection within 180 s');
       await new Promise((r) => setTimeout(r, 25));

@@ -44,7 +44,10 @@ async function startSvc(name: string, pool: number) {
 
 /** Warm `default` containers waiting (running, still only on the pool network). */
 async function warmReady(): Promise<number> {
-  const list = await docker.listContainers({ filters: { label: ['svc.tenant=warm-pool'], status: ['running'] } });
+  // The engine's answer, with the network fields optional as it may leave them out (dockerode's types do not).
+  const list: Array<{ Image: string; NetworkSettings?: { Networks?: Record<string, unknown> } }> = await docker.listContainers({
+    filters: { label: ['svc.tenant=warm-pool'], status: ['running'] },
+  });
   return list.filter((c) => c.Image === TEMPLATE_IMAGES.default && Object.keys(c.NetworkSettings?.Networks ?? {}).every((n) => n === 'svc-warm-pool')).length;
 }
 

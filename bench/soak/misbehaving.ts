@@ -250,11 +250,14 @@ export class MisbehavingTenant {
 
   /** Fill until svc stops the environment, record what it did, start again; until phase B ends. */
   private async fillLoop(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
+    // Read anew at each use: the signal fires during the awaits, which TypeScript's narrowing of
+    // `signal.aborted` (false after the first check) does not see.
+    const aborted = () => signal.aborted;
+    while (!aborted()) {
       const cycle = ++this.cycles;
       let writtenMb = 0;
       let crossedAt: number | null = null;
-      for (let i = 0; i < FILL_FILES_MAX && !signal.aborted; i++) {
+      for (let i = 0; i < FILL_FILES_MAX && !aborted(); i++) {
         const r = await this.call<{ exit_code: number }>('POST /v1/environments/{id}/exec (dd)', 'POST', `/v1/environments/${this.environmentId}/exec`, {
           command: ['dd', 'if=/dev/zero', `of=/workspace/fill-${i}`, 'bs=1M', `count=${FILL_FILE_MB}`],
           timeout: 120,
@@ -265,15 +268,15 @@ export class MisbehavingTenant {
         if (crossedAt === null && writtenMb * MIB > HARD_LIMIT_BYTES) crossedAt = performance.now();
         await sleep(1_000, undefined, { signal }).catch(() => {});
       }
-      if (signal.aborted) return;
+      if (aborted()) return;
       // What svc does about it, within a metering pass or a few.
       const deadline = Date.now() + HALT_WAIT_MS;
       let env = await this.environment();
-      while (env?.status === 'running' && Date.now() < deadline && !signal.aborted) {
+      while (env?.status === 'running' && Date.now() < deadline && !aborted()) {
         await sleep(500, undefined, { signal }).catch(() => {});
         env = await this.environment();
       }
-      if (signal.aborted) return;
+      if (aborted()) return;
       const stopped = env !== null && env.status !== 'running';
       const svc = await this.service();
       this.halts.push({
@@ -286,14 +289,14 @@ export class MisbehavingTenant {
       });
       if (!stopped) this.notes.push(`cycle ${cycle}: ${writtenMb} MB written, the environment still ${env?.status ?? 'unknown'} ${HALT_WAIT_MS / 1000} s later`);
       await sleep(RESTART_AFTER_MS, undefined, { signal }).catch(() => {});
-      if (signal.aborted) return;
+      if (aborted()) return;
       // Its follows were on the stopped container; it opens new ones on the next.
       for (const s of this.follows) s.destroy();
       this.follows.clear();
       try {
         await this.restartWorkloads();
       } catch (err) {
-        if (signal.aborted) return;
+        if (aborted()) return;
         // Recorded, and tried again next cycle: the flood not coming back is worth knowing, not the end of the run.
         this.notes.push(`cycle ${cycle}: starting again failed: ${(err as Error).message}`);
         await sleep(RESTART_AFTER_MS, undefined, { signal }).catch(() => {});

@@ -62,7 +62,7 @@ import { SERVICE_IMAGE, ensureServiceImage, provisionWorkloads, startWellBehaved
 const { values: flags } = parseArgs({
   options: { smoke: { type: 'boolean', default: false }, minutes: { type: 'string' }, slices: { type: 'string' } },
 });
-const SMOKE = flags.smoke === true;
+const SMOKE = flags.smoke;
 const MINUTES = Number(flags.minutes ?? process.env.SOAK_MINUTES ?? 10);
 const SLICES_PER_PHASE = Number(flags.slices ?? process.env.SOAK_SLICES ?? (SMOKE ? 1 : 2));
 if (!(MINUTES > 0) || !Number.isInteger(SLICES_PER_PHASE) || SLICES_PER_PHASE < 1) {
@@ -312,9 +312,9 @@ try {
   misbehaving.dropSockets();
   clearInterval(rssTimer);
   stopping = true;
-  const stopProblem = await stopSvcd(svcd).catch((err: Error) => err.message);
+  const stopProblem = await stopSvcd(svcd).catch((err: unknown) => (err as Error).message);
   if (stopProblem) cleanupProblems.push(stopProblem);
-  await removeTenantWorkloads(tenantIds).catch((err: Error) => cleanupProblems.push(`removing the tenants' workloads: ${err.message}`));
+  await removeTenantWorkloads(tenantIds).catch((err: unknown) => cleanupProblems.push(`removing the tenants' workloads: ${(err as Error).message}`));
   rmSync(dataDir, { recursive: true, force: true });
 }
 

@@ -284,7 +284,8 @@ async function execEcho(t: WellBehavedTenant, dueAt: number, slice: Slice | null
 async function pokeTarget(t: WellBehavedTenant): Promise<string | null> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const info = await docker.getContainer(`svc-${t.serviceId}`).inspect();
+      // The engine's answer, with the networks optional as it may leave them out (dockerode's types do not).
+      const info: { NetworkSettings: { Networks?: Record<string, { IPAddress?: string }> | null } } = await docker.getContainer(`svc-${t.serviceId}`).inspect();
       const ip = Object.values(info.NetworkSettings.Networks ?? {}).map((n) => n.IPAddress).find((a) => a);
       if (!ip) return null;
       const res = await fetch(`http://${ip}:8000/cgi-bin/log?soak-probe`, { signal: AbortSignal.timeout(5_000) });
@@ -307,7 +308,10 @@ async function followSlowly(t: WellBehavedTenant, obs: Observations, holdMs: num
   const target = await pokeTarget(t);
   if (target) report.pokes ??= { ok: 0, failed: 0 };
   let line = 0;
-  while (!stop.aborted) {
+  // Read anew at each use: `stop` fires during the awaits, which TypeScript's narrowing of
+  // `stop.aborted` (false after the first check) does not see.
+  const aborted = () => stop.aborted;
+  while (!aborted()) {
     const dueAt = performance.now();
     const slice = obs.current;
     const stream = new AbortController();
@@ -320,7 +324,7 @@ async function followSlowly(t: WellBehavedTenant, obs: Observations, holdMs: num
       try {
         body = await t.client.followServiceLogs(t.serviceId!, 10, stream.signal);
       } catch (err) {
-        if (stop.aborted) return;
+        if (aborted()) return;
         const status = err instanceof ApiError ? err.status : 0;
         obs.answer('well-behaved', 'GET /v1/services/{id}/logs?follow=true', status, `${t.name}: ${failure(err)}`, performance.now() - dueAt, slice, false);
         await sleep(1_000, undefined, { signal: stop }).catch(() => {});
@@ -341,7 +345,7 @@ async function followSlowly(t: WellBehavedTenant, obs: Observations, holdMs: num
         );
       let reading = readNext();
       const until = performance.now() + holdMs;
-      while (!stop.aborted && performance.now() < until) {
+      while (!aborted() && performance.now() < until) {
         await sleep(1_000, undefined, { signal: stop }).catch(() => {});
         if (target && report.pokes) {
           const ok = await fetch(`${target}${t.name}-${++line}`, { signal: AbortSignal.timeout(2_000) })

@@ -5,7 +5,7 @@ import type { Output } from './output.js';
 /** What every command group gets: the output and a client built from the config file and SVC_*. */
 export interface Cli {
   out: Output;
-  client(): SvcClient;
+  client: () => SvcClient;
 }
 
 export function clientFromConfig(): SvcClient {

@@ -32,6 +32,7 @@ export function output(isJson: () => boolean): Output {
 export function table(rows: Record<string, unknown>[]): string {
   if (rows.length === 0) return '(none)\n';
   const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects went to JSON.stringify: String() gets no object (the type there is still `{}`)
   const cell = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
   const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
   const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ').trimEnd();

@@ -61,7 +61,7 @@ export class ApiError extends Error {
 
 /** The API's {error} message, or the raw text of an answer without one. */
 function errorMessage(body: unknown, text: string): string {
-  return typeof body === 'object' && body !== null && 'error' in body ? String((body as { error: unknown }).error) : text;
+  return typeof body === 'object' && body !== null && 'error' in body ? String(body.error) : text;
 }
 
 export interface RawResponse<T = unknown> {

@@ -35,30 +35,30 @@ const noContent = () => ({ status: 204 });
 const ROUTES: Route[] = [
   { method: 'GET', pattern: /^\/api\/boards$/, handler: (s) => ok(s.listBoards()) },
   { method: 'POST', pattern: /^\/api\/boards$/, fields: ['name'], handler: (s, _, b) => ok(s.createBoard(text(b, 'name', LIMITS.name)), 201) },
-  { method: 'GET', pattern: /^\/api\/boards\/(\d+)$/, handler: (s, [id]) => ok(s.board(id!)) },
-  { method: 'PATCH', pattern: /^\/api\/boards\/(\d+)$/, fields: ['name'], handler: (s, [id], b) => ok(s.renameBoard(id!, text(b, 'name', LIMITS.name))) },
-  { method: 'DELETE', pattern: /^\/api\/boards\/(\d+)$/, handler: (s, [id]) => (s.deleteBoard(id!), noContent()) },
-  { method: 'POST', pattern: /^\/api\/boards\/(\d+)\/columns$/, fields: ['name'], handler: (s, [id], b) => ok(s.addColumn(id!, text(b, 'name', LIMITS.name)), 201) },
+  { method: 'GET', pattern: /^\/api\/boards\/(\d+)$/, handler: (s, p) => ok(s.board(id(p))) },
+  { method: 'PATCH', pattern: /^\/api\/boards\/(\d+)$/, fields: ['name'], handler: (s, p, b) => ok(s.renameBoard(id(p), text(b, 'name', LIMITS.name))) },
+  { method: 'DELETE', pattern: /^\/api\/boards\/(\d+)$/, handler: (s, p) => (s.deleteBoard(id(p)), noContent()) },
+  { method: 'POST', pattern: /^\/api\/boards\/(\d+)\/columns$/, fields: ['name'], handler: (s, p, b) => ok(s.addColumn(id(p), text(b, 'name', LIMITS.name)), 201) },
   {
     method: 'PATCH',
     pattern: /^\/api\/columns\/(\d+)$/,
     fields: ['name', 'position'],
-    handler: (s, [id], b) => ok(s.updateColumn(id!, { name: optionalText(b, 'name', LIMITS.name), position: optionalIndex(b, 'position') })),
+    handler: (s, p, b) => ok(s.updateColumn(id(p), { name: optionalText(b, 'name', LIMITS.name), position: optionalIndex(b, 'position') })),
   },
-  { method: 'DELETE', pattern: /^\/api\/columns\/(\d+)$/, handler: (s, [id]) => (s.deleteColumn(id!), noContent()) },
+  { method: 'DELETE', pattern: /^\/api\/columns\/(\d+)$/, handler: (s, p) => (s.deleteColumn(id(p)), noContent()) },
   {
     method: 'POST',
     pattern: /^\/api\/columns\/(\d+)\/cards$/,
     fields: ['title', 'description'],
-    handler: (s, [id], b) => ok(s.addCard(id!, text(b, 'title', LIMITS.title), optionalText(b, 'description', LIMITS.description, true) ?? ''), 201),
+    handler: (s, p, b) => ok(s.addCard(id(p), text(b, 'title', LIMITS.title), optionalText(b, 'description', LIMITS.description, true) ?? ''), 201),
   },
   {
     method: 'PATCH',
     pattern: /^\/api\/cards\/(\d+)$/,
     fields: ['title', 'description', 'column_id', 'position'],
-    handler: (s, [id], b) =>
+    handler: (s, p, b) =>
       ok(
-        s.updateCard(id!, {
+        s.updateCard(id(p), {
           title: optionalText(b, 'title', LIMITS.title),
           description: optionalText(b, 'description', LIMITS.description, true),
           column_id: optionalIndex(b, 'column_id'),
@@ -66,8 +66,15 @@ const ROUTES: Route[] = [
         }),
       ),
   },
-  { method: 'DELETE', pattern: /^\/api\/cards\/(\d+)$/, handler: (s, [id]) => (s.deleteCard(id!), noContent()) },
+  { method: 'DELETE', pattern: /^\/api\/cards\/(\d+)$/, handler: (s, p) => (s.deleteCard(id(p)), noContent()) },
 ];
+
+/** The number a route's pattern captures: every route that reads it has one group. */
+function id(params: number[]): number {
+  const value = params[0];
+  if (value === undefined) throw new Error('the route has no number in its pattern');
+  return value;
+}
 
 function text(body: Json, field: string, max: number): string {
   const value = optionalText(body, field, max);
@@ -119,10 +126,10 @@ export function boardApp(opts: BoardAppOptions): (req: IncomingMessage, res: Ser
   const pages = new Map(Object.entries(STATIC_FILES).map(([path, f]) => [path, { type: f.type, body: readFileSync(new URL(f.file, opts.publicDir)) }]));
 
   const authorized = (req: IncomingMessage): boolean => {
-    const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
-    if (!m) return false;
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (token === undefined) return false;
     // Hashes have one length, so the comparison is constant-time whatever was sent.
-    return timingSafeEqual(createHash('sha256').update(m[1]!).digest(), expected);
+    return timingSafeEqual(createHash('sha256').update(token).digest(), expected);
   };
 
   return (req, res) => {
@@ -143,7 +150,10 @@ export function boardApp(opts: BoardAppOptions): (req: IncomingMessage, res: Ser
       return;
     }
     // Unauthenticated, for svcd's readiness probe.
-    if (path === '/api/health' && req.method === 'GET') return send(res, 200, { ok: true });
+    if (path === '/api/health' && req.method === 'GET') {
+      send(res, 200, { ok: true });
+      return;
+    }
     if (!path.startsWith('/api/')) throw new HttpError(404, 'not found');
     const matching = ROUTES.filter((r) => r.pattern.test(path));
     if (matching.length === 0) throw new HttpError(404, 'not found');

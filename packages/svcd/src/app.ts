@@ -283,14 +283,14 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     : store.metering;
   const metering = new Metering(store, meteringStore, clock, { retentionDays: config.meteringRetentionDays });
   const sampler = new Sampler(runtime, store, meteringStore, clock, log, { intervalMs: config.meteringIntervalMs, concurrency: SAMPLER_CONCURRENCY });
-  jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async () => void (await sampler.pass()) });
+  jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async () => { await sampler.pass(); } });
   const diskMeter = new DiskMeter(store, runtime, clock, log, [services, environments], config.buildRegistry);
-  jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => void (await diskMeter.pass()) });
+  jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => { await diskMeter.pass(); } });
   jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: () => metering.rollUp() });
   const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status());
   activity.observe((action) => metrics.activityRecorded(action));
   const retention = new Retention(store, clock, log, config.retention);
-  jobs.schedule({ name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => void (await retention.sweep()) });
+  jobs.schedule({ name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => { await retention.sweep(); } });
   jobs.schedule({
     name: 'store.prune',
     everyMs: PRUNE_EVERY_MS,

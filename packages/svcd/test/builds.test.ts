@@ -83,7 +83,7 @@ describe('builds from git', () => {
     assert.equal((await a.client.service(s.id)).image, created.body.image);
     const dep = (await a.client.deployments(s.id)).find((d) => d.id === main.deployment_id);
     assert.equal(dep?.reason, 'build');
-    assert.equal(dep?.build_id, main.id);
+    assert.equal(dep.build_id, main.id);
     const log = await a.client.buildLogs(s.id, main.id);
     assert.match(log, /==> cloning git:\/\/127\.0\.0\.1:\d+\/app at main/);
     assert.match(log, new RegExp(`==> commit ${git.shas.v2}`));

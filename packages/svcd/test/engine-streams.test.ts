@@ -21,7 +21,7 @@ function frame(type: number, payload: string | Buffer): Buffer {
 
 async function demuxed(chunks: Buffer[]): Promise<string> {
   const parts: Buffer[] = [];
-  await pipeline(Readable.from(chunks), new OutputDemuxer(), new Writable({ write: (c: Buffer, _e, done) => (parts.push(c), done()) }));
+  await pipeline(Readable.from(chunks), new OutputDemuxer(), new Writable({ write: (c: Buffer, _e, done) => { parts.push(c); done(); } }));
   return Buffer.concat(parts).toString();
 }
 

@@ -365,7 +365,7 @@ for (const store of STORES) {
         t.clock.advance(1_000);
         const refilled = [];
         for (let i = 0; i <= CLIENT_IP_PER_SECOND; i++) refilled.push((await get(t, '/v1/openapi.json', ip)).status);
-        assert.deepEqual(refilled, [...Array(CLIENT_IP_PER_SECOND).fill(200), 429]);
+        assert.deepEqual(refilled, [...Array<number>(CLIENT_IP_PER_SECOND).fill(200), 429]);
       } finally {
         await t.close();
       }

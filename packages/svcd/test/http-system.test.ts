@@ -4,7 +4,6 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import Docker from 'dockerode';
 import type { Runtime } from '../src/runtime/index.js';
-import type { Store } from '../src/store/index.js';
 import { dockerOptions } from '../src/runtime/docker.js';
 import { DOCKER_HOST, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
@@ -106,7 +105,7 @@ describe('degraded rules', () => {
     const t = await startServer({ overrides: { runtime: fakeRuntime(0) } });
     try {
       const a = await newTenant(t);
-      const store = t.deps.store as Store & { ping: () => Promise<void> };
+      const store: { ping: () => Promise<void> } = t.deps.store;
       const realPing = store.ping;
       store.ping = async () => {
         throw new Error('store down');

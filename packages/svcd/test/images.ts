@@ -78,7 +78,7 @@ export async function buildImage(tag: string, files: Record<string, { body: stri
 export function finished(stream: NodeJS.ReadableStream): Promise<void> {
   return new Promise<void>((resolve, reject) =>
     docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
-      const failed = out?.find((o) => o.error);
+      const failed = out.find((o) => o.error);
       if (err || failed) reject(err ?? new Error(failed?.error));
       else resolve();
     }),
@@ -248,8 +248,9 @@ export async function removeTenantWorkloads(tenantIds: string[]): Promise<void> 
   for (const id of tenantIds) {
     const list = await docker.listContainers({ all: true, filters: { label: [`svc.tenant=${id}`] } });
     for (const c of list) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {});
-    const volumes = (await docker.listVolumes({ filters: { label: [`svc.tenant=${id}`] } })).Volumes ?? [];
-    for (const v of volumes) await docker.getVolume(v.Name).remove().catch(() => {});
+    // The engine answers null rather than [] when there are none (dockerode's types say an array).
+    const listed: { Volumes: Array<{ Name: string }> | null } = await docker.listVolumes({ filters: { label: [`svc.tenant=${id}`] } });
+    for (const v of listed.Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => {});
     await docker.getNetwork(`tenant-${id}`).remove().catch(() => {});
     // The engine leaves the tenant's (now empty) CPU group behind; svc removes it, so does this.
     await tenantCgroups.releaseTenant(id).catch(() => {});

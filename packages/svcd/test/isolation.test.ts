@@ -87,10 +87,11 @@ describe('tenant isolation', () => {
   });
 
   after(async () => {
-    await t?.close();
+    // Any of these is still unset when before() failed part-way.
+    await (t as TestServer | undefined)?.close();
     for (const l of listeners) l.close();
-    await net?.close();
-    await git?.stop();
+    await (net as PrivateHost | undefined)?.close();
+    await (git as GitServer | undefined)?.stop();
     await removeTenantWorkloads(tenants);
     for (const id of tenants) await removeImages(`${TEST_REGISTRY}/svc/${id}/*`);
   });
@@ -102,7 +103,7 @@ describe('tenant isolation', () => {
     const peer = await a.client.createService({ name: 'peer', image: BUSYBOX_IMAGE });
     for (const id of [prober.id, peer.id]) assert.equal((await settled(a, id)).status, 'running');
     const info = await docker.getNetwork(tenantNetworkName(a.id)).inspect();
-    const gateway = (info.IPAM?.Config as Array<{ Gateway?: string }> | undefined)?.[0]?.Gateway;
+    const gateway = info.IPAM?.Config?.[0]?.Gateway;
     assert.ok(gateway, 'the tenant network has a gateway (the host)');
     const peerIp = Object.values((await docker.getContainer(workloadName(peer.id)).inspect()).NetworkSettings.Networks)[0]?.IPAddress;
 
@@ -178,7 +179,8 @@ describe('tenant isolation', () => {
     const image = own.build.image;
     assert.match(image, new RegExp(`^${TEST_REGISTRY}/svc/${b.id}/`));
     await waitFor('B to run its build', async () => ((await b.client.service(own.serviceId)).status === 'running' ? true : undefined), 60_000);
-    const inspected = await docker.getImage(image).inspect();
+    // The engine's answer, where RepoDigests may be missing (dockerode's types say it is not).
+    const inspected: { Id: string; RepoDigests?: string[] | null } = await docker.getImage(image).inspect();
     const digest = inspected.RepoDigests?.[0]?.split('@')[1];
     assert.ok(digest);
     const port = TEST_REGISTRY.split(':')[1];

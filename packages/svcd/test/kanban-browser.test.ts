@@ -28,8 +28,9 @@ before(async () => {
   });
 });
 after(async () => {
-  await browser?.close();
-  await t?.close();
+  // Either is still unset when before() failed part-way.
+  await (browser as Browser | undefined)?.close();
+  await (t as TestServer | undefined)?.close();
   await removeTenantWorkloads(tenants);
 });
 

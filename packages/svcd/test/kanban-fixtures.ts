@@ -18,8 +18,14 @@ export async function runningBoard(c: SvcClient): Promise<KanbanBoard> {
   return b;
 }
 
+/** An answer of the board's API, its JSON body taken as the type the caller expects. */
+export interface BoardAnswer<T> {
+  status: number;
+  body: T;
+}
+
 /** The board's own JSON API, with its admin token. */
-export async function boardApi<T = unknown>(url: string, token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+export async function boardApi<T = unknown>(url: string, token: string, method: string, path: string, body?: unknown): Promise<BoardAnswer<T>> {
   const res = await fetch(new URL(path, url), {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },

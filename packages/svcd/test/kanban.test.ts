@@ -64,7 +64,7 @@ describe('kanban boards', () => {
 
     const info = await docker.getContainer(kanbanWorkloadName(b.id)).inspect();
     assert.deepEqual(info.HostConfig.CapDrop, ['ALL']);
-    assert.ok(info.HostConfig.SecurityOpt?.includes('no-new-privileges'));
+    assert.ok((info.HostConfig.SecurityOpt as string[] | undefined)?.includes('no-new-privileges'));
     assert.equal(info.Mounts[0]?.Name, kanbanWorkloadName(b.id));
     assert.equal(info.Config.User, 'node');
     assert.equal(info.HostConfig.Runtime, (await t.deps.deployer.useSandbox()) ? 'runsc' : 'runc', 'under gVisor when the engine has it');

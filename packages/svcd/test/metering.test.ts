@@ -220,8 +220,8 @@ for (const kind of STORES) {
       assert.deepEqual(two.map((r) => [r.start, r.cpu_seconds]), [[hour, 7], [hour + 3600, 3]]);
       const dayAgain = await a.client.usageMetrics({ period: 'daily' });
       assert.equal(dayAgain[0]?.cpu_seconds, 10);
-      assert.equal(dayAgain[0]?.memory_peak_mb, 256);
-      assert.equal(dayAgain[0]?.memory_avg_mb, Math.round(((64 + 160 + 256) / 3) * 10) / 10, 'weighted by sampling moments');
+      assert.equal(dayAgain[0].memory_peak_mb, 256);
+      assert.equal(dayAgain[0].memory_avg_mb, Math.round(((64 + 160 + 256) / 3) * 10) / 10, 'weighted by sampling moments');
       assert.deepEqual(await a.client.usageMetrics({ period: 'hourly', since: iso(hour + 7200), until: iso(hour + 10_800) }), [], 'a range without data is an empty list');
 
       // Past the retention (90 days in tests), rollups and samples are gone.

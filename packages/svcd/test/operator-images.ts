@@ -66,7 +66,7 @@ async function ensureDebianBase(): Promise<void> {
     execFileSync('debootstrap', ['--variant=minbase', 'bookworm', root, MIRROR], { stdio: ['ignore', 'ignore', 'inherit'] });
     // The root file system as a tar stream straight into the engine's image import.
     const tar = spawn('tar', ['-C', root, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const stream = await docker.importImage(tar.stdout as unknown as NodeJS.ReadableStream, { repo: DEBIAN_BASE_IMAGE.split(':')[0], tag: 'bookworm' });
+    const stream = await docker.importImage(tar.stdout, { repo: DEBIAN_BASE_IMAGE.split(':')[0], tag: 'bookworm' });
     await finished(stream);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -23,7 +23,7 @@ await Promise.all(
       if (added) inserted += 1;
       else refused += 1;
     } catch (err) {
-      errors.push(String((err as { code?: string }).code ?? (err as Error).message));
+      errors.push(String((err as { code?: string }).code ?? (err as Partial<Error>).message));
     }
   }),
 );

@@ -59,7 +59,7 @@ for (const kind of STORES) {
         await assert.rejects(live.acquire('t-slots', 'sync'), /quota exceeded/);
         const kept = await live.acquire('t-slots', 'exec');
         // Past the lease: the dead holder's slot no longer counts; the live one's was renewed.
-        await clock.advance(caps.leaseMs + 25_000);
+        clock.advance(caps.leaseMs + 25_000);
         await renewalWritten();
         const fresh = await live.acquire('t-slots', 'sync');
         await assert.rejects(dead.acquire('t-slots', 'exec'), /quota exceeded: at most 1 commands/);

@@ -160,7 +160,8 @@ function following(url: string, key: string): { stop: () => void; answered: Prom
   const answered = fetch(url, { headers: { authorization: `Bearer ${key}` }, signal: controller.signal }).then(async (res) => {
     if (res.status === 200) void (async () => {
       try {
-        for await (const _ of res.body as AsyncIterable<Uint8Array>);
+        const reader = res.body!.getReader();
+        while (!(await reader.read()).done);
       } catch {
         // stopped
       }

@@ -174,7 +174,7 @@ for (const kind of STORES) {
       assert.deepEqual(await store.builds.logChunks('b-old', 0, 1000), []);
       const pruned = await store.builds.findAny('b-old');
       assert.equal(pruned?.log_pruned_at, now, 'the record stays, marked');
-      assert.equal(pruned?.status, 'succeeded');
+      assert.equal(pruned.status, 'succeeded');
       assert.equal((await store.builds.logChunks('b-young', 0, 1000)).length, 120);
       assert.equal((await store.builds.findAny('b-young'))?.log_pruned_at, null);
       assert.equal((await store.builds.logChunks('b-running', 0, 1000)).length, 120);
@@ -250,7 +250,7 @@ for (const kind of STORES) {
       const old = now - (DEFAULT_RETENTION.activityDays + 1) * DAY;
       await store.activity.insert({ id: 'leased-old', tenant_id: 'tk', action: 'x.y', resource_type: 'x', resource_id: 'r', service_id: null, details: '{}', created_at: old });
       const jobs = new PeriodicJobs(store, clock, clock, silent, 'svcd-b/1');
-      const job = { name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => void (await retention.sweep()) };
+      const job = { name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => { await retention.sweep(); } };
       assert.equal(await store.jobLocks.tryAcquire(RETENTION_JOB, 'svcd-a/1', clock.now(), 60_000), true);
       assert.equal(await jobs.runOnce(job), false);
       assert.deepEqual(await activityIds(store, 'tk'), ['leased-old']);

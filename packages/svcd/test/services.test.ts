@@ -67,7 +67,8 @@ describe('services on the real engine', () => {
     assert.equal(c.HostConfig.PidsLimit, c.HostConfig.Runtime === 'runsc' ? 256 + 768 : 256);
     // svc-init is PID 1, read-only, running the image's own command (runtime/tenant-init.ts).
     assert.deepEqual(c.Config.Entrypoint, ['/.svc/init', '--lines-per-second=500', '--bytes-per-second=524288', '--']);
-    const imageConfig = (await docker.getImage(c.Image).inspect()).Config;
+    // The engine's answer: Entrypoint and Cmd are lists, or null when the image sets none.
+    const imageConfig = (await docker.getImage(c.Image).inspect()).Config as { Entrypoint: string[] | null; Cmd: string[] | null };
     assert.deepEqual(c.Config.Cmd, [...(imageConfig.Entrypoint ?? []), ...(imageConfig.Cmd ?? [])]);
     assert.ok(c.HostConfig.Mounts?.some((m) => m.Target === '/.svc/init' && m.Type === 'bind' && m.ReadOnly === true));
     assert.equal(c.HostConfig.Memory, Math.floor(2048 / 5) * 1024 * 1024, "memory: the tenant's 2048 MB over its 5 services");
@@ -81,7 +82,7 @@ describe('services on the real engine', () => {
     const deps = await a.client.deployments(s.id);
     assert.equal(deps.length, 1);
     assert.equal(deps[0]?.status, 'succeeded');
-    assert.equal(deps[0]?.reason, 'create');
+    assert.equal(deps[0].reason, 'create');
     const actions = (await a.client.activity({ service_id: s.id })).map((e) => e.action);
     assert.deepEqual(actions.sort(), ['deployment.succeeded', 'service.created']);
     assert.equal((await a.client.usage()).services.used, 1);
@@ -183,7 +184,7 @@ describe('services on the real engine', () => {
     const controller = new AbortController();
     const res = await fetch(`${t.url}/v1/services/${s.id}/logs?follow=true&tail=0`, { headers: { authorization: `Bearer ${a.key}` }, signal: controller.signal });
     assert.equal(res.status, 200);
-    const reader = res.body!.getReader();
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     assert.equal(await fetchFromService(s.id, '/cgi-bin/log?marker-for-follow'), 'logged\n');
     let seen = '';
     const timeout = setTimeout(() => controller.abort(), 10_000);

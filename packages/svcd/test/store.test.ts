@@ -45,11 +45,11 @@ for (const kind of STORES) {
       await store.tenants.insert(tenantRow('t1', 'Alpha'));
       const t = await store.tenants.findById('t1');
       assert.equal(t?.name, 'Alpha');
-      assert.equal(t?.created_at, T);
-      assert.equal(typeof t?.created_at, 'number');
-      assert.equal(t?.max_cpu_cores, 2.5);
+      assert.equal(t.created_at, T);
+      assert.equal(typeof t.created_at, 'number');
+      assert.equal(t.max_cpu_cores, 2.5);
       await assert.rejects(store.tenants.insert({ ...tenantRow('t2', 'ALPHA'), email_key: 'other@x.io' }), (e: unknown) => {
-        return (e as { code?: string }).code === '23505' || String((e as Error).message).includes('UNIQUE');
+        return (e as { code?: string }).code === '23505' || String((e as Partial<Error>).message).includes('UNIQUE');
       });
       await assert.rejects(store.tenants.insert({ ...tenantRow('t3', 'beta'), email_key: 'alpha@x.io' }));
       assert.equal(await store.tenants.countActive(), 1);
@@ -122,8 +122,8 @@ for (const kind of STORES) {
       await store.idempotency.complete('i1', 'k', 201, 'application/json', '{"ok":true}' as SealedText);
       const done = await second.idempotency.claim(c);
       assert.equal(done?.state, 'done');
-      assert.equal(done?.status_code, 201);
-      assert.equal(done?.response_body, '{"ok":true}');
+      assert.equal(done.status_code, 201);
+      assert.equal(done.response_body, '{"ok":true}');
       assert.equal(await store.idempotency.claim({ ...c, now: T + 600, expiresAt: T + 1200 }), undefined, 'expired: claimable again');
       assert.equal(await store.idempotency.pruneExpired(T + 1200), 1);
     });

@@ -19,7 +19,13 @@ export function errorBody(request: FastifyRequest, message: string): { error: st
   return { error: message, request_id: request.id };
 }
 
-function validationMessage(err: FastifyError): string {
+/**
+ * What reaches the handler: Fastify's own errors, and whatever a route or a library threw, which
+ * may carry no `code` (Fastify's type gives every error one).
+ */
+type HandledError = Omit<FastifyError, 'code'> & { code?: string };
+
+function validationMessage(err: HandledError): string {
   const first = err.validation?.[0];
   if (!first) return err.message;
   const where = err.validationContext ?? 'request';
@@ -31,7 +37,7 @@ function validationMessage(err: FastifyError): string {
   return `${where}: ${field ? `${field} ` : ''}${first.message ?? 'is invalid'}`;
 }
 
-export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+export function errorHandler(err: HandledError, request: FastifyRequest, reply: FastifyReply): void {
   if (reply.raw.headersSent) {
     // A stream failed after its answer started: nothing can be sent any more.
     request.log.warn({ err }, 'error after the response started');

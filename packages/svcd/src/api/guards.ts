@@ -93,7 +93,8 @@ export function accessGuard(deps: Deps) {
       case 'key':
         return keyAccess(request, reply, ip);
       case 'operator':
-        return operatorAccess(request, route, ip);
+        operatorAccess(request, route, ip);
+        return;
       case 'public':
       case 'bootstrap': {
         rateLimits.takeClientIp(ip);

@@ -45,14 +45,14 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       },
     },
     transform: ({ schema, url, route }) => {
-      const svc = route.config?.svc as SvcRouteConfig | undefined;
+      const svc = route.config?.svc;
       const transformed = { ...(schema as Record<string, unknown>) };
       if (svc) {
         transformed.security = SECURITY[svc.auth];
         const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
         transformed.response = { ...pipelineErrors(svc, methods), ...(transformed.response as Record<string, unknown> | undefined) };
       }
-      return { schema: transformed as typeof schema, url };
+      return { schema: transformed, url };
     },
   });
 }
@@ -83,6 +83,6 @@ export function openApiRoute(app: FastifyInstance): void {
   app.get(
     '/v1/openapi.json',
     { config: { svc: { auth: 'public' } }, schema: { hide: true } },
-    async () => app.swagger(),
+    () => app.swagger(),
   );
 }

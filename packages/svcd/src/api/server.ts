@@ -86,8 +86,11 @@ function toArray<T>(x: T | T[] | undefined): T[] {
 }
 
 export async function buildServer(deps: Deps): Promise<SvcServer> {
+  // Fastify's base logger type, not pino's own: the instance takes its logger type from this one,
+  // and SvcServer's is FastifyBaseLogger.
+  const logger: FastifyBaseLogger = deps.log;
   const app = Fastify({
-    loggerInstance: deps.log as FastifyBaseLogger,
+    loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
     serverFactory: (handler) =>
       http.createServer(
@@ -124,7 +127,10 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   app.addContentTypeParser('*', { parseAs: 'string' }, (request: FastifyRequest, body: string | Buffer, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     request.rawBody = text;
-    if (text.trim() === '') return done(null, undefined);
+    if (text.trim() === '') {
+      done(null, undefined);
+      return;
+    }
     try {
       done(null, JSON.parse(text));
     } catch (err) {

@@ -122,6 +122,7 @@ async function runGit(cwd: string, args: string[], opts: CloneOptions, quiet: bo
       child.on('error', (err) => (opts.signal.aborted ? reject(opts.signal.reason instanceof Error ? opts.signal.reason : err) : reject(err)));
       child.on('close', resolve);
     });
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the size check's timer while git ran
     if (tooLarge) throw new CloneError(`repository is larger than ${Math.round(opts.maxBytes / 1024 / 1024)} MB`);
     if (code !== 0) throw new CloneError(`git ${args[0]} failed: ${lastErr || `exit code ${code}`}`);
     return stdout;

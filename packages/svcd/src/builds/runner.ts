@@ -130,6 +130,7 @@ export class BuildRunner implements BuildExecution {
       do {
         this.again = false;
         await this.tick().catch((err: unknown) => this.log.error({ err }, 'build tick failed'));
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by a kick() during the tick
       } while (this.again && !this.closed);
     })().finally(() => (this.ticking = null));
   }

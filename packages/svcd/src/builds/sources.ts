@@ -34,7 +34,7 @@ export interface SourceRules {
 /** Resolves a host name to every address it has (injected so tests decide what names mean). */
 export type ResolveHost = (host: string) => Promise<string[]>;
 
-export const resolveWithSystem: ResolveHost = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+export const resolveWithSystem: ResolveHost = async (host) => (await lookup(host, { all: true, order: 'verbatim' })).map((a) => a.address);
 
 export type SourceScheme = 'https' | 'http' | 'git';
 

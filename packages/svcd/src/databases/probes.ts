@@ -54,9 +54,9 @@ export function probeRedis(t: ProbeTarget, timeoutMs = 3_000): Promise<void> {
       const lines = answer.split('\r\n');
       if (lines.length < 3) return;
       socket.end();
-      if (lines[0] !== '+OK') return reject(new Error(`AUTH: ${lines[0]}`));
-      if (lines[1] !== '+PONG') return reject(new Error(`PING: ${lines[1]}`));
-      resolve();
+      if (lines[0] !== '+OK') reject(new Error(`AUTH: ${lines[0]}`));
+      else if (lines[1] !== '+PONG') reject(new Error(`PING: ${lines[1]}`));
+      else resolve();
     });
   });
 }

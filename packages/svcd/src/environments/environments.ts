@@ -262,7 +262,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         timers: this.timers,
         caBundle: this.opts.gitCaBundle,
         onOutput: (line) => output.push(line),
-      }).catch((err: Error) => {
+      }).catch((err: unknown) => {
         if (err instanceof CloneError) throw new UnprocessableError(`sync failed: ${err.message}`);
         throw err;
       });
@@ -279,7 +279,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         workDir: '/',
         timeoutSeconds: 300,
         maxOutputBytes: 4096,
-        stdin: tar as unknown as NodeJS.ReadableStream,
+        stdin: tar,
       });
       if (unpacked.exitCode !== 0) throw new UnprocessableError(`sync failed: could not unpack into ${target}: ${(unpacked.stderr || unpacked.stdout).trim()}`);
       await this.activity.record(this.store, { tenantId: e.tenant_id, action: 'environment.synced', resourceType: 'environment', resourceId: e.id, details: { git_url: gitUrl, git_ref: ref, commit } });

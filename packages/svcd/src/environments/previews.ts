@@ -16,8 +16,9 @@ export function previewHosts(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id
 }
 
 export function previewUrl(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id'>, o: PreviewRouting): string | null {
-  const hosts = previewHosts(p, o);
-  return proxyUrl(hosts[hosts.length - 1]!, o);
+  const host = previewHosts(p, o).at(-1);
+  if (host === undefined) throw new Error('a preview has no host name');
+  return proxyUrl(host, o);
 }
 
 export function previewRouteTargets(

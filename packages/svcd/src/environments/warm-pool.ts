@@ -73,6 +73,7 @@ export class WarmPool {
       do {
         this.again = false;
         await this.fill();
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by a refill() during the fill
       } while (this.again);
     })().finally(() => (this.inFlight = null));
     return this.inFlight;

@@ -133,8 +133,8 @@ export class Kanban implements TenantResources {
     await this.lifecycle.removeAll(tenantId, b.id);
   }
 
-  async count(): Promise<Record<string, never>> {
-    return {};
+  count(): Promise<Record<string, never>> {
+    return Promise.resolve({});
   }
 
   /** Suspension: the container stops (data kept); the board stays stopped until used again. */

@@ -20,5 +20,5 @@ export function pickFreePort(used: Iterable<number>, range: { from: number; to: 
 
 /** The engine could not publish the port: something outside svc holds it. */
 export function isPortInUse(err: unknown): boolean {
-  return /port is already allocated|address already in use/i.test((err as Error)?.message ?? '');
+  return /port is already allocated|address already in use/i.test((err as Partial<Error> | null | undefined)?.message ?? '');
 }

@@ -69,6 +69,7 @@ export class CaddyProxy {
         do {
           this.again = false;
           await this.push(false);
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by a sync() during the push
         } while (this.again);
       } finally {
         this.syncing = null;

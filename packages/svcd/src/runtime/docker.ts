@@ -142,15 +142,15 @@ export class DockerRuntime implements Runtime {
 
   async info(): Promise<EngineInfo> {
     try {
-      const [version, info] = await Promise.all([this.docker.version(), this.docker.info()]);
-      const runtimes = Object.keys((info as { Runtimes?: Record<string, unknown> }).Runtimes ?? {});
-      const defaultRuntime = String((info as { DefaultRuntime?: string }).DefaultRuntime ?? 'runc');
+      const [version, info] = await Promise.all([this.docker.version(), this.docker.info() as Promise<EngineInfoBody>]);
+      const runtimes = Object.keys(info.Runtimes ?? {});
+      const defaultRuntime = engineString(info.DefaultRuntime, 'runc');
       return {
         version: version.Version,
         runtimes,
         defaultRuntime,
-        dataRoot: String(info.DockerRootDir ?? ''),
-        cgroupDriver: String((info as { CgroupDriver?: string }).CgroupDriver ?? ''),
+        dataRoot: engineString(info.DockerRootDir, ''),
+        cgroupDriver: engineString(info.CgroupDriver, ''),
       };
     } catch (err) {
       throw new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
@@ -300,7 +300,7 @@ export class DockerRuntime implements Runtime {
   }
 
   async pullImage(image: string, signal?: AbortSignal): Promise<void> {
-    const stream = (await this.docker.pull(image, { abortSignal: signal })) as NodeJS.ReadableStream;
+    const stream = await this.docker.pull(image, { abortSignal: signal });
     await consumeProgress(stream, undefined, signal);
   }
 
@@ -311,7 +311,7 @@ export class DockerRuntime implements Runtime {
     if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId);
     const cgroup = await this.tenantCgroup(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
-    const stream = (await this.docker.buildImage(context as unknown as NodeJS.ReadableStream, {
+    const stream = await this.docker.buildImage(context, {
       t: spec.tag,
       // No labels: the classic builder adds a step (and a container) per label. The tag,
       // svc/<tenant>/<service>:<build>, says whose image it is.
@@ -329,7 +329,7 @@ export class DockerRuntime implements Runtime {
       ...(cgroup ? { cgroupparent: cgroup } : {}),
       // dockerode passes both on to the request (its typings do not list them).
       ...({ abortSignal: spec.signal, ulimits: JSON.stringify([{ Name: 'nproc', Soft: spec.limits.pids, Hard: spec.limits.pids }]) } as object),
-    })) as NodeJS.ReadableStream;
+    });
     await consumeProgress(
       stream,
       (event) => {
@@ -342,7 +342,7 @@ export class DockerRuntime implements Runtime {
 
   async pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void> {
     // An empty auth header: the engine insists on one, a loopback registry needs no credentials.
-    const stream = (await this.docker.getImage(image).push({ authconfig: {}, abortSignal: signal } as object)) as NodeJS.ReadableStream;
+    const stream = await this.docker.getImage(image).push({ authconfig: {}, abortSignal: signal } as object);
     await consumeProgress(
       stream,
       (event) => {
@@ -361,14 +361,15 @@ export class DockerRuntime implements Runtime {
   }
 
   async removeVolume(name: string): Promise<void> {
-    await this.docker.getVolume(name).remove().catch((err: { statusCode?: number }) => {
-      if (err.statusCode !== 404) throw err;
+    await this.docker.getVolume(name).remove().catch((err: unknown) => {
+      if ((err as { statusCode?: number }).statusCode !== 404) throw err;
     });
   }
 
   async removeImage(reference: string): Promise<void> {
-    await this.docker.getImage(reference).remove().catch((err: { statusCode?: number }) => {
-      if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
+    await this.docker.getImage(reference).remove().catch((err: unknown) => {
+      const code = (err as { statusCode?: number }).statusCode;
+      if (code !== 404 && code !== 409) throw err;
     });
   }
 
@@ -376,9 +377,10 @@ export class DockerRuntime implements Runtime {
     for (const img of await this.docker.listImages({ filters: { reference: [repository] } })) {
       for (const tag of img.RepoTags ?? []) {
         if (!tag.startsWith(`${repository}:`)) continue;
-        await this.docker.getImage(tag).remove().catch((err: { statusCode?: number }) => {
+        await this.docker.getImage(tag).remove().catch((err: unknown) => {
           // Gone already, or still used by a container that is going away: not worth failing a delete.
-          if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
+          const code = (err as { statusCode?: number }).statusCode;
+          if (code !== 404 && code !== 409) throw err;
         });
       }
     }
@@ -452,7 +454,8 @@ export class DockerRuntime implements Runtime {
   private async command(spec: WorkloadSpec): Promise<{ entrypoint?: string[]; cmd?: string[]; underInit: string | null }> {
     if (!spec.tenantCode || !this.tenantInit) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
     // An image's config may have no Config at all (an OCI image pushed without one).
-    const config = ((await this.docker.getImage(spec.image).inspect()).Config ?? {}) as { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null };
+    const image: EngineImage = await this.docker.getImage(spec.image).inspect();
+    const config = image.Config ?? {};
     const argv = resolveCommand({ entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd) }, spec.entrypoint, spec.cmd);
     // The engine's own refusal, before a container exists (svc-init would start and exit 127).
     if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
@@ -481,8 +484,8 @@ export class DockerRuntime implements Runtime {
         // Named like the tenant bridges: the egress rules cover its workloads too.
         Options: { 'com.docker.network.bridge.enable_icc': 'false', 'com.docker.network.bridge.name': WARM_POOL_BRIDGE },
       })
-      .catch((err: { statusCode?: number }) => {
-        if (err.statusCode !== 409) throw err; // created meanwhile
+      .catch((err: unknown) => {
+        if ((err as { statusCode?: number }).statusCode !== 409) throw err; // created meanwhile
       });
   }
 
@@ -490,9 +493,9 @@ export class DockerRuntime implements Runtime {
   private async tenantCgroup(tenantId: string | null): Promise<string | null> {
     if (this.placement?.groups.installed !== true || tenantId === null) return null;
     const { unplaced } = this.placement;
-    this.cgroupDriver ??= this.docker.info().then(
-      (info: { CgroupDriver?: string }) => {
-        const driver = String(info.CgroupDriver ?? '');
+    this.cgroupDriver ??= (this.docker.info() as Promise<EngineInfoBody>).then(
+      (info) => {
+        const driver = engineString(info.CgroupDriver, '');
         if (driver !== 'cgroupfs') unplaced(driver);
         return driver;
       },
@@ -546,7 +549,7 @@ export class DockerRuntime implements Runtime {
 
   async inspectWorkload(id: string): Promise<WorkloadInfo | null> {
     try {
-      const c = await this.docker.getContainer(id).inspect();
+      const c: EngineContainer = await this.docker.getContainer(id).inspect();
       // Its tenant network (a warm-pool workload handed to a tenant keeps its pool label).
       const net = Object.entries(c.NetworkSettings.Networks ?? {}).find(([name]) => name.startsWith(TENANT_NETWORK_PREFIX))?.[1];
       const port = Object.keys(c.Config.ExposedPorts ?? {})[0];
@@ -582,17 +585,18 @@ export class DockerRuntime implements Runtime {
   async logs(id: string, opts: LogOptions): Promise<NodeJS.ReadableStream> {
     // Both kinds arrive as a stream read at the reader's pace: a tail of 10,000 long lines is never
     // held whole, and a followed log waits for a client that stops reading instead of piling up.
-    const raw = await this.openLogs(id, opts).catch((err: { statusCode?: number; message?: string }) => {
+    const raw = await this.openLogs(id, opts).catch((err: unknown) => {
       // Dead, being removed or already removed (a redeploy or a halt replacing it, between the
       // caller's look and this read): no log to give any more.
-      if (err.statusCode === 409 || err.statusCode === 404) throw new WorkloadNotRunningError(err.message ?? 'container is being removed');
+      const { statusCode, message } = err as { statusCode?: number; message?: string };
+      if (statusCode === 409 || statusCode === 404) throw new WorkloadNotRunningError(message ?? 'container is being removed');
       throw err;
     });
     const out = new OutputDemuxer();
     raw.pipe(out);
     // The engine ends the stream when the log is complete (or the container is gone); a broken
     // connection is passed on as one, so that a cut log never looks complete to the client.
-    raw.on('error', (err) => out.destroy(err));
+    raw.on('error', (err: Error) => out.destroy(err));
     out.on('close', () => raw.destroy());
     return out;
   }
@@ -667,6 +671,7 @@ export class DockerRuntime implements Runtime {
       stdout: stdout.text(),
       stderr: stderr.text(),
       truncated: stdout.truncated || stderr.truncated,
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the deadline's timer while the output was read
       timedOut: pastDeadline || abandoned,
       durationMs: Math.round(performance.now() - started),
     };
@@ -699,6 +704,7 @@ export class DockerRuntime implements Runtime {
         }
       }
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the signal may have fired while the events were read
       if (!signal.aborted) throw err;
     } finally {
       signal.removeEventListener('abort', stop);
@@ -711,6 +717,41 @@ export class DockerRuntime implements Runtime {
     const nets = await this.docker.listNetworks({ filters: { name: [prefix] } });
     return nets.filter((n) => n.Name.startsWith(prefix)).length;
   }
+}
+
+/**
+ * The parts of the Engine's info answer that svc reads (dockerode gives it untyped): any may be
+ * missing, and the strings are taken as the engine sent them, whatever they are.
+ */
+interface EngineInfoBody {
+  Runtimes?: Record<string, unknown>;
+  DefaultRuntime?: unknown;
+  DockerRootDir?: unknown;
+  CgroupDriver?: unknown;
+}
+
+/** A string of the engine's info answer: what it sent, as a string, or the fallback when it sent nothing. */
+function engineString(value: unknown, fallback: string): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the engine's JSON, stringified as it came (the API documents a string)
+  return String(value ?? fallback);
+}
+
+/** The parts of the Engine's image answer that svc reads (dockerode's types make Config required). */
+interface EngineImage {
+  Config?: { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null } | null;
+}
+
+/**
+ * The parts of the Engine's container answer that svc reads. The engine leaves out (or sends
+ * null for) what a container does not have, such as exposed ports or labels, where dockerode's
+ * types say they are always there.
+ */
+interface EngineContainer {
+  Id: string;
+  Name: string;
+  State: { Status: string; Running: boolean; ExitCode: number };
+  Config: { ExposedPorts?: Record<string, unknown> | null; Labels?: Record<string, string> | null };
+  NetworkSettings: { Networks?: Record<string, { IPAddress?: string }> | null };
 }
 
 /** The parts of the Engine's stats answer that svc reads (cgroup v1 and v2 alike). */

@@ -24,7 +24,10 @@ export class OutputDemuxer extends Transform {
   private raw = false;
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    if (this.raw) return done(null, chunk);
+    if (this.raw) {
+      done(null, chunk);
+      return;
+    }
     let data = this.pending.length > 0 ? Buffer.concat([this.pending, chunk]) : chunk;
     this.pending = Buffer.alloc(0);
     while (data.length > 0) {
@@ -33,7 +36,8 @@ export class OutputDemuxer extends Transform {
         if (!FRAME_STREAM_TYPES.has(data[0] ?? -1)) {
           this.raw = true;
           this.push(data);
-          return done();
+          done();
+          return;
         }
         this.remaining = data.readUInt32BE(4);
         data = data.subarray(FRAME_HEADER_BYTES);
@@ -119,5 +123,6 @@ export async function consumeProgress(
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by handle() as the lines came
   if (firstError !== null) throw new Error(firstError);
 }

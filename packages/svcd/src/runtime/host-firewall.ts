@@ -56,7 +56,7 @@ const systemIptables: Iptables = async (args) => {
 export class FirewallError extends Error {}
 
 export class HostFirewall {
-  private installedAllowances: string[][] = [];
+  private installedAllowances: Array<[chain: string, ...rule: string[]]> = [];
 
   constructor(
     private readonly allow: readonly EgressAllowance[],
@@ -93,7 +93,7 @@ export class HostFirewall {
 
   async close(): Promise<void> {
     for (const [chain, ...rule] of this.installedAllowances) {
-      await this.iptables(['-D', chain!, ...rule]).catch(() => {});
+      await this.iptables(['-D', chain, ...rule]).catch(() => {});
     }
     this.installedAllowances = [];
   }

@@ -170,9 +170,9 @@ export class Deployer {
         const upstream = await this.deploy(dep, service, controller.signal);
         await this.finish(dep, service, 'succeeded', null, upstream);
       } catch (err) {
-        const reason = controller.signal.aborted ? controller.signal.reason : err;
+        const reason: unknown = controller.signal.aborted ? controller.signal.reason : err;
         const cancelled = reason instanceof Cancelled;
-        await this.finish(dep, service, cancelled ? 'cancelled' : 'failed', (reason as Error).message ?? String(reason));
+        await this.finish(dep, service, cancelled ? 'cancelled' : 'failed', (reason as Partial<Error>).message ?? String(reason));
       }
     } finally {
       deadline.cancel();
@@ -201,7 +201,7 @@ export class Deployer {
 
     const sealedEnv = await this.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.sealer.open(v)]));
-    env.PORT ??= String(service.port);
+    if (env.PORT === undefined) env.PORT = String(service.port);
     const id = await this.runtime.runWorkload({
       name: workloadName(service.id),
       image,

@@ -77,7 +77,8 @@ export interface ImageOwnership {
 export function tenantImageRefusal(ref: string, o: ImageOwnership): string | null {
   const refusal = imageRefusal(ref);
   if (refusal !== null) return refusal;
-  const p = parseImageReference(ref)!;
+  const p = parseImageReference(ref);
+  if (p === null) throw new Error(`imageRefusal passed ${JSON.stringify(ref)}, which does not parse`);
   // `sha256:<hex>` parses as repository "sha256"; 64 hex digits alone are an image ID to the engine.
   if (p.path === 'sha256' || (p.registry === null && /^[a-f0-9]{64}$/.test(p.path))) {
     return 'image IDs are not accepted: name an image as repository[:tag] or repository@sha256:digest';

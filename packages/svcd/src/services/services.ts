@@ -89,8 +89,9 @@ export class Services implements TenantResources, DiskOverrunHalt {
   }
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
-    if (req.image === undefined) throw new ValidationError('body: image is required');
-    const refusal = tenantImageRefusal(req.image, { tenantId, buildRegistry: this.opts.buildRegistry ?? null });
+    const { image } = req;
+    if (image === undefined) throw new ValidationError('body: image is required');
+    const refusal = tenantImageRefusal(image, { tenantId, buildRegistry: this.opts.buildRegistry ?? null });
     if (refusal) throw new ValidationError(refusal);
     const name = req.name.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
@@ -118,7 +119,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
           tenant_id: tenantId,
           name,
           name_key: name.toLowerCase(),
-          image: req.image!,
+          image,
           port,
           status: 'deploying',
           desired_state: 'running',
@@ -139,8 +140,8 @@ export class Services implements TenantResources, DiskOverrunHalt {
           await claimHostName(tx, { hostname: dnsLabel, tenantId, kind: 'service', resourceId: id, now }, `the DNS label ${JSON.stringify(dnsLabel)} is taken; choose another name`);
         }
         for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.sealer.seal(v), now);
-        await this.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image: req.image } });
-        return this.newDeployment(tx, tenantId, id, req.image!, 'create');
+        await this.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image } });
+        return this.newDeployment(tx, tenantId, id, image, 'create');
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);

@@ -10,7 +10,7 @@ import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
-import { migrationProvider } from './migrations/index.js';
+import { migrationError, migrationProvider } from './migrations/index.js';
 import { withStatementCache } from './sqlite-statements.js';
 import { WalCheckpointer } from './wal-checkpointer.js';
 import { TenantStore } from './tenants.js';
@@ -169,7 +169,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   const { error } = await migrator.migrateToLatest();
   if (error) {
     await close();
-    throw error instanceof Error ? error : new Error(String(error));
+    throw migrationError(error);
   }
 
   return {

@@ -3,6 +3,7 @@ import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import type { Database, RollupPeriod, UsageRollupRow, UsageSampleRow } from './schema.js';
 import { metering } from './migrations/0009_metering.js';
+import { migrationError } from './migrations/index.js';
 import { pgTypes } from './pg-types.js';
 
 /**
@@ -126,13 +127,13 @@ export function openMeteringStore(databaseUrl: string, onConnectionError: (err: 
   const ready = () => {
     migrated ??= new Migrator({
       db,
-      provider: { getMigrations: async () => ({ '0001_metering': metering }) },
+      provider: { getMigrations: () => Promise.resolve({ '0001_metering': metering }) },
       migrationTableName: 'svc_metering_migration',
       migrationLockTableName: 'svc_metering_migration_lock',
     })
       .migrateToLatest()
       .then(({ error }) => {
-        if (error) throw error instanceof Error ? error : new Error(String(error));
+        if (error) throw migrationError(error);
       })
       .catch((err: unknown) => {
         migrated = null; // tried again on the next use

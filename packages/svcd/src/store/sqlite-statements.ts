@@ -23,7 +23,7 @@ export function withStatementCache(db: BetterSqlite3.Database, maxStatements = 5
         }
       }
       cache.set(sql, stmt);
-      return stmt as unknown as SqliteStatement;
+      return stmt;
     },
   };
 }

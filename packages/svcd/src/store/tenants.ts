@@ -12,7 +12,7 @@ export class TenantStore {
   private readonly byId: (id: string) => Promise<TenantRow[]>;
 
   constructor(private readonly db: Kysely<Database>) {
-    this.byId = compiledOnce<Database, TenantRow, [string]>(db, () =>
+    this.byId = compiledOnce<Database, TenantRow>(db, () =>
       db.selectFrom('tenants').selectAll().where('id', '=', ''),
     );
   }

@@ -3,9 +3,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function activityRoutes(deps: Deps): FastifyPluginAsyncTypebox {
-  return async (app) => {
+  return routePlugin((app) => {
     app.get(
       '/v1/activity',
       {
@@ -19,5 +20,5 @@ export function activityRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       },
       async (request) => deps.activity.list(tenantOf(request), request.query),
     );
-  };
+  });
 }

@@ -17,11 +17,12 @@ import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { streamFollow } from '../streaming.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function buildRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { builds } = deps;
   const key = { svc: { auth: 'key' as const } };
-  return async (app) => {
+  return routePlugin((app) => {
     app.post(
       '/v1/services/:serviceID/builds',
       {
@@ -94,5 +95,5 @@ export function buildRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       },
       async (request) => builds.cancel(tenantOf(request), request.params.serviceID, request.params.buildID),
     );
-  };
+  });
 }

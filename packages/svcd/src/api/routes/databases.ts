@@ -4,11 +4,12 @@ import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function databaseRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { databases } = deps;
   const key = { svc: { auth: 'key' as const } };
-  return async (app) => {
+  return routePlugin((app) => {
     app.post(
       '/v1/databases',
       {
@@ -58,5 +59,5 @@ export function databaseRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         return reply.code(204).send(null);
       },
     );
-  };
+  });
 }

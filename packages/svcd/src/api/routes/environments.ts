@@ -23,6 +23,7 @@ import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { environments } = deps;
@@ -30,16 +31,16 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   // Spec 8: no request timeout on create, sync and exec.
   const long = { svc: { auth: 'key' as const, longRunning: true } };
   const tags = ['environments'];
-  return async (app) => {
+  return routePlugin((app) => {
     app.get(
       '/v1/environments/templates',
       { config: key, schema: { summary: 'Environment templates: default (Ubuntu 24.04), node, python, go', tags, response: { 200: TemplateList, ...errors(...KEY_ROUTE_ERRORS) } } },
-      async () => environments.templates(),
+      () => environments.templates(),
     );
     app.get(
       '/v1/environments/templates/:templateID',
       { config: key, schema: { summary: 'One template', tags, params: TemplateParams, response: { 200: Template, ...errors(...KEY_ROUTE_ERRORS, 404) } } },
-      async (request) => environments.template(request.params.templateID),
+      (request) => environments.template(request.params.templateID),
     );
 
     app.post(
@@ -153,5 +154,5 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         return reply.code(204).send(null);
       },
     );
-  };
+  });
 }

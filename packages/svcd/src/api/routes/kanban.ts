@@ -4,11 +4,12 @@ import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function kanbanRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { kanban } = deps;
   const key = { svc: { auth: 'key' as const } };
-  return async (app) => {
+  return routePlugin((app) => {
     app.post(
       '/v1/kanban',
       {
@@ -50,5 +51,5 @@ export function kanbanRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         return reply.code(204).send(null);
       },
     );
-  };
+  });
 }

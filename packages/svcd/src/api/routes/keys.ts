@@ -3,10 +3,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function keyRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { apiKeys } = deps;
-  return async (app) => {
+  return routePlugin((app) => {
     app.post(
       '/v1/auth/keys',
       {
@@ -19,6 +20,7 @@ export function keyRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         },
       },
       async (request, reply) =>
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the client's body: only the schema check before this rules out none at all
         reply.code(201).send(await apiKeys.create(tenantOf(request), request.body?.name, request.body?.expires_in)),
     );
 
@@ -61,5 +63,5 @@ export function keyRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       },
       async (request) => apiKeys.recover(request.body.email),
     );
-  };
+  });
 }

@@ -3,10 +3,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function meteringRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { metering } = deps;
-  return async (app) => {
+  return routePlugin((app) => {
     app.get(
       '/v1/tenant/usage/metrics',
       {
@@ -36,5 +37,5 @@ export function meteringRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       },
       async (request) => metering.serviceMetrics(tenantOf(request), request.params.serviceID, request.query),
     );
-  };
+  });
 }

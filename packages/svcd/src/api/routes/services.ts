@@ -28,11 +28,12 @@ import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { streamFollow } from '../streaming.js';
+import { routePlugin } from './plugin.js';
 
 export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { services } = deps;
   const key = { svc: { auth: 'key' as const } };
-  return async (app) => {
+  return routePlugin((app) => {
     app.post(
       '/v1/services',
       {
@@ -233,5 +234,5 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         return reply.code(204).send(null);
       },
     );
-  };
+  });
 }

@@ -2,16 +2,17 @@ import { HealthBody, HealthDetail, HealthDetailQuery, ValidateTokenRequest, Vali
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Deps } from '../../app.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function systemRoutes(deps: Deps): FastifyPluginAsyncTypebox {
-  return async (app) => {
+  return routePlugin((app) => {
     app.get(
       '/v1/system/health',
       {
         config: { svc: { auth: 'public', liveness: true } },
         schema: { summary: 'Liveness; never touches the store', tags: ['system'], response: { 200: HealthBody } },
       },
-      async () => ({ status: 'ok' as const }),
+      () => ({ status: 'ok' as const }),
     );
 
     app.get(
@@ -39,7 +40,7 @@ export function systemRoutes(deps: Deps): FastifyPluginAsyncTypebox {
           response: { 200: ValidateTokenResponse, ...errors(400, 429) },
         },
       },
-      async (request) => ({ valid: deps.operatorTokens.isValidBootstrap(request.body.token) }),
+      (request) => ({ valid: deps.operatorTokens.isValidBootstrap(request.body.token) }),
     );
-  };
+  });
 }

@@ -13,10 +13,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
 
 export function tenantRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { tenants } = deps;
-  return async (app) => {
+  return routePlugin((app) => {
     app.post(
       '/v1/tenants/register',
       {
@@ -104,5 +105,5 @@ export function tenantRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       },
       async (request) => tenants.patchQuotas(request.params.tenantID, request.body),
     );
-  };
+  });
 }

@@ -19,7 +19,7 @@ export function sealedIdempotentResponses(dialect: Dialect) {
       if (dialect === 'sqlite') {
         // A plain DELETE leaves the rows' bytes in the file's free pages; secure_delete overwrites
         // them with zeros. Set for this statement only: zeroing every later delete costs writes.
-        const before = await sql<{ secure_delete: number }>`PRAGMA secure_delete`.execute(db);
+        const before = await sql<{ secure_delete: unknown }>`PRAGMA secure_delete`.execute(db);
         await sql`PRAGMA secure_delete = ON`.execute(db);
         try {
           await deletePlainAnswers(db);

@@ -34,5 +34,10 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0012_retention': retention,
     '0013_resource_safety': resourceSafety,
   };
-  return { getMigrations: async () => migrations };
+  return { getMigrations: () => Promise.resolve(migrations) };
+}
+
+/** The error of a failed migration as an Error: Kysely's migrator passes on whatever was thrown. */
+export function migrationError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }
