@@ -5,7 +5,7 @@
 // tenant's string: the URL rebuilt from the parsed parts, its host pinned to the checked addresses.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { readdir, lstat } from 'node:fs/promises';
+import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Timers } from '../clock.js';
 import type { CheckedSource } from './sources.js';
@@ -28,6 +28,8 @@ export interface CloneOptions {
 
 const FULL_SHA = /^[0-9a-f]{40}$/;
 const SHORT_SHA = /^[0-9a-f]{7,39}$/;
+/** A whole object id: SHA-1, or SHA-256 in a repository of that format. */
+const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 const SIZE_CHECK_MS = 500;
 
 export class CloneError extends Error {}
@@ -36,29 +38,34 @@ export class CloneError extends Error {}
 export async function cloneAt(opts: CloneOptions): Promise<string> {
   const git = (args: string[], quiet = false) => runGit(opts.dir, args, opts, quiet);
   await git(['init', '-q', '.']);
-  await git(['remote', 'add', 'origin', opts.source.pinned.url]);
+  // Fetched from the pinned URL itself, not through a configured remote: one git process fewer
+  // (each costs 10-20 ms here, a no-change rebuild of a small repository takes 400).
+  const origin = opts.source.pinned.url;
 
   const ref = opts.ref;
   if (ref !== null && SHORT_SHA.test(ref)) {
     // An abbreviated SHA cannot be fetched by name: fetch the history, then look it up.
-    await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
+    await git(['fetch', '--progress', '--no-tags', origin, '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     await git(['checkout', '-q', '--detach', ref]).catch(() => {
       throw new CloneError(`commit ${ref} not found in ${opts.source.url}`);
     });
   } else {
     try {
-      await git(['fetch', '--progress', '--depth', '1', '--no-tags', 'origin', ref ?? 'HEAD']);
+      await git(['fetch', '--progress', '--depth', '1', '--no-tags', origin, ref ?? 'HEAD']);
     } catch (err) {
       // Servers that do not allow fetching a commit by its SHA: fetch the history instead.
       if (ref === null || !FULL_SHA.test(ref) || opts.signal.aborted) throw err;
       opts.onOutput(`shallow fetch of ${ref} refused by the server; fetching the history`);
-      await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
+      await git(['fetch', '--progress', '--no-tags', origin, '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     }
     await git(['checkout', '-q', '--detach', ref !== null && FULL_SHA.test(ref) ? ref : 'FETCH_HEAD']).catch(() => {
       throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);
     });
   }
-  return (await git(['rev-parse', 'HEAD'], true)).trim();
+  // A detached checkout leaves the commit's id in .git/HEAD (written by git, not by the
+  // repository's files); anything else there is asked of git.
+  const head = (await readFile(join(opts.dir, '.git', 'HEAD'), 'utf8')).trim();
+  return OBJECT_ID.test(head) ? head : (await git(['rev-parse', 'HEAD'], true)).trim();
 }
 
 /**

@@ -280,14 +280,15 @@ export class BuildRunner implements BuildExecution {
    * RUN steps run with the engine's default runtime (the classic builder names none), so when
    * tenant workloads are sandboxed that default must be gVisor too (scripts/ensure-docker.sh sets
    * it); otherwise a build would have more privilege than the tenant's services: refuse it.
+   * Resolves to the line for the build's log, or null when workloads are not sandboxed.
    */
-  private async checkBuildSandbox(output: LogBatcher): Promise<void> {
-    if (!(await (this.opts.sandbox?.() ?? Promise.resolve(false)))) return;
+  private async checkBuildSandbox(): Promise<string | null> {
+    if (!(await (this.opts.sandbox?.() ?? Promise.resolve(false)))) return null;
     const info = await this.runtime.info();
     if (info.defaultRuntime !== SANDBOX_RUNTIME) {
       throw new Error(`builds need the engine's default runtime to be ${SANDBOX_RUNTIME} (it is ${info.defaultRuntime}): set "default-runtime": "${SANDBOX_RUNTIME}" in the engine's daemon.json`);
     }
-    output.line(`==> RUN steps run under gVisor (${SANDBOX_RUNTIME})`);
+    return `==> RUN steps run under gVisor (${SANDBOX_RUNTIME})`;
   }
 
   /**
@@ -309,6 +310,10 @@ export class BuildRunner implements BuildExecution {
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
     const output = new LogBatcher(this.store, b.id, this.timers);
     const watch = this.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
+    // Asked of the engine while git clones (the engine's info answer takes 50 ms and more), and
+    // awaited before anything is built. Until then a refusal is held here, not left unhandled.
+    const sandboxCheck = this.checkBuildSandbox();
+    sandboxCheck.catch(() => {});
     try {
       // Checked again now, not trusted from when the build was queued: the clone connects to
       // the addresses this check found and judged, pinned, whatever DNS answers next.
@@ -328,7 +333,8 @@ export class BuildRunner implements BuildExecution {
       output.line(`==> commit ${sha}`);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
       const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
-      await this.checkBuildSandbox(output);
+      const sandboxed = await sandboxCheck;
+      if (sandboxed !== null) output.line(sandboxed);
       await this.pullBaseImages(images, signal, output);
 
       const tenant = await this.store.tenants.findById(b.tenant_id);
