@@ -29,6 +29,8 @@ export const BURNER_IMAGE = `${TEST_REGISTRY}/svc-test/burner:1`;
 export const CHATTER_IMAGE = `${TEST_REGISTRY}/svc-test/chatter:1`;
 /** Same contents, never listens: deploys that cannot become ready. */
 export const SLEEPER_IMAGE = `${TEST_REGISTRY}/svc-test/sleeper:1`;
+/** Prints a line and exits with code 7 at once: deploys whose container exits. */
+export const EXITER_IMAGE = `${TEST_REGISTRY}/svc-test/exiter:1`;
 const BUSYBOX = '/bin/busybox';
 
 const START = `#!/bin/sh
@@ -123,7 +125,7 @@ async function inRegistry(ref: string): Promise<boolean> {
 export async function ensureTestImages(): Promise<void> {
   await ensureTestRegistry();
   await buildTestImages();
-  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE, CHATTER_IMAGE]) {
+  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE, CHATTER_IMAGE, EXITER_IMAGE]) {
     if (!(await inRegistry(image))) await finished(await docker.getImage(image).push({ authconfig: {} }));
   }
 }
@@ -190,6 +192,12 @@ async function buildTestImages(): Promise<void> {
   if (!(await imagePresent(SLEEPER_IMAGE))) {
     await buildImage(SLEEPER_IMAGE, {
       Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sleep", "3600"]'].join('\n') },
+      busybox,
+    });
+  }
+  if (!(await imagePresent(EXITER_IMAGE))) {
+    await buildImage(EXITER_IMAGE, {
+      Dockerfile: { body: ['FROM scratch', 'COPY busybox /bin/busybox', 'CMD ["/bin/busybox", "sh", "-c", "echo giving up; exit 7"]'].join('\n') },
       busybox,
     });
   }

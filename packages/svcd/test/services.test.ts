@@ -6,7 +6,7 @@ import { tenantNetworkName } from '../src/runtime/index.js';
 import { workloadName } from '../src/services/deployer.js';
 import { ADMIN_TOKEN, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { fetchFromService, fetchOnce, settled } from './service-fixtures.js';
-import { BUSYBOX_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
+import { BUSYBOX_IMAGE, EXITER_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
 let track: (id: string) => void = () => {};
@@ -229,16 +229,18 @@ describe('services on the real engine', () => {
     assert.match(m.last_error ?? '', /could not be pulled/);
     assert.equal((await a.client.deployments(missing.id))[0]?.status, 'failed');
 
-    const s = await a.client.createService({ name: 'crasher', image: BUSYBOX_IMAGE });
-    await settled(a, s.id);
-    await docker.getContainer(workloadName(s.id)).exec({ Cmd: ['/bin/touch', '/tmp/crash'] }).then((e) => e.start({}));
-    await a.client.serviceAction(s.id, 'restart');
-    // The restarted container crashes again only when asked; ask before it is ready by failing readiness instead:
+    // A container that exits before it is ready: its exit code and its last output.
+    const exiter = await a.client.createService({ name: 'exiter', image: EXITER_IMAGE });
+    const ex = await settled(a, exiter.id);
+    assert.equal(ex.status, 'failed');
+    assert.match(ex.last_error ?? '', /container exited with code 7 during the deploy: giving up/);
+    assert.equal((await a.client.deployments(exiter.id))[0]?.status, 'failed');
+
+    // One that runs but never listens.
     const sleeper = await a.client.createService({ name: 'sleeper', image: SLEEPER_IMAGE });
     const sl = await settled(a, sleeper.id);
     assert.equal(sl.status, 'failed');
     assert.match(sl.last_error ?? '', /did not accept connections on port 8000/);
-    await settled(a, s.id);
   });
 
   test('cancel a running deployment', async () => {
