@@ -16,6 +16,9 @@ import { STORES, storeLocation, tenantRow as seedRow, waitFor } from './harness.
 
 const T = 1_800_000_000;
 
+/** A unique violation, on either store: PostgreSQL's 23505, SQLite's "UNIQUE constraint failed". */
+const uniqueViolation = (e: unknown) => (e as { code?: string }).code === '23505' || String((e as Partial<Error>).message).includes('UNIQUE');
+
 function tenantRow(id: string, name: string, status: 'active' | 'suspended' = 'active') {
   // A fractional CPU quota checks that floats survive both engines.
   return seedRow(id, name, { status, created_at: T, updated_at: T, max_cpu_cores: 2.5 });
@@ -48,10 +51,8 @@ for (const kind of STORES) {
       assert.equal(t.created_at, T);
       assert.equal(typeof t.created_at, 'number');
       assert.equal(t.max_cpu_cores, 2.5);
-      await assert.rejects(store.tenants.insert({ ...tenantRow('t2', 'ALPHA'), email_key: 'other@x.io' }), (e: unknown) => {
-        return (e as { code?: string }).code === '23505' || String((e as Partial<Error>).message).includes('UNIQUE');
-      });
-      await assert.rejects(store.tenants.insert({ ...tenantRow('t3', 'beta'), email_key: 'alpha@x.io' }));
+      await assert.rejects(store.tenants.insert({ ...tenantRow('t2', 'ALPHA'), email_key: 'other@x.io' }), uniqueViolation, 'the name, in another case');
+      await assert.rejects(store.tenants.insert({ ...tenantRow('t3', 'beta'), email_key: 'alpha@x.io' }), uniqueViolation, 'the email key');
       assert.equal(await store.tenants.countActive(), 1);
     });
 
@@ -188,8 +189,8 @@ for (const kind of STORES) {
       });
       await store.databases.insert(row('db1', 'd1', 'cache', 21001));
       await store.databases.insert(row('db2', 'd2', 'cache', 21002)); // same name, other tenant: fine
-      await assert.rejects(store.databases.insert(row('db3', 'd1', 'cache', 21003)), 'a name once per tenant');
-      await assert.rejects(second.databases.insert(row('db4', 'd2', 'other', 21001)), 'a host port once');
+      await assert.rejects(store.databases.insert(row('db3', 'd1', 'cache', 21003)), uniqueViolation, 'a name once per tenant');
+      await assert.rejects(second.databases.insert(row('db4', 'd2', 'other', 21001)), uniqueViolation, 'a host port once');
       assert.deepEqual((await store.databases.hostPorts()).sort(), [21001, 21002]);
       assert.equal(await store.databases.count('d1'), 1);
       assert.equal(await store.databases.find('d2', 'db1'), undefined, 'scoped by tenant');
