@@ -52,6 +52,19 @@ for (const kind of STORES) {
       assert.equal((await registerRaw(t, { name: long, email: 'long@x.io' })).status, 201);
     });
 
+    test('an email of exactly 256 characters registers and is kept whole; 257 is 400', async () => {
+      // Both match the spec's pattern, so only the length (spec 2 and 8: max 256) tells them apart.
+      const domain = '@example.com';
+      const at256 = `${'e'.repeat(256 - domain.length)}${domain}`;
+      assert.equal(at256.length, 256);
+      const ok = await registerRaw<{ tenant_id: string; api_key: string }>(t, { name: 'email-256', email: at256 });
+      assert.equal(ok.status, 201, ok.text);
+      assert.equal((await t.client.withKey(ok.body.api_key).tenant()).email, at256);
+      const over = await registerRaw<{ error: string }>(t, { name: 'email-257', email: `f${at256}` });
+      assert.equal(over.status, 400, over.text);
+      assert.match(over.body.error, /email/);
+    });
+
     test('duplicate name or email (any case) gives 422 with one vague message', async () => {
       assert.equal((await registerRaw(t, { name: 'dupname', email: 'dup1@x.io' })).status, 201);
       const byName = await registerRaw<{ error: string }>(t, { name: 'DupName', email: 'dup2@x.io' });

@@ -10,8 +10,8 @@ import { dnsLabelFor } from '../src/services/dns-labels.js';
 import { KeyCache } from '../src/auth/key-cache.js';
 import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
 import { OperatorTokens } from '../src/auth/operator.js';
-import { buildConfig, ConfigError, parseListen, type RawOptions } from '../src/config.js';
-import { KeyedLimiter, TokenBucket } from '../src/ratelimit/index.js';
+import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
+import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
 import { ManualClock } from './manual-clock.js';
@@ -38,6 +38,37 @@ describe('keyed limiter', () => {
     l.take('c');
     assert.deepEqual([l.has('a'), l.has('b'), l.has('c')], [true, false, true]);
     l.close();
+  });
+});
+
+describe('tenant rate limits', () => {
+  test('at most 10,000 tenant buckets are kept: the next tenant is served and the least recently used starts again full', () => {
+    // Spec 8: 10,000 tenant buckets kept. What happens past it is README's choice: the least
+    // recently used bucket is dropped, so a new tenant is never refused for want of a bucket.
+    const cap = 10_000;
+    const burst = 200;
+    const clock = new ManualClock();
+    const limits = new RateLimits(SPEC_RATE_LIMITS, clock, clock);
+    try {
+      const buckets = limits.tenantBuckets;
+      // Tenant t0 spends its whole burst first, so losing its bucket is visible: it would be full again.
+      for (let i = 0; i < burst; i++) assert.equal(limits.takeTenant('t0').allowed, true);
+      assert.equal(limits.takeTenant('t0').allowed, false);
+      for (let i = 1; i < cap; i++) limits.takeTenant(`t${i}`);
+      assert.equal(buckets.size, cap);
+      assert.ok(buckets.has('t0'), 'all 10,000 are kept');
+
+      const next = limits.takeTenant('t-next');
+      assert.equal(next.allowed, true, 'the 10,001st tenant is served');
+      assert.equal(buckets.size, cap, 'never more than 10,000');
+      assert.deepEqual([buckets.has('t0'), buckets.has('t1'), buckets.has('t-next')], [false, true, true], 't0, the least recently used, is dropped');
+      // The clock has not moved, so a full bucket can only be a new one.
+      assert.deepEqual(limits.takeTenant('t0'), { allowed: true, remaining: burst - 1, retryAfterSeconds: 0 });
+      assert.equal(buckets.size, cap);
+      assert.ok(!buckets.has('t1'), 'now t1 was the least recently used');
+    } finally {
+      limits.close();
+    }
   });
 });
 
