@@ -26,7 +26,7 @@ import { writeCaBundle } from './builds/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck } from './builds/sources.js';
 import { openStore, type Store } from './store/index.js';
-import { Health } from './system/health.js';
+import { Health, type DiskReader } from './system/health.js';
 import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
 import { REQUEST_TIMEOUT_MS } from './api/timeouts.js';
 import { loadMasterKey, Sealer } from './secrets/sealer.js';
@@ -123,6 +123,8 @@ export interface DepsOverrides {
   resolveHost?: ResolveHost;
   maxActiveTenants?: number;
   requestTimeoutMs?: number;
+  /** How full a path's disk is, for health detail (tests: any figure). */
+  readDisk?: DiskReader;
   /** Extra per-tenant resources (tests); the real ones are always wired. */
   tenantResources?: TenantResources[];
   /** Deploy timing (tests). */
@@ -314,7 +316,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     activity,
     apiKeys,
     tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
-    health: new Health(store, runtime, clock, config.dataDir, hostFirewall, log),
+    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: hostFirewall, log, readDisk: o.readDisk }),
     sealer,
     deployer,
     services,

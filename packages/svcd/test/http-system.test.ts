@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import Docker from 'dockerode';
 import type { Runtime } from '../src/runtime/index.js';
 import { dockerOptions } from '../src/runtime/docker.js';
+import type { DiskReader } from '../src/system/health.js';
 import { DOCKER_HOST, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
@@ -79,30 +80,57 @@ describe('health detail against the real engine', () => {
 });
 
 describe('degraded rules', () => {
+  const DATA_ROOT = '/engine-data-root';
   const fakeRuntime = (networks: number): Runtime => ({
     ...inertRuntime(),
-    info: async () => ({ version: 'fake', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: '/', cgroupDriver: 'cgroupfs' }),
+    info: async () => ({ version: 'fake', runtimes: ['runc'], defaultRuntime: 'runc', dataRoot: DATA_ROOT, cgroupDriver: 'cgroupfs' }),
     storage: async () => ({ imagesBytes: 1, containersBytes: 2, volumesBytes: 3, buildCacheBytes: 4 }),
     countNetworks: async () => networks,
   });
+  /** A disk reader with a figure for svcd's data dir and one for the engine's data root; null: it cannot be read. */
+  const disks = (dataDir: number | null, engineRoot: number | null): DiskReader => async (path) => {
+    const used = path === DATA_ROOT ? engineRoot : dataDir;
+    if (used === null) throw new Error(`statfs ${path}: EACCES`);
+    return { total_gb: 100, free_gb: 100 - used, used_percent: used };
+  };
+  async function detail(overrides: { runtime: Runtime; readDisk: DiskReader }) {
+    const t = await startServer({ overrides });
+    try {
+      return await (await newTenant(t)).client.healthDetailed();
+    } finally {
+      await t.close();
+    }
+  }
 
   test('more than 200 tenant-* networks is degraded; 200 is not', async () => {
     for (const [n, status] of [[200, 'ok'], [201, 'degraded']] as const) {
-      const t = await startServer({ overrides: { runtime: fakeRuntime(n) } });
-      try {
-        const a = await newTenant(t);
-        const d = await a.client.healthDetailed();
-        assert.equal(d.proxy_networks, n);
-        assert.equal(d.runtime_storage.images_size_bytes, 1);
-        if (d.disk.used_percent <= 90) assert.equal(d.status, status);
-      } finally {
-        await t.close();
-      }
+      const d = await detail({ runtime: fakeRuntime(n), readDisk: disks(50, 50) });
+      assert.equal(d.proxy_networks, n);
+      assert.equal(d.runtime_storage.images_size_bytes, 1);
+      assert.equal(d.status, status);
+    }
+  });
+
+  test("either disk above 90 percent used is degraded, 90 is not; svcd's disk unread is degraded, the engine's is not", async () => {
+    const cases: Array<[dataDir: number | null, engineRoot: number | null, status: 'ok' | 'degraded']> = [
+      [90, 90, 'ok'],
+      [90.01, 50, 'degraded'],
+      [50, 90.01, 'degraded'],
+      // Nothing says svcd's own disk is not full.
+      [null, 50, 'degraded'],
+      // The engine's data root is a path on the engine's host, which may be another machine.
+      [50, null, 'ok'],
+    ];
+    for (const [dataDir, engineRoot, status] of cases) {
+      const d = await detail({ runtime: fakeRuntime(0), readDisk: disks(dataDir, engineRoot) });
+      assert.equal(d.status, status, `data dir ${dataDir} %, engine data root ${engineRoot} %`);
+      assert.equal(d.disk.used_percent, dataDir ?? 0, 'an unread disk is reported as zeros');
+      assert.equal(d.runtime_disk.used_percent, engineRoot ?? 0);
     }
   });
 
   test('a failing store ping is degraded', async () => {
-    const t = await startServer({ overrides: { runtime: fakeRuntime(0) } });
+    const t = await startServer({ overrides: { runtime: fakeRuntime(0), readDisk: disks(50, 50) } });
     try {
       const a = await newTenant(t);
       const store: { ping: () => Promise<void> } = t.deps.store;

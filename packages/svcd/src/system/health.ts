@@ -17,40 +17,50 @@ export const MAX_HEALTHY_TENANT_NETWORKS = 200;
 
 const GB = 1024 ** 3;
 type Disk = HealthDetail['disk'];
+/** What health detail reports for a disk it could not read (the contract has no "unknown"). */
+const UNREAD_DISK: Disk = { total_gb: 0, free_gb: 0, used_percent: 0 };
 
-async function diskOf(path: string): Promise<Disk> {
-  try {
-    const s = await statfs(path);
-    const total = s.blocks * s.bsize;
-    // bavail (what an unprivileged writer may use) rather than bfree: it is what fills up first.
-    const free = s.bavail * s.bsize;
-    const round = (n: number) => Math.round(n * 100) / 100;
-    return {
-      total_gb: round(total / GB),
-      free_gb: round(free / GB),
-      used_percent: total === 0 ? 0 : round(((total - free) / total) * 100),
-    };
-  } catch {
-    return { total_gb: 0, free_gb: 0, used_percent: 0 };
-  }
+/** How full the disk holding a path is; rejects when it cannot be read. */
+export type DiskReader = (path: string) => Promise<Disk>;
+
+/** statfs of the path's file system, as the health detail reports it. */
+export const statfsDisk: DiskReader = async (path) => {
+  const s = await statfs(path);
+  const total = s.blocks * s.bsize;
+  // bavail (what an unprivileged writer may use) rather than bfree: it is what fills up first.
+  const free = s.bavail * s.bsize;
+  const round = (n: number) => Math.round(n * 100) / 100;
+  return {
+    total_gb: round(total / GB),
+    free_gb: round(free / GB),
+    used_percent: total === 0 ? 0 : round(((total - free) / total) * 100),
+  };
+};
+
+export interface HealthOptions {
+  store: Store;
+  runtime: Runtime;
+  clock: Clock;
+  /** svcd's data dir: the disk its store and builds write to. */
+  dataDir: string;
+  egress: EgressRules;
+  log?: Logger;
+  /** statfs unless a test gives another. */
+  readDisk?: DiskReader;
 }
 
 /** GET /v1/system/health/detailed: gathered at most every 30 s unless asked fresh. */
 export class Health {
   private cached: { atMs: number; detail: HealthDetail } | null = null;
   private inFlight: Promise<HealthDetail> | null = null;
+  private readonly readDisk: DiskReader;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly clock: Clock,
-    private readonly dataDir: string,
-    private readonly egress: EgressRules,
-    private readonly log?: Logger,
-  ) {}
+  constructor(private readonly o: HealthOptions) {
+    this.readDisk = o.readDisk ?? statfsDisk;
+  }
 
   async detail(fresh: boolean): Promise<HealthDetail> {
-    if (!fresh && this.cached && this.clock.now() - this.cached.atMs < HEALTH_CACHE_MS) return this.cached.detail;
+    if (!fresh && this.cached && this.o.clock.now() - this.cached.atMs < HEALTH_CACHE_MS) return this.cached.detail;
     // Concurrent callers share one gathering instead of each pinging the engine and the disk.
     this.inFlight ??= this.gather().finally(() => {
       this.inFlight = null;
@@ -59,26 +69,32 @@ export class Health {
   }
 
   private async gather(): Promise<HealthDetail> {
-    const atMs = this.clock.now();
-    const storeOk = await this.store.ping().then(
+    const { store, runtime: engine, clock, dataDir, egress, log } = this.o;
+    const atMs = clock.now();
+    const storeOk = await store.ping().then(
       () => true,
       () => false,
     );
-    const disk = await diskOf(this.dataDir);
+    // svcd's own disk not readable is degraded: nothing says it is not full. (The engine's data
+    // root below is read from svcd's host and may not be there: an engine elsewhere.)
+    const disk = await this.readDisk(dataDir).catch((err: unknown) => {
+      log?.warn({ err, dataDir }, 'the data dir disk could not be read');
+      return null;
+    });
 
     let runtime = { available: false, version: '' };
     let sandbox = { available: false, version: '' };
-    let runtimeDisk: Disk = { total_gb: 0, free_gb: 0, used_percent: 0 };
+    let runtimeDisk: Disk = UNREAD_DISK;
     let storage = { images_size_bytes: 0, containers_size_bytes: 0, volumes_size_bytes: 0, build_cache_size_bytes: 0, total_size_gb: 0 };
     let networks = 0;
     try {
-      const info = await this.runtime.info();
+      const info = await engine.info();
       runtime = { available: true, version: info.version };
       const [sandboxVersion, usage, nets, rdisk] = await Promise.all([
-        this.runtime.sandboxVersion(),
-        this.runtime.storage(),
-        this.runtime.countNetworks(TENANT_NETWORK_PREFIX),
-        diskOf(info.dataRoot),
+        engine.sandboxVersion(),
+        engine.storage(),
+        engine.countNetworks(TENANT_NETWORK_PREFIX),
+        this.readDisk(info.dataRoot).catch(() => UNREAD_DISK),
       ]);
       sandbox = { available: sandboxVersion !== null, version: sandboxVersion ?? '' };
       const total = usage.imagesBytes + usage.containersBytes + usage.volumesBytes + usage.buildCacheBytes;
@@ -96,14 +112,15 @@ export class Health {
     }
 
     // Every tenant reads this detail: what iptables said (paths, host addresses) goes to the log.
-    const egressMissing = await this.egress.missing().catch((err: unknown) => {
-      this.log?.warn({ err }, 'egress firewall rules could not be read');
+    const egressMissing = await egress.missing().catch((err: unknown) => {
+      log?.warn({ err }, 'egress firewall rules could not be read');
       return 'rules could not be read (see the svcd log)';
     });
 
     const degraded =
       egressMissing !== null ||
       !storeOk ||
+      disk === null ||
       disk.used_percent > DISK_DEGRADED_PERCENT ||
       runtimeDisk.used_percent > DISK_DEGRADED_PERCENT ||
       networks > MAX_HEALTHY_TENANT_NETWORKS;
@@ -111,8 +128,8 @@ export class Health {
       status: degraded ? 'degraded' : 'ok',
       runtime,
       sandbox,
-      store: { available: storeOk, dialect: this.store.dialect },
-      disk,
+      store: { available: storeOk, dialect: store.dialect },
+      disk: disk ?? UNREAD_DISK,
       runtime_disk: runtimeDisk,
       runtime_storage: storage,
       proxy_networks: networks,
