@@ -10,7 +10,7 @@ import { Authenticator } from './auth/authenticator.js';
 import { KeyCache } from './auth/key-cache.js';
 import { OperatorTokens } from './auth/operator.js';
 import { type Clock, type Timers, systemClock, systemTimers } from './clock.js';
-import type { Config } from './config.js';
+import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
@@ -28,7 +28,6 @@ import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck }
 import { openStore, type Store } from './store/index.js';
 import { Health, type DiskReader } from './system/health.js';
 import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
-import { REQUEST_TIMEOUT_MS } from './api/timeouts.js';
 import { loadMasterKey, Sealer } from './secrets/sealer.js';
 import { Deployer } from './services/deployer.js';
 import { Services } from './services/services.js';

@@ -95,6 +95,9 @@ export const SPEC_RATE_LIMITS = {
 
 export const MIN_TOKEN_LENGTH = 32;
 
+/** Spec 8: a route that has not answered after this gets 503 (api/timeouts.ts; tests shorten it). */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
 /** The raw option values as commander hands them over (flags, or their SVC_* variables). */
 export interface RawOptions {
   listen: string;

@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Deps } from '../app.js';
 import { errorBody } from './errors.js';
 
-export const REQUEST_TIMEOUT_MS = 30_000;
 /** How often in-flight requests are checked against their deadline. */
 export const TIMEOUT_SWEEP_MS = 250;
 

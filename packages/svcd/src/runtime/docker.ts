@@ -33,7 +33,7 @@ import {
   type WorkloadExit,
   type WorkloadDisk,
   type ImageDisk,
-} from './index.js';
+} from './port.js';
 
 const execFileAsync = promisify(execFile);
 /**
