@@ -2,7 +2,7 @@
 // `localhost`, the real resolver).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { checkSourceRef, checkSourceUrl, type ResolveHost } from '../src/builds/sources.js';
+import { checkSourceRef, checkSourceUrl, type ResolveHost } from '../src/sources/sources.js';
 
 const names: Record<string, string[]> = {
   'github.example': ['140.82.121.3'],

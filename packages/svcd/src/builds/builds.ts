@@ -13,7 +13,7 @@ import { timeOrderedId } from '../ids.js';
 import { builtImageTag } from '../services/images.js';
 import type { BuildRow, Store } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
-import { checkSourceRef, type SourceCheck } from './sources.js';
+import { checkSourceRef, type SourceCheck } from '../sources/sources.js';
 
 /** Queued builds a tenant may have waiting behind its running ones; one more is 409. */
 export const BUILD_QUEUE_MAX = 10;

@@ -18,9 +18,9 @@ import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
-import { cloneAt } from './git.js';
+import { cloneAt } from '../sources/git.js';
 import { checkDockerfile } from './dockerfile.js';
-import type { SourceCheck } from './sources.js';
+import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
 
 export interface BuildRunnerOptions {

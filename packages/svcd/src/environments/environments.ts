@@ -19,8 +19,8 @@ import { EXEC_OUTPUT_MAX_BYTES, EXEC_TIMEOUT_DEFAULT_S, LEASE_DEFAULT_S, PAGE_LI
 import type { Logger } from 'pino';
 import { pack } from 'tar-fs';
 import type { Activity } from '../activity/activity.js';
-import { CloneError, cloneAt } from '../builds/git.js';
-import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost } from '../builds/sources.js';
+import { CloneError, cloneAt } from '../sources/git.js';
+import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost } from '../sources/sources.js';
 import { type Clock, type Timers, unixSeconds } from '../clock.js';
 import type { SessionLimits } from '../sessions/session-limits.js';
 import type { ScratchSpace } from '../scratch/scratch-space.js';

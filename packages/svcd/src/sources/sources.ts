@@ -1,4 +1,5 @@
-// Which git sources a build may clone (builds issue, item 1). A build makes svcd's host open a
+// Which git sources a build or an environment sync may clone (builds issue, item 1); a module of
+// its own since both use it. A clone makes svcd's host open a
 // connection to an address the tenant chose, so the address is checked like any server-side
 // request forgery target: https:// or git:// only, no credentials in the URL, and no private,
 // loopback, link-local or otherwise non-public address, for names as well as literals (every
