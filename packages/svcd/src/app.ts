@@ -289,7 +289,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => { await diskMeter.pass(); } });
   jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: () => metering.rollUp() });
   const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status());
-  activity.observe((action) => metrics.activityRecorded(action));
+  activity.observe((event) => metrics.activityRecorded(event));
   const retention = new Retention(store, clock, log, config.retention);
   jobs.schedule({ name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => { await retention.sweep(); } });
   jobs.schedule({

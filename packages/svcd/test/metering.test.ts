@@ -255,6 +255,44 @@ for (const kind of STORES) {
   });
 }
 
+describe('operator counters of finished deployments and builds', () => {
+  for (const kind of STORES) {
+    test(`count committed activity only, by its exact action (${kind})`, async () => {
+      const t = await startServer({ store: kind });
+      try {
+        const a = await newTenant(t);
+        const count = async (name: string, outcome: string) => {
+          const { body } = await t.deps.metrics.text();
+          return Number(new RegExp(`^${name}\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(body)?.[1] ?? 0);
+        };
+        const event = { tenantId: a.id, action: 'build.failed', resourceType: 'build', resourceId: 'b1' };
+        const { store, activity } = t.deps;
+        await assert.rejects(
+          store.transaction(async (tx) => {
+            await activity.record(tx, event);
+            throw new Error('rolled back');
+          }),
+          /rolled back/,
+        );
+        assert.equal(await count('svc_builds_total', 'failed'), 0, 'an entry that was rolled back is not counted');
+        await store.transaction(async (tx) => {
+          await activity.record(tx, event);
+          assert.equal(await count('svc_builds_total', 'failed'), 0, 'nor before its commit');
+        });
+        assert.equal(await count('svc_builds_total', 'failed'), 1, 'once committed');
+        // Outside a transaction it is committed as it is written.
+        await activity.record(store, { ...event, action: 'deployment.cancelled' });
+        assert.equal(await count('svc_deploys_total', 'cancelled'), 1);
+        // Other actions of the same resources, or outcome words elsewhere, count nothing.
+        for (const action of ['build.started', 'deployment.failed.extra', 'key.failed', 'builds.failed']) await activity.record(store, { ...event, action });
+        assert.deepEqual([await count('svc_builds_total', 'failed'), await count('svc_deploys_total', 'failed')], [1, 0]);
+      } finally {
+        await t.close();
+      }
+    });
+  }
+});
+
 describe('an unavailable metering store', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts one)' }, () => {
   test('gives 503 on the metrics routes while everything else answers', async () => {
     const meteringDb = await freshPgDatabase();

@@ -16,15 +16,15 @@ export interface ActivityEvent {
 
 /** The tenant's activity feed: written beside each change, in the change's own transaction. */
 export class Activity {
-  private readonly observers: Array<(action: string) => void> = [];
+  private readonly observers: Array<(event: ActivityEvent) => void> = [];
 
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
   ) {}
 
-  /** Called with each recorded action (operator metrics count outcomes from them). */
-  observe(fn: (action: string) => void): void {
+  /** Called with each recorded event once it is committed (operator metrics count outcomes from them). */
+  observe(fn: (event: ActivityEvent) => void): void {
     this.observers.push(fn);
   }
 
@@ -39,9 +39,10 @@ export class Activity {
       details: JSON.stringify(e.details ?? {}),
       created_at: unixSeconds(this.clock),
     });
-    // Told on insert: inside a transaction that later rolls back, the count is one too many
-    // (acceptable for operator counters; the feed itself stays exact).
-    for (const fn of this.observers) fn(e.action);
+    // Told once committed: an entry of a transaction that rolls back was never there.
+    repos.afterCommit(() => {
+      for (const fn of this.observers) fn(e);
+    });
   }
 
   async list(tenantId: string, q: ActivityQuery): Promise<ActivityEntry[]> {

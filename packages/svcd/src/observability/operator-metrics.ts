@@ -4,8 +4,13 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Clock } from '../clock.js';
 import type { SamplerStatus } from '../metering/sampler.js';
 import type { DiskMeterStatus } from '../disk/disk-quota.js';
-
+import type { ActivityEvent } from '../activity/activity.js';
 import type { RateLimitedError } from '../errors.js';
+
+/** The activity actions that finish a deployment or a build, and the outcome each counts as. */
+const FINISHED = new Map<string, { of: 'deployment' | 'build'; outcome: 'succeeded' | 'failed' | 'cancelled' }>(
+  (['deployment', 'build'] as const).flatMap((of) => (['succeeded', 'failed', 'cancelled'] as const).map((outcome) => [`${of}.${outcome}`, { of, outcome }] as const)),
+);
 
 export class OperatorMetrics {
   readonly registry = new Registry();
@@ -108,12 +113,10 @@ export class OperatorMetrics {
     this.rateLimited.inc({ limiter });
   }
 
-  /** Activity as it is recorded: finished deployments and builds are counted by outcome. */
-  activityRecorded(action: string): void {
-    const [resource, outcome] = action.split('.');
-    if (!outcome || !['succeeded', 'failed', 'cancelled'].includes(outcome)) return;
-    if (resource === 'deployment') this.deploys.inc({ outcome });
-    else if (resource === 'build') this.builds.inc({ outcome });
+  /** Activity once it is committed: finished deployments and builds are counted by outcome. */
+  activityRecorded(event: Pick<ActivityEvent, 'action'>): void {
+    const finished = FINISHED.get(event.action);
+    if (finished) (finished.of === 'deployment' ? this.deploys : this.builds).inc({ outcome: finished.outcome });
   }
 
   /** The text exposition format. */

@@ -66,6 +66,12 @@ export interface Repositories {
   hostNames: HostNameStore;
   sessionSlots: SessionSlotStore;
   tenantDisk: TenantDiskStore;
+  /**
+   * Runs `fn` once what was written through these repositories is committed: at once outside a
+   * transaction, after the commit inside one, never when it rolls back. For what must not be
+   * told of a change that did not happen (operator counters).
+   */
+  afterCommit(fn: () => void): void;
 }
 
 export interface Store extends Repositories {
@@ -78,7 +84,7 @@ export interface Store extends Repositories {
   close(): Promise<void>;
 }
 
-function repositories(db: Kysely<Database>): Repositories {
+function repositories(db: Kysely<Database>): Omit<Repositories, 'afterCommit'> {
   return {
     tenants: new TenantStore(db),
     apiKeys: new ApiKeyStore(db),
@@ -175,8 +181,14 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   return {
     dialect,
     ...repositories(db),
+    afterCommit: (f) => f(),
     metering: new MeteringStore(db),
-    transaction: (fn) => db.transaction().execute((trx) => fn(repositories(trx))),
+    transaction: async (fn) => {
+      const committed: Array<() => void> = [];
+      const result = await db.transaction().execute((trx) => fn({ ...repositories(trx), afterCommit: (f) => committed.push(f) }));
+      for (const f of committed) f();
+      return result;
+    },
     ping: async () => {
       await sql`select 1`.execute(db);
     },
