@@ -168,7 +168,12 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
         // started is still slow for a second).
         await sleep(1_500);
         const groups = [tenantCgroupPath(a.id), tenantCgroupPath(b.id)];
-        const alone = await coresOver(groups, 3_000);
+        let alone = await coresOver(groups, 3_000);
+        if (alone[0]! + alone[1]! <= 1.5) {
+          // Anything else busy on the machine comes first (the tenants' low weight): once more.
+          ctx.diagnostic(`first window: tenant A ${alone[0]!.toFixed(2)} cores, tenant B ${alone[1]!.toFixed(2)}; measuring again`);
+          alone = await coresOver(groups, 3_000);
+        }
         ctx.diagnostic(`alone: tenant A ${alone[0]!.toFixed(2)} cores, tenant B ${alone[1]!.toFixed(2)}`);
         assert.ok(alone[0]! + alone[1]! > 1.5, `the burners use the machine while nothing else wants it: ${alone.map((c) => c.toFixed(2)).join(' + ')} cores`);
 
