@@ -27,8 +27,9 @@ SVCD_NODE_FLAGS := --max-semi-space-size=16
 # glibc keeps in its arenas once freed: in bench/soak svcd's RSS stepped up 30 MB with the
 # misbehaving tenant and stayed there after it left (the brk heap 6 -> 22 MB, small mappings
 # +20 MB). jemalloc hands freed pages back after its decay time, on a background thread also
-# when svcd is idle: the same run rose 11 MB and came back to within 3 MB (README, Soak). An
-# operator's own LD_PRELOAD and MALLOC_CONF are kept.
+# when svcd is idle (README, Resource safety and Soak). An operator's own LD_PRELOAD and
+# MALLOC_CONF are kept; svcd takes its own entry out of LD_PRELOAD at start (SVCD_PRELOADED), so
+# that the programs it starts (Caddy, iptables, git) keep their allocators.
 SVCD_MALLOC_CONF := background_thread:true
 
 DATA_DIR ?= .svc-data
@@ -68,7 +69,7 @@ build: deps $(SVC_INIT)
 	@jemalloc=$$(bash scripts/ensure-jemalloc.sh); \
 	{ printf '#!/bin/sh\n'; \
 	  if [ -n "$$jemalloc" ]; then \
-	    printf 'LD_PRELOAD="%s$${LD_PRELOAD:+ $$LD_PRELOAD}"\nMALLOC_CONF="$${MALLOC_CONF:-$(SVCD_MALLOC_CONF)}"\nexport LD_PRELOAD MALLOC_CONF\n' "$$jemalloc"; \
+	    printf 'LD_PRELOAD="%s$${LD_PRELOAD:+ $$LD_PRELOAD}"\nMALLOC_CONF="$${MALLOC_CONF:-$(SVCD_MALLOC_CONF)}"\nSVCD_PRELOADED=%s\nexport LD_PRELOAD MALLOC_CONF SVCD_PRELOADED\n' "$$jemalloc" "$$jemalloc"; \
 	  fi; \
 	  printf 'exec "%s/node" $(SVCD_NODE_FLAGS) "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)"; \
 	} > bin/svcd; \

@@ -57,7 +57,22 @@ const program = new Command('svcd')
     ),
   );
 
+/**
+ * bin/svcd preloads jemalloc for svcd itself and names it in SVCD_PRELOADED (Makefile): the
+ * programs svcd starts (Caddy, iptables, git) run on their own allocators, with only what the
+ * operator's LD_PRELOAD held. Done before anything is spawned; svcd's own allocator is loaded.
+ */
+function keepPreloadToSvcd(env: NodeJS.ProcessEnv): void {
+  const ours = env.SVCD_PRELOADED;
+  if (ours === undefined) return;
+  const theirs = (env.LD_PRELOAD ?? '').split(/[\s:]+/).filter((entry) => entry !== '' && entry !== ours);
+  if (theirs.length > 0) env.LD_PRELOAD = theirs.join(' ');
+  else delete env.LD_PRELOAD;
+  delete env.SVCD_PRELOADED;
+}
+
 async function main(): Promise<void> {
+  keepPreloadToSvcd(process.env);
   program.parse();
   let config;
   try {

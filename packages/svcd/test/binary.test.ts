@@ -2,14 +2,14 @@
 // SIGKILL that loses nothing.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { SvcClient, type Service } from '@svc/client';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { BIN, exited, startSvcdProcess } from './svcd-process.js';
-import { freePort } from './harness.js';
+import { freePort, waitFor } from './harness.js';
 
 const TOKEN = 'binary-test-bootstrap-token-0123456789';
 const dirs: string[] = [];
@@ -109,15 +109,37 @@ describe('bin/svcd start-up', () => {
     }
   });
 
-  test("the launcher runs svcd on jemalloc (glibc's malloc kept a stream burst's freed memory)", async () => {
-    const { proc } = await start(['--dev', '--data-dir', dataDir()]);
+  test("the launcher runs svcd on jemalloc (glibc's malloc kept a stream burst's freed memory), and svcd alone", async () => {
+    // An operator's own preload (here a harmless one, the math library) goes on, to svcd and to
+    // what svcd starts; jemalloc goes to svcd only. svcd with a proxy starts Caddy, a child to look at.
+    const { proc } = await start(['--dev', '--data-dir', dataDir(), '--proxy-listen', `127.0.0.1:${await freePort()}`], { LD_PRELOAD: 'libm.so.6' });
     try {
       // make test installs libjemalloc2 (scripts/ensure-jemalloc.sh): the library is mapped into
       // node's process, and its allocator hands freed pages back on its own thread.
-      const maps = readFileSync(`/proc/${proc.pid}/maps`, 'utf8');
-      assert.match(maps, /\/libjemalloc\.so\.2\n/, 'libjemalloc.so.2 mapped into svcd');
-      const environ = readFileSync(`/proc/${proc.pid}/environ`, 'utf8').split('\0');
+      const environOf = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      assert.match(readFileSync(`/proc/${proc.pid}/maps`, 'utf8'), /\/libjemalloc\.so\.2\n/, 'libjemalloc.so.2 mapped into svcd');
+      const environ = environOf(proc.pid!);
       assert.ok(environ.includes('MALLOC_CONF=background_thread:true'), environ.filter((e) => e.startsWith('MALLOC_CONF')).join(' ') || 'no MALLOC_CONF');
+      assert.ok(environ.includes('LD_PRELOAD=libjemalloc.so.2 libm.so.6'), environ.filter((e) => e.startsWith('LD_PRELOAD')).join(' ') || 'no LD_PRELOAD');
+
+      // A process may be gone between the listing and the read.
+      const statusOf = (pid: string) => {
+        try {
+          return readFileSync(`/proc/${pid}/status`, 'utf8');
+        } catch {
+          return '';
+        }
+      };
+      const caddy = await waitFor('svcd to start Caddy', async () => {
+        for (const entry of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+          const status = statusOf(entry);
+          if (new RegExp(`^PPid:\\s+${proc.pid}$`, 'm').test(status) && /^Name:\s+caddy$/m.test(status)) return Number(entry);
+        }
+        return undefined;
+      }, 20_000);
+      assert.ok(environOf(caddy).includes('LD_PRELOAD=libm.so.6'), `Caddy's LD_PRELOAD: ${environOf(caddy).filter((e) => e.startsWith('LD_PRELOAD')).join(' ') || 'none'}`);
+      assert.ok(!environOf(caddy).some((e) => e.startsWith('SVCD_PRELOADED=')));
+      assert.doesNotMatch(readFileSync(`/proc/${caddy}/maps`, 'utf8'), /libjemalloc/, 'Caddy runs on its own allocator');
     } finally {
       const done = exited(proc);
       proc.kill('SIGTERM');

@@ -5,6 +5,7 @@
 // anywhere else: resolvers are injected (the system's is never asked), the "public" answers they
 // give are never cloned (see cloneIfLoopback), and names end in .invalid, which no resolver knows.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { ScratchSpace } from '../src/scratch/scratch-space.js';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { DiskQuota } from '../src/disk/disk-quota.js';
@@ -266,6 +267,21 @@ describe('source URLs: the checked address is the connected address', () => {
     for (const url of [`git://0x7f.1:${new URL(daemon.url('app')).port}/app`, `git://2130706433:${trap4.port}/x`]) {
       const outcome = await buildPath(url, dev, everyNameIsPublic);
       assert.equal(outcome.kind, 'refused', `${url}: ${describeOutcome(outcome)}`);
+    }
+  });
+
+  test('a clone is a repository of its own: the commit checked out is the one reported, and it keeps the remote it came from', async () => {
+    const source = await checkSourceUrl(daemon.url('app'), dev, everyNameIsPublic);
+    const dir = mkdtempSync(join(tmpdir(), 'svc-source-clone-'));
+    try {
+      const sha = await cloneAt({ source, ref: null, dir, maxBytes: 50 * 1024 * 1024, signal: AbortSignal.timeout(20_000), timers: systemTimers, onOutput: () => {} });
+      const git = (...args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim();
+      assert.equal(sha, daemon.shas.v2);
+      assert.equal(git('rev-parse', 'HEAD'), sha);
+      // An environment's synced checkout is what the tenant fetches from and pushes to.
+      assert.equal(git('remote', 'get-url', 'origin'), source.pinned.url);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

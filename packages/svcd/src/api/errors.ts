@@ -21,9 +21,9 @@ export function errorBody(request: FastifyRequest, message: string): { error: st
 
 /**
  * What reaches the handler: Fastify's own errors, and whatever a route or a library threw, which
- * may carry no `code` (Fastify's type gives every error one).
+ * may carry no `code`, or one that is not a string (Fastify's type gives every error a string).
  */
-type HandledError = Omit<FastifyError, 'code'> & { code?: string };
+type HandledError = Omit<FastifyError, 'code'> & { code?: unknown };
 
 function validationMessage(err: HandledError): string {
   const first = err.validation?.[0];
@@ -75,7 +75,7 @@ export function errorHandler(err: HandledError, request: FastifyRequest, reply: 
     // Fastify's own refusals are written for the client. Anything else with a 4xx status is a
     // library's error that no domain code caught (the engine client's carry the engine's 404 or
     // 409, with its words): the status stands, the words go to the log.
-    if (err.code?.startsWith('FST_')) {
+    if (typeof err.code === 'string' && err.code.startsWith('FST_')) {
       void reply.code(status).send(errorBody(request, err.message));
       return;
     }

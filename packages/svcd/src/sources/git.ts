@@ -38,25 +38,25 @@ export class CloneError extends Error {}
 export async function cloneAt(opts: CloneOptions): Promise<string> {
   const git = (args: string[], quiet = false) => runGit(opts.dir, args, opts, quiet);
   await git(['init', '-q', '.']);
-  // Fetched from the pinned URL itself, not through a configured remote: one git process fewer
-  // (each costs 10-20 ms here, a no-change rebuild of a small repository takes 400).
-  const origin = opts.source.pinned.url;
+  // A synced environment's checkout is a repository the tenant fetches from and pushes to: it
+  // keeps its remote (git writes it; no configuration text is made here from a tenant's URL).
+  await git(['remote', 'add', 'origin', opts.source.pinned.url]);
 
   const ref = opts.ref;
   if (ref !== null && SHORT_SHA.test(ref)) {
     // An abbreviated SHA cannot be fetched by name: fetch the history, then look it up.
-    await git(['fetch', '--progress', '--no-tags', origin, '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
+    await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     await git(['checkout', '-q', '--detach', ref]).catch(() => {
       throw new CloneError(`commit ${ref} not found in ${opts.source.url}`);
     });
   } else {
     try {
-      await git(['fetch', '--progress', '--depth', '1', '--no-tags', origin, ref ?? 'HEAD']);
+      await git(['fetch', '--progress', '--depth', '1', '--no-tags', 'origin', ref ?? 'HEAD']);
     } catch (err) {
       // Servers that do not allow fetching a commit by its SHA: fetch the history instead.
       if (ref === null || !FULL_SHA.test(ref) || opts.signal.aborted) throw err;
       opts.onOutput(`shallow fetch of ${ref} refused by the server; fetching the history`);
-      await git(['fetch', '--progress', '--no-tags', origin, '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
+      await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     }
     await git(['checkout', '-q', '--detach', ref !== null && FULL_SHA.test(ref) ? ref : 'FETCH_HEAD']).catch(() => {
       throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);

@@ -69,7 +69,8 @@ export interface Repositories {
   /**
    * Runs `fn` once what was written through these repositories is committed: at once outside a
    * transaction, after the commit inside one, never when it rolls back. For what must not be
-   * told of a change that did not happen (operator counters).
+   * told of a change that did not happen (operator counters). `fn` must not throw: the change is
+   * committed by then, and a throw would make the transaction's caller see a failure.
    */
   afterCommit(fn: () => void): void;
 }
