@@ -2,6 +2,12 @@
 // (the same svcd start, the same baseline measured beside it, the same report), so that `make test`
 // runs each bench (packages/svcd/test/bench-smoke.test.ts, bench-soak.test.ts) and none can rot.
 // The speed targets are the full run's to judge; a smoke run only has to have worked.
+import { parseArgs } from 'node:util';
+
+/** Whether the bench was started with --smoke, the one flag of the benches that take no other (bench/soak parses its own). */
+export function smokeRequested(): boolean {
+  return parseArgs({ options: { smoke: { type: 'boolean', default: false } } }).values.smoke;
+}
 
 /** What is wrong with a series of measurements: fewer than `expected`, or any not a positive finite number. */
 export function sampleProblems(what: string, xs: number[], expected = 1): string[] {

@@ -13,9 +13,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { freshPgDatabase } from '../../packages/svcd/test/harness.js';
-import { sampleProblems, smokeVerdict } from '../smoke.js';
+import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { ROOT, median, spawnSvcd } from '../svcd.js';
 import { openLoop, type OpenLoopResult } from './open-loop.js';
 
@@ -29,8 +28,7 @@ type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 // autocannon is CommonJS without type declarations.
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
-const SMOKE = flags.smoke;
+const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = SMOKE ? 1 : Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = SMOKE ? 1 : 2;

@@ -9,17 +9,16 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs, promisify } from 'node:util';
+import { promisify } from 'node:util';
 import { pack } from 'tar-fs';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
-import { sampleProblems, smokeVerdict } from '../smoke.js';
+import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
-const SMOKE = flags.smoke;
+const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
 const run = promisify(execFile);
 

@@ -9,18 +9,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
 import { workloadLimits } from '../../packages/svcd/src/services/deployer.js';
 import { freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/operator-images.js';
-import { sampleProblems, smokeVerdict } from '../smoke.js';
+import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
-const SMOKE = flags.smoke;
+const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
 const limits = workloadLimits(tenantRow('bench', 'bench'));
 const PASSWORD = 'bench-password-0123456789';

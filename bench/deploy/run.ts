@@ -9,15 +9,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
-import { sampleProblems, smokeVerdict } from '../smoke.js';
+import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
-const SMOKE = flags.smoke;
+const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
 
 function get(host: string, port: number, hostHeader?: string): Promise<number> {

@@ -7,16 +7,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { TEMPLATE_IMAGES, ensureTemplateImages } from '../../packages/svcd/test/operator-images.js';
-import { sampleProblems, smokeVerdict } from '../smoke.js';
+import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
-const SMOKE = flags.smoke;
+const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
 const POOL = 2;
 /** BENCH_SANDBOX=off runs both sides with runc (svcd --sandbox off): gVisor's exec alone is ~80 ms here. */

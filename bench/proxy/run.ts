@@ -12,7 +12,7 @@
 // answering through the proxy, median of 20.
 // Run: make bench-proxy; --smoke: 1 round of 1 s per target, 2 route-ready rounds (bench/smoke.ts).
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { parseArgs, promisify } from 'node:util';
+import { promisify } from 'node:util';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -21,11 +21,10 @@ import { SvcClient } from '../../packages/client/src/index.js';
 import { workloadName } from '../../packages/svcd/src/services/deployer.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { TEST_REGISTRY, buildImage, docker, ensureTestRegistry, finished, imagePresent, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
-import { sampleProblems, smokeVerdict } from '../smoke.js';
+import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
-const { values: flags } = parseArgs({ options: { smoke: { type: 'boolean', default: false } } });
-const SMOKE = flags.smoke;
+const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = SMOKE ? 1 : Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
