@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, STORES, startServer, waitFor, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, eachStore, startServer, waitFor, type TestServer } from './harness.js';
 import { BURNER_IMAGE, docker, engineTenants, ensureTestImages } from './images.js';
 import { startGitServer, type GitServer } from './git-fixtures.js';
 import { finishedBuild, settled } from './service-fixtures.js';
@@ -128,7 +128,7 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
   });
   after(async () => git.stop());
 
-  for (const kind of STORES) {
+  eachStore((kind) => {
     describe(kind, () => {
       let t: TestServer;
       const tenants = engineTenants(() => t);
@@ -224,5 +224,5 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
         await waitFor("the tenant's group removed", async () => !existsSync(group) || undefined, 30_000);
       });
     });
-  }
+  });
 });

@@ -4,7 +4,7 @@
 // environment frees them. The engine is the inert one: this is about records, not containers.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { STORES, newTenant, startServer, type TestServer } from './harness.js';
+import { eachStore, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 const IMAGE = 'svc-test/none:1';
@@ -26,7 +26,7 @@ function createPreview(a: Tenant, envId: string, name: string) {
   return a.client.raw<{ id: string; url: string | null; error: string }>('POST', `/v1/environments/${envId}/previews`, { body: { name, port: 3000 } });
 }
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`host names, one namespace (${kind}, --base-domain ${BASE})`, () => {
     let t: TestServer;
 
@@ -139,4 +139,4 @@ for (const kind of STORES) {
       assert.equal((await createService(b, 'api')).status, 201, 'reserved labels name hosts under the base domain only');
     });
   });
-}
+});

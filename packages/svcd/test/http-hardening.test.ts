@@ -7,7 +7,7 @@ import { QUERY_COUNT_MAX, QUERY_UNIX_SECONDS_MAX } from '@svc/contract';
 import { CLIENT_IP_BURST, CLIENT_IP_PER_SECOND } from '../src/ratelimit/index.js';
 import { RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
 import { HostFirewall } from '../src/runtime/host-firewall.js';
-import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, STORES, newTenant, startServer, testConfig, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, newTenant, startServer, testConfig, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 /** What a backend might say: none of it may reach a client. */
@@ -35,7 +35,7 @@ async function get(t: TestServer, path: string, headers: Record<string, string> 
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-for (const store of STORES) {
+eachStore((store) => {
   describe(`numbers in queries (${store})`, () => {
     let t: TestServer;
     let key: string;
@@ -106,7 +106,7 @@ for (const store of STORES) {
       }
     });
   });
-}
+});
 
 describe('numbers in queries: the OpenAPI document', () => {
   test('every numeric query parameter of every route has a minimum and a maximum', async () => {
@@ -138,7 +138,7 @@ describe('numbers in queries: the OpenAPI document', () => {
   });
 });
 
-for (const store of STORES) {
+eachStore((store) => {
   describe(`request ids (${store})`, () => {
     let t: TestServer;
     const lines: string[] = [];
@@ -189,7 +189,7 @@ for (const store of STORES) {
       }
     });
   });
-}
+});
 
 /** Asserts a failed answer says only `expected`, with its request id, and that a log line (error level, or warn for a 4xx) has the detail under the same id. */
 function assertQuietFailure(r: Awaited<ReturnType<typeof get>>, status: number, expected: string, lines: string[]): void {
@@ -205,7 +205,7 @@ function assertQuietFailure(r: Awaited<ReturnType<typeof get>>, status: number, 
   );
 }
 
-for (const store of STORES) {
+eachStore((store) => {
   describe(`errors do not leak internals (${store})`, () => {
     test('a failing metering store: 503 "metering store unavailable", the driver message only in the log', async () => {
       const lines: string[] = [];
@@ -297,7 +297,7 @@ for (const store of STORES) {
       }
     });
   });
-}
+});
 
 /** The 429 counts of the operator metrics, by limiter. */
 async function rejections(t: TestServer): Promise<Record<string, number>> {
@@ -307,7 +307,7 @@ async function rejections(t: TestServer): Promise<Record<string, number>> {
   return out;
 }
 
-for (const store of STORES) {
+eachStore((store) => {
   describe(`unauthenticated load (${store})`, () => {
     test('a flood without a valid key is refused per client IP before the global bucket, which tenants keep', async () => {
       // A small global bucket, so that a flood that reached it would empty it.
@@ -426,4 +426,4 @@ for (const store of STORES) {
       }
     });
   });
-}
+});

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, STORES, limitedRaw, newTenant, startServer, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, eachStore, limitedRaw, newTenant, startServer, type TestServer } from './harness.js';
 
 const TEN_YEARS = 315_576_000;
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`API keys over HTTP (${kind})`, () => {
     let t: TestServer;
     before(async () => {
@@ -151,4 +151,4 @@ for (const kind of STORES) {
       assert.equal(noAuth.status, 401);
     });
   });
-}
+});

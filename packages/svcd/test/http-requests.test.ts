@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Runtime } from '../src/runtime/index.js';
-import { STORES, newTenant, startServer, type TestServer } from './harness.js';
+import { eachStore, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 describe('request handling', () => {
@@ -113,7 +113,7 @@ describe('request timeout', () => {
   });
 });
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`idempotent replay (${kind})`, () => {
     let t: TestServer;
     before(async () => {
@@ -163,7 +163,7 @@ for (const kind of STORES) {
       assert.equal(tooLong.status, 400);
     });
   });
-}
+});
 
 describe('server timeouts (real sockets, real time)', () => {
   const probe = async (url: string, payload: string): Promise<{ ms: number; answer: string }> => {

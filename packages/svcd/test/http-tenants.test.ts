@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, STORES, limitedRaw, newTenant, registerRaw, startServer, tenantRow, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, eachStore, limitedRaw, newTenant, registerRaw, startServer, tenantRow, type TestServer } from './harness.js';
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`tenants over HTTP (${kind})`, () => {
     let t: TestServer;
     const suspended: string[] = [];
@@ -203,4 +203,4 @@ for (const kind of STORES) {
       }
     });
   });
-}
+});

@@ -9,7 +9,7 @@ import { sampleRow } from '../src/metering/sampler.js';
 import { rfc3339 } from '../src/metering/metering.js';
 import { workloadStats } from '../src/runtime/index.js';
 import type { UsageRollupRow, UsageSampleRow } from '../src/store/index.js';
-import { freshPgDatabase, newTenant, PG_ADMIN_URL, startServer, STORES, waitFor, type TestServer } from './harness.js';
+import { freshPgDatabase, newTenant, PG_ADMIN_URL, startServer, eachStore, waitFor, type TestServer } from './harness.js';
 import { BURNER_IMAGE, engineTenants, ensureTestImages } from './images.js';
 
 const MB = 1024 * 1024;
@@ -111,7 +111,7 @@ describe('metering arithmetic', () => {
   });
 });
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`metering through the store and the routes (${kind})`, () => {
     let t: TestServer;
     before(async () => {
@@ -253,10 +253,10 @@ for (const kind of STORES) {
       assert.equal(anon.status, 401);
     });
   });
-}
+});
 
 describe('operator counters of finished deployments and builds', () => {
-  for (const kind of STORES) {
+  eachStore((kind) => {
     test(`count committed activity only, by its exact action (${kind})`, async () => {
       const t = await startServer({ store: kind });
       try {
@@ -290,7 +290,7 @@ describe('operator counters of finished deployments and builds', () => {
         await t.close();
       }
     });
-  }
+  });
 });
 
 describe('an unavailable metering store', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts one)' }, () => {

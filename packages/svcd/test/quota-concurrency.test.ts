@@ -10,7 +10,7 @@ import { MAX_API_KEYS } from '@svc/contract';
 import { BUILD_QUEUE_MAX } from '../src/builds/builds.js';
 import { PREVIEWS_PER_ENVIRONMENT } from '../src/environments/environments.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
-import { ADMIN_TOKEN, STORES, newTenant, startServer, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, eachStore, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 const AT_ONCE = 30;
@@ -29,7 +29,7 @@ function describeStatuses(s: Map<number, number>): string {
   return [...s].map(([status, n]) => `${n} x ${status}`).join(', ');
 }
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`quotas under ${AT_ONCE} concurrent creates (${kind})`, () => {
     let t: TestServer;
 
@@ -117,4 +117,4 @@ for (const kind of STORES) {
       assert.equal(statuses.get(200), limit, describeStatuses(statuses));
     });
   });
-}
+});

@@ -9,12 +9,12 @@ import { SessionLimits } from '../src/sessions/session-limits.js';
 import { ScratchSpace, SCRATCH_DISK_RESERVE_BYTES } from '../src/scratch/scratch-space.js';
 import { builtImageOwner } from '../src/services/images.js';
 import { openStore, type Store } from '../src/store/index.js';
-import { STORES, storeLocation, tenantRow } from './harness.js';
+import { eachStore, storeLocation, tenantRow } from './harness.js';
 import { ManualClock } from './manual-clock.js';
 
 const caps = { tenant: { logs: 2, exec: 1, sync: 1 }, svcd: { logs: 10, exec: 10, sync: 10 }, leaseMs: 60_000 };
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`session slots (${kind})`, () => {
     let store: Store;
     let second: Store;
@@ -82,7 +82,7 @@ for (const kind of STORES) {
       }
     });
   });
-}
+});
 
 /** The renewal runs on its timer without being awaited: give its statements a moment. */
 const renewalWritten = () => new Promise((r) => setTimeout(r, 50));

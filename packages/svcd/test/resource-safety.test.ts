@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, freshPgDatabase, newTenant, startServer, STORES, waitFor, type StoreKind, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, freshPgDatabase, newTenant, startServer, eachStore, waitFor, type StoreKind, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, CHATTER_IMAGE, docker, engineTenants, ensureTestImages } from './images.js';
 import { workloadOf } from '../src/environments/environments.js';
 import { ensureTemplateImages } from './operator-images.js';
@@ -65,7 +65,7 @@ async function svcdOn(kind: StoreKind, name: string, args: string[] = []): Promi
 describe('streams that are never read', { concurrency: false }, () => {
   before(ensureTestImages);
 
-  for (const kind of STORES) {
+  eachStore((kind) => {
     const cleanups: Array<() => Promise<void>> = [];
     after(async () => {
       for (const c of cleanups) await c();
@@ -109,13 +109,13 @@ describe('streams that are never read', { concurrency: false }, () => {
         for (const s of sockets) s.destroy();
       }
     });
-  }
+  });
 });
 
 describe('a log flood', { concurrency: false }, () => {
   before(ensureTestImages);
 
-  for (const kind of STORES) {
+  eachStore((kind) => {
     const cleanups: Array<() => Promise<void>> = [];
     after(async () => {
       for (const c of cleanups) await c();
@@ -138,7 +138,7 @@ describe('a log flood', { concurrency: false }, () => {
       // What passes is the service's output as printed (1 KB lines of zeros).
       assert.match(text, /^0{1000}$/m);
     });
-  }
+  });
 });
 
 /** A followed read of `ms`, as text. */
@@ -178,7 +178,7 @@ describe('sessions a tenant may hold at once, and the disk it may take', { concu
     await ensureTemplateImages();
   });
 
-  for (const kind of STORES) {
+  eachStore((kind) => {
     describe(kind, { concurrency: false }, () => {
       let t: TestServer;
       const tenants = engineTenants(() => t);
@@ -320,11 +320,11 @@ describe('sessions a tenant may hold at once, and the disk it may take', { concu
         assert.equal((await a.client.createEnvironment({ name: 'again', template_id: 'default' })).status, 'running');
       });
     });
-  }
+  });
 });
 
 describe('build logs', { concurrency: false }, () => {
-  for (const kind of STORES) {
+  eachStore((kind) => {
     test(`${kind}: a 5 MB log is read a page at a time to its end; every read holds one of the tenant's log-stream slots while open`, async () => {
       const t = await startServer({ store: kind, realTime: true, overrides: { runtime: inertRuntime() } });
       const sockets: net.Socket[] = [];
@@ -359,11 +359,11 @@ describe('build logs', { concurrency: false }, () => {
         await t.close();
       }
     });
-  }
+  });
 });
 
 describe('service logs of a container on its way out', { concurrency: false }, () => {
-  for (const kind of STORES) {
+  eachStore((kind) => {
     test(`${kind}: a container the engine is removing (a halt or a redeploy replacing it) reads as an empty log, not a refusal, and gives its slot back`, async () => {
       let reads = 0;
       const inert = inertRuntime();
@@ -394,5 +394,5 @@ describe('service logs of a container on its way out', { concurrency: false }, (
         await t.close();
       }
     });
-  }
+  });
 });

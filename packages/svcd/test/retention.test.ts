@@ -19,7 +19,7 @@ import {
   SNAPSHOTS_PER_TENANT_MAX,
 } from '../src/retention/rules.js';
 import { openStore, type DeploymentStatus, type NewBuildRow, type NewDeploymentRow, type Store } from '../src/store/index.js';
-import { STORES, newTenant, startServer, storeLocation, tenantRow, waitFor, type TestServer } from './harness.js';
+import { eachStore, newTenant, startServer, storeLocation, tenantRow, waitFor, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 import { ManualClock } from './manual-clock.js';
 
@@ -58,7 +58,7 @@ async function deploymentIds(store: Store, serviceId: string): Promise<string[]>
   return (await store.deployments.listForService(serviceId, 1000, 0)).map((d) => d.id).sort();
 }
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`retention rules (${kind})`, () => {
     let store: Store;
     let cleanup: () => Promise<void>;
@@ -327,7 +327,7 @@ for (const kind of STORES) {
       await waitFor('the sweep', async () => !(await ids()).includes('wired-old'));
     });
   });
-}
+});
 
 describe('retention flags', () => {
   const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///x', logLevel: 'info', dev: true };

@@ -16,7 +16,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { SvcClient } from '@svc/client';
-import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, STORES, limitedRaw, registerRaw, startServer, storeLocation, waitFor, type StoreKind, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, limitedRaw, registerRaw, startServer, storeLocation, waitFor, type StoreKind, type TestServer } from './harness.js';
 import { removeTenantWorkloads } from './images.js';
 import { ensureDbImages, ensureNodeImage } from './operator-images.js';
 import { createLogger } from '../src/observability/logger.js';
@@ -109,7 +109,7 @@ describe('the search itself', () => {
   });
 });
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`secrets at rest (${kind})`, () => {
     test('keys, env values, recovered keys and operator tokens never reach the store or the log in plain text', async () => {
       const log = logSink();
@@ -276,12 +276,12 @@ for (const kind of STORES) {
       }
     });
   });
-}
+});
 
 // The engine part: a managed PostgreSQL database and the task board, on stand-in images
 // (test/operator-images.ts, built once per machine). Their password and admin token are made by
 // svcd and revealed through GETs; they must be in the store sealed only, and nowhere in the log.
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`secrets at rest, databases and the task board (${kind}, Docker Engine)`, () => {
     test('database passwords and the board admin token never reach the store or the log in plain text', async () => {
       await ensureDbImages();
@@ -334,4 +334,4 @@ for (const kind of STORES) {
       }
     });
   });
-}
+});

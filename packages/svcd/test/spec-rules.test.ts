@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { Environment, Service } from '@svc/contract';
 import type { Runtime } from '../src/runtime/index.js';
-import { STORES, newTenant, startServer, type TestServer } from './harness.js';
+import { eachStore, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 /** Any image: the inert engine "has" every image, and the deploy fails fast with nothing to clean up. */
@@ -84,7 +84,7 @@ async function seedEveryList(t: TestServer, tenantId: string): Promise<string> {
   return anchor;
 }
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`spec rules on records (${kind}, inert engine)`, () => {
     let t: TestServer;
     /** The tail of every logs() call the engine got, in order. */
@@ -202,4 +202,4 @@ for (const kind of STORES) {
       assert.equal(top.body.port, 65535);
     });
   });
-}
+});

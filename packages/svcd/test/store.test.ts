@@ -12,7 +12,7 @@ import pg from 'pg';
 import { isUniqueViolation, openStore, type Database, type Store } from '../src/store/index.js';
 import { migrationProvider } from '../src/store/migrations/index.js';
 import { WalCheckpointer } from '../src/store/wal-checkpointer.js';
-import { STORES, storeLocation, tenantRow as seedRow, waitFor } from './harness.js';
+import { eachStore, storeLocation, tenantRow as seedRow, waitFor } from './harness.js';
 
 const T = 1_800_000_000;
 
@@ -24,7 +24,7 @@ function tenantRow(id: string, name: string, status: 'active' | 'suspended' = 'a
   return seedRow(id, name, { status, created_at: T, updated_at: T, max_cpu_cores: 2.5 });
 }
 
-for (const kind of STORES) {
+eachStore((kind) => {
   describe(`store (${kind})`, () => {
     let store: Store;
     let second: Store;
@@ -403,7 +403,7 @@ for (const kind of STORES) {
       }
     });
   });
-}
+});
 
 /** Runs test/quota-lock-worker.ts in its own node process (tsx, as the tests run). */
 function runWorker(args: string[]): Promise<{ inserted: number; refused: number; errors: string[] }> {
