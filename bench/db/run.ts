@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
-import { workloadLimits } from '../../packages/svcd/src/services/deployer.js';
+import { workloadLimits } from '../../packages/svcd/src/runtime/index.js';
 import { freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/operator-images.js';

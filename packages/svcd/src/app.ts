@@ -14,7 +14,7 @@ import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, HostFirewall, TenantCgroups, installTenantInit, type Runtime } from './runtime/index.js';
+import { DockerRuntime, HostFirewall, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
@@ -205,8 +205,9 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // Where clones lived before --scratch-dir: nothing uses them any more.
   for (const old of ['builds', 'env-sync']) rmSync(join(config.dataDir, old), { recursive: true, force: true });
   const disk = new DiskQuota(store);
+  const sandbox = new SandboxPolicy(config.sandbox, runtime, clock);
   const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
-    sandbox: config.sandbox,
+    sandbox,
     buildRegistry: config.buildRegistry,
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
@@ -224,7 +225,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
     buildRegistry: config.buildRegistry,
-    sandbox: () => deployer.useSandbox(),
+    sandbox: () => sandbox.use(),
     checkSource: checkBuildSource,
     ...o.buildRunner,
   });
@@ -232,7 +233,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     images: config.databaseImages,
     ports: config.databasePorts,
     readyTimeoutMs: o.databaseReadyTimeoutMs,
-    sandbox: () => deployer.useSandbox(),
+    sandbox: () => sandbox.use(),
     disk,
   });
   const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
@@ -240,12 +241,12 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ports: config.kanbanPorts,
     address: config.kanbanAddress,
     readyTimeoutMs: o.kanbanReadyTimeoutMs,
-    sandbox: () => deployer.useSandbox(),
+    sandbox: () => sandbox.use(),
   });
   const builds = new Builds(store, buildRunner, activity, clock, timers, { checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });
   const environments = new Environments(store, runtime, activity, clock, timers, log, {
     images: config.environmentImages,
-    sandbox: () => deployer.useSandbox(),
+    sandbox: () => sandbox.use(),
     scratch,
     allowLoopbackGit: config.allowLoopbackGit,
     gitCaBundle,

@@ -10,9 +10,9 @@ import { isLoopbackRegistry } from './services/images.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
 import { CPU_WEIGHT_RANGE, DEFAULT_TENANT_CPU_WEIGHT } from './runtime/tenant-cgroups.js';
 import { DEFAULT_LOG_RATE, builtTenantInit, type LogRate } from './runtime/tenant-init.js';
+import type { SandboxMode } from './runtime/workload-policy.js';
 import { DEFAULT_RETENTION, RETENTION_DAYS_MAX, RETENTION_DAYS_MIN, type RetentionWindows } from './retention/rules.js';
 
-export type SandboxMode = 'auto' | 'required' | 'off';
 
 export interface RateSetting {
   perSecond: number;

@@ -14,6 +14,7 @@ import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOption
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
+import { SandboxPolicy, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -264,5 +265,37 @@ describe('image references and DNS labels', () => {
     assert.equal(dnsLabelFor('My Web_App.v2'), 'my-web-app-v2');
     assert.equal(dnsLabelFor('---'), 'service');
     assert.equal(dnsLabelFor('x'.repeat(70)).length, 63);
+  });
+});
+
+describe('workload policy', () => {
+  test("a workload's limits are the tenant's quota shared by its service quota, never under 64 MB", () => {
+    assert.deepEqual(workloadLimits({ max_services: 5, max_memory_mb: 2560, max_cpu_cores: 2 }), { memoryMb: 512, cpus: 0.4, pids: 256 });
+    assert.deepEqual(workloadLimits({ max_services: 3, max_memory_mb: 100, max_cpu_cores: 1 }), { memoryMb: 64, cpus: 0.333, pids: 256 });
+    // A quota of no services still gives the one workload (a build, a board) the whole quota.
+    assert.deepEqual(workloadLimits({ max_services: 0, max_memory_mb: 1024, max_cpu_cores: 1 }), { memoryMb: 1024, cpus: 1, pids: 256 });
+  });
+
+  test('--sandbox: off never, required always, auto when the engine has runsc, asked again after a minute', async () => {
+    const clock = new ManualClock();
+    let runtimes = ['runc'];
+    let asked = 0;
+    const engine = {
+      info: (): Promise<EngineInfo> => {
+        asked++;
+        return Promise.resolve({ version: '26', runtimes, defaultRuntime: 'runc', dataRoot: '/var/lib/docker', cgroupDriver: 'cgroupfs' });
+      },
+    };
+    assert.equal(await new SandboxPolicy('off', engine, clock).use(), false);
+    assert.equal(await new SandboxPolicy('required', engine, clock).use(), true);
+    assert.equal(asked, 0, 'off and required do not ask the engine');
+    const auto = new SandboxPolicy('auto', engine, clock);
+    assert.equal(await auto.use(), false);
+    runtimes = ['runc', 'runsc'];
+    assert.equal(await auto.use(), false, 'the answer is kept for a minute');
+    assert.equal(asked, 1);
+    clock.advance(60_001);
+    assert.equal(await auto.use(), true);
+    assert.equal(asked, 2);
   });
 });

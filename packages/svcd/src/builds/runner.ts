@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import { SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
-import { workloadLimits } from '../services/deployer.js';
+import { workloadLimits } from '../runtime/index.js';
 import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';

@@ -12,7 +12,7 @@ import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } fro
 import { hexId } from '../ids.js';
 import type { Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
-import { workloadLimits } from '../services/deployer.js';
+import { workloadLimits } from '../runtime/index.js';
 import { isUniqueViolation, type DatabaseRow, type DatabaseType, type Store, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import type { DiskQuota } from '../disk/disk-quota.js';

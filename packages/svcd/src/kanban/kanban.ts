@@ -16,7 +16,7 @@ import { isPortInUse, pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
 import type { Runtime } from '../runtime/index.js';
 import type { Sealer } from '../secrets/sealer.js';
-import { workloadLimits } from '../services/deployer.js';
+import { workloadLimits } from '../runtime/index.js';
 import { isUniqueViolation, type KanbanBoardRow, type Store, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';

@@ -8,8 +8,8 @@ import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import type { Sealer } from '../secrets/sealer.js';
-import { LABELS, SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
-import type { DeploymentRow, ServiceRow, Store, TenantRow } from '../store/index.js';
+import { LABELS, workloadLimits, type Runtime, type SandboxPolicy } from '../runtime/index.js';
+import type { DeploymentRow, ServiceRow, Store } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
 
@@ -18,13 +18,6 @@ export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 export const READY_TIMEOUT_MS = 60_000;
 /** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
 const READY_POLL_MS = 25;
-/** How long the engine's list of OCI runtimes is trusted (it changes only when the engine restarts). */
-const RUNTIMES_TTL_MS = 60_000;
-const PIDS_LIMIT = 256;
-const MIN_MEMORY_MB = 64;
-
-export type SandboxPolicy = 'auto' | 'required' | 'off';
-
 export interface DeployerOptions {
   sandbox: SandboxPolicy;
   /** --build-registry: its svc/<tenant>/ paths belong to their tenants. */
@@ -58,19 +51,6 @@ export function workloadName(serviceId: string): string {
   return `svc-${serviceId}`;
 }
 
-/**
- * Each workload's share of the tenant's quota: memory and CPU divided by the service quota, so
- * that all of a tenant's services together never exceed what the tenant was given.
- */
-export function workloadLimits(t: TenantRow): { memoryMb: number; cpus: number; pids: number } {
-  const share = Math.max(1, t.max_services);
-  return {
-    memoryMb: Math.max(MIN_MEMORY_MB, Math.floor(t.max_memory_mb / share)),
-    cpus: Math.round((t.max_cpu_cores / share) * 1000) / 1000,
-    pids: PIDS_LIMIT,
-  };
-}
-
 export class Deployer {
   private readonly active = new Map<string, AbortController>();
   /** The last run queued per service: the next one starts when it ends (earlier ones run before it). */
@@ -78,7 +58,6 @@ export class Deployer {
   /** Deployments waiting for a delay (crash backoff): reconcile leaves them alone. */
   private readonly delayed = new Map<string, TimerHandle>();
   private closed = false;
-  private sandboxKnown: { atMs: number; available: boolean } | null = null;
 
   constructor(
     private readonly store: Store,
@@ -212,7 +191,7 @@ export class Deployer {
       resourceId: service.id,
       labels: { [LABELS.deployment]: dep.id },
       limits: workloadLimits(tenant),
-      sandbox: await this.useSandbox(),
+      sandbox: await this.opts.sandbox.use(),
       tenantCode: true,
     });
     await this.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.clock) });
@@ -232,17 +211,6 @@ export class Deployer {
     const id = await this.runtime.imageId(await pullTenantImage(this.runtime, ref, signal));
     if (id === null) throw new Error(`image ${ref} is not present (a local build that was removed?): build again`);
     return id;
-  }
-
-  /** Whether workloads run under gVisor now: the --sandbox policy and what the engine has (cached). */
-  async useSandbox(): Promise<boolean> {
-    if (this.opts.sandbox === 'off') return false;
-    if (this.opts.sandbox === 'required') return true;
-    const now = this.clock.now();
-    if (!this.sandboxKnown || now - this.sandboxKnown.atMs > RUNTIMES_TTL_MS) {
-      this.sandboxKnown = { atMs: now, available: (await this.runtime.info()).runtimes.includes(SANDBOX_RUNTIME) };
-    }
-    return this.sandboxKnown.available;
   }
 
   /** Ready = running and accepting TCP on its port; an exit fails the deploy with the last log lines. */
