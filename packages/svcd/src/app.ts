@@ -27,7 +27,8 @@ import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck } from './sources/sources.js';
 import { openStore, type Store } from './store/index.js';
 import { Health, type DiskReader } from './system/health.js';
-import { MAX_ACTIVE_TENANTS, Tenants, type TenantResources } from './tenants/tenants.js';
+import { Tenants, type TenantResources } from './tenants/tenants.js';
+import type { Platform } from './platform.js';
 import { loadMasterKey, Sealer } from './secrets/sealer.js';
 import { Deployer } from './services/deployer.js';
 import { Services } from './services/services.js';
@@ -183,9 +184,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   await store.jobLocks.releaseEarlierBoots(instance, holder);
   const keyCache = new KeyCache(clock);
   const activity = new Activity(store, clock);
-  const apiKeys = new ApiKeys(store, keyCache, activity, clock, audit);
-  const jobs = new PeriodicJobs(store, clock, timers, log, holder);
+  const apiKeys = new ApiKeys({ store, cache: keyCache, activity, clock, audit });
+  const jobs = new PeriodicJobs({ store, clock, timers, log, holder });
   const sealer = new Sealer(loadMasterKey(config.masterKey ?? undefined, config.dataDir));
+  // What most domain modules are built from; each takes the part its Deps interface names.
+  const core: Platform = { store, runtime, sealer, activity, clock, timers, log, audit, holder };
   const routing = { baseDomain: config.baseDomain, proxyListen: config.proxyListen };
   const proxy = config.proxyListen
     ? new CaddyProxy(
@@ -206,21 +209,25 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   for (const old of ['builds', 'env-sync']) rmSync(join(config.dataDir, old), { recursive: true, force: true });
   const disk = new DiskQuota(store);
   const sandbox = new SandboxPolicy(config.sandbox, runtime, clock);
-  const deployer = new Deployer(store, runtime, sealer, activity, clock, timers, log, holder, {
+  const deployer = new Deployer({
+    ...core,
     sandbox,
     buildRegistry: config.buildRegistry,
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
-  }, routesChanged);
+    routesChanged,
+  });
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services(store, runtime, deployer, snapshots, sealer, activity, clock, audit, { ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
-  const crashes = new CrashHandler(store, runtime, deployer, activity, clock, timers, log, holder, o.crashBackoffMs, routesChanged);
-  const reconciler = new Reconciler(store, runtime, deployer, crashes, activity, clock, log, holder, routesChanged);
+  const services = new Services({ ...core, deployer, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
+  const crashes = new CrashHandler({ ...core, deployer, backoffBaseMs: o.crashBackoffMs, routesChanged });
+  const reconciler = new Reconciler({ ...core, deployer, crashes, routesChanged });
   // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.
   const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
   const checkBuildSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: config.allowLoopbackGit }, o.resolveHost ?? resolveWithSystem);
-  const buildRunner = new BuildRunner(store, runtime, services, activity, clock, timers, log, holder, {
+  const buildRunner = new BuildRunner({
+    ...core,
+    services,
     scratch,
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
@@ -229,7 +236,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     checkSource: checkBuildSource,
     ...o.buildRunner,
   });
-  const databases = new Databases(store, runtime, sealer, activity, clock, timers, log, audit, {
+  const databases = new Databases({
+    ...core,
     images: config.databaseImages,
     ports: config.databasePorts,
     readyTimeoutMs: o.databaseReadyTimeoutMs,
@@ -237,14 +245,17 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     disk,
   });
   const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
-  const kanban = new Kanban(store, runtime, kanbanImage, sealer, activity, clock, timers, log, audit, {
+  const kanban = new Kanban({
+    ...core,
+    image: kanbanImage,
     ports: config.kanbanPorts,
     address: config.kanbanAddress,
     readyTimeoutMs: o.kanbanReadyTimeoutMs,
     sandbox: () => sandbox.use(),
   });
-  const builds = new Builds(store, buildRunner, activity, clock, timers, { checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });
-  const environments = new Environments(store, runtime, activity, clock, timers, log, {
+  const builds = new Builds({ ...core, execution: buildRunner, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });
+  const environments = new Environments({
+    ...core,
     images: config.environmentImages,
     sandbox: () => sandbox.use(),
     scratch,
@@ -261,7 +272,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     everyMs: WARM_POOL_EVERY_MS,
     run: () => warmPool.refill(),
   };
-  const warmPool = new WarmPool(store, runtime, clock, log, {
+  const warmPool = new WarmPool({
+    ...core,
     size: config.environmentWarmPool,
     images: config.environmentImages,
     start: async (workload, image) => (await environments.runContainer(workload, image, null)).containerId,
@@ -284,9 +296,9 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ? openMeteringStore(config.meteringDatabaseUrl, (err) => log.warn({ err }, 'idle metering database connection failed; the pool replaces it'))
     : store.metering;
   const metering = new Metering(store, meteringStore, clock, { retentionDays: config.meteringRetentionDays });
-  const sampler = new Sampler(runtime, store, meteringStore, clock, log, { intervalMs: config.meteringIntervalMs, concurrency: SAMPLER_CONCURRENCY });
+  const sampler = new Sampler({ ...core, metering: meteringStore, intervalMs: config.meteringIntervalMs, concurrency: SAMPLER_CONCURRENCY });
   jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async () => { await sampler.pass(); } });
-  const diskMeter = new DiskMeter(store, runtime, clock, log, [services, environments], config.buildRegistry);
+  const diskMeter = new DiskMeter({ ...core, halts: [services, environments], buildRegistry: config.buildRegistry });
   jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => { await diskMeter.pass(); } });
   jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: () => metering.rollUp() });
   const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status());
@@ -315,7 +327,13 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,
     apiKeys,
-    tenants: new Tenants(store, apiKeys, keyCache, activity, clock, audit, [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])], o.maxActiveTenants ?? MAX_ACTIVE_TENANTS),
+    tenants: new Tenants({
+      ...core,
+      keys: apiKeys,
+      keyCache,
+      resources: [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])],
+      maxActiveTenants: o.maxActiveTenants,
+    }),
     health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: hostFirewall, log, readDisk: o.readDisk }),
     sealer,
     deployer,

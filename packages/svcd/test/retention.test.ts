@@ -249,7 +249,7 @@ eachStore((kind) => {
       await store.tenants.insert(tenantRow('tk', 'leased'));
       const old = now - (DEFAULT_RETENTION.activityDays + 1) * DAY;
       await store.activity.insert({ id: 'leased-old', tenant_id: 'tk', action: 'x.y', resource_type: 'x', resource_id: 'r', service_id: null, details: '{}', created_at: old });
-      const jobs = new PeriodicJobs(store, clock, clock, silent, 'svcd-b/1');
+      const jobs = new PeriodicJobs({ store, clock, timers: clock, log: silent, holder: 'svcd-b/1' });
       const job = { name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => { await retention.sweep(); } };
       assert.equal(await store.jobLocks.tryAcquire(RETENTION_JOB, 'svcd-a/1', clock.now(), 60_000), true);
       assert.equal(await jobs.runOnce(job), false);

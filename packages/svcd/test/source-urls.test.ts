@@ -377,9 +377,21 @@ describe('source URLs: the checked address is the connected address', () => {
       const checkSource = (raw: string) => checkSourceUrl(raw, { allowLoopback: allowLoopbackSources }, resolveHost);
       const scratch = new ScratchSpace(join(workDir, 'scratch'), 8 * 1024 ** 3);
       await scratch.start();
-      const runner = new BuildRunner(store, runtime, {} as unknown as Services, activity, systemClock, systemTimers, pino({ level: 'silent' }), 'source-test/1', { scratch, tickMs: 100, checkSource });
+      const runner = new BuildRunner({
+        store,
+        runtime,
+        services: {} as unknown as Services,
+        activity,
+        clock: systemClock,
+        timers: systemTimers,
+        log: pino({ level: 'silent' }),
+        holder: 'source-test/1',
+        scratch,
+        tickMs: 100,
+        checkSource,
+      });
       const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
-      const builds = new Builds(store, runner, activity, systemClock, systemTimers, { checkSource, buildRegistry: null, sessions, disk: new DiskQuota(store) });
+      const builds = new Builds({ store, execution: runner, activity, clock: systemClock, timers: systemTimers, checkSource, buildRegistry: null, sessions, disk: new DiskQuota(store) });
       await runner.start();
       try {
         const { build_id } = await builds.create('t-src', 's-src', { source_type: 'git', source_url: url });

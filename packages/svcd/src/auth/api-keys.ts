@@ -1,12 +1,11 @@
 import type { CreatedKey, KeyInfo, RecoverResponse } from '@svc/contract';
 import { MAX_API_KEYS } from '@svc/contract';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
-import type { ApiKeyRow, Repositories, Store } from '../store/index.js';
+import type { ApiKeyRow, Repositories } from '../store/index.js';
 import type { KeyCache } from './key-cache.js';
 import { generateKey } from './key-format.js';
+import type { Platform } from '../platform.js';
 
 export const DEFAULT_KEY_NAME = 'unnamed';
 
@@ -21,15 +20,14 @@ function keyInfo(r: ApiKeyRow): KeyInfo {
   };
 }
 
+/** What a ApiKeys is built from, by name. */
+export interface ApiKeysDeps extends Pick<Platform, 'store' | 'activity' | 'clock' | 'audit'> {
+  cache: KeyCache;
+}
+
 /** API keys of a tenant: issue (with the 20-key quota), list, revoke, recover. */
 export class ApiKeys {
-  constructor(
-    private readonly store: Store,
-    private readonly cache: KeyCache,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly audit: Logger,
-  ) {}
+  constructor(private readonly deps: ApiKeysDeps) {}
 
   /**
    * Issues a key inside the caller's transaction, so the quota count and the insert agree: the
@@ -41,7 +39,7 @@ export class ApiKeys {
     if ((await tx.apiKeys.countActive(tenantId)) >= MAX_API_KEYS) {
       throw new QuotaExceededError(`maximum API keys reached (${MAX_API_KEYS})`);
     }
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     const k = generateKey();
     const expiresAt = expiresIn === undefined ? null : now + expiresIn;
     await tx.apiKeys.insert({
@@ -55,45 +53,45 @@ export class ApiKeys {
       expires_at: expiresAt,
       revoked_at: null,
     });
-    await this.activity.record(tx, {
+    await this.deps.activity.record(tx, {
       tenantId,
       action: 'key.created',
       resourceType: 'key',
       resourceId: k.id,
       details: { name },
     });
-    this.cache.invalidateTenant(tenantId);
+    this.deps.cache.invalidateTenant(tenantId);
     return { id: k.id, name, api_key: k.apiKey, prefix: k.prefix, created_at: now, expires_at: expiresAt };
   }
 
   async create(tenantId: string, name: string | undefined, expiresIn: number | undefined): Promise<CreatedKey> {
-    return this.store.transaction((tx) => this.issue(tx, tenantId, name ?? DEFAULT_KEY_NAME, expiresIn));
+    return this.deps.store.transaction((tx) => this.issue(tx, tenantId, name ?? DEFAULT_KEY_NAME, expiresIn));
   }
 
   async list(tenantId: string): Promise<KeyInfo[]> {
-    return (await this.store.apiKeys.listActive(tenantId)).map(keyInfo);
+    return (await this.deps.store.apiKeys.listActive(tenantId)).map(keyInfo);
   }
 
   async revoke(tenantId: string, keyId: string): Promise<void> {
-    await this.store.transaction(async (tx) => {
-      if (!(await tx.apiKeys.revoke(tenantId, keyId, unixSeconds(this.clock)))) throw new NotFoundError('API key');
-      await this.activity.record(tx, { tenantId, action: 'key.revoked', resourceType: 'key', resourceId: keyId });
+    await this.deps.store.transaction(async (tx) => {
+      if (!(await tx.apiKeys.revoke(tenantId, keyId, unixSeconds(this.deps.clock)))) throw new NotFoundError('API key');
+      await this.deps.activity.record(tx, { tenantId, action: 'key.revoked', resourceType: 'key', resourceId: keyId });
     });
     // This process stops honouring it at once; other processes within the 30 s cache window.
-    this.cache.delete(keyId);
+    this.deps.cache.delete(keyId);
   }
 
   /** Operator route: a new key for the tenant owning `email`. */
   async recover(email: string): Promise<RecoverResponse> {
-    const tenant = await this.store.tenants.findByEmailKey(email.trim().toLowerCase());
+    const tenant = await this.deps.store.tenants.findByEmailKey(email.trim().toLowerCase());
     if (!tenant) throw new NotFoundError('tenant with that email');
     if (tenant.status !== 'active') throw new ConflictError('tenant is suspended; reactivate it instead');
-    const key = await this.store.transaction(async (tx) => {
+    const key = await this.deps.store.transaction(async (tx) => {
       const k = await this.issue(tx, tenant.id, 'recovered', undefined);
-      await this.activity.record(tx, { tenantId: tenant.id, action: 'key.recovered', resourceType: 'key', resourceId: k.id });
+      await this.deps.activity.record(tx, { tenantId: tenant.id, action: 'key.recovered', resourceType: 'key', resourceId: k.id });
       return k;
     });
-    this.audit.info({ audit: true, event: 'operator.recover', tenant_id: tenant.id, key_id: key.id }, 'operator recovered a tenant key');
+    this.deps.audit.info({ audit: true, event: 'operator.recover', tenant_id: tenant.id, key_id: key.id }, 'operator recovered a tenant key');
     return { tenant_id: tenant.id, api_key: key.api_key, id: key.id };
   }
 }

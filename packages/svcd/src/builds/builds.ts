@@ -4,16 +4,16 @@
 import { Readable } from 'node:stream';
 import type { Build, CreateBuildRequest, CreateBuildResponse } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
 import type { DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { timeOrderedId } from '../ids.js';
 import { builtImageTag } from '../services/images.js';
-import type { BuildRow, Store } from '../store/index.js';
+import type { BuildRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { checkSourceRef, type SourceCheck } from '../sources/sources.js';
+import type { Platform } from '../platform.js';
 
 /** Queued builds a tenant may have waiting behind its running ones; one more is 409. */
 export const BUILD_QUEUE_MAX = 10;
@@ -81,30 +81,28 @@ export interface BuildsOptions {
   disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
+/** What a Builds is built from, by name. */
+export interface BuildsDeps extends BuildsOptions, Pick<Platform, 'store' | 'activity' | 'clock' | 'timers'> {
+  execution: BuildExecution;
+}
+
 export class Builds implements TenantResources {
-  constructor(
-    private readonly store: Store,
-    private readonly execution: BuildExecution,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly timers: Timers,
-    private readonly opts: BuildsOptions,
-  ) {}
+  constructor(private readonly deps: BuildsDeps) {}
 
   async create(tenantId: string, serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
     if (req.source_type !== 'git') throw new ValidationError('source_type must be git');
-    await this.opts.disk.assertRoom(tenantId);
+    await this.deps.disk.assertRoom(tenantId);
     const ref = req.source_ref === undefined ? null : checkSourceRef(req.source_ref);
-    const service = await this.store.services.find(tenantId, serviceId);
+    const service = await this.deps.store.services.find(tenantId, serviceId);
     if (!service) throw new NotFoundError('service');
     // Refused now with a 400; the clone checks again (the runner), and only that check counts.
-    await this.opts.checkSource(req.source_url);
+    await this.deps.checkSource(req.source_url);
     // Stored and shown as the tenant sent it; git only ever gets the checked, rebuilt form.
     const url = req.source_url;
 
-    const id = timeOrderedId(this.clock.now());
-    const image = builtImageTag(this.opts.buildRegistry, tenantId, serviceId, id);
-    await this.store.transaction(async (tx) => {
+    const id = timeOrderedId(this.deps.clock.now());
+    const image = builtImageTag(this.deps.buildRegistry, tenantId, serviceId, id);
+    await this.deps.store.transaction(async (tx) => {
       // Held to commit: concurrent requests of this tenant count the queue one after another.
       await tx.tenants.lockForQuota(tenantId);
       if ((await tx.builds.countWithStatus(tenantId, 'queued')) >= BUILD_QUEUE_MAX) {
@@ -126,12 +124,12 @@ export class Builds implements TenantResources {
         lease_until_ms: null,
         log_bytes: 0,
         log_truncated: 0,
-        created_at: unixSeconds(this.clock),
+        created_at: unixSeconds(this.deps.clock),
         started_at: null,
         finished_at: null,
         duration_ms: null,
       });
-      await this.activity.record(tx, {
+      await this.deps.activity.record(tx, {
         tenantId,
         action: 'build.queued',
         resourceType: 'build',
@@ -140,18 +138,18 @@ export class Builds implements TenantResources {
         details: { source_url: url, source_ref: ref },
       });
     });
-    this.execution.kick();
+    this.deps.execution.kick();
     return { build_id: id, status: 'queued', image };
   }
 
   async list(tenantId: string, serviceId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<Build[]> {
     await this.service(tenantId, serviceId);
-    const rows = await this.store.builds.listForService(tenantId, serviceId, Math.min(limit, PAGE_LIMIT_MAX), offset);
+    const rows = await this.deps.store.builds.listForService(tenantId, serviceId, Math.min(limit, PAGE_LIMIT_MAX), offset);
     return rows.map(buildView);
   }
 
   async listForTenant(tenantId: string, limit = PAGE_LIMIT_DEFAULT): Promise<Build[]> {
-    return (await this.store.builds.listForTenant(tenantId, Math.min(limit, PAGE_LIMIT_MAX))).map(buildView);
+    return (await this.deps.store.builds.listForTenant(tenantId, Math.min(limit, PAGE_LIMIT_MAX))).map(buildView);
   }
 
   async get(tenantId: string, serviceId: string, id: string): Promise<Build> {
@@ -179,13 +177,13 @@ export class Builds implements TenantResources {
     // Followed or not, a read holds one of the tenant's log-stream slots while it is open, and
     // takes the log from the store a page at a time as the client reads it: a client that stops
     // reading holds one page, never the whole 5 MB.
-    const slot = await this.opts.sessions.acquire(tenantId, 'logs');
+    const slot = await this.deps.sessions.acquire(tenantId, 'logs');
     return holdWhileOpen(slot, Readable.from(this.readLog(b, follow)));
   }
 
   /** Suspension cancels every queued and running build of the tenant (spec 3, Tenant). */
   async suspend(tenantId: string): Promise<void> {
-    for (const b of await this.store.builds.listUnfinished({ tenantId })) await this.end(b, 'cancelled: the tenant was suspended');
+    for (const b of await this.deps.store.builds.listUnfinished({ tenantId })) await this.end(b, 'cancelled: the tenant was suspended');
   }
 
   count(): Promise<Record<string, number>> {
@@ -194,21 +192,21 @@ export class Builds implements TenantResources {
 
   /** Cancels a build in the store and stops it where it runs; false when it had ended already. */
   private async end(b: BuildRow, why: string): Promise<boolean> {
-    const nowMs = this.clock.now();
-    const cancelled = await this.store.transaction(async (tx) => {
+    const nowMs = this.deps.clock.now();
+    const cancelled = await this.deps.store.transaction(async (tx) => {
       const moved = await tx.builds.transition(b.id, ['queued', 'running'], {
         status: 'cancelled',
         last_error: why,
-        finished_at: unixSeconds(this.clock),
+        finished_at: unixSeconds(this.deps.clock),
         duration_ms: durationSince(b, nowMs),
       });
       if (moved) {
-        await this.activity.record(tx, { tenantId: b.tenant_id, action: 'build.cancelled', resourceType: 'build', resourceId: b.id, serviceId: b.service_id, details: { reason: why } });
+        await this.deps.activity.record(tx, { tenantId: b.tenant_id, action: 'build.cancelled', resourceType: 'build', resourceId: b.id, serviceId: b.service_id, details: { reason: why } });
       }
       return moved;
     });
     // A build running in another svcd sees the cancelled record within a second and stops.
-    if (cancelled) this.execution.abort(b.id, why);
+    if (cancelled) this.deps.execution.abort(b.id, why);
     return cancelled;
   }
 
@@ -218,9 +216,9 @@ export class Builds implements TenantResources {
     if (b.log_truncated) yield TRUNCATED_NOTE;
     for (;;) {
       // Status first, then output: output written before the build ended is never missed.
-      const now = follow ? await this.store.builds.findAny(b.id) : b;
+      const now = follow ? await this.deps.store.builds.findAny(b.id) : b;
       for (;;) {
-        const page = await this.store.builds.logChunks(b.id, seq, LOG_PAGE_CHUNKS);
+        const page = await this.deps.store.builds.logChunks(b.id, seq, LOG_PAGE_CHUNKS);
         for (const c of page) {
           seq = c.seq;
           yield c.chunk;
@@ -228,16 +226,16 @@ export class Builds implements TenantResources {
         if (page.length < LOG_PAGE_CHUNKS) break;
       }
       if (!follow || !now || isFinished(now.status)) return;
-      await new Promise<void>((resolve) => this.timers.setTimeout(resolve, FOLLOW_POLL_MS));
+      await new Promise<void>((resolve) => this.deps.timers.setTimeout(resolve, FOLLOW_POLL_MS));
     }
   }
 
   private async service(tenantId: string, serviceId: string): Promise<void> {
-    if (!(await this.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
+    if (!(await this.deps.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
   }
 
   private async row(tenantId: string, serviceId: string, id: string): Promise<BuildRow> {
-    const b = await this.store.builds.find(tenantId, serviceId, id);
+    const b = await this.deps.store.builds.find(tenantId, serviceId, id);
     if (!b) throw new NotFoundError('build');
     return b;
   }

@@ -9,10 +9,8 @@
 import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
-import { SANDBOX_RUNTIME, type Runtime } from '../runtime/index.js';
+import { type TimerHandle, type Timers, unixSeconds } from '../clock.js';
+import { SANDBOX_RUNTIME } from '../runtime/index.js';
 import { workloadLimits } from '../runtime/index.js';
 import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
 import type { Services } from '../services/services.js';
@@ -22,6 +20,7 @@ import { cloneAt } from '../sources/git.js';
 import { checkDockerfile } from './dockerfile.js';
 import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
+import type { Platform } from '../platform.js';
 
 export interface BuildRunnerOptions {
   /** Where clones live while their build runs, each reserving its maximum size of the budget. */
@@ -88,6 +87,11 @@ export async function readDockerfile(dir: string): Promise<string> {
   return readFile(path, 'utf8');
 }
 
+/** What a BuildRunner is built from, by name. */
+export interface BuildRunnerDeps extends BuildRunnerOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
+  services: Services;
+}
+
 export class BuildRunner implements BuildExecution {
   private readonly running = new Map<string, Running>();
   private ticker: TimerHandle | null = null;
@@ -97,25 +101,14 @@ export class BuildRunner implements BuildExecution {
   private readonly workers: number;
   private readonly leaseMs: number;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly services: Services,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly timers: Timers,
-    private readonly log: Logger,
-    /** `<instance>/<boot>`: this process as a lease holder. */
-    private readonly holder: string,
-    private readonly opts: BuildRunnerOptions,
-  ) {
-    this.workers = opts.workers ?? BUILD_WORKERS;
-    this.leaseMs = opts.leaseMs ?? LEASE_MS;
+  constructor(private readonly deps: BuildRunnerDeps) {
+    this.workers = deps.workers ?? BUILD_WORKERS;
+    this.leaseMs = deps.leaseMs ?? LEASE_MS;
   }
 
   /** Ticks (the scratch space has cleared what an earlier process left). */
   async start(): Promise<void> {
-    this.ticker = this.timers.setInterval(() => this.kick(), this.opts.tickMs ?? TICK_MS);
+    this.ticker = this.deps.timers.setInterval(() => this.kick(), this.deps.tickMs ?? TICK_MS);
     this.kick();
     await this.ticking;
   }
@@ -129,7 +122,7 @@ export class BuildRunner implements BuildExecution {
     this.ticking = (async () => {
       do {
         this.again = false;
-        await this.tick().catch((err: unknown) => this.log.error({ err }, 'build tick failed'));
+        await this.tick().catch((err: unknown) => this.deps.log.error({ err }, 'build tick failed'));
         // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by a kick() during the tick
       } while (this.again && !this.closed);
     })().finally(() => (this.ticking = null));
@@ -159,7 +152,7 @@ export class BuildRunner implements BuildExecution {
   private async tick(): Promise<void> {
     await this.failOrphans();
     if (this.running.size >= this.workers) return;
-    const queued = await this.store.builds.listQueued(200);
+    const queued = await this.deps.store.builds.listQueued(200);
     // Tenants in the order of their oldest queued build.
     const byTenant = new Map<string, BuildRow[]>();
     for (const b of queued) byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), b]);
@@ -198,10 +191,10 @@ export class BuildRunner implements BuildExecution {
    * process that it does not run (claimed, then a step before their start failed) are orphans too.
    */
   private async failOrphans(): Promise<void> {
-    const instance = this.holder.split('/')[0];
-    const now = this.clock.now();
-    for (const b of await this.store.builds.listRunning()) {
-      if (b.holder === this.holder) {
+    const instance = this.deps.holder.split('/')[0];
+    const now = this.deps.clock.now();
+    for (const b of await this.deps.store.builds.listRunning()) {
+      if (b.holder === this.deps.holder) {
         if (!this.running.has(b.id)) await this.finish(b, 'failed', INTERRUPTED, null);
         continue;
       }
@@ -219,25 +212,25 @@ export class BuildRunner implements BuildExecution {
   private async startForTenant(tenantId: string, queued: BuildRow[], limit: number): Promise<number> {
     // The count and the claims under one per-tenant lease: two processes cannot both see a free slot.
     const lock = `builds:${tenantId}`;
-    if (!(await this.store.jobLocks.tryAcquire(lock, this.holder, this.clock.now(), 30_000))) return 0;
+    if (!(await this.deps.store.jobLocks.tryAcquire(lock, this.deps.holder, this.deps.clock.now(), 30_000))) return 0;
     let taken = 0;
     let started = 0;
     try {
-      const tenant = await this.store.tenants.findById(tenantId);
+      const tenant = await this.deps.store.tenants.findById(tenantId);
       if (!tenant || tenant.status !== 'active') return 0;
-      let runningForTenant = await this.store.builds.countWithStatus(tenantId, 'running');
+      let runningForTenant = await this.deps.store.builds.countWithStatus(tenantId, 'running');
       for (const b of queued) {
         if (started >= limit || runningForTenant >= tenant.max_builds_concurrent || this.running.size >= this.workers || this.closed) return taken;
         // Room for the whole clone first: without it the build stays queued until a clone ends.
-        const area = await this.opts.scratch.reserve('builds', b.id, this.opts.cloneMaxBytes ?? CLONE_MAX_BYTES);
+        const area = await this.deps.scratch.reserve('builds', b.id, this.deps.cloneMaxBytes ?? CLONE_MAX_BYTES);
         if (!area) return taken;
-        const startedMs = this.clock.now();
-        const claimed = await this.store.builds
+        const startedMs = this.deps.clock.now();
+        const claimed = await this.deps.store.builds
           .transition(b.id, ['queued'], {
             status: 'running',
-            holder: this.holder,
+            holder: this.deps.holder,
             lease_until_ms: startedMs + this.leaseMs,
-            started_at: unixSeconds(this.clock),
+            started_at: unixSeconds(this.deps.clock),
           })
           .catch(async (err: unknown) => {
             await area.release();
@@ -251,25 +244,25 @@ export class BuildRunner implements BuildExecution {
         started++;
         runningForTenant++;
         // Launched at once: from here on the build's own bookkeeping ends it, whatever fails next.
-        this.launch({ ...b, status: 'running', holder: this.holder, started_at: unixSeconds(this.clock) }, startedMs, area);
-        await this.activity
-          .record(this.store, { tenantId, action: 'build.started', resourceType: 'build', resourceId: b.id, serviceId: b.service_id })
-          .catch((err: unknown) => this.log.warn({ err, build: b.id }, 'could not record the start of a build'));
+        this.launch({ ...b, status: 'running', holder: this.deps.holder, started_at: unixSeconds(this.deps.clock) }, startedMs, area);
+        await this.deps.activity
+          .record(this.deps.store, { tenantId, action: 'build.started', resourceType: 'build', resourceId: b.id, serviceId: b.service_id })
+          .catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not record the start of a build'));
       }
       return taken;
     } finally {
-      await this.store.jobLocks.release(lock, this.holder);
+      await this.deps.store.jobLocks.release(lock, this.deps.holder);
     }
   }
 
   private launch(b: BuildRow, startedMs: number, area: ScratchArea): void {
     const controller = new AbortController();
-    const deadline = this.timers.setTimeout(() => controller.abort(new Error(`build took longer than ${Math.round((this.opts.deadlineMs ?? BUILD_DEADLINE_MS) / 60_000)} minutes`)), this.opts.deadlineMs ?? BUILD_DEADLINE_MS);
+    const deadline = this.deps.timers.setTimeout(() => controller.abort(new Error(`build took longer than ${Math.round((this.deps.deadlineMs ?? BUILD_DEADLINE_MS) / 60_000)} minutes`)), this.deps.deadlineMs ?? BUILD_DEADLINE_MS);
     const done = this.run(b, startedMs, controller.signal, area.dir)
-      .catch((err: unknown) => this.log.error({ err, build: b.id }, 'build bookkeeping failed'))
+      .catch((err: unknown) => this.deps.log.error({ err, build: b.id }, 'build bookkeeping failed'))
       .finally(async () => {
         deadline.cancel();
-        await area.release().catch((err: unknown) => this.log.warn({ err, build: b.id }, 'could not remove a clone'));
+        await area.release().catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not remove a clone'));
         this.running.delete(b.id);
         this.kick(); // a slot is free
       });
@@ -283,8 +276,8 @@ export class BuildRunner implements BuildExecution {
    * Resolves to the line for the build's log, or null when workloads are not sandboxed.
    */
   private async checkBuildSandbox(): Promise<string | null> {
-    if (!(await (this.opts.sandbox?.() ?? Promise.resolve(false)))) return null;
-    const info = await this.runtime.info();
+    if (!(await (this.deps.sandbox?.() ?? Promise.resolve(false)))) return null;
+    const info = await this.deps.runtime.info();
     if (info.defaultRuntime !== SANDBOX_RUNTIME) {
       throw new Error(`builds need the engine's default runtime to be ${SANDBOX_RUNTIME} (it is ${info.defaultRuntime}): set "default-runtime": "${SANDBOX_RUNTIME}" in the engine's daemon.json`);
     }
@@ -300,16 +293,16 @@ export class BuildRunner implements BuildExecution {
   private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher): Promise<void> {
     for (const image of images) {
       if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
-      const name = await pullTenantImage(this.runtime, image, signal);
-      if ((await this.runtime.imageTriggers(name)).length > 0) {
+      const name = await pullTenantImage(this.deps.runtime, image, signal);
+      if ((await this.deps.runtime.imageTriggers(name)).length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
     }
   }
 
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
-    const output = new LogBatcher(this.store, b.id, this.timers);
-    const watch = this.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
+    const output = new LogBatcher(this.deps.store, b.id, this.deps.timers);
+    const watch = this.deps.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
     // Asked of the engine while git clones (the engine's info answer takes 50 ms and more), and
     // awaited before anything is built. Until then a refusal is held here, not left unhandled.
     const sandboxCheck = this.checkBuildSandbox();
@@ -317,30 +310,30 @@ export class BuildRunner implements BuildExecution {
     try {
       // Checked again now, not trusted from when the build was queued: the clone connects to
       // the addresses this check found and judged, pinned, whatever DNS answers next.
-      const source = await this.opts.checkSource(b.source_url);
+      const source = await this.deps.checkSource(b.source_url);
       output.line(`==> cloning ${source.url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
       const sha = await cloneAt({
         source,
         ref: b.source_ref,
         dir,
-        maxBytes: this.opts.cloneMaxBytes ?? CLONE_MAX_BYTES,
+        maxBytes: this.deps.cloneMaxBytes ?? CLONE_MAX_BYTES,
         signal,
-        timers: this.timers,
-        caBundle: this.opts.gitCaBundle,
+        timers: this.deps.timers,
+        caBundle: this.deps.gitCaBundle,
         onOutput: (l) => output.line(l),
       });
-      await this.store.builds.updateRunning(b.id, this.holder, { commit_sha: sha });
+      await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { commit_sha: sha });
       output.line(`==> commit ${sha}`);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
-      const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.opts.buildRegistry ?? null });
+      const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
       const sandboxed = await sandboxCheck;
       if (sandboxed !== null) output.line(sandboxed);
       await this.pullBaseImages(images, signal, output);
 
-      const tenant = await this.store.tenants.findById(b.tenant_id);
+      const tenant = await this.deps.store.tenants.findById(b.tenant_id);
       if (!tenant) throw new Error('tenant not found');
       output.line(`==> building ${b.image}`);
-      await this.runtime.buildImage({
+      await this.deps.runtime.buildImage({
         contextDir: dir,
         tag: b.image,
         tenantId: b.tenant_id,
@@ -352,15 +345,15 @@ export class BuildRunner implements BuildExecution {
         onOutput: (l) => output.line(l),
       });
       if (signal.aborted) throw signal.reason;
-      if (this.opts.pushBuilds) {
+      if (this.deps.pushBuilds) {
         output.line(`==> pushing ${b.image}`);
-        await this.runtime.pushImage(b.image, signal, (l) => output.line(l));
+        await this.deps.runtime.pushImage(b.image, signal, (l) => output.line(l));
       }
       output.line('==> built; deploying');
       await output.flush();
-      const dep = await this.services.deployBuild(b.tenant_id, b.service_id, b.image, b.id);
+      const dep = await this.deps.services.deployBuild(b.tenant_id, b.service_id, b.image, b.id);
       await this.finish(b, 'succeeded', null, dep.id, startedMs);
-      await this.removeOldImages(b).catch((err: unknown) => this.log.warn({ err, build: b.id }, 'could not remove old build images'));
+      await this.removeOldImages(b).catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not remove old build images'));
     } catch (err) {
       const message = signal.aborted && signal.reason instanceof Error ? signal.reason.message : (err as Error).message;
       output.line(`==> build failed: ${message}`);
@@ -379,37 +372,37 @@ export class BuildRunner implements BuildExecution {
    * tenant has no other way to delete them. With --build-registry they stay in the registry.
    */
   private async removeOldImages(b: BuildRow): Promise<void> {
-    const succeeded = (await this.store.builds.listForService(b.tenant_id, b.service_id, BUILDS_SCANNED_FOR_IMAGES, 0)).filter((x) => x.status === 'succeeded');
+    const succeeded = (await this.deps.store.builds.listForService(b.tenant_id, b.service_id, BUILDS_SCANNED_FOR_IMAGES, 0)).filter((x) => x.status === 'succeeded');
     if (succeeded.length <= BUILT_IMAGES_KEPT) return;
-    const service = await this.store.services.find(b.tenant_id, b.service_id);
-    const snapshots = await this.store.snapshots.list(b.tenant_id, SNAPSHOTS_SCANNED, 0);
+    const service = await this.deps.store.services.find(b.tenant_id, b.service_id);
+    const snapshots = await this.deps.store.snapshots.list(b.tenant_id, SNAPSHOTS_SCANNED, 0);
     const named = new Set([service?.image, ...snapshots.map((s) => s.image)]);
-    for (const old of succeeded.slice(BUILT_IMAGES_KEPT)) if (!named.has(old.image)) await this.runtime.removeImage(old.image);
+    for (const old of succeeded.slice(BUILT_IMAGES_KEPT)) if (!named.has(old.image)) await this.deps.runtime.removeImage(old.image);
   }
 
   /** Aborts the build when its record says it should stop: cancelled or gone (its service was deleted). */
   private async stillWanted(b: BuildRow, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
-    const now = await this.store.builds.findAny(b.id).catch(() => 'unknown' as const);
+    const now = await this.deps.store.builds.findAny(b.id).catch(() => 'unknown' as const);
     if (now === 'unknown') return;
     if (!now) return void this.abort(b.id, 'the service was deleted');
-    if (now.status !== 'running' || now.holder !== this.holder) return void this.abort(b.id, now.last_error ?? `build ${now.status}`);
+    if (now.status !== 'running' || now.holder !== this.deps.holder) return void this.abort(b.id, now.last_error ?? `build ${now.status}`);
     // Still ours: keep the lease alive.
-    await this.store.builds.updateRunning(b.id, this.holder, { lease_until_ms: this.clock.now() + this.leaseMs }).catch(() => {});
+    await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { lease_until_ms: this.deps.clock.now() + this.leaseMs }).catch(() => {});
   }
 
   private async finish(b: BuildRow, status: 'succeeded' | 'failed', error: string | null, deploymentId: string | null, startedMs?: number): Promise<void> {
-    const nowMs = this.clock.now();
-    await this.store.transaction(async (tx) => {
+    const nowMs = this.deps.clock.now();
+    await this.deps.store.transaction(async (tx) => {
       const moved = await tx.builds.transition(b.id, ['running'], {
         status,
         last_error: error,
         deployment_id: deploymentId,
-        finished_at: unixSeconds(this.clock),
+        finished_at: unixSeconds(this.deps.clock),
         duration_ms: startedMs === undefined ? durationSince(b, nowMs) : nowMs - startedMs,
       });
       if (!moved) return;
-      await this.activity.record(tx, {
+      await this.deps.activity.record(tx, {
         tenantId: b.tenant_id,
         action: `build.${status}`,
         resourceType: 'build',
@@ -418,7 +411,7 @@ export class BuildRunner implements BuildExecution {
         details: error ? { error } : { image: b.image, deployment_id: deploymentId },
       });
     });
-    this.log.info({ build: b.id, status, error }, 'build finished');
+    this.deps.log.info({ build: b.id, status, error }, 'build finished');
   }
 }
 

@@ -5,20 +5,17 @@
 import { randomBytes } from 'node:crypto';
 import type { ConnectionString, CreateDatabaseRequest, DatabaseRecord } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import type { Runtime } from '../runtime/index.js';
-import type { Sealer } from '../secrets/sealer.js';
 import { workloadLimits } from '../runtime/index.js';
-import { isUniqueViolation, type DatabaseRow, type DatabaseType, type Store, type TenantRow } from '../store/index.js';
+import { isUniqueViolation, type DatabaseRow, type DatabaseType, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import type { DiskQuota } from '../disk/disk-quota.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
 import { probeDatabase, type ProbeTarget } from './probes.js';
+import type { Platform } from '../platform.js';
 
 export interface DatabasesOptions {
   images: Record<DatabaseType, string>;
@@ -63,42 +60,30 @@ export function databaseView(d: DatabaseRow): DatabaseRecord {
   };
 }
 
+/** What a Databases is built from, by name. */
+export interface DatabasesDeps extends DatabasesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'audit'> {}
+
 export class Databases implements TenantResources {
   private readonly lifecycle: Lifecycle<DatabaseRow>;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly sealer: Sealer,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    timers: Timers,
-    log: Logger,
-    private readonly audit: Logger,
-    private readonly opts: DatabasesOptions,
-  ) {
+  constructor(private readonly deps: DatabasesDeps) {
     this.lifecycle = new Lifecycle({
+      ...deps,
       kind: 'database',
-      records: store.databases,
+      records: deps.store.databases,
       workloadName: databaseWorkloadName,
       provision: (d, tenant) => this.provision(d, tenant),
-      runtime,
-      store,
-      activity,
-      clock,
-      timers,
-      log,
     });
   }
 
   async create(tenantId: string, req: CreateDatabaseRequest): Promise<DatabaseRecord> {
     if (req.type !== 'postgres' && req.type !== 'redis') throw new ValidationError('type must be postgres or redis');
     const type: DatabaseType = req.type;
-    await this.opts.disk.assertRoom(tenantId);
-    const tenant = await this.store.tenants.findById(tenantId);
+    await this.deps.disk.assertRoom(tenantId);
+    const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');
     const kind = KINDS[type];
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     const password = randomBytes(24).toString('base64url'); // 192 bits, no characters a URL must escape
     let row: DatabaseRow | null = null;
     // A free host port: picked at random in the range, the unique constraint settles a race.
@@ -110,10 +95,10 @@ export class Databases implements TenantResources {
         type,
         status: 'provisioning',
         desired_state: 'running',
-        image: this.opts.images[type],
+        image: this.deps.images[type],
         username: kind.username,
         database_name: kind.database ?? '',
-        sealed_password: this.sealer.seal(password),
+        sealed_password: this.deps.sealer.seal(password),
         host_port: await this.freePort(),
         container_id: null,
         last_error: null,
@@ -121,19 +106,19 @@ export class Databases implements TenantResources {
         updated_at: now,
       };
       try {
-        await this.store.transaction(async (tx) => {
+        await this.deps.store.transaction(async (tx) => {
           // Held to commit: concurrent creates of this tenant count one after another.
           await tx.tenants.lockForQuota(tenantId);
           if ((await tx.databases.count(tenantId)) >= tenant.max_databases) {
             throw new QuotaExceededError(`max_databases (${tenant.max_databases})`);
           }
           await tx.databases.insert(candidate);
-          await this.activity.record(tx, { tenantId, action: 'database.created', resourceType: 'database', resourceId: candidate.id, details: { name: req.name, type } });
+          await this.deps.activity.record(tx, { tenantId, action: 'database.created', resourceType: 'database', resourceId: candidate.id, details: { name: req.name, type } });
         });
         row = candidate;
       } catch (err) {
         if (!isUniqueViolation(err)) throw err;
-        const taken = (await this.store.databases.listForTenant(tenantId)).some((d) => d.name === req.name);
+        const taken = (await this.deps.store.databases.listForTenant(tenantId)).some((d) => d.name === req.name);
         if (taken) throw new ConflictError(`a database named ${JSON.stringify(req.name)} exists`);
         // Otherwise the host port was taken meanwhile: pick another.
       }
@@ -144,7 +129,7 @@ export class Databases implements TenantResources {
   }
 
   async list(tenantId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<DatabaseRecord[]> {
-    return (await this.store.databases.list(tenantId, Math.min(limit, PAGE_LIMIT_MAX), offset)).map(databaseView);
+    return (await this.deps.store.databases.list(tenantId, Math.min(limit, PAGE_LIMIT_MAX), offset)).map(databaseView);
   }
 
   async get(tenantId: string, id: string): Promise<DatabaseRecord> {
@@ -157,9 +142,9 @@ export class Databases implements TenantResources {
    */
   async connectionString(tenantId: string, id: string): Promise<ConnectionString> {
     const d = await this.row(tenantId, id);
-    const password = this.sealer.open(d.sealed_password);
-    await this.activity.record(this.store, { tenantId, action: 'database.connection_revealed', resourceType: 'database', resourceId: id });
-    this.audit.info({ audit: true, event: 'database.connection_revealed', tenant_id: tenantId, database_id: id }, 'database connection string revealed');
+    const password = this.deps.sealer.open(d.sealed_password);
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'database.connection_revealed', resourceType: 'database', resourceId: id });
+    this.deps.audit.info({ audit: true, event: 'database.connection_revealed', tenant_id: tenantId, database_id: id }, 'database connection string revealed');
     await this.lifecycle.wake(d);
     const path = d.type === 'postgres' ? `/${d.database_name}` : '';
     const scheme = d.type === 'postgres' ? 'postgres' : 'redis';
@@ -174,15 +159,15 @@ export class Databases implements TenantResources {
   /** Removes the container and the volume with its data. */
   async delete(tenantId: string, id: string): Promise<void> {
     const d = await this.row(tenantId, id);
-    await this.store.transaction(async (tx) => {
+    await this.deps.store.transaction(async (tx) => {
       if (!(await tx.databases.delete(tenantId, id))) throw new NotFoundError('database');
-      await this.activity.record(tx, { tenantId, action: 'database.deleted', resourceType: 'database', resourceId: id, details: { name: d.name } });
+      await this.deps.activity.record(tx, { tenantId, action: 'database.deleted', resourceType: 'database', resourceId: id, details: { name: d.name } });
     });
     await this.lifecycle.removeAll(tenantId, id);
   }
 
   async count(tenantId: string): Promise<{ databases: number }> {
-    return { databases: await this.store.databases.count(tenantId) };
+    return { databases: await this.deps.store.databases.count(tenantId) };
   }
 
   /** Suspension: containers stop (data kept); they stay stopped until used again. */
@@ -201,13 +186,13 @@ export class Databases implements TenantResources {
   /** Starts the container on the tenant's network and waits until a real login succeeds. */
   private async provision(d: DatabaseRow, tenant: TenantRow): Promise<void> {
     const kind = KINDS[d.type];
-    const password = this.sealer.open(d.sealed_password);
-    await this.runtime.ensureTenantNetwork(d.tenant_id);
-    if (!(await this.runtime.hasImage(d.image))) await this.runtime.pullImage(d.image);
+    const password = this.deps.sealer.open(d.sealed_password);
+    await this.deps.runtime.ensureTenantNetwork(d.tenant_id);
+    if (!(await this.deps.runtime.hasImage(d.image))) await this.deps.runtime.pullImage(d.image);
     // A container left from before (an interrupted provisioning, a restart) is replaced; the
     // volume, and with it the data, stays.
-    await this.runtime.removeWorkload(databaseWorkloadName(d.id));
-    const containerId = await this.runtime.runWorkload({
+    await this.deps.runtime.removeWorkload(databaseWorkloadName(d.id));
+    const containerId = await this.deps.runtime.runWorkload({
       name: databaseWorkloadName(d.id),
       image: d.image,
       env: d.type === 'postgres' ? { POSTGRES_USER: d.username, POSTGRES_PASSWORD: password, POSTGRES_DB: d.database_name } : {},
@@ -220,28 +205,28 @@ export class Databases implements TenantResources {
       kind: 'database',
       resourceId: d.id,
       limits: workloadLimits(tenant),
-      sandbox: await this.opts.sandbox(),
+      sandbox: await this.deps.sandbox(),
       volumes: [{ name: databaseWorkloadName(d.id), target: kind.dataDir }],
       aliases: [d.name],
       publish: { address: '127.0.0.1', port: d.host_port },
       engineRestarts: true,
     });
-    await this.store.databases.update(d.id, { container_id: containerId, updated_at: unixSeconds(this.clock) });
+    await this.deps.store.databases.update(d.id, { container_id: containerId, updated_at: unixSeconds(this.deps.clock) });
     const target: ProbeTarget = { host: '127.0.0.1', port: d.host_port, username: d.username, password, database: kind.database };
     await this.lifecycle.waitReady(d.id, d.type, {
       probe: () => probeDatabase(d.type, target, PROBE_TIMEOUT_MS),
-      timeoutMs: this.opts.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
+      timeoutMs: this.deps.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
       probeEveryMs: PROBE_EVERY_MS,
       probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,
     });
   }
 
   private async freePort(): Promise<number> {
-    return pickFreePort(await this.store.databases.hostPorts(), this.opts.ports, '--database-ports');
+    return pickFreePort(await this.deps.store.databases.hostPorts(), this.deps.ports, '--database-ports');
   }
 
   private async row(tenantId: string, id: string): Promise<DatabaseRow> {
-    const d = await this.store.databases.find(tenantId, id);
+    const d = await this.deps.store.databases.find(tenantId, id);
     if (!d) throw new NotFoundError('database');
     return d;
   }

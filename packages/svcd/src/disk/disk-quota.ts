@@ -10,12 +10,12 @@
 // environment workspaces), and the layers of the tenant's built images that no other image
 // shares. Not counted: images pulled by name (their layers are shared between tenants, and the
 // operator prunes them) and the engine's own logs of a container (capped at start: 3 x 10 MB).
-import type { Logger } from 'pino';
-import { type Clock, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { QuotaExceededError } from '../errors.js';
-import { LABELS, WARM_POOL_TENANT, type Runtime } from '../runtime/index.js';
+import { LABELS, WARM_POOL_TENANT } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 import { builtImageOwner } from '../services/images.js';
+import type { Platform } from '../platform.js';
 
 export const GIB = 1024 ** 3;
 /** Past the quota by this share, writing tenants are stopped (the quota itself only refuses new workloads). */
@@ -57,19 +57,18 @@ export interface DiskMeterStatus {
   pastHardLimit: number;
 }
 
+/** What a DiskMeter is built from, by name. */
+export interface DiskMeterDeps extends Pick<Platform, 'store' | 'runtime' | 'clock' | 'log'> {
+  halts: DiskOverrunHalt[];
+  /** --build-registry: built images are tagged under it. */
+  buildRegistry: string | null;
+}
+
 /** The measurement and the hard limit: one pass per metering interval, under the job's lease. */
 export class DiskMeter {
   private state: DiskMeterStatus = { measuredAt: null, usedBytes: 0, atQuota: 0, pastHardLimit: 0 };
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly halts: DiskOverrunHalt[],
-    /** --build-registry: built images are tagged under it. */
-    private readonly buildRegistry: string | null,
-  ) {}
+  constructor(private readonly deps: DiskMeterDeps) {}
 
   /** Measures every tenant's disk, records it, and stops the writers of tenants past the hard margin. */
   async pass(): Promise<Map<string, number>> {
@@ -77,25 +76,25 @@ export class DiskMeter {
     const add = (tenantId: string | null, bytes: number) => {
       if (tenantId) byTenant.set(tenantId, (byTenant.get(tenantId) ?? 0) + bytes);
     };
-    const usage = await this.runtime.diskUsage();
+    const usage = await this.deps.runtime.diskUsage();
     for (const w of usage.workloads) add(await this.owner(w.containerId, w.labels), w.bytes);
     // A tenant's builds are its own: the layers only they hold count (base layers are shared).
     for (const image of usage.images) {
-      const owner = image.tags.map((tag) => builtImageOwner(tag, this.buildRegistry)).find((id) => id !== null) ?? null;
+      const owner = image.tags.map((tag) => builtImageOwner(tag, this.deps.buildRegistry)).find((id) => id !== null) ?? null;
       add(owner, image.uniqueBytes);
     }
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     // Tenants measured before and holding nothing now drop to zero.
-    for (const id of await this.store.tenantDisk.tenantIds()) if (!byTenant.has(id)) byTenant.set(id, 0);
+    for (const id of await this.deps.store.tenantDisk.tenantIds()) if (!byTenant.has(id)) byTenant.set(id, 0);
     const state: DiskMeterStatus = { measuredAt: null, usedBytes: 0, atQuota: 0, pastHardLimit: 0 };
     for (const [tenantId, bytes] of byTenant) {
-      await this.store.tenantDisk.record(tenantId, bytes, now);
+      await this.deps.store.tenantDisk.record(tenantId, bytes, now);
       const verdict = await this.enforce(tenantId, bytes);
       state.usedBytes += bytes;
       if (verdict !== 'within') state.atQuota += 1;
       if (verdict === 'past-hard-limit') state.pastHardLimit += 1;
     }
-    this.state = { ...state, measuredAt: this.clock.now() };
+    this.state = { ...state, measuredAt: this.deps.clock.now() };
     return byTenant;
   }
 
@@ -104,15 +103,15 @@ export class DiskMeter {
   }
 
   private async enforce(tenantId: string, bytes: number): Promise<'within' | 'at-quota' | 'past-hard-limit'> {
-    const tenant = await this.store.tenants.findById(tenantId);
+    const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) return 'within';
     const quota = tenant.max_disk_gb * GIB;
     const hardLimit = quota * (1 + DISK_HARD_MARGIN);
     if (bytes <= hardLimit) return bytes >= quota ? 'at-quota' : 'within';
     const reason = `stopped: the tenant's workloads use ${gb(bytes)} of disk, past its ${tenant.max_disk_gb} GB quota and the ${gb(hardLimit)} hard limit; free space (delete environments or databases, or start this and delete files at once: it is stopped again while the tenant stays past the limit), then start it`;
     let stopped = 0;
-    for (const h of this.halts) stopped += await h.haltForDisk(tenantId, reason);
-    if (stopped > 0) this.log.warn({ tenant: tenantId, disk_bytes: bytes, stopped }, 'tenant past its hard disk limit: workloads stopped');
+    for (const h of this.deps.halts) stopped += await h.haltForDisk(tenantId, reason);
+    if (stopped > 0) this.deps.log.warn({ tenant: tenantId, disk_bytes: bytes, stopped }, 'tenant past its hard disk limit: workloads stopped');
     return 'past-hard-limit';
   }
 
@@ -122,6 +121,6 @@ export class DiskMeter {
     if (!tenantId) return null;
     if (tenantId !== WARM_POOL_TENANT) return tenantId;
     if (!containerId) return null;
-    return (await this.store.environments.findByContainer(containerId))?.tenant_id ?? null;
+    return (await this.deps.store.environments.findByContainer(containerId))?.tenant_id ?? null;
   }
 }

@@ -16,24 +16,23 @@ import type {
   TemplateId,
 } from '@svc/contract';
 import { EXEC_OUTPUT_MAX_BYTES, EXEC_TIMEOUT_DEFAULT_S, LEASE_DEFAULT_S, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
-import type { Logger } from 'pino';
 import { pack } from 'tar-fs';
-import type { Activity } from '../activity/activity.js';
 import { CloneError, cloneAt } from '../sources/git.js';
 import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost } from '../sources/sources.js';
-import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import type { SessionLimits } from '../sessions/session-limits.js';
 import type { ScratchSpace } from '../scratch/scratch-space.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { ExecNotStartedError, WorkloadNotRunningError, type ExecOutcome, type ExecSpec, type Runtime } from '../runtime/index.js';
-import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Store } from '../store/index.js';
+import { ExecNotStartedError, WorkloadNotRunningError, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
+import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
 import { previewUrl, type PreviewRouting } from './previews.js';
 import { ENVIRONMENT_RESOURCES, isTemplateId, templateList } from './templates.js';
 import type { WarmPool } from './warm-pool.js';
+import type { Platform } from '../platform.js';
 
 export interface EnvironmentsOptions {
   images: Record<TemplateId, string>;
@@ -71,18 +70,13 @@ export function workloadOf(e: Pick<EnvironmentRow, 'id' | 'workload'>): string {
   return e.workload ?? environmentWorkloadName(e.id);
 }
 
+/** What a Environments is built from, by name. */
+export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log'> {}
+
 export class Environments implements TenantResources, DiskOverrunHalt {
   private warmPool: WarmPool | null = null;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly timers: Timers,
-    private readonly log: Logger,
-    private readonly opts: EnvironmentsOptions,
-  ) {}
+  constructor(private readonly deps: EnvironmentsDeps) {}
 
   /** Creates take a warm container from this pool when it has one of the template. */
   useWarmPool(pool: WarmPool): void {
@@ -90,7 +84,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   }
 
   templates(): Template[] {
-    return templateList(this.opts.images);
+    return templateList(this.deps.images);
   }
 
   template(id: string): Template {
@@ -102,16 +96,16 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   /** Synchronous: answers once the environment runs (at once when the warm pool has one). */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
-    await this.opts.disk.assertRoom(tenantId);
-    const tenant = await this.store.tenants.findById(tenantId);
+    await this.deps.disk.assertRoom(tenantId);
+    const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     const row: EnvironmentRow = {
       id: hexId(12),
       tenant_id: tenantId,
       name: req.name,
       template_id: req.template_id,
-      image: this.opts.images[req.template_id],
+      image: this.deps.images[req.template_id],
       status: 'creating',
       lease_expires_at: now + (req.lease_duration_seconds ?? LEASE_DEFAULT_S),
       expired_at: null,
@@ -123,7 +117,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       updated_at: now,
     };
     try {
-      await this.store.transaction(async (tx) => {
+      await this.deps.store.transaction(async (tx) => {
         // Held to commit: concurrent creates of this tenant count one after another.
         await tx.tenants.lockForQuota(tenantId);
         if ((await tx.environments.count(tenantId)) >= tenant.max_environments) throw new QuotaExceededError(`max_environments (${tenant.max_environments})`);
@@ -138,20 +132,20 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       const warm = (await this.warmPool?.claim(req.template_id, tenantId)) ?? null;
       if (warm) row.workload = warm.workload;
       const started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId));
-      await this.store.environments.update(row.id, { status: 'running', workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.clock) });
+      await this.deps.store.environments.update(row.id, { status: 'running', workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) });
     } catch (err) {
       // Create either gives a running environment or leaves nothing behind.
-      await this.store.environments.delete(row.id);
+      await this.deps.store.environments.delete(row.id);
       await this.removeContainerAndWorkspace(row).catch(() => {});
       // The engine's words name hosts and paths of the operator's machine: they go to the log.
       throw new UnavailableError('the environment could not start: the container engine failed to run the template; retry later', err);
     }
-    await this.activity.record(this.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
     return this.view(await this.row(tenantId, row.id));
   }
 
   async list(tenantId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<Environment[]> {
-    return (await this.store.environments.list(tenantId, Math.min(limit, PAGE_LIMIT_MAX), offset)).map((e) => this.view(e));
+    return (await this.deps.store.environments.list(tenantId, Math.min(limit, PAGE_LIMIT_MAX), offset)).map((e) => this.view(e));
   }
 
   async get(tenantId: string, id: string): Promise<Environment> {
@@ -160,12 +154,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   async delete(tenantId: string, id: string): Promise<void> {
     const e = await this.row(tenantId, id);
-    await this.store.transaction(async (tx) => {
+    await this.deps.store.transaction(async (tx) => {
       if (!(await tx.environments.delete(id))) throw new NotFoundError('environment');
-      await this.activity.record(tx, { tenantId, action: 'environment.deleted', resourceType: 'environment', resourceId: id, details: { name: e.name } });
+      await this.deps.activity.record(tx, { tenantId, action: 'environment.deleted', resourceType: 'environment', resourceId: id, details: { name: e.name } });
     });
     await this.removeContainerAndWorkspace(e);
-    this.opts.routesChanged();
+    this.deps.routesChanged();
   }
 
   /** Runs a stopped environment again (its container, or a new one on the same workspace). */
@@ -173,20 +167,20 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const e = await this.row(tenantId, id);
     if (e.status === 'running') return this.view(e);
     if (e.status === 'creating') throw new ConflictError('the environment is still being created');
-    if (e.lease_expires_at <= unixSeconds(this.clock)) {
+    if (e.lease_expires_at <= unixSeconds(this.deps.clock)) {
       throw new ConflictError(`the lease has ended: extend it (POST /v1/environments/${id}/lease) and start again`);
     }
-    const w = await this.runtime.inspectWorkload(workloadOf(e));
+    const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
     let started: { containerId: string; address: string | null };
     if (w) {
-      await this.runtime.startWorkload(w.id);
-      started = { containerId: w.id, address: (await this.runtime.inspectWorkload(w.id))?.address?.host ?? null };
+      await this.deps.runtime.startWorkload(w.id);
+      started = { containerId: w.id, address: (await this.deps.runtime.inspectWorkload(w.id))?.address?.host ?? null };
     } else {
       started = await this.runContainer(workloadOf(e), e.image, e.tenant_id);
     }
-    await this.store.environments.update(id, { status: 'running', expired_at: null, container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.clock) });
-    await this.activity.record(this.store, { tenantId, action: 'environment.started', resourceType: 'environment', resourceId: id });
-    this.opts.routesChanged();
+    await this.deps.store.environments.update(id, { status: 'running', expired_at: null, container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.deps.clock) });
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.started', resourceType: 'environment', resourceId: id });
+    this.deps.routesChanged();
     return this.get(tenantId, id);
   }
 
@@ -194,7 +188,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const e = await this.row(tenantId, id);
     if (e.status === 'running') {
       await this.halt(e, 'stopped');
-      await this.activity.record(this.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: id });
+      await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: id });
     }
     return this.get(tenantId, id);
   }
@@ -202,13 +196,13 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   /** The lease runs `seconds` from now; an expired environment is revived (stopped, start it). */
   async lease(tenantId: string, id: string, seconds: number): Promise<Environment> {
     const e = await this.row(tenantId, id);
-    const now = unixSeconds(this.clock);
-    await this.store.environments.update(id, {
+    const now = unixSeconds(this.deps.clock);
+    await this.deps.store.environments.update(id, {
       lease_expires_at: now + seconds,
       ...(e.status === 'expired' ? { status: 'stopped' as const, expired_at: null } : {}),
       updated_at: now,
     });
-    await this.activity.record(this.store, { tenantId, action: 'environment.lease_extended', resourceType: 'environment', resourceId: id, details: { lease_expires_at: now + seconds } });
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.lease_extended', resourceType: 'environment', resourceId: id, details: { lease_expires_at: now + seconds } });
     return this.get(tenantId, id);
   }
 
@@ -217,7 +211,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const e = await this.running(tenantId, id);
     const workDir = req.work_dir ?? WORKSPACE;
     if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
-    const out = await this.opts.sessions.within(tenantId, 'exec', () => this.execIn(workloadOf(e), {
+    const out = await this.deps.sessions.within(tenantId, 'exec', () => this.execIn(workloadOf(e), {
       cmd: req.command,
       workDir,
       timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
@@ -228,7 +222,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${workDir} is not a directory in the environment`);
       throw err;
     }));
-    this.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut }, 'environment exec');
+    this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut }, 'environment exec');
     return { exit_code: out.exitCode, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
   }
 
@@ -240,15 +234,15 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   async sync(tenantId: string, id: string, req: SyncRequest): Promise<SyncResult> {
     const e = await this.running(tenantId, id);
     // Checked right before the clone, which connects only to the addresses this check judged.
-    const source = await checkSourceUrl(req.git_url, { allowLoopback: this.opts.allowLoopbackGit, field: 'git_url', httpsOnly: true }, this.opts.resolveHost ?? resolveWithSystem);
+    const source = await checkSourceUrl(req.git_url, { allowLoopback: this.deps.allowLoopbackGit, field: 'git_url', httpsOnly: true }, this.deps.resolveHost ?? resolveWithSystem);
     const ref = req.git_ref === undefined ? null : checkSourceRef(req.git_ref, 'git_ref');
     const repo = repositoryDirectory(source.url);
-    return this.opts.sessions.within(tenantId, 'sync', () => this.syncInto(e, source, ref, repo, req.git_url));
+    return this.deps.sessions.within(tenantId, 'sync', () => this.syncInto(e, source, ref, repo, req.git_url));
   }
 
   private async syncInto(e: EnvironmentRow, source: CheckedSource, ref: string | null, repo: string, gitUrl: string): Promise<SyncResult> {
-    const started = this.clock.now();
-    const area = await this.opts.scratch.reserve('sync', e.id, SYNC_MAX_BYTES);
+    const started = this.deps.clock.now();
+    const area = await this.deps.scratch.reserve('sync', e.id, SYNC_MAX_BYTES);
     if (!area) throw new ServerBusyError('server busy: no scratch space for another clone right now; retry shortly', 30);
     const dir = area.dir;
     try {
@@ -259,8 +253,8 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         dir,
         maxBytes: SYNC_MAX_BYTES,
         signal: AbortSignal.timeout(SYNC_TIMEOUT_MS),
-        timers: this.timers,
-        caBundle: this.opts.gitCaBundle,
+        timers: this.deps.timers,
+        caBundle: this.deps.gitCaBundle,
         onOutput: (line) => output.push(line),
       }).catch((err: unknown) => {
         if (err instanceof CloneError) throw new UnprocessableError(`sync failed: ${err.message}`);
@@ -282,8 +276,8 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         stdin: tar,
       });
       if (unpacked.exitCode !== 0) throw new UnprocessableError(`sync failed: could not unpack into ${target}: ${(unpacked.stderr || unpacked.stdout).trim()}`);
-      await this.activity.record(this.store, { tenantId: e.tenant_id, action: 'environment.synced', resourceType: 'environment', resourceId: e.id, details: { git_url: gitUrl, git_ref: ref, commit } });
-      return { path: target, commit, duration_ms: this.clock.now() - started };
+      await this.deps.activity.record(this.deps.store, { tenantId: e.tenant_id, action: 'environment.synced', resourceType: 'environment', resourceId: e.id, details: { git_url: gitUrl, git_ref: ref, commit } });
+      return { path: target, commit, duration_ms: this.deps.clock.now() - started };
     } finally {
       await area.release();
     }
@@ -291,10 +285,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   async createPreview(tenantId: string, id: string, req: CreatePreviewRequest): Promise<Preview> {
     const e = await this.row(tenantId, id);
-    const row: PreviewRow = { id: hexId(12), environment_id: id, tenant_id: tenantId, name: req.name, port: req.port, created_at: unixSeconds(this.clock) };
+    const row: PreviewRow = { id: hexId(12), environment_id: id, tenant_id: tenantId, name: req.name, port: req.port, created_at: unixSeconds(this.deps.clock) };
     const host = previewHostLabel(req.name, id);
     try {
-      await this.store.transaction(async (tx) => {
+      await this.deps.store.transaction(async (tx) => {
         // Held to commit: concurrent creates of this tenant count one after another.
         await tx.tenants.lockForQuota(tenantId);
         if ((await tx.environments.previews(id)).length >= PREVIEWS_PER_ENVIRONMENT) {
@@ -303,39 +297,39 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await tx.environments.insertPreview(row);
         // After the insert, so that a name the environment already uses is reported as such.
         await claimHostName(tx, { hostname: host, tenantId, kind: 'preview', resourceId: row.id, now: row.created_at }, `the host name ${JSON.stringify(host)} is taken; choose another preview name`);
-        await this.activity.record(tx, { tenantId, action: 'environment.preview_created', resourceType: 'environment', resourceId: id, details: { name: req.name, port: req.port } });
+        await this.deps.activity.record(tx, { tenantId, action: 'environment.preview_created', resourceType: 'environment', resourceId: id, details: { name: req.name, port: req.port } });
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a preview named ${JSON.stringify(req.name)} exists`);
       throw err;
     }
-    this.opts.routesChanged();
+    this.deps.routesChanged();
     return this.previewView(e, row);
   }
 
   async previews(tenantId: string, id: string): Promise<Preview[]> {
     const e = await this.row(tenantId, id);
-    return (await this.store.environments.previews(id)).map((p) => this.previewView(e, p));
+    return (await this.deps.store.environments.previews(id)).map((p) => this.previewView(e, p));
   }
 
   async deletePreview(tenantId: string, id: string, previewId: string): Promise<void> {
     await this.row(tenantId, id);
-    if (!(await this.store.environments.deletePreview(id, previewId))) throw new NotFoundError('preview');
-    await this.activity.record(this.store, { tenantId, action: 'environment.preview_deleted', resourceType: 'environment', resourceId: id, details: { preview_id: previewId } });
-    this.opts.routesChanged();
+    if (!(await this.deps.store.environments.deletePreview(id, previewId))) throw new NotFoundError('preview');
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.preview_deleted', resourceType: 'environment', resourceId: id, details: { preview_id: previewId } });
+    this.deps.routesChanged();
   }
 
   async count(tenantId: string): Promise<{ environments: number }> {
-    return { environments: await this.store.environments.count(tenantId) };
+    return { environments: await this.deps.store.environments.count(tenantId) };
   }
 
   /** Past the tenant's hard disk limit: its running environments stop (workspaces kept), saying why. */
   async haltForDisk(tenantId: string, reason: string): Promise<number> {
     let stopped = 0;
-    for (const e of await this.store.environments.listForTenant(tenantId)) {
+    for (const e of await this.deps.store.environments.listForTenant(tenantId)) {
       if (e.status !== 'running') continue;
       await this.halt(e, 'stopped', reason);
-      await this.activity.record(this.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: e.id, details: { reason } });
+      await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: e.id, details: { reason } });
       stopped++;
     }
     return stopped;
@@ -343,7 +337,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   /** Suspension stops every running environment of the tenant (workspaces kept). */
   async suspend(tenantId: string): Promise<void> {
-    for (const e of await this.store.environments.listForTenant(tenantId)) {
+    for (const e of await this.deps.store.environments.listForTenant(tenantId)) {
       if (e.status === 'running') await this.halt(e, 'stopped');
     }
   }
@@ -354,19 +348,19 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * workspaces expired for 24 hours are removed with their environment.
    */
   async reap(): Promise<void> {
-    const now = unixSeconds(this.clock);
-    for (const e of await this.store.environments.leaseEnded(now)) {
+    const now = unixSeconds(this.deps.clock);
+    for (const e of await this.deps.store.environments.leaseEnded(now)) {
       await this.halt(e, 'expired');
-      await this.activity.record(this.store, { tenantId: e.tenant_id, action: 'environment.expired', resourceType: 'environment', resourceId: e.id });
-      this.log.info({ environment: e.id }, 'environment lease ended: stopped, workspace kept 24 h');
+      await this.deps.activity.record(this.deps.store, { tenantId: e.tenant_id, action: 'environment.expired', resourceType: 'environment', resourceId: e.id });
+      this.deps.log.info({ environment: e.id }, 'environment lease ended: stopped, workspace kept 24 h');
     }
-    for (const e of await this.store.environments.expiredBefore(now - EXPIRED_RETENTION_S)) {
-      await this.store.transaction(async (tx) => {
+    for (const e of await this.deps.store.environments.expiredBefore(now - EXPIRED_RETENTION_S)) {
+      await this.deps.store.transaction(async (tx) => {
         if (!(await tx.environments.delete(e.id))) return;
-        await this.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.removed', resourceType: 'environment', resourceId: e.id, details: { name: e.name } });
+        await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.removed', resourceType: 'environment', resourceId: e.id, details: { name: e.name } });
       });
       await this.removeContainerAndWorkspace(e);
-      this.opts.routesChanged();
+      this.deps.routesChanged();
     }
   }
 
@@ -375,16 +369,16 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * undone; an environment whose container stopped behind svc's back (a host restart) is stopped.
    */
   async reconcile(): Promise<void> {
-    const staleBefore = unixSeconds(this.clock) - 600;
-    for (const e of await this.store.environments.listAll()) {
+    const staleBefore = unixSeconds(this.deps.clock) - 600;
+    for (const e of await this.deps.store.environments.listAll()) {
       if (e.status === 'creating' && e.created_at < staleBefore) {
-        await this.store.environments.delete(e.id);
+        await this.deps.store.environments.delete(e.id);
         await this.removeContainerAndWorkspace(e);
       } else if (e.status === 'running') {
-        const w = await this.runtime.inspectWorkload(workloadOf(e));
+        const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
         if (w?.state !== 'running') {
-          await this.store.environments.update(e.id, { status: 'stopped', address: null, last_error: 'the container stopped outside svc', updated_at: unixSeconds(this.clock) });
-          this.opts.routesChanged();
+          await this.deps.store.environments.update(e.id, { status: 'stopped', address: null, last_error: 'the container stopped outside svc', updated_at: unixSeconds(this.deps.clock) });
+          this.deps.routesChanged();
         }
       }
     }
@@ -396,10 +390,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * network, or (tenantId null) unassigned in the warm pool.
    */
   async runContainer(name: string, image: string, tenantId: string | null): Promise<{ containerId: string; address: string | null }> {
-    if (tenantId !== null) await this.runtime.ensureTenantNetwork(tenantId);
-    if (!(await this.runtime.hasImage(image))) await this.runtime.pullImage(image);
-    await this.runtime.removeWorkload(name);
-    const containerId = await this.runtime.runWorkload({
+    if (tenantId !== null) await this.deps.runtime.ensureTenantNetwork(tenantId);
+    if (!(await this.deps.runtime.hasImage(image))) await this.deps.runtime.pullImage(image);
+    await this.deps.runtime.removeWorkload(name);
+    const containerId = await this.deps.runtime.runWorkload({
       name,
       image,
       env: {},
@@ -408,7 +402,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       kind: 'environment',
       resourceId: name,
       limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
-      sandbox: await this.opts.sandbox(),
+      sandbox: await this.deps.sandbox(),
       // Idle until told otherwise; an init reaps what exec'd commands leave behind (svc-init, as
       // tenant code: what those commands print to the container's output is held to the log rate).
       entrypoint: ['sleep'],
@@ -417,27 +411,27 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       tenantCode: true,
       volumes: [{ name, target: WORKSPACE }],
     });
-    const address = (await this.runtime.inspectWorkload(containerId))?.address?.host ?? null;
+    const address = (await this.deps.runtime.inspectWorkload(containerId))?.address?.host ?? null;
     return { containerId, address };
   }
 
   /** Stops the environment's container; `why`, when given, is its last_error from the moment it reads stopped. */
   private async halt(e: EnvironmentRow, status: 'stopped' | 'expired', why?: string): Promise<void> {
-    await this.runtime.stopWorkload(workloadOf(e), STOP_TIMEOUT_S);
-    const now = unixSeconds(this.clock);
-    await this.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), ...(why === undefined ? {} : { last_error: why }), updated_at: now });
-    this.opts.routesChanged();
+    await this.deps.runtime.stopWorkload(workloadOf(e), STOP_TIMEOUT_S);
+    const now = unixSeconds(this.deps.clock);
+    await this.deps.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), ...(why === undefined ? {} : { last_error: why }), updated_at: now });
+    this.deps.routesChanged();
   }
 
   private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'workload'>): Promise<void> {
-    await this.runtime.removeWorkload(workloadOf(e));
-    await this.runtime.removeVolume(workloadOf(e));
-    await this.runtime.releaseTenantIfUnused(e.tenant_id);
+    await this.deps.runtime.removeWorkload(workloadOf(e));
+    await this.deps.runtime.removeVolume(workloadOf(e));
+    await this.deps.runtime.releaseTenantIfUnused(e.tenant_id);
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */
   private execIn(container: string, spec: ExecSpec): Promise<ExecOutcome> {
-    return this.runtime.exec(container, spec).catch((err: unknown) => {
+    return this.deps.runtime.exec(container, spec).catch((err: unknown) => {
       if (err instanceof WorkloadNotRunningError) throw new ConflictError('the environment stopped while the command was starting: start it first');
       throw err;
     });
@@ -466,11 +460,11 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   }
 
   private previewView(e: EnvironmentRow, p: PreviewRow): Preview {
-    return { id: p.id, environment_id: e.id, name: p.name, port: p.port, url: previewUrl(p, this.opts.routing), created_at: p.created_at };
+    return { id: p.id, environment_id: e.id, name: p.name, port: p.port, url: previewUrl(p, this.deps.routing), created_at: p.created_at };
   }
 
   private async row(tenantId: string, id: string): Promise<EnvironmentRow> {
-    const e = await this.store.environments.find(tenantId, id);
+    const e = await this.deps.store.environments.find(tenantId, id);
     if (!e) throw new NotFoundError('environment');
     return e;
   }

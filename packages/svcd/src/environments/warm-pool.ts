@@ -6,11 +6,9 @@
 // refilled in the background.
 import type { TemplateId } from '@svc/contract';
 import { TEMPLATE_IDS } from '@svc/contract';
-import type { Logger } from 'pino';
-import { type Clock, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { hexId } from '../ids.js';
-import type { Runtime } from '../runtime/index.js';
-import type { Store } from '../store/index.js';
+import type { Platform } from '../platform.js';
 
 export interface WarmPoolOptions {
   /** Ready containers to keep per template. */
@@ -31,29 +29,26 @@ export interface ClaimedWorkload {
   address: string | null;
 }
 
+/** What a WarmPool is built from, by name. */
+export interface WarmPoolDeps extends WarmPoolOptions, Pick<Platform, 'store' | 'runtime' | 'clock' | 'log'> {}
+
 export class WarmPool {
   private inFlight: Promise<void> | null = null;
   private again = false;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly opts: WarmPoolOptions,
-  ) {}
+  constructor(private readonly deps: WarmPoolDeps) {}
 
   /** A ready container of the template, now on the tenant's network; null when none is ready. */
   async claim(templateId: TemplateId, tenantId: string): Promise<ClaimedWorkload | null> {
-    for (const w of await this.store.warmPool.ready(templateId, this.opts.images[templateId])) {
-      if (!(await this.store.warmPool.claim(w.workload))) continue; // another create took it
+    for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId])) {
+      if (!(await this.deps.store.warmPool.claim(w.workload))) continue; // another create took it
       try {
-        const address = await this.runtime.assignWorkload(w.container_id, tenantId);
-        await this.store.warmPool.delete(w.workload);
-        this.opts.taken();
+        const address = await this.deps.runtime.assignWorkload(w.container_id, tenantId);
+        await this.deps.store.warmPool.delete(w.workload);
+        this.deps.taken();
         return { workload: w.workload, containerId: w.container_id, address };
       } catch (err) {
-        this.log.warn({ err, workload: w.workload }, 'a warm environment could not be handed over; discarded');
+        this.deps.log.warn({ err, workload: w.workload }, 'a warm environment could not be handed over; discarded');
         await this.discard(w.workload);
       }
     }
@@ -80,35 +75,35 @@ export class WarmPool {
   }
 
   private async fill(): Promise<void> {
-    const now = unixSeconds(this.clock);
-    for (const w of await this.store.warmPool.all()) {
+    const now = unixSeconds(this.deps.clock);
+    for (const w of await this.deps.store.warmPool.all()) {
       const stale = w.created_at < now - STARTING_STALE_S;
       if (w.status === 'claimed') {
         // A hand-over a dead svcd did not finish: the container goes unless an environment has it.
-        if (stale && !(await this.store.environments.usesWorkload(w.workload))) await this.discard(w.workload);
-        else if (stale) await this.store.warmPool.delete(w.workload);
+        if (stale && !(await this.deps.store.environments.usesWorkload(w.workload))) await this.discard(w.workload);
+        else if (stale) await this.deps.store.warmPool.delete(w.workload);
         continue;
       }
       // An image flag changed, or the pool shrank: what is not wanted any more goes.
-      const outdated = w.image !== this.opts.images[w.template_id as TemplateId] || this.opts.size === 0;
+      const outdated = w.image !== this.deps.images[w.template_id as TemplateId] || this.deps.size === 0;
       if (outdated || (w.status === 'starting' && stale)) await this.discard(w.workload);
     }
-    if (this.opts.size === 0) return;
-    const kept = await this.store.warmPool.all();
+    if (this.deps.size === 0) return;
+    const kept = await this.deps.store.warmPool.all();
     for (const templateId of TEMPLATE_IDS) {
-      const image = this.opts.images[templateId];
+      const image = this.deps.images[templateId];
       const have = kept.filter((w) => w.template_id === templateId && w.status !== 'claimed').length;
-      for (let i = have; i < this.opts.size; i++) {
+      for (let i = have; i < this.deps.size; i++) {
         const workload = `svc-env-${hexId(12)}`;
-        await this.store.warmPool.insert({ workload, template_id: templateId, image, container_id: '', status: 'starting', created_at: now });
+        await this.deps.store.warmPool.insert({ workload, template_id: templateId, image, container_id: '', status: 'starting', created_at: now });
         try {
-          const containerId = await this.opts.start(workload, image);
+          const containerId = await this.deps.start(workload, image);
           // One command first: the first exec in a new container (under gVisor above all) is
           // slower than the rest, and it is paid here rather than by the tenant.
-          await this.runtime.exec(containerId, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
-          await this.store.warmPool.markReady(workload, containerId);
+          await this.deps.runtime.exec(containerId, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
+          await this.deps.store.warmPool.markReady(workload, containerId);
         } catch (err) {
-          this.log.warn({ err, template: templateId }, 'a warm environment could not be started');
+          this.deps.log.warn({ err, template: templateId }, 'a warm environment could not be started');
           await this.discard(workload);
           break;
         }
@@ -117,8 +112,8 @@ export class WarmPool {
   }
 
   private async discard(workload: string): Promise<void> {
-    await this.runtime.removeWorkload(workload).catch(() => {});
-    await this.runtime.removeVolume(workload).catch(() => {});
-    await this.store.warmPool.delete(workload);
+    await this.deps.runtime.removeWorkload(workload).catch(() => {});
+    await this.deps.runtime.removeVolume(workload).catch(() => {});
+    await this.deps.store.warmPool.delete(workload);
   }
 }

@@ -1,6 +1,5 @@
-import type { Logger } from 'pino';
-import type { Clock, TimerHandle, Timers } from '../clock.js';
-import type { Store } from '../store/index.js';
+import type { TimerHandle } from '../clock.js';
+import type { Platform } from '../platform.js';
 
 export interface JobDefinition {
   /** Unique per job; the lease in the store is taken under this name. */
@@ -8,6 +7,9 @@ export interface JobDefinition {
   everyMs: number;
   run(): Promise<void>;
 }
+
+/** What a PeriodicJobs is built from, by name. */
+export type PeriodicJobsDeps = Pick<Platform, 'store' | 'clock' | 'timers' | 'log' | 'holder'>;
 
 /**
  * Runs periodic jobs. Each run first takes the job's lease in the store, so two svcd processes
@@ -19,17 +21,10 @@ export class PeriodicJobs {
   private readonly running = new Set<Promise<boolean>>();
   private closed = false;
 
-  constructor(
-    private readonly store: Store,
-    private readonly clock: Clock,
-    private readonly timers: Timers,
-    private readonly log: Logger,
-    /** Identifies this process as a lease holder. */
-    private readonly holder: string,
-  ) {}
+  constructor(private readonly deps: PeriodicJobsDeps) {}
 
   schedule(job: JobDefinition): void {
-    this.handles.push(this.timers.setInterval(() => void this.runOnce(job), job.everyMs));
+    this.handles.push(this.deps.timers.setInterval(() => void this.runOnce(job), job.everyMs));
   }
 
   /** One run under the lease; false when another process holds it (or this one is closing). */
@@ -44,14 +39,14 @@ export class PeriodicJobs {
   private async leaseAndRun(job: JobDefinition): Promise<boolean> {
     const leaseMs = Math.max(job.everyMs, 60_000);
     try {
-      if (!(await this.store.jobLocks.tryAcquire(job.name, this.holder, this.clock.now(), leaseMs))) return false;
+      if (!(await this.deps.store.jobLocks.tryAcquire(job.name, this.deps.holder, this.deps.clock.now(), leaseMs))) return false;
       try {
         await job.run();
       } finally {
-        await this.store.jobLocks.release(job.name, this.holder);
+        await this.deps.store.jobLocks.release(job.name, this.deps.holder);
       }
     } catch (err) {
-      this.log.error({ err, job: job.name }, 'periodic job failed');
+      this.deps.log.error({ err, job: job.name }, 'periodic job failed');
     }
     return true;
   }

@@ -7,19 +7,16 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIPv6 } from 'node:net';
 import type { KanbanAdminToken, KanbanBoard } from '@svc/contract';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, type Timers, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { isPortInUse, pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
-import type { Runtime } from '../runtime/index.js';
-import type { Sealer } from '../secrets/sealer.js';
 import { workloadLimits } from '../runtime/index.js';
-import { isUniqueViolation, type KanbanBoardRow, type Store, type TenantRow } from '../store/index.js';
+import { isUniqueViolation, type KanbanBoardRow, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';
+import type { Platform } from '../platform.js';
 
 export interface KanbanOptions {
   /** Host ports boards are published on, inclusive (--kanban-ports). */
@@ -42,48 +39,37 @@ export function kanbanWorkloadName(id: string): string {
   return `svc-kanban-${id}`;
 }
 
+/** What a Kanban is built from, by name. */
+export interface KanbanDeps extends KanbanOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'audit'> {
+  image: KanbanImage;
+}
+
 export class Kanban implements TenantResources {
   private readonly lifecycle: Lifecycle<KanbanBoardRow>;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly image: KanbanImage,
-    private readonly sealer: Sealer,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    timers: Timers,
-    private readonly log: Logger,
-    private readonly audit: Logger,
-    private readonly opts: KanbanOptions,
-  ) {
+  constructor(private readonly deps: KanbanDeps) {
     this.lifecycle = new Lifecycle({
+      ...deps,
       kind: 'kanban',
-      records: store.kanban,
+      records: deps.store.kanban,
       workloadName: kanbanWorkloadName,
       provision: (b, tenant) => this.provision(b, tenant),
-      runtime,
-      store,
-      activity,
-      clock,
-      timers,
-      log,
     });
   }
 
   /** Starts creating the tenant's board; 409 when it has one (whatever its state). */
   async create(tenantId: string): Promise<KanbanBoard> {
-    if (!(await this.store.tenants.findById(tenantId))) throw new NotFoundError('tenant');
+    if (!(await this.deps.store.tenants.findById(tenantId))) throw new NotFoundError('tenant');
     const token = randomBytes(32).toString('base64url');
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     for (let attempt = 0; attempt < 8; attempt++) {
-      if (await this.store.kanban.findForTenant(tenantId)) break;
+      if (await this.deps.store.kanban.findForTenant(tenantId)) break;
       const row: KanbanBoardRow = {
         id: hexId(12),
         tenant_id: tenantId,
         status: 'provisioning',
         desired_state: 'running',
-        sealed_admin_token: this.sealer.seal(token),
+        sealed_admin_token: this.deps.sealer.seal(token),
         host_port: await this.freePort(),
         container_id: null,
         last_error: null,
@@ -91,9 +77,9 @@ export class Kanban implements TenantResources {
         updated_at: now,
       };
       try {
-        await this.store.transaction(async (tx) => {
+        await this.deps.store.transaction(async (tx) => {
           await tx.kanban.insert(row);
-          await this.activity.record(tx, { tenantId, action: 'kanban.created', resourceType: 'kanban', resourceId: row.id, details: { host_port: row.host_port } });
+          await this.deps.activity.record(tx, { tenantId, action: 'kanban.created', resourceType: 'kanban', resourceId: row.id, details: { host_port: row.host_port } });
         });
       } catch (err) {
         // Another create of this tenant won (checked above), or another board took the port.
@@ -103,7 +89,7 @@ export class Kanban implements TenantResources {
       this.lifecycle.start(row.id);
       return this.view(row);
     }
-    if (await this.store.kanban.findForTenant(tenantId)) throw new ConflictError('the tenant has a task board already (one per tenant)');
+    if (await this.deps.store.kanban.findForTenant(tenantId)) throw new ConflictError('the tenant has a task board already (one per tenant)');
     throw new ConflictError('no free host port for the task board: try again');
   }
 
@@ -117,18 +103,18 @@ export class Kanban implements TenantResources {
    */
   async adminToken(tenantId: string): Promise<KanbanAdminToken> {
     const b = await this.row(tenantId);
-    await this.activity.record(this.store, { tenantId, action: 'kanban.admin_token_revealed', resourceType: 'kanban', resourceId: b.id });
-    this.audit.info({ audit: true, event: 'kanban.admin_token_revealed', tenant_id: tenantId, kanban_id: b.id }, 'kanban admin token revealed');
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'kanban.admin_token_revealed', resourceType: 'kanban', resourceId: b.id });
+    this.deps.audit.info({ audit: true, event: 'kanban.admin_token_revealed', tenant_id: tenantId, kanban_id: b.id }, 'kanban admin token revealed');
     await this.lifecycle.wake(b);
-    return { admin_token: this.sealer.open(b.sealed_admin_token), url: this.url(b.host_port) };
+    return { admin_token: this.deps.sealer.open(b.sealed_admin_token), url: this.url(b.host_port) };
   }
 
   /** Removes the board: its container, and the volume with its data; the port is free again. */
   async delete(tenantId: string): Promise<void> {
     const b = await this.row(tenantId);
-    await this.store.transaction(async (tx) => {
+    await this.deps.store.transaction(async (tx) => {
       if (!(await tx.kanban.delete(tenantId, b.id))) throw new NotFoundError('kanban board');
-      await this.activity.record(tx, { tenantId, action: 'kanban.deleted', resourceType: 'kanban', resourceId: b.id });
+      await this.deps.activity.record(tx, { tenantId, action: 'kanban.deleted', resourceType: 'kanban', resourceId: b.id });
     });
     await this.lifecycle.removeAll(tenantId, b.id);
   }
@@ -152,29 +138,29 @@ export class Kanban implements TenantResources {
 
   /** Starts the board (building its image on first need) and waits until it answers. */
   private async provision(b: KanbanBoardRow, tenant: TenantRow): Promise<void> {
-    const image = await this.image.ensure();
-    await this.runtime.ensureTenantNetwork(b.tenant_id);
+    const image = await this.deps.image.ensure();
+    await this.deps.runtime.ensureTenantNetwork(b.tenant_id);
     let port = b.host_port;
     for (let attempt = 1; ; attempt++) {
       // A container left from before (an interrupted provisioning, a restart) is replaced; the
       // volume, and with it the boards, stays.
-      await this.runtime.removeWorkload(kanbanWorkloadName(b.id));
+      await this.deps.runtime.removeWorkload(kanbanWorkloadName(b.id));
       try {
-        const containerId = await this.runtime.runWorkload({
+        const containerId = await this.deps.runtime.runWorkload({
           name: kanbanWorkloadName(b.id),
           image,
-          env: { KANBAN_ADMIN_TOKEN_SHA256: createHash('sha256').update(this.sealer.open(b.sealed_admin_token)).digest('hex') },
+          env: { KANBAN_ADMIN_TOKEN_SHA256: createHash('sha256').update(this.deps.sealer.open(b.sealed_admin_token)).digest('hex') },
           port: KANBAN_PORT,
           tenantId: b.tenant_id,
           kind: 'kanban',
           resourceId: b.id,
           limits: workloadLimits(tenant),
-          sandbox: await this.opts.sandbox(),
+          sandbox: await this.deps.sandbox(),
           volumes: [{ name: kanbanWorkloadName(b.id), target: KANBAN_DATA_DIR }],
-          publish: { address: this.opts.address, port },
+          publish: { address: this.deps.address, port },
           engineRestarts: true,
         });
-        await this.store.kanban.update(b.id, { container_id: containerId, updated_at: unixSeconds(this.clock) });
+        await this.deps.store.kanban.update(b.id, { container_id: containerId, updated_at: unixSeconds(this.deps.clock) });
         break;
       } catch (err) {
         // Something outside svc holds the port: the board moves to another free one.
@@ -184,7 +170,7 @@ export class Kanban implements TenantResources {
     }
     await this.lifecycle.waitReady(b.id, "board's", {
       probe: () => this.probe(port),
-      timeoutMs: this.opts.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS,
+      timeoutMs: this.deps.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS,
       probeEveryMs: PROBE_EVERY_MS,
       probeTimeoutMs: PROBE_TIMEOUT_MS,
     });
@@ -200,10 +186,10 @@ export class Kanban implements TenantResources {
   /** Records another free port for the board (the unique constraint settles races). */
   private async movePort(id: string, from: number): Promise<number> {
     for (;;) {
-      const port = pickFreePort([from, ...(await this.store.kanban.hostPorts())], this.opts.ports, '--kanban-ports');
+      const port = pickFreePort([from, ...(await this.deps.store.kanban.hostPorts())], this.deps.ports, '--kanban-ports');
       try {
-        await this.store.kanban.update(id, { host_port: port, updated_at: unixSeconds(this.clock) });
-        this.log.warn({ kanban: id, from, to: port }, 'task board port is held outside svc; moved');
+        await this.deps.store.kanban.update(id, { host_port: port, updated_at: unixSeconds(this.deps.clock) });
+        this.deps.log.warn({ kanban: id, from, to: port }, 'task board port is held outside svc; moved');
         return port;
       } catch (err) {
         if (!isUniqueViolation(err)) throw err;
@@ -225,16 +211,16 @@ export class Kanban implements TenantResources {
   }
 
   private url(port: number): string {
-    const host = isIPv6(this.opts.address) ? `[${this.opts.address}]` : this.opts.address;
+    const host = isIPv6(this.deps.address) ? `[${this.deps.address}]` : this.deps.address;
     return `http://${host}:${port}/`;
   }
 
   private async freePort(): Promise<number> {
-    return pickFreePort(await this.store.kanban.hostPorts(), this.opts.ports, '--kanban-ports');
+    return pickFreePort(await this.deps.store.kanban.hostPorts(), this.deps.ports, '--kanban-ports');
   }
 
   private async row(tenantId: string): Promise<KanbanBoardRow> {
-    const b = await this.store.kanban.findForTenant(tenantId);
+    const b = await this.deps.store.kanban.findForTenant(tenantId);
     if (!b) throw new NotFoundError('kanban board');
     return b;
   }

@@ -1,9 +1,8 @@
 // The usage sampler: one reading of every running tenant container per pass, through the
 // Engine's one-shot stats (a few at a time), written to the metering store as counter deltas.
-import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
-import type { MeteringStore, Store, UsageSampleRow } from '../store/index.js';
-import { LABELS, WARM_POOL_TENANT, type Runtime, type WorkloadInfo, type WorkloadStats } from '../runtime/index.js';
+import type { MeteringStore, UsageSampleRow } from '../store/index.js';
+import { LABELS, WARM_POOL_TENANT, type WorkloadInfo, type WorkloadStats } from '../runtime/index.js';
+import type { Platform } from '../platform.js';
 
 export interface SamplerOptions {
   intervalMs: number;
@@ -65,19 +64,17 @@ export function sampleRow(w: MeteredWorkload, s: WorkloadStats, sampledAt: numbe
   };
 }
 
+/** What a Sampler is built from, by name. */
+export interface SamplerDeps extends SamplerOptions, Pick<Platform, 'runtime' | 'store' | 'clock' | 'log'> {
+  metering: MeteringStore;
+}
+
 export class Sampler {
   /** Each container's last sample, so that deltas need no store read (filled from it after a restart). */
   private readonly last = new Map<string, UsageSampleRow>();
   private state: SamplerStatus = { lastPassAt: null, containersByState: {}, lastPassFailures: 0 };
 
-  constructor(
-    private readonly runtime: Runtime,
-    private readonly store: Store,
-    private readonly metering: MeteringStore,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly opts: SamplerOptions,
-  ) {}
+  constructor(private readonly deps: SamplerDeps) {}
 
   status(): SamplerStatus {
     return this.state;
@@ -85,29 +82,29 @@ export class Sampler {
 
   /** One pass over the engine's svc containers; returns how many readings were written. */
   async pass(): Promise<number> {
-    const startedAt = this.clock.now();
+    const startedAt = this.deps.clock.now();
     const sampledAt = Math.floor(startedAt / 1000);
-    const all = await this.runtime.listWorkloads();
+    const all = await this.deps.runtime.listWorkloads();
     const byState: Record<string, number> = {};
     for (const w of all) byState[w.state] = (byState[w.state] ?? 0) + 1;
 
     const running = all.filter((w) => w.state === 'running');
     const rows: UsageSampleRow[] = [];
     let failures = 0;
-    await eachLimited(running, this.opts.concurrency, async (info) => {
+    await eachLimited(running, this.deps.concurrency, async (info) => {
       try {
         const w = await this.meteredWorkload(info);
         if (!w) return;
-        const stats = await this.runtime.stats(w.containerId);
+        const stats = await this.deps.runtime.stats(w.containerId);
         if (!stats) return; // gone since the listing
-        const previous = this.last.get(w.containerId) ?? (await this.metering.lastSample(w.containerId));
-        rows.push(sampleRow(w, stats, sampledAt, previous, this.opts.intervalMs / 1000));
+        const previous = this.last.get(w.containerId) ?? (await this.deps.metering.lastSample(w.containerId));
+        rows.push(sampleRow(w, stats, sampledAt, previous, this.deps.intervalMs / 1000));
       } catch (err) {
         failures += 1;
-        this.log.warn({ err, container: info.id }, 'usage reading failed');
+        this.deps.log.warn({ err, container: info.id }, 'usage reading failed');
       }
     });
-    await this.metering.insertSamples(rows);
+    await this.deps.metering.insertSamples(rows);
     // Only containers still running are remembered: the map never outgrows the engine.
     this.last.clear();
     for (const r of rows) this.last.set(r.container_id, r);
@@ -123,7 +120,7 @@ export class Sampler {
     if (!tenantId || !kind || !resourceId) return null;
     if (tenantId !== WARM_POOL_TENANT) return { containerId: info.id, tenantId, kind, resourceId };
     // Its labels were set before any tenant had it; the store knows who has it now.
-    const env = await this.store.environments.findByContainer(info.id);
+    const env = await this.deps.store.environments.findByContainer(info.id);
     return env ? { containerId: info.id, tenantId: env.tenant_id, kind: 'environment', resourceId: env.id } : null;
   }
 }

@@ -1,12 +1,11 @@
 // Crash handling: an unexpected exit of a running service is a crash. svc restarts it after a
 // growing delay; after 5 crashes within 10 minutes the circuit opens (status crashed) and
 // nothing restarts it until the tenant resets the service.
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
-import { LABELS, type Runtime, type WorkloadExit } from '../runtime/index.js';
-import type { ServiceRow, Store } from '../store/index.js';
+import { type TimerHandle, unixSeconds } from '../clock.js';
+import { LABELS, type WorkloadExit } from '../runtime/index.js';
+import type { ServiceRow } from '../store/index.js';
 import { deploymentRow, type Deployer } from './deployer.js';
+import type { Platform } from '../platform.js';
 
 export const CRASH_WINDOW_S = 600;
 export const CRASH_LIMIT = 5;
@@ -37,37 +36,33 @@ export function restartDelayMs(crashCount: number, baseMs = BACKOFF_BASE_MS): nu
   return Math.min(baseMs * 2 ** Math.max(0, crashCount - 1), (BACKOFF_MAX_MS * baseMs) / BACKOFF_BASE_MS);
 }
 
+/** What a CrashHandler is built from, by name. */
+export interface CrashHandlerDeps extends Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
+  deployer: Deployer;
+  backoffBaseMs?: number;
+  routesChanged: () => void;
+}
+
 export class CrashHandler {
   private readonly controller = new AbortController();
   private watching: Promise<void> | null = null;
   private retry: TimerHandle | null = null;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly deployer: Deployer,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly timers: Timers,
-    private readonly log: Logger,
-    private readonly holder: string,
-    private readonly backoffBaseMs = BACKOFF_BASE_MS,
-    private readonly routesChanged: () => void = () => {},
-  ) {}
+  constructor(private readonly deps: CrashHandlerDeps) {}
 
   /** Follows the engine's exit events until close(); reconnects when the stream breaks. */
   watch(): void {
     if (this.controller.signal.aborted || this.watching) return;
     this.watching = (async () => {
       try {
-        for await (const exit of this.runtime.exits(this.controller.signal)) {
-          await this.handleExit(exit).catch((err: unknown) => this.log.error({ err, exit }, 'crash handling failed'));
+        for await (const exit of this.deps.runtime.exits(this.controller.signal)) {
+          await this.handleExit(exit).catch((err: unknown) => this.deps.log.error({ err, exit }, 'crash handling failed'));
         }
       } catch (err) {
-        if (!this.controller.signal.aborted) this.log.warn({ err }, 'engine event stream broke; reconnecting');
+        if (!this.controller.signal.aborted) this.deps.log.warn({ err }, 'engine event stream broke; reconnecting');
       }
       this.watching = null;
-      if (!this.controller.signal.aborted) this.retry = this.timers.setTimeout(() => this.watch(), 1_000);
+      if (!this.controller.signal.aborted) this.retry = this.deps.timers.setTimeout(() => this.watch(), 1_000);
     })();
   }
 
@@ -82,21 +77,21 @@ export class CrashHandler {
     if (exit.labels[LABELS.kind] !== 'service') return;
     const serviceId = exit.labels[LABELS.resource];
     if (!serviceId) return;
-    const s = await this.store.services.findAny(serviceId);
+    const s = await this.deps.store.services.findAny(serviceId);
     // Our own stops and replacements: the service no longer points at this container, or is
     // being deployed, or is meant to be stopped.
     if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return;
-    if ((await this.store.deployments.listUnfinished(s.id)).length > 0) return;
+    if ((await this.deps.store.deployments.listUnfinished(s.id)).length > 0) return;
     // Each death is counted once, by whichever svcd sees it first.
-    if (!(await this.store.jobLocks.tryAcquire(`exit:${exit.id}`, this.holder, this.clock.now(), 3_600_000))) return;
+    if (!(await this.deps.store.jobLocks.tryAcquire(`exit:${exit.id}`, this.deps.holder, this.deps.clock.now(), 3_600_000))) return;
 
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     const next = afterCrash(s, now);
     const code = exit.exitCode ?? '?';
     const crash = { crash_count: next.crash_count, crash_window_start: next.crash_window_start, last_crash_at: now, updated_at: now };
     const details = { exit_code: exit.exitCode, crash_count: next.crash_count };
     if (next.circuitOpen) {
-      await this.store.transaction(async (tx) => {
+      await this.deps.store.transaction(async (tx) => {
         await tx.services.update(s.id, {
           ...crash,
           status: 'crashed',
@@ -104,16 +99,16 @@ export class CrashHandler {
           circuit_open_at: now,
           last_error: `container exited with code ${code}; ${next.crash_count} crashes in 10 minutes opened the circuit: reset the service to deploy it again`,
         });
-        await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
-        await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.circuit_opened', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+        await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+        await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.circuit_opened', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
       });
-      this.log.warn({ service: s.id }, 'crash circuit opened');
-      this.routesChanged();
+      this.deps.log.warn({ service: s.id }, 'crash circuit opened');
+      this.deps.routesChanged();
       return;
     }
-    const delay = restartDelayMs(next.crash_count, this.backoffBaseMs);
-    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, 'crash');
-    await this.store.transaction(async (tx) => {
+    const delay = restartDelayMs(next.crash_count, (this.deps.backoffBaseMs ?? BACKOFF_BASE_MS));
+    const dep = deploymentRow(this.deps.clock, s.tenant_id, s.id, s.image, 'crash');
+    await this.deps.store.transaction(async (tx) => {
       await tx.services.update(s.id, {
         ...crash,
         status: 'deploying',
@@ -121,9 +116,9 @@ export class CrashHandler {
         last_error: `container exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); restarting in ${Math.round(delay / 100) / 10} s`,
       });
       await tx.deployments.insert(dep);
-      await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+      await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
     });
-    this.routesChanged();
-    this.deployer.startLater(dep.id, s.id, delay);
+    this.deps.routesChanged();
+    this.deps.deployer.startLater(dep.id, s.id, delay);
   }
 }

@@ -4,14 +4,12 @@
 // service in the store. The record is re-read after taking the lease, so a deployment cancelled
 // meanwhile is not run. A deployment whose lease is held elsewhere stays pending.
 import { connect } from 'node:net';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, type TimerHandle, type Timers, unixSeconds } from '../clock.js';
-import type { Sealer } from '../secrets/sealer.js';
-import { LABELS, workloadLimits, type Runtime, type SandboxPolicy } from '../runtime/index.js';
-import type { DeploymentRow, ServiceRow, Store } from '../store/index.js';
+import { type Clock, type TimerHandle, unixSeconds } from '../clock.js';
+import { LABELS, workloadLimits, type SandboxPolicy } from '../runtime/index.js';
+import type { DeploymentRow, ServiceRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
+import type { Platform } from '../platform.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** How long a started container has to accept TCP connections on its port. */
@@ -51,6 +49,12 @@ export function workloadName(serviceId: string): string {
   return `svc-${serviceId}`;
 }
 
+/** What a Deployer is built from, by name. */
+export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
+  /** Called after a deployment changed what the proxy should route. */
+  routesChanged: () => void;
+}
+
 export class Deployer {
   private readonly active = new Map<string, AbortController>();
   /** The last run queued per service: the next one starts when it ends (earlier ones run before it). */
@@ -59,19 +63,7 @@ export class Deployer {
   private readonly delayed = new Map<string, TimerHandle>();
   private closed = false;
 
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly sealer: Sealer,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly timers: Timers,
-    private readonly log: Logger,
-    private readonly holder: string,
-    private readonly opts: DeployerOptions,
-    /** Called after a deployment changed what the proxy should route. */
-    private readonly routesChanged: () => void = () => {},
-  ) {}
+  constructor(private readonly deps: DeployerDeps) {}
 
   /** Runs a deployment in the background, after the service's earlier ones. */
   start(deploymentId: string, serviceId: string): void {
@@ -79,7 +71,7 @@ export class Deployer {
     const previous = this.chains.get(serviceId) ?? Promise.resolve();
     const run: Promise<void> = previous
       .then(() => this.run(deploymentId, serviceId))
-      .catch((err: unknown) => this.log.error({ err, deploymentId }, 'deployment crashed'))
+      .catch((err: unknown) => this.deps.log.error({ err, deploymentId }, 'deployment crashed'))
       .finally(() => {
         if (this.chains.get(serviceId) === run) this.chains.delete(serviceId);
       });
@@ -91,7 +83,7 @@ export class Deployer {
     if (this.closed) return;
     this.delayed.set(
       deploymentId,
-      this.timers.setTimeout(() => {
+      this.deps.timers.setTimeout(() => {
         this.delayed.delete(deploymentId);
         this.start(deploymentId, serviceId);
       }, delayMs),
@@ -131,19 +123,19 @@ export class Deployer {
 
   private async run(deploymentId: string, serviceId: string): Promise<void> {
     const lease = `deploy:${serviceId}`;
-    const deadlineMs = this.opts.deadlineMs ?? DEPLOY_DEADLINE_MS;
-    if (!(await this.store.jobLocks.tryAcquire(lease, this.holder, this.clock.now(), deadlineMs + 60_000))) return;
+    const deadlineMs = this.deps.deadlineMs ?? DEPLOY_DEADLINE_MS;
+    if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), deadlineMs + 60_000))) return;
     const controller = new AbortController();
-    const deadline = this.timers.setTimeout(
+    const deadline = this.deps.timers.setTimeout(
       () => controller.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)),
       deadlineMs,
     );
     this.active.set(deploymentId, controller);
     try {
-      const now = unixSeconds(this.clock);
-      if (!(await this.store.deployments.transition(deploymentId, ['pending'], { status: 'running', started_at: now }))) return;
-      const dep = await this.store.deployments.find(deploymentId);
-      const service = dep && (await this.store.services.findAny(dep.service_id));
+      const now = unixSeconds(this.deps.clock);
+      if (!(await this.deps.store.deployments.transition(deploymentId, ['pending'], { status: 'running', started_at: now }))) return;
+      const dep = await this.deps.store.deployments.find(deploymentId);
+      const service = dep && (await this.deps.store.services.findAny(dep.service_id));
       if (!dep || !service) return;
       try {
         const upstream = await this.deploy(dep, service, controller.signal);
@@ -156,7 +148,7 @@ export class Deployer {
     } finally {
       deadline.cancel();
       this.active.delete(deploymentId);
-      await this.store.jobLocks.release(lease, this.holder);
+      await this.deps.store.jobLocks.release(lease, this.deps.holder);
     }
   }
 
@@ -165,23 +157,23 @@ export class Deployer {
     const check = () => {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
     };
-    const tenant = await this.store.tenants.findById(service.tenant_id);
+    const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant) throw new Error('tenant not found');
-    await this.runtime.ensureTenantNetwork(service.tenant_id);
+    await this.deps.runtime.ensureTenantNetwork(service.tenant_id);
     check();
 
     const image = await this.imageToRun(dep.image, service.tenant_id, signal);
     check();
 
     // Replace whatever ran before (including a container left by an interrupted deploy).
-    if (service.container_id) await this.runtime.removeWorkload(service.container_id);
-    await this.runtime.removeWorkload(workloadName(service.id));
+    if (service.container_id) await this.deps.runtime.removeWorkload(service.container_id);
+    await this.deps.runtime.removeWorkload(workloadName(service.id));
     check();
 
-    const sealedEnv = await this.store.serviceEnv.get(service.id);
-    const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.sealer.open(v)]));
+    const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
+    const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
-    const id = await this.runtime.runWorkload({
+    const id = await this.deps.runtime.runWorkload({
       name: workloadName(service.id),
       image,
       env,
@@ -191,10 +183,10 @@ export class Deployer {
       resourceId: service.id,
       labels: { [LABELS.deployment]: dep.id },
       limits: workloadLimits(tenant),
-      sandbox: await this.opts.sandbox.use(),
+      sandbox: await this.deps.sandbox.use(),
       tenantCode: true,
     });
-    await this.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.clock) });
+    await this.deps.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.deps.clock) });
     return this.waitReady(id, signal);
   }
 
@@ -206,19 +198,19 @@ export class Deployer {
    */
   private async imageToRun(ref: string, tenantId: string, signal: AbortSignal): Promise<string> {
     // Checked again here: deployments recorded before this rule, and snapshots, carry names too.
-    const refusal = tenantImageRefusal(ref, { tenantId, buildRegistry: this.opts.buildRegistry });
+    const refusal = tenantImageRefusal(ref, { tenantId, buildRegistry: this.deps.buildRegistry });
     if (refusal !== null) throw new Error(refusal);
-    const id = await this.runtime.imageId(await pullTenantImage(this.runtime, ref, signal));
+    const id = await this.deps.runtime.imageId(await pullTenantImage(this.deps.runtime, ref, signal));
     if (id === null) throw new Error(`image ${ref} is not present (a local build that was removed?): build again`);
     return id;
   }
 
   /** Ready = running and accepting TCP on its port; an exit fails the deploy with the last log lines. */
   private async waitReady(id: string, signal: AbortSignal): Promise<string> {
-    const until = this.clock.now() + (this.opts.readyTimeoutMs ?? READY_TIMEOUT_MS);
+    const until = this.deps.clock.now() + (this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS);
     for (;;) {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
-      const info = await this.runtime.inspectWorkload(id);
+      const info = await this.deps.runtime.inspectWorkload(id);
       if (!info) throw new Error('container disappeared during the deploy');
       if (info.state === 'exited' || info.state === 'dead') {
         const tail = await this.lastLogLines(id);
@@ -227,16 +219,16 @@ export class Deployer {
       if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, info.address.port))) {
         return `${info.address.host}:${info.address.port}`;
       }
-      if (this.clock.now() >= until) {
-        throw new Error(`service did not accept connections on port ${info.address?.port ?? '?'} within ${Math.round((this.opts.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
+      if (this.deps.clock.now() >= until) {
+        throw new Error(`service did not accept connections on port ${info.address?.port ?? '?'} within ${Math.round((this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
       }
-      await new Promise<void>((r) => this.timers.setTimeout(r, READY_POLL_MS));
+      await new Promise<void>((r) => this.deps.timers.setTimeout(r, READY_POLL_MS));
     }
   }
 
   private async lastLogLines(id: string): Promise<string> {
     try {
-      const stream = await this.runtime.logs(id, { tail: 5, follow: false });
+      const stream = await this.deps.runtime.logs(id, { tail: 5, follow: false });
       let text = '';
       for await (const chunk of stream) text += chunk.toString();
       return text.trim().split('\n').slice(-5).join(' | ').slice(0, 500);
@@ -246,11 +238,11 @@ export class Deployer {
   }
 
   private async finish(dep: DeploymentRow, service: ServiceRow, status: 'succeeded' | 'failed' | 'cancelled', error: string | null, upstream: string | null = null): Promise<void> {
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     // A deployment cancelled through the store by another process keeps its cancelled state.
-    const moved = await this.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
+    const moved = await this.deps.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
     if (!moved) return;
-    await this.activity.record(this.store, {
+    await this.deps.activity.record(this.deps.store, {
       tenantId: service.tenant_id,
       action: `deployment.${status}`,
       resourceType: 'deployment',
@@ -258,23 +250,23 @@ export class Deployer {
       serviceId: service.id,
       details: error ? { error } : {},
     });
-    this.log.info({ deployment: dep.id, service: service.id, status, error }, 'deployment finished');
+    this.deps.log.info({ deployment: dep.id, service: service.id, status, error }, 'deployment finished');
     // Superseded by a newer deployment (restart during a deploy): that one owns the service now.
-    if ((await this.store.deployments.listUnfinished(service.id)).some((d) => d.id !== dep.id)) return;
+    if ((await this.deps.store.deployments.listUnfinished(service.id)).some((d) => d.id !== dep.id)) return;
     const succeeded = status === 'succeeded';
     if (!succeeded) {
       // The container this deployment may have started is not left running half-ready.
-      const current = await this.store.services.findAny(service.id);
-      if (current?.container_id) await this.runtime.removeWorkload(current.container_id).catch(() => {});
+      const current = await this.deps.store.services.findAny(service.id);
+      if (current?.container_id) await this.deps.runtime.removeWorkload(current.container_id).catch(() => {});
     }
-    await this.store.services.update(service.id, {
+    await this.deps.store.services.update(service.id, {
       status: succeeded ? 'running' : 'failed',
       last_error: succeeded ? null : error,
       upstream,
       ...(succeeded ? {} : { container_id: null }),
       updated_at: now,
     });
-    this.routesChanged();
+    this.deps.routesChanged();
   }
 }
 

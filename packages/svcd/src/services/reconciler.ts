@@ -2,29 +2,25 @@
 // containers. Deploys interrupted by a dead svcd are failed with a clear error and run again;
 // services whose container vanished are redeployed; exits missed while svcd was down count as
 // crashes; containers no service owns are removed.
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, unixSeconds } from '../clock.js';
-import { LABELS, type Runtime } from '../runtime/index.js';
-import type { ServiceRow, Store } from '../store/index.js';
+import { unixSeconds } from '../clock.js';
+import { LABELS } from '../runtime/index.js';
+import type { ServiceRow } from '../store/index.js';
 import type { CrashHandler } from './crashes.js';
 import { deploymentRow, type Deployer } from './deployer.js';
+import type { Platform } from '../platform.js';
 
 export const RECONCILE_EVERY_MS = 30_000;
 export const INTERRUPTED = 'interrupted: svcd stopped during this deployment; a new one was started';
 
+/** What a Reconciler is built from, by name. */
+export interface ReconcilerDeps extends Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'log' | 'holder'> {
+  deployer: Deployer;
+  crashes: CrashHandler;
+  routesChanged: () => void;
+}
+
 export class Reconciler {
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly deployer: Deployer,
-    private readonly crashes: CrashHandler,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly holder: string,
-    private readonly routesChanged: () => void = () => {},
-  ) {}
+  constructor(private readonly deps: ReconcilerDeps) {}
 
   async run(): Promise<void> {
     await this.resumeDeployments();
@@ -34,29 +30,29 @@ export class Reconciler {
 
   /** Deployments nobody runs: pending ones start; running ones whose runner died are redone. */
   private async resumeDeployments(): Promise<void> {
-    for (const d of await this.store.deployments.listUnfinished()) {
-      if (this.deployer.owns(d.id, d.service_id)) continue;
+    for (const d of await this.deps.store.deployments.listUnfinished()) {
+      if (this.deps.deployer.owns(d.id, d.service_id)) continue;
       if (d.status === 'pending') {
-        this.deployer.start(d.id, d.service_id);
+        this.deps.deployer.start(d.id, d.service_id);
         continue;
       }
       // Running, but is anyone running it? Only if someone holds the service's deploy lease.
       const lease = `deploy:${d.service_id}`;
-      if (!(await this.store.jobLocks.tryAcquire(lease, this.holder, this.clock.now(), 60_000))) continue;
+      if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), 60_000))) continue;
       try {
-        const now = unixSeconds(this.clock);
-        if (!(await this.store.deployments.transition(d.id, ['running'], { status: 'failed', finished_at: now, last_error: INTERRUPTED }))) continue;
-        const s = await this.store.services.findAny(d.service_id);
+        const now = unixSeconds(this.deps.clock);
+        if (!(await this.deps.store.deployments.transition(d.id, ['running'], { status: 'failed', finished_at: now, last_error: INTERRUPTED }))) continue;
+        const s = await this.deps.store.services.findAny(d.service_id);
         if (s?.desired_state === 'running') await this.redeploy(s, 'resume', INTERRUPTED);
       } finally {
-        await this.store.jobLocks.release(lease, this.holder);
+        await this.deps.store.jobLocks.release(lease, this.deps.holder);
       }
-      this.log.warn({ deployment: d.id, service: d.service_id }, 'resumed a deployment interrupted by a stopped svcd');
+      this.deps.log.warn({ deployment: d.id, service: d.service_id }, 'resumed a deployment interrupted by a stopped svcd');
     }
   }
 
   private async matchServices(): Promise<void> {
-    const services = await this.store.services.listAll();
+    const services = await this.deps.store.services.listAll();
     // Read after the services, so a deployment started meanwhile is seen.
     const deploying = await this.servicesDeploying();
     for (const s of services) {
@@ -67,12 +63,12 @@ export class Reconciler {
         continue;
       }
       if (s.status !== 'running' || !s.container_id) continue;
-      const w = await this.runtime.inspectWorkload(s.container_id);
+      const w = await this.deps.runtime.inspectWorkload(s.container_id);
       if (!w) {
         await this.redeploy(s, 'reconcile', 'the container vanished; redeploying');
       } else if (w.state === 'exited' || w.state === 'dead') {
         // An exit the event stream did not deliver (svcd was down): a crash like any other.
-        await this.crashes.handleExit({ id: w.id, labels: w.labels, exitCode: w.exitCode });
+        await this.deps.crashes.handleExit({ id: w.id, labels: w.labels, exitCode: w.exitCode });
       }
     }
   }
@@ -81,32 +77,32 @@ export class Reconciler {
   private async removeOrphans(): Promise<void> {
     // In this order: a container listed was either claimed by a deployment still unfinished when
     // the deployments are read, or recorded on its service before that deployment finished.
-    const workloads = await this.runtime.listWorkloads({ kind: 'service' });
+    const workloads = await this.deps.runtime.listWorkloads({ kind: 'service' });
     const deploying = await this.servicesDeploying();
-    const services = new Map((await this.store.services.listAll()).map((s) => [s.id, s]));
+    const services = new Map((await this.deps.store.services.listAll()).map((s) => [s.id, s]));
     for (const w of workloads) {
       const serviceId = w.labels[LABELS.resource];
       const s = serviceId ? services.get(serviceId) : undefined;
       if (s && s.container_id === w.id) continue;
       if (s && deploying.has(s.id)) continue;
-      await this.runtime.removeWorkload(w.id);
-      this.log.info({ container: w.id, service: serviceId }, 'removed an orphan container');
+      await this.deps.runtime.removeWorkload(w.id);
+      this.deps.log.info({ container: w.id, service: serviceId }, 'removed an orphan container');
     }
   }
 
   /** Ids of the services with a pending or running deployment. */
   private async servicesDeploying(): Promise<Set<string>> {
-    return new Set((await this.store.deployments.listUnfinished()).map((d) => d.service_id));
+    return new Set((await this.deps.store.deployments.listUnfinished()).map((d) => d.service_id));
   }
 
   private async redeploy(s: ServiceRow, reason: string, why: string): Promise<void> {
-    const dep = deploymentRow(this.clock, s.tenant_id, s.id, s.image, reason);
-    await this.store.transaction(async (tx) => {
-      await tx.services.update(s.id, { status: 'deploying', last_error: why, upstream: null, updated_at: unixSeconds(this.clock) });
+    const dep = deploymentRow(this.deps.clock, s.tenant_id, s.id, s.image, reason);
+    await this.deps.store.transaction(async (tx) => {
+      await tx.services.update(s.id, { status: 'deploying', last_error: why, upstream: null, updated_at: unixSeconds(this.deps.clock) });
       await tx.deployments.insert(dep);
-      await this.activity.record(tx, { tenantId: s.tenant_id, action: 'service.reconciled', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason: why } });
+      await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.reconciled', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason: why } });
     });
-    this.routesChanged();
-    this.deployer.start(dep.id, s.id);
+    this.deps.routesChanged();
+    this.deps.deployer.start(dep.id, s.id);
   }
 }

@@ -3,22 +3,20 @@
 // service is the same 404 as a missing one.
 import type { CreateServiceRequest, Deployment, LifecycleResponse, Service } from '@svc/contract';
 import { DEFAULT_SERVICE_PORT, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
-import { type Clock, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { WorkloadNotRunningError, type Runtime } from '../runtime/index.js';
-import type { Sealer } from '../secrets/sealer.js';
-import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type Store } from '../store/index.js';
+import { WorkloadNotRunningError } from '../runtime/index.js';
+import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { deploymentRow, workloadName, type Deployer } from './deployer.js';
 import { claimHostName, dnsLabelFor } from './dns-labels.js';
 import { builtImageRepository, tenantImageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
 import type { Snapshots } from './snapshots.js';
+import type { Platform } from '../platform.js';
 
 const MASK = '********';
 
@@ -48,18 +46,14 @@ export interface ServicesOptions extends RoutingOptions {
   disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
+/** What a Services is built from, by name. */
+export interface ServicesDeps extends ServicesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'audit'> {
+  deployer: Deployer;
+  snapshots: Snapshots;
+}
+
 export class Services implements TenantResources, DiskOverrunHalt {
-  constructor(
-    private readonly store: Store,
-    private readonly runtime: Runtime,
-    private readonly deployer: Deployer,
-    private readonly snapshots: Snapshots,
-    private readonly sealer: Sealer,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly audit: Logger,
-    private readonly opts: ServicesOptions,
-  ) {}
+  constructor(private readonly deps: ServicesDeps) {}
 
   view(s: ServiceRow): Service {
     return {
@@ -68,7 +62,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
       image: s.image,
       port: s.port,
       status: s.status,
-      url: serviceUrl(s, this.opts),
+      url: serviceUrl(s, this.deps),
       dns_label: s.dns_label,
       last_error: s.last_error,
       crash_count: s.crash_count,
@@ -84,25 +78,25 @@ export class Services implements TenantResources, DiskOverrunHalt {
     if (req.image !== undefined || req.port !== undefined || req.env !== undefined) {
       throw new ValidationError('with from_snapshot, the body takes only name: image, port and env come from the snapshot');
     }
-    const c = await this.snapshots.contents(tenantId, snapshotId);
+    const c = await this.deps.snapshots.contents(tenantId, snapshotId);
     return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env });
   }
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
     const { image } = req;
     if (image === undefined) throw new ValidationError('body: image is required');
-    const refusal = tenantImageRefusal(image, { tenantId, buildRegistry: this.opts.buildRegistry ?? null });
+    const refusal = tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry ?? null });
     if (refusal) throw new ValidationError(refusal);
     const name = req.name.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
     const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
-    await this.opts.disk.assertRoom(tenantId);
+    await this.deps.disk.assertRoom(tenantId);
     const env = req.env ?? {};
     const id = hexId(12);
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     let dep: DeploymentRow;
     try {
-      dep = await this.store.transaction(async (tx) => {
+      dep = await this.deps.store.transaction(async (tx) => {
         // Held to commit: concurrent creates of this tenant count one after another.
         await tx.tenants.lockForQuota(tenantId);
         const tenant = await tx.tenants.findById(tenantId);
@@ -136,24 +130,24 @@ export class Services implements TenantResources, DiskOverrunHalt {
         // After the insert, so that a name the tenant already uses is reported as such.
         // Only a base domain makes the label a host (<label>.<base>); without one a 409 would
         // only tell this tenant that another has a service of that name.
-        if (this.opts.baseDomain !== null) {
+        if (this.deps.baseDomain !== null) {
           await claimHostName(tx, { hostname: dnsLabel, tenantId, kind: 'service', resourceId: id, now }, `the DNS label ${JSON.stringify(dnsLabel)} is taken; choose another name`);
         }
-        for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.sealer.seal(v), now);
-        await this.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image } });
+        for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.deps.sealer.seal(v), now);
+        await this.deps.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image } });
         return this.newDeployment(tx, tenantId, id, image, 'create');
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
       throw err;
     }
-    this.deployer.start(dep.id, id);
-    this.opts.routesChanged?.();
+    this.deps.deployer.start(dep.id, id);
+    this.deps.routesChanged?.();
     return this.view(await this.row(tenantId, id));
   }
 
   async list(tenantId: string, limit?: number, offset?: number): Promise<Service[]> {
-    const rows = await this.store.services.list(tenantId, Math.min(limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), offset ?? 0);
+    const rows = await this.deps.store.services.list(tenantId, Math.min(limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), offset ?? 0);
     return rows.map((r) => this.view(r));
   }
 
@@ -165,13 +159,13 @@ export class Services implements TenantResources, DiskOverrunHalt {
     const name = newName.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
     try {
-      await this.store.transaction(async (tx) => {
+      await this.deps.store.transaction(async (tx) => {
         const s = await tx.services.find(tenantId, id);
         if (!s) throw new NotFoundError('service');
         // The DNS label stays (and so does its reservation): renaming must not move the
         // service's public address.
-        await tx.services.update(id, { name, name_key: name.toLowerCase(), updated_at: unixSeconds(this.clock) });
-        await this.activity.record(tx, { tenantId, action: 'service.renamed', resourceType: 'service', resourceId: id, serviceId: id, details: { from: s.name, to: name } });
+        await tx.services.update(id, { name, name_key: name.toLowerCase(), updated_at: unixSeconds(this.deps.clock) });
+        await this.deps.activity.record(tx, { tenantId, action: 'service.renamed', resourceType: 'service', resourceId: id, serviceId: id, details: { from: s.name, to: name } });
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
@@ -183,16 +177,16 @@ export class Services implements TenantResources, DiskOverrunHalt {
   async delete(tenantId: string, id: string): Promise<void> {
     const s = await this.row(tenantId, id);
     await this.cancelUnfinished(s.id);
-    await this.store.transaction(async (tx) => {
+    await this.deps.store.transaction(async (tx) => {
       await tx.snapshots.detachService(id);
       if (!(await tx.services.delete(tenantId, id))) throw new NotFoundError('service');
-      await this.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
+      await this.deps.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
     });
-    await this.deployer.idleFor(id);
-    this.opts.routesChanged?.();
+    await this.deps.deployer.idleFor(id);
+    this.deps.routesChanged?.();
     await this.removeContainers(s);
-    await this.runtime.removeRepository(builtImageRepository(this.opts.buildRegistry ?? null, tenantId, id));
-    await this.runtime.releaseTenantIfUnused(tenantId);
+    await this.deps.runtime.removeRepository(builtImageRepository(this.deps.buildRegistry ?? null, tenantId, id));
+    await this.deps.runtime.releaseTenantIfUnused(tenantId);
   }
 
   /** start, restart, redeploy and reset: a new deployment (restart recreates, so env changes apply). */
@@ -249,54 +243,54 @@ export class Services implements TenantResources, DiskOverrunHalt {
     },
   ): Promise<DeploymentRow> {
     await this.cancelUnfinished(id);
-    const now = unixSeconds(this.clock);
-    const dep = await this.store.transaction(async (tx) => {
+    const now = unixSeconds(this.deps.clock);
+    const dep = await this.deps.store.transaction(async (tx) => {
       const crash = d.clearCrashes ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
       await tx.services.update(id, { ...crash, ...(d.takesImage ? { image: d.image } : {}), status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
-      await this.activity.record(tx, { tenantId, action: d.action, resourceType: 'service', resourceId: id, serviceId: id, details: d.details });
+      await this.deps.activity.record(tx, { tenantId, action: d.action, resourceType: 'service', resourceId: id, serviceId: id, details: d.details });
       return this.newDeployment(tx, tenantId, id, d.image, d.reason, d.buildId ?? null);
     });
-    this.deployer.start(dep.id, id);
-    this.opts.routesChanged?.();
+    this.deps.deployer.start(dep.id, id);
+    this.deps.routesChanged?.();
     return dep;
   }
 
   async stop(tenantId: string, id: string): Promise<LifecycleResponse> {
     const s = await this.row(tenantId, id);
     await this.stopService(s);
-    await this.activity.record(this.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: id, serviceId: id });
+    await this.deps.activity.record(this.deps.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: id, serviceId: id });
     return { service: await this.get(tenantId, id), deployment: null };
   }
 
   async deployments(tenantId: string, id: string, limit?: number, offset?: number): Promise<Deployment[]> {
     await this.row(tenantId, id);
-    const rows = await this.store.deployments.listForService(id, Math.min(limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), offset ?? 0);
+    const rows = await this.deps.store.deployments.listForService(id, Math.min(limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), offset ?? 0);
     return rows.map(deploymentView);
   }
 
   async cancelDeployment(tenantId: string, id: string, deploymentId: string): Promise<Deployment> {
     await this.row(tenantId, id);
-    const dep = await this.store.deployments.find(deploymentId);
+    const dep = await this.deps.store.deployments.find(deploymentId);
     if (!dep || dep.service_id !== id) throw new NotFoundError('deployment');
     if (dep.status !== 'pending' && dep.status !== 'running') throw new ConflictError(`deployment is already ${dep.status}`);
     await this.cancelOne(dep, 'cancelled by the tenant');
-    await this.deployer.idleFor(id);
+    await this.deps.deployer.idleFor(id);
     // A pending deployment never ran, so nothing else ends the service's deploying state.
     const s = await this.row(tenantId, id);
-    if (s.status === 'deploying' && (await this.store.deployments.listUnfinished(id)).length === 0) {
-      await this.store.services.update(id, { status: 'failed', last_error: 'deployment cancelled', updated_at: unixSeconds(this.clock) });
+    if (s.status === 'deploying' && (await this.deps.store.deployments.listUnfinished(id)).length === 0) {
+      await this.deps.store.services.update(id, { status: 'failed', last_error: 'deployment cancelled', updated_at: unixSeconds(this.deps.clock) });
     }
-    const after = await this.store.deployments.find(deploymentId);
+    const after = await this.deps.store.deployments.find(deploymentId);
     return deploymentView(after ?? dep);
   }
 
   async logs(tenantId: string, id: string, tail: number, follow: boolean): Promise<NodeJS.ReadableStream | null> {
     const s = await this.row(tenantId, id);
     if (!s.container_id) return null;
-    if (!(await this.runtime.inspectWorkload(s.container_id))) return null;
-    const slot = await this.opts.sessions.acquire(tenantId, 'logs');
+    if (!(await this.deps.runtime.inspectWorkload(s.container_id))) return null;
+    const slot = await this.deps.sessions.acquire(tenantId, 'logs');
     try {
-      return holdWhileOpen(slot, await this.runtime.logs(s.container_id, { tail, follow }));
+      return holdWhileOpen(slot, await this.deps.runtime.logs(s.container_id, { tail, follow }));
     } catch (err) {
       await slot.release();
       // Removed between the look and the read (a redeploy or a halt replacing it): as if gone.
@@ -307,15 +301,15 @@ export class Services implements TenantResources, DiskOverrunHalt {
 
   async env(tenantId: string, id: string, reveal: boolean): Promise<Record<string, string>> {
     await this.row(tenantId, id);
-    const sealed = await this.store.serviceEnv.get(id);
-    if (reveal) this.audit.info({ audit: true, event: 'service.env.reveal', tenant_id: tenantId, service_id: id }, 'service env revealed');
-    return Object.fromEntries([...sealed].map(([k, v]) => [k, reveal ? this.sealer.open(v) : MASK]));
+    const sealed = await this.deps.store.serviceEnv.get(id);
+    if (reveal) this.deps.audit.info({ audit: true, event: 'service.env.reveal', tenant_id: tenantId, service_id: id }, 'service env revealed');
+    return Object.fromEntries([...sealed].map(([k, v]) => [k, reveal ? this.deps.sealer.open(v) : MASK]));
   }
 
   /** Merges variables; they apply on the next restart. */
   async setEnv(tenantId: string, id: string, vars: Record<string, string>): Promise<Record<string, string>> {
-    const now = unixSeconds(this.clock);
-    await this.store.transaction(async (tx) => {
+    const now = unixSeconds(this.deps.clock);
+    await this.deps.store.transaction(async (tx) => {
       // Held to commit: two merges at once must not both fit under the limit and together exceed it.
       await tx.tenants.lockForQuota(tenantId);
       const s = await tx.services.find(tenantId, id);
@@ -326,36 +320,36 @@ export class Services implements TenantResources, DiskOverrunHalt {
       if (tenant && total > tenant.max_env_vars_per_service) {
         throw new QuotaExceededError(`maximum environment variables per service is ${tenant.max_env_vars_per_service}`);
       }
-      for (const [k, v] of Object.entries(vars)) await tx.serviceEnv.set(id, k, this.sealer.seal(v), now);
-      await this.activity.record(tx, { tenantId, action: 'service.env_updated', resourceType: 'service', resourceId: id, serviceId: id, details: { keys: Object.keys(vars) } });
+      for (const [k, v] of Object.entries(vars)) await tx.serviceEnv.set(id, k, this.deps.sealer.seal(v), now);
+      await this.deps.activity.record(tx, { tenantId, action: 'service.env_updated', resourceType: 'service', resourceId: id, serviceId: id, details: { keys: Object.keys(vars) } });
     });
     return this.env(tenantId, id, false);
   }
 
   async unsetEnv(tenantId: string, id: string, key: string): Promise<void> {
-    await this.store.transaction(async (tx) => {
+    await this.deps.store.transaction(async (tx) => {
       if (!(await tx.services.find(tenantId, id))) throw new NotFoundError('service');
       if (!(await tx.serviceEnv.delete(id, key))) throw new NotFoundError('environment variable');
-      await this.activity.record(tx, { tenantId, action: 'service.env_deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { key } });
+      await this.deps.activity.record(tx, { tenantId, action: 'service.env_deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { key } });
     });
   }
 
   // TenantResources: usage counts and suspension.
   async count(tenantId: string): Promise<{ services: number }> {
-    return { services: await this.store.services.count(tenantId) };
+    return { services: await this.deps.store.services.count(tenantId) };
   }
 
   /** Suspension stops every service; reactivation leaves them stopped until started. */
   async suspend(tenantId: string): Promise<void> {
-    for (const s of await this.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) await this.stopService(s);
+    for (const s of await this.deps.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) await this.stopService(s);
   }
 
   async haltForDisk(tenantId: string, reason: string): Promise<number> {
     let stopped = 0;
-    for (const s of await this.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) {
+    for (const s of await this.deps.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) {
       if (s.desired_state === 'stopped') continue;
       await this.stopService(s, reason);
-      await this.activity.record(this.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason } });
+      await this.deps.activity.record(this.deps.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason } });
       stopped++;
     }
     return stopped;
@@ -364,12 +358,12 @@ export class Services implements TenantResources, DiskOverrunHalt {
   /** Stops the service; `why`, when given, is its last_error from the moment it reads stopped. */
   private async stopService(s: ServiceRow, why?: string): Promise<void> {
     await this.cancelUnfinished(s.id);
-    await this.deployer.idleFor(s.id);
-    await this.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, ...(why === undefined ? {} : { last_error: why }), updated_at: unixSeconds(this.clock) });
-    this.opts.routesChanged?.();
-    const current = await this.store.services.findAny(s.id);
+    await this.deps.deployer.idleFor(s.id);
+    await this.deps.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, ...(why === undefined ? {} : { last_error: why }), updated_at: unixSeconds(this.deps.clock) });
+    this.deps.routesChanged?.();
+    const current = await this.deps.store.services.findAny(s.id);
     if (current) await this.removeContainers(current);
-    await this.store.services.update(s.id, { container_id: null });
+    await this.deps.store.services.update(s.id, { container_id: null });
   }
 
   /**
@@ -378,32 +372,32 @@ export class Services implements TenantResources, DiskOverrunHalt {
    */
   private async removeContainers(s: ServiceRow): Promise<void> {
     if (s.container_id) {
-      await this.runtime.stopWorkload(s.container_id);
-      await this.runtime.removeWorkload(s.container_id);
+      await this.deps.runtime.stopWorkload(s.container_id);
+      await this.deps.runtime.removeWorkload(s.container_id);
     }
-    await this.runtime.removeWorkload(workloadName(s.id));
+    await this.deps.runtime.removeWorkload(workloadName(s.id));
   }
 
   private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, buildId: string | null = null): Promise<DeploymentRow> {
-    const row = deploymentRow(this.clock, tenantId, serviceId, image, reason, buildId);
+    const row = deploymentRow(this.deps.clock, tenantId, serviceId, image, reason, buildId);
     await tx.deployments.insert(row);
     return row;
   }
 
   private async cancelUnfinished(serviceId: string): Promise<void> {
-    for (const d of await this.store.deployments.listUnfinished(serviceId)) await this.cancelOne(d, 'superseded by a newer request');
+    for (const d of await this.deps.store.deployments.listUnfinished(serviceId)) await this.cancelOne(d, 'superseded by a newer request');
   }
 
   private async cancelOne(d: DeploymentRow, why: string): Promise<void> {
     // A pending one is cancelled in the store; a running one is aborted where it runs.
-    const now = unixSeconds(this.clock);
-    if (!(await this.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why }))) {
-      this.deployer.abort(d.id, why);
+    const now = unixSeconds(this.deps.clock);
+    if (!(await this.deps.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why }))) {
+      this.deps.deployer.abort(d.id, why);
     }
   }
 
   private async row(tenantId: string, id: string): Promise<ServiceRow> {
-    const s = await this.store.services.find(tenantId, id);
+    const s = await this.deps.store.services.find(tenantId, id);
     if (!s) throw new NotFoundError('service');
     return s;
   }

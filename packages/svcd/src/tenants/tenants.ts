@@ -8,15 +8,14 @@ import type {
   TenantUsage,
 } from '@svc/contract';
 import { MAX_API_KEYS } from '@svc/contract';
-import type { Logger } from 'pino';
-import type { Activity } from '../activity/activity.js';
 import type { ApiKeys } from '../auth/api-keys.js';
 import type { KeyCache } from '../auth/key-cache.js';
 import { ExpiringLru } from '../cache/expiring-lru.js';
-import { type Clock, unixSeconds } from '../clock.js';
+import { unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, UnavailableError, UnprocessableError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { isUniqueViolation, type Store, type TenantRow } from '../store/index.js';
+import { isUniqueViolation, type TenantRow } from '../store/index.js';
+import type { Platform } from '../platform.js';
 
 export const MAX_ACTIVE_TENANTS = 1000;
 
@@ -75,28 +74,29 @@ function quotaRecord(r: TenantRow): QuotaRecord {
   };
 }
 
+/** What a Tenants is built from, by name. */
+export interface TenantsDeps extends Pick<Platform, 'store' | 'activity' | 'clock' | 'audit'> {
+  keys: ApiKeys;
+  keyCache: KeyCache;
+  resources: readonly TenantResources[];
+  maxActiveTenants?: number;
+}
+
 export class Tenants {
   private readonly views: ExpiringLru<string, Tenant>;
+  private readonly maxActiveTenants: number;
 
-  constructor(
-    private readonly store: Store,
-    private readonly keys: ApiKeys,
-    private readonly keyCache: KeyCache,
-    private readonly activity: Activity,
-    private readonly clock: Clock,
-    private readonly audit: Logger,
-    private readonly resources: readonly TenantResources[],
-    private readonly maxActiveTenants = MAX_ACTIVE_TENANTS,
-  ) {
-    this.views = new ExpiringLru(clock, TENANT_VIEW_TTL_MS, TENANT_VIEW_MAX_ENTRIES);
+  constructor(private readonly deps: TenantsDeps) {
+    this.views = new ExpiringLru(deps.clock, TENANT_VIEW_TTL_MS, TENANT_VIEW_MAX_ENTRIES);
+    this.maxActiveTenants = deps.maxActiveTenants ?? MAX_ACTIVE_TENANTS;
   }
 
   async register(req: RegisterRequest): Promise<RegisterResponse> {
-    const now = unixSeconds(this.clock);
+    const now = unixSeconds(this.deps.clock);
     const id = hexId(16);
     const name = req.name.trim();
     try {
-      return await this.store.transaction(async (tx) => {
+      return await this.deps.store.transaction(async (tx) => {
         if ((await tx.tenants.countActive()) >= this.maxActiveTenants) {
           throw new UnavailableError(`registration unavailable: the limit of ${this.maxActiveTenants} active tenants is reached`);
         }
@@ -111,8 +111,8 @@ export class Tenants {
           updated_at: now,
           ...DEFAULT_QUOTAS,
         });
-        await this.activity.record(tx, { tenantId: id, action: 'tenant.registered', resourceType: 'tenant', resourceId: id });
-        const key = await this.keys.issue(tx, id, 'initial');
+        await this.deps.activity.record(tx, { tenantId: id, action: 'tenant.registered', resourceType: 'tenant', resourceId: id });
+        const key = await this.deps.keys.issue(tx, id, 'initial');
         return { tenant_id: id, api_key: key.api_key };
       });
     } catch (err) {
@@ -133,11 +133,11 @@ export class Tenants {
   async rename(tenantId: string, newName: string): Promise<Tenant> {
     const name = newName.trim();
     try {
-      await this.store.transaction(async (tx) => {
-        if (!(await tx.tenants.rename(tenantId, name, name.toLowerCase(), unixSeconds(this.clock)))) {
+      await this.deps.store.transaction(async (tx) => {
+        if (!(await tx.tenants.rename(tenantId, name, name.toLowerCase(), unixSeconds(this.deps.clock)))) {
           throw new NotFoundError('tenant');
         }
-        await this.activity.record(tx, {
+        await this.deps.activity.record(tx, {
           tenantId,
           action: 'tenant.updated',
           resourceType: 'tenant',
@@ -156,44 +156,44 @@ export class Tenants {
 
   /** DELETE /v1/tenant: suspends (nothing is deleted) and stops what the tenant runs. */
   async suspend(tenantId: string): Promise<Tenant> {
-    await this.store.transaction(async (tx) => {
-      if (!(await tx.tenants.transitionStatus(tenantId, 'active', 'suspended', unixSeconds(this.clock)))) {
+    await this.deps.store.transaction(async (tx) => {
+      if (!(await tx.tenants.transitionStatus(tenantId, 'active', 'suspended', unixSeconds(this.deps.clock)))) {
         throw new NotFoundError('tenant');
       }
-      await this.activity.record(tx, { tenantId, action: 'tenant.suspended', resourceType: 'tenant', resourceId: tenantId });
+      await this.deps.activity.record(tx, { tenantId, action: 'tenant.suspended', resourceType: 'tenant', resourceId: tenantId });
     });
     this.views.delete(tenantId);
-    this.keyCache.invalidateTenant(tenantId);
-    for (const r of this.resources) await r.suspend(tenantId);
+    this.deps.keyCache.invalidateTenant(tenantId);
+    for (const r of this.deps.resources) await r.suspend(tenantId);
     return this.get(tenantId);
   }
 
   /** Operator route: suspended -> active with a fresh key; 409 when already active. */
   async reactivate(tenantId: string): Promise<ReactivateResponse> {
-    const result = await this.store.transaction(async (tx) => {
+    const result = await this.deps.store.transaction(async (tx) => {
       const t = await tx.tenants.findById(tenantId);
       if (!t) throw new NotFoundError('tenant');
       if (t.status === 'active') throw new ConflictError('tenant is already active');
       if ((await tx.tenants.countActive()) >= this.maxActiveTenants) {
         throw new UnavailableError(`reactivation unavailable: the limit of ${this.maxActiveTenants} active tenants is reached`);
       }
-      if (!(await tx.tenants.transitionStatus(tenantId, 'suspended', 'active', unixSeconds(this.clock)))) {
+      if (!(await tx.tenants.transitionStatus(tenantId, 'suspended', 'active', unixSeconds(this.deps.clock)))) {
         throw new ConflictError('tenant is already active');
       }
-      await this.activity.record(tx, { tenantId, action: 'tenant.reactivated', resourceType: 'tenant', resourceId: tenantId });
-      const key = await this.keys.issue(tx, tenantId, 'reactivated');
+      await this.deps.activity.record(tx, { tenantId, action: 'tenant.reactivated', resourceType: 'tenant', resourceId: tenantId });
+      const key = await this.deps.keys.issue(tx, tenantId, 'reactivated');
       return { tenant_id: tenantId, api_key: key.api_key, status: 'active' as const };
     });
     this.views.delete(tenantId);
-    this.keyCache.invalidateTenant(tenantId);
-    this.audit.info({ audit: true, event: 'operator.reactivate', tenant_id: tenantId }, 'operator reactivated a tenant');
+    this.deps.keyCache.invalidateTenant(tenantId);
+    this.deps.audit.info({ audit: true, event: 'operator.reactivate', tenant_id: tenantId }, 'operator reactivated a tenant');
     return result;
   }
 
   async patchQuotas(tenantId: string, patch: QuotaPatchRequest): Promise<QuotaRecord> {
-    await this.store.transaction(async (tx) => {
-      if (!(await tx.tenants.updateQuotas(tenantId, patch, unixSeconds(this.clock)))) throw new NotFoundError('tenant');
-      await this.activity.record(tx, {
+    await this.deps.store.transaction(async (tx) => {
+      if (!(await tx.tenants.updateQuotas(tenantId, patch, unixSeconds(this.deps.clock)))) throw new NotFoundError('tenant');
+      await this.deps.activity.record(tx, {
         tenantId,
         action: 'tenant.quotas_updated',
         resourceType: 'tenant',
@@ -202,19 +202,19 @@ export class Tenants {
       });
     });
     this.views.delete(tenantId); // its updated_at moved
-    this.audit.info({ audit: true, event: 'operator.quota_patch', tenant_id: tenantId, patch }, 'operator changed tenant quotas');
+    this.deps.audit.info({ audit: true, event: 'operator.quota_patch', tenant_id: tenantId, patch }, 'operator changed tenant quotas');
     return quotaRecord(await this.row(tenantId));
   }
 
   async usage(tenantId: string): Promise<TenantUsage> {
     const t = await this.row(tenantId);
-    const disk = await this.store.tenantDisk.find(tenantId);
+    const disk = await this.deps.store.tenantDisk.find(tenantId);
     const counts = { services: 0, databases: 0, environments: 0 };
-    for (const r of this.resources) Object.assign(counts, await r.count(tenantId));
+    for (const r of this.deps.resources) Object.assign(counts, await r.count(tenantId));
     return {
       services: { used: counts.services, max: t.max_services },
       databases: { used: counts.databases, max: t.max_databases },
-      api_keys: { used: await this.store.apiKeys.countActive(tenantId), max: MAX_API_KEYS },
+      api_keys: { used: await this.deps.store.apiKeys.countActive(tenantId), max: MAX_API_KEYS },
       environments: { used: counts.environments, max: t.max_environments },
       memory_mb: t.max_memory_mb,
       cpu_cores: t.max_cpu_cores,
@@ -226,7 +226,7 @@ export class Tenants {
   }
 
   private async row(tenantId: string): Promise<TenantRow> {
-    const t = await this.store.tenants.findById(tenantId);
+    const t = await this.deps.store.tenants.findById(tenantId);
     if (!t) throw new NotFoundError('tenant');
     return t;
   }
