@@ -38,7 +38,8 @@ PROXY_LISTEN ?= 127.0.0.1:8081
 # node --test expands the glob itself (Node 21 and later), in a stable order.
 TEST_FILES := 'packages/*/test/*.test.ts'
 # One file at a time: the engine tests (gVisor containers, Caddy, a registry) overload two cores
-# when two files run them at once, and first requests to fresh containers then get resets.
+# when two files run them at once, and first requests to fresh containers then get resets; and
+# engine-restart.test.ts stops and starts the machine's dockerd under its own workloads.
 TEST_CONCURRENCY ?= 1
 
 .PHONY: build deps typecheck lint run test bench-api bench-deploy bench-proxy bench-build bench-db bench-env clean

@@ -14,7 +14,7 @@ import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOption
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
-import { SandboxPolicy, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
+import { RuntimeUnavailableError, SandboxPolicy, isEngineFault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -297,5 +297,27 @@ describe('workload policy', () => {
     clock.advance(60_001);
     assert.equal(await auto.use(), true);
     assert.equal(asked, 2);
+  });
+});
+
+describe("the engine's fault or the tenant's", () => {
+  const withProps = (message: string, props: Record<string, unknown>) => Object.assign(new Error(message), props);
+
+  test('no engine answering is the engine fault, also when wrapped', () => {
+    assert.equal(isEngineFault(new RuntimeUnavailableError('container engine unavailable')), true);
+    assert.equal(isEngineFault(withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT' })), true);
+    assert.equal(isEngineFault(withProps('connect ECONNREFUSED', { code: 'ECONNREFUSED' })), true);
+    const wrapped = new Error('starting the workload failed', { cause: withProps('socket hang up', { code: 'ECONNRESET' }) });
+    assert.equal(isEngineFault(wrapped), true);
+  });
+
+  test("an engine's answer (4xx, 5xx), or svc's own error, is not", () => {
+    // This engine answers 500 to an image whose command does not exist under gVisor.
+    assert.equal(isEngineFault(withProps('(HTTP code 500) OCI runtime create failed', { statusCode: 500 })), false);
+    assert.equal(isEngineFault(withProps('(HTTP code 404) no such image', { statusCode: 404 })), false);
+    assert.equal(isEngineFault(withProps('(HTTP code 400) invalid port', { statusCode: 400 })), false);
+    assert.equal(isEngineFault(new Error('container exited with code 1 during the deploy')), false);
+    assert.equal(isEngineFault(withProps('file missing', { code: 'ENOTDIR' })), false);
+    assert.equal(isEngineFault('not an error'), false);
   });
 });

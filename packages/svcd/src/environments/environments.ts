@@ -25,7 +25,7 @@ import type { ScratchSpace } from '../scratch/scratch-space.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { ExecNotStartedError, WorkloadNotRunningError, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
+import { ExecNotStartedError, WorkloadNotRunningError, engineAnswers, isEngineFault, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
@@ -170,14 +170,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     if (e.lease_expires_at <= unixSeconds(this.deps.clock)) {
       throw new ConflictError(`the lease has ended: extend it (POST /v1/environments/${id}/lease) and start again`);
     }
-    const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
-    let started: { containerId: string; address: string | null };
-    if (w) {
-      await this.deps.runtime.startWorkload(w.id);
-      started = { containerId: w.id, address: (await this.deps.runtime.inspectWorkload(w.id))?.address?.host ?? null };
-    } else {
-      started = await this.runContainer(workloadOf(e), e.image, e.tenant_id);
-    }
+    const started = await this.bringUp(e);
     await this.deps.store.environments.update(id, { status: 'running', expired_at: null, container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.deps.clock) });
     await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.started', resourceType: 'environment', resourceId: id });
     this.deps.routesChanged();
@@ -376,15 +369,36 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await this.removeContainerAndWorkspace(e);
       } else if (e.status === 'running') {
         const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
-        if (w?.state !== 'running') {
-          await this.deps.store.environments.update(e.id, { status: 'stopped', address: null, last_error: 'the container stopped outside svc', updated_at: unixSeconds(this.deps.clock) });
-          this.deps.routesChanged();
-        }
+        if (w?.state !== 'running') await this.restartStopped(e);
       }
     }
   }
 
-  /** Starts the environment's container on its tenant network with its workspace volume. */
+  /**
+   * A running environment whose container stopped outside svc (the engine restarted, someone on
+   * the host stopped it) starts again while its lease runs: its workspace is on its volume. When
+   * the engine itself fails, the next reconcile tries again; anything else stops it, saying why.
+   */
+  private async restartStopped(e: EnvironmentRow): Promise<void> {
+    try {
+      const started = await this.bringUp(e);
+      await this.deps.store.environments.update(e.id, { container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.deps.clock) });
+      this.deps.log.warn({ environment: e.id }, 'started an environment whose container stopped outside svc');
+    } catch (err) {
+      if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) throw err;
+      await this.deps.store.environments.update(e.id, { status: 'stopped', address: null, last_error: `the container stopped outside svc and did not start again: ${(err as Error).message}`, updated_at: unixSeconds(this.deps.clock) });
+    }
+    this.deps.routesChanged();
+  }
+
+  /** Starts the environment's container again, or a new one on its workspace volume when it is gone. */
+  private async bringUp(e: EnvironmentRow): Promise<{ containerId: string; address: string | null }> {
+    const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
+    if (!w) return this.runContainer(workloadOf(e), e.image, e.tenant_id);
+    await this.deps.runtime.startWorkload(w.id);
+    return { containerId: w.id, address: (await this.deps.runtime.inspectWorkload(w.id))?.address?.host ?? null };
+  }
+
   /**
    * Starts an environment container with a workspace volume of the same name: on the tenant's
    * network, or (tenantId null) unassigned in the warm pool.

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, type Timers, unixSeconds } from '../clock.js';
-import type { Runtime } from '../runtime/index.js';
+import { engineAnswers, isEngineFault, type Runtime } from '../runtime/index.js';
 import type { Repositories, TenantRow } from '../store/index.js';
 import { waitUntilReady, type ReadinessOptions } from './readiness.js';
 
@@ -49,6 +49,9 @@ export interface LifecycleOptions<R extends LifecycleRow> {
   timers: Timers;
   log: Logger;
 }
+
+/** A record's last_error while the engine is away: svc provisions it again when the engine answers. */
+export const ENGINE_UNAVAILABLE_NOW = 'container engine unavailable; svc starts it again when the engine answers';
 
 /** How often a wait for readiness re-reads the record (deleted, suspended?) and the container (exited?). */
 const STATE_CHECK_MS = 500;
@@ -145,11 +148,19 @@ export class Lifecycle<R extends LifecycleRow> {
       // Deleted or suspended meanwhile: whoever did that owns the container now.
       if (!(await this.stillWanted(id))) return;
       const message = (err as Error).message;
+      if (isEngineFault(err) || !(await engineAnswers(this.o.runtime))) {
+        // The engine's fault, not the tenant's: provisioning again is the reconciler's, once
+        // the engine answers (reconcile() takes up records left provisioning).
+        await this.o.records.update(id, { status: 'provisioning', last_error: `${ENGINE_UNAVAILABLE_NOW}: ${message}`, updated_at: this.now() });
+        this.o.log.warn({ err, [this.o.kind]: id }, `${this.o.kind} waits for the container engine`);
+        return;
+      }
       await this.o.records.update(id, { status: 'failed', last_error: message, updated_at: this.now() });
       await this.o.runtime.removeWorkload(this.o.workloadName(id)).catch(() => {});
       await this.o.activity.record(this.o.store, { tenantId: r.tenant_id, action: `${this.o.kind}.failed`, resourceType: this.o.kind, resourceId: id, details: { error: message } });
     }
   }
+
 
   private async stillWanted(id: string): Promise<boolean> {
     const now = await this.o.records.findAny(id);

@@ -246,6 +246,34 @@ export interface Runtime {
 
 export class RuntimeUnavailableError extends Error {}
 
+/** Whether the engine answers now (its info call succeeds). */
+export async function engineAnswers(engine: Pick<Runtime, 'info'>): Promise<boolean> {
+  try {
+    await engine.info();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Socket errors of an engine that is not there (stopped, restarting, its socket gone). */
+const ENGINE_GONE_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH']);
+
+/**
+ * Whether an error is the engine's absence, not the tenant's fault: no engine answers (stopped,
+ * restarting, its socket gone). Follows `cause` through errors that wrap the engine client's.
+ * An engine's server error (5xx) is not counted: this engine answers 500 to a tenant's image
+ * whose command does not exist under gVisor as much as to its own trouble.
+ */
+export function isEngineFault(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e instanceof RuntimeUnavailableError) return true;
+    const { code } = e as { code?: unknown };
+    if (typeof code === 'string' && ENGINE_GONE_CODES.has(code)) return true;
+  }
+  return false;
+}
+
 /** The engine could not start an exec's process (e.g. its working directory is missing). */
 export class ExecNotStartedError extends Error {}
 

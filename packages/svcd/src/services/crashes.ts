@@ -2,15 +2,30 @@
 // growing delay; after 5 crashes within 10 minutes the circuit opens (status crashed) and
 // nothing restarts it until the tenant resets the service.
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, type WorkloadExit } from '../runtime/index.js';
+import { LABELS, engineAnswers, type WorkloadExit } from '../runtime/index.js';
 import type { ServiceRow } from '../store/index.js';
-import { deploymentRow, type Deployer } from './deployer.js';
+import { ENGINE_UNAVAILABLE, deploymentRow, type Deployer } from './deployer.js';
 import type { Platform } from '../platform.js';
 
 export const CRASH_WINDOW_S = 600;
 export const CRASH_LIMIT = 5;
 export const BACKOFF_BASE_MS = 1_000;
 export const BACKOFF_MAX_MS = 30_000;
+/**
+ * How long an exit waits before it is judged. An engine that shuts down (an upgrade, a restart)
+ * stops every container first, and their exits arrive as events, then goes away: an exit
+ * followed within this time by the engine going away is the engine's, not a crash.
+ */
+export const EXIT_SETTLE_MS = 2_000;
+/**
+ * An exit by SIGTERM (128 + 15) comes from outside the tenant's code: svc's own stops are not
+ * crashes anyway, so it is the engine stopping containers as it shuts down, or someone on the
+ * host. The engine may take this long to go away (it stops every container first, each with
+ * a grace period), so such an exit waits up to this, asking the engine every second.
+ */
+export const SIGTERM_SETTLE_MS = 20_000;
+const SIGTERM_EXIT_CODE = 143;
+const ENGINE_POLL_MS = 1_000;
 
 export interface CrashState {
   crash_count: number;
@@ -40,6 +55,7 @@ export function restartDelayMs(crashCount: number, baseMs = BACKOFF_BASE_MS): nu
 export interface CrashHandlerDeps extends Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
   deployer: Deployer;
   backoffBaseMs?: number;
+  exitSettleMs?: number;
   routesChanged: () => void;
 }
 
@@ -47,6 +63,10 @@ export class CrashHandler {
   private readonly controller = new AbortController();
   private watching: Promise<void> | null = null;
   private retry: TimerHandle | null = null;
+  /** Exits waiting out EXIT_SETTLE_MS, judged concurrently; close() waits for them. */
+  private readonly settling = new Set<Promise<void>>();
+  /** When this process last saw the engine's event stream break (ms). */
+  private streamBrokeAtMs = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly deps: CrashHandlerDeps) {}
 
@@ -56,11 +76,14 @@ export class CrashHandler {
     this.watching = (async () => {
       try {
         for await (const exit of this.deps.runtime.exits(this.controller.signal)) {
-          await this.handleExit(exit).catch((err: unknown) => this.deps.log.error({ err, exit }, 'crash handling failed'));
+          const judged = this.settleThenHandle(exit).catch((err: unknown) => this.deps.log.error({ err, exit }, 'crash handling failed'));
+          this.settling.add(judged);
+          void judged.finally(() => this.settling.delete(judged));
         }
       } catch (err) {
         if (!this.controller.signal.aborted) this.deps.log.warn({ err }, 'engine event stream broke; reconnecting');
       }
+      if (!this.controller.signal.aborted) this.streamBrokeAtMs = this.deps.clock.now();
       this.watching = null;
       if (!this.controller.signal.aborted) this.retry = this.deps.timers.setTimeout(() => this.watch(), 1_000);
     })();
@@ -70,6 +93,56 @@ export class CrashHandler {
     this.controller.abort();
     this.retry?.cancel();
     await this.watching;
+    await Promise.all(this.settling);
+  }
+
+  /** An exit from the event stream: judged after EXIT_SETTLE_MS, as the engine's or as a crash. */
+  private async settleThenHandle(exit: WorkloadExit): Promise<void> {
+    const seenAtMs = this.deps.clock.now();
+    const settleMs = exit.exitCode === SIGTERM_EXIT_CODE ? SIGTERM_SETTLE_MS : (this.deps.exitSettleMs ?? EXIT_SETTLE_MS);
+    const until = seenAtMs + settleMs;
+    let engineLeft = false;
+    for (;;) {
+      await this.pause(Math.min(ENGINE_POLL_MS, Math.max(0, until - this.deps.clock.now())));
+      if (this.controller.signal.aborted) return;
+      engineLeft = this.streamBrokeAtMs >= seenAtMs || !(await engineAnswers(this.deps.runtime));
+      if (engineLeft || this.deps.clock.now() >= until) break;
+    }
+    if (engineLeft) await this.engineStopped(exit);
+    else await this.handleExit(exit);
+  }
+
+
+  /** Resolves after `ms` on the injected timers, or at once when close() is called. */
+  private pause(ms: number): Promise<void> {
+    const signal = this.controller.signal;
+    return new Promise<void>((resolve) => {
+      if (signal.aborted) {
+        resolve();
+        return;
+      }
+      const timer = this.deps.timers.setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      function done() {
+        timer.cancel();
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+    });
+  }
+
+  /**
+   * The engine stopped the service's container as it went away: no crash is counted. The
+   * service waits as deploying, and the reconciler deploys it again once the engine answers.
+   */
+  private async engineStopped(exit: WorkloadExit): Promise<void> {
+    if (exit.labels[LABELS.kind] !== 'service') return;
+    const serviceId = exit.labels[LABELS.resource];
+    const s = serviceId ? await this.deps.store.services.findAny(serviceId) : undefined;
+    if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return;
+    await this.deps.store.services.update(s.id, { status: 'deploying', upstream: null, last_error: ENGINE_UNAVAILABLE, updated_at: unixSeconds(this.deps.clock) });
+    this.deps.log.warn({ service: s.id, container: exit.id }, 'the engine stopped a service as it went away; not counted as a crash');
+    this.deps.routesChanged();
   }
 
   /** One exit: a crash when the service should be running on exactly this container. */

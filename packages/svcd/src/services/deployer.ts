@@ -5,13 +5,15 @@
 // meanwhile is not run. A deployment whose lease is held elsewhere stays pending.
 import { connect } from 'node:net';
 import { type Clock, type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, workloadLimits, type SandboxPolicy } from '../runtime/index.js';
+import { LABELS, engineAnswers, isEngineFault, workloadLimits, type SandboxPolicy } from '../runtime/index.js';
 import type { DeploymentRow, ServiceRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
 import type { Platform } from '../platform.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
+/** The service's last_error while the engine is away: not a fault of the tenant's code. */
+export const ENGINE_UNAVAILABLE = 'container engine unavailable; svc deploys the service again when the engine answers';
 /** How long a started container has to accept TCP connections on its port. */
 export const READY_TIMEOUT_MS = 60_000;
 /** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
@@ -143,7 +145,9 @@ export class Deployer {
       } catch (err) {
         const reason: unknown = controller.signal.aborted ? controller.signal.reason : err;
         const cancelled = reason instanceof Cancelled;
-        await this.finish(dep, service, cancelled ? 'cancelled' : 'failed', (reason as Partial<Error>).message ?? String(reason));
+        const message = (reason as Partial<Error>).message ?? String(reason);
+        const engineFault = !cancelled && !controller.signal.aborted && (isEngineFault(err) || !(await engineAnswers(this.deps.runtime)));
+        await this.finish(dep, service, cancelled ? 'cancelled' : 'failed', message, null, engineFault);
       }
     } finally {
       deadline.cancel();
@@ -237,7 +241,20 @@ export class Deployer {
     }
   }
 
-  private async finish(dep: DeploymentRow, service: ServiceRow, status: 'succeeded' | 'failed' | 'cancelled', error: string | null, upstream: string | null = null): Promise<void> {
+
+  /**
+   * Records the outcome on the deployment and the service. A deployment that failed for the
+   * engine's fault (engineFault) leaves its service deploying, not failed: the reconciler
+   * deploys it again once the engine answers (reconciler.ts).
+   */
+  private async finish(
+    dep: DeploymentRow,
+    service: ServiceRow,
+    status: 'succeeded' | 'failed' | 'cancelled',
+    error: string | null,
+    upstream: string | null = null,
+    engineFault = false,
+  ): Promise<void> {
     const now = unixSeconds(this.deps.clock);
     // A deployment cancelled through the store by another process keeps its cancelled state.
     const moved = await this.deps.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
@@ -260,8 +277,8 @@ export class Deployer {
       if (current?.container_id) await this.deps.runtime.removeWorkload(current.container_id).catch(() => {});
     }
     await this.deps.store.services.update(service.id, {
-      status: succeeded ? 'running' : 'failed',
-      last_error: succeeded ? null : error,
+      status: succeeded ? 'running' : engineFault ? 'deploying' : 'failed',
+      last_error: succeeded ? null : engineFault ? `${ENGINE_UNAVAILABLE}: ${error}` : error,
       upstream,
       ...(succeeded ? {} : { container_id: null }),
       updated_at: now,

@@ -130,6 +130,8 @@ export async function pullTenantImage(engine: ImagePuller, ref: string, signal: 
     await engine.pullImage(name, signal);
   } catch (err) {
     if (signal.aborted) throw err;
+    // No cause: the engine's 5xx on a pull is usually the tenant's registry (unreachable,
+    // broken), not the engine; an engine that is gone is told apart by asking it (deployer.ts).
     throw new Error(`image ${ref} could not be pulled: ${(err as Error).message}`);
   }
   return name;

@@ -3,7 +3,7 @@
 // services whose container vanished are redeployed; exits missed while svcd was down count as
 // crashes; containers no service owns are removed.
 import { unixSeconds } from '../clock.js';
-import { LABELS } from '../runtime/index.js';
+import { LABELS, engineAnswers } from '../runtime/index.js';
 import type { ServiceRow } from '../store/index.js';
 import type { CrashHandler } from './crashes.js';
 import { deploymentRow, type Deployer } from './deployer.js';
@@ -23,6 +23,12 @@ export class Reconciler {
   constructor(private readonly deps: ReconcilerDeps) {}
 
   async run(): Promise<void> {
+    // Nothing is judged while the engine is away: every container would look vanished. The
+    // services it stopped wait as deploying and are deployed again on the first run after.
+    if (!(await engineAnswers(this.deps.runtime))) {
+      this.deps.log.warn('container engine unavailable: reconcile waits for it');
+      return;
+    }
     await this.resumeDeployments();
     await this.matchServices();
     await this.removeOrphans();
