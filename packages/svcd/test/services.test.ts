@@ -45,6 +45,18 @@ describe('services on the real engine', () => {
     await removeTenantWorkloads(tenants);
   });
 
+  test("a port other than the one its image exposes: readiness and the route use the service's port", async () => {
+    const a = await tenantOn(t);
+    // The image exposes 8000 and its httpd listens on $PORT; svc sets PORT to the service's port.
+    const s = await settled(a, (await a.client.createService({ name: 'other-port', image: BUSYBOX_IMAGE, port: 8080 })).id);
+    assert.equal(s.status, 'running', s.last_error ?? '');
+    const upstream = (await t.deps.store.services.findAny(s.id))?.upstream ?? '';
+    assert.match(upstream, /:8080$/, 'routed to the port the service listens on');
+    // The image's own port has nobody listening: that probe would have failed the deploy.
+    const c = await docker.getContainer(workloadName(s.id)).inspect();
+    assert.deepEqual(Object.keys(c.Config.ExposedPorts).sort(), ['8000/tcp', '8080/tcp']);
+  });
+
   test('create: 201 deploying, then running; hardened container on the tenant network with env and quota limits', async () => {
     const a = await tenantOn(t);
     const r = await a.client.raw<Service>('POST', '/v1/services', { body: { name: 'web app', image: BUSYBOX_IMAGE, env: { GREETING: 'hello' } } });

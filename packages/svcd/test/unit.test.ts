@@ -305,9 +305,9 @@ describe("the engine's fault or the tenant's", () => {
 
   test('no engine answering is the engine fault, also when wrapped', () => {
     assert.equal(isEngineFault(new RuntimeUnavailableError('container engine unavailable')), true);
-    assert.equal(isEngineFault(withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT' })), true);
-    assert.equal(isEngineFault(withProps('connect ECONNREFUSED', { code: 'ECONNREFUSED' })), true);
-    const wrapped = new Error('starting the workload failed', { cause: withProps('socket hang up', { code: 'ECONNRESET' }) });
+    assert.equal(isEngineFault(withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT', syscall: 'connect' })), true);
+    assert.equal(isEngineFault(withProps('connect ECONNREFUSED', { code: 'ECONNREFUSED', syscall: 'connect' })), true);
+    const wrapped = new Error('starting the workload failed', { cause: withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT', syscall: 'connect' }) });
     assert.equal(isEngineFault(wrapped), true);
   });
 
@@ -317,7 +317,9 @@ describe("the engine's fault or the tenant's", () => {
     assert.equal(isEngineFault(withProps('(HTTP code 404) no such image', { statusCode: 404 })), false);
     assert.equal(isEngineFault(withProps('(HTTP code 400) invalid port', { statusCode: 400 })), false);
     assert.equal(isEngineFault(new Error('container exited with code 1 during the deploy')), false);
-    assert.equal(isEngineFault(withProps('file missing', { code: 'ENOTDIR' })), false);
+    // A slow engine (the client's idle timeout ends the request), and a file of svc's own.
+    assert.equal(isEngineFault(withProps('socket hang up', { code: 'ECONNRESET' })), false);
+    assert.equal(isEngineFault(withProps("ENOENT: no such file or directory, open 'x'", { code: 'ENOENT', syscall: 'open' })), false);
     assert.equal(isEngineFault('not an error'), false);
   });
 });

@@ -59,6 +59,8 @@ export const EXPIRED_RETENTION_S = 24 * 3600;
 export const PREVIEWS_PER_ENVIRONMENT = 10;
 const SYNC_MAX_BYTES = 500 * 1024 * 1024;
 const SYNC_TIMEOUT_MS = 10 * 60_000;
+/** How long after its container stopped a running environment is judged stopped outside svc. */
+const OUTSIDE_STOP_GRACE_MS = 30_000;
 const STOP_TIMEOUT_S = 5;
 
 export function environmentWorkloadName(id: string): string {
@@ -369,7 +371,13 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await this.removeContainerAndWorkspace(e);
       } else if (e.status === 'running') {
         const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
-        if (w?.state !== 'running') await this.restartStopped(e);
+        if (w?.state === 'running') continue;
+        // A stop of svc's own (stop, lease expiry, suspension, the disk limit) stops the container
+        // first and then writes the status: a container that stopped just now may be one of
+        // those, and the next run sees.
+        if (w?.finishedAtMs && this.deps.clock.now() - w.finishedAtMs < OUTSIDE_STOP_GRACE_MS) continue;
+        // One environment the engine cannot start keeps none of the others from being looked at.
+        await this.restartStopped(e).catch((err: unknown) => this.deps.log.warn({ err, environment: e.id }, 'an environment stopped outside svc did not start again'));
       }
     }
   }
@@ -379,9 +387,19 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * the host stopped it) starts again while its lease runs: its workspace is on its volume. When
    * the engine itself fails, the next reconcile tries again; anything else stops it, saying why.
    */
-  private async restartStopped(e: EnvironmentRow): Promise<void> {
+  private async restartStopped(listed: EnvironmentRow): Promise<void> {
+    // Read again: a stop or a delete since the list is the tenant's, and wins.
+    const e = await this.deps.store.environments.findAny(listed.id);
+    if (e?.status !== 'running' || e.updated_at !== listed.updated_at || e.lease_expires_at <= unixSeconds(this.deps.clock)) return;
     try {
       const started = await this.bringUp(e);
+      const now = await this.deps.store.environments.findAny(e.id);
+      if (now?.status !== 'running' || now.updated_at !== e.updated_at) {
+        // Stopped or deleted while it started: what was started goes again.
+        if (now) await this.deps.runtime.stopWorkload(started.containerId, STOP_TIMEOUT_S);
+        else await this.removeContainerAndWorkspace(e);
+        return;
+      }
       await this.deps.store.environments.update(e.id, { container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.deps.clock) });
       this.deps.log.warn({ environment: e.id }, 'started an environment whose container stopped outside svc');
     } catch (err) {

@@ -560,6 +560,7 @@ export class DockerRuntime implements Runtime {
         exitCode: c.State.Running ? null : c.State.ExitCode,
         labels: c.Config.Labels ?? {},
         address: net?.IPAddress ? { host: net.IPAddress, port: port ? Number.parseInt(port, 10) : 0 } : null,
+        finishedAtMs: finishedAtMs(c.State.FinishedAt),
       };
     } catch (err) {
       if (isNotFound(err)) return null;
@@ -749,7 +750,7 @@ interface EngineImage {
 interface EngineContainer {
   Id: string;
   Name: string;
-  State: { Status: string; Running: boolean; ExitCode: number };
+  State: { Status: string; Running: boolean; ExitCode: number; FinishedAt?: string };
   Config: { ExposedPorts?: Record<string, unknown> | null; Labels?: Record<string, string> | null };
   NetworkSettings: { Networks?: Record<string, { IPAddress?: string }> | null };
 }
@@ -809,4 +810,10 @@ export function execStartFailure(message: string): WorkloadNotRunningError | Exe
   if (/\bin state (stopped|paused)\b|\bnot running\b/i.test(engineWords)) return new WorkloadNotRunningError(message);
   if (/\burpc method "[^"]*" failed: (connection reset by peer|EOF|broken pipe)\b/.test(engineWords)) return new WorkloadNotRunningError(message);
   return new ExecNotStartedError(message);
+}
+
+/** The engine's FinishedAt: RFC 3339, or the zero time (0001-01-01) for a container that never stopped. */
+function finishedAtMs(raw: string | undefined): number | null {
+  const ms = raw ? Date.parse(raw) : Number.NaN;
+  return Number.isFinite(ms) && ms > 0 ? ms : null;
 }

@@ -113,6 +113,8 @@ export interface WorkloadInfo {
   labels: Record<string, string>;
   /** Where the workload answers on its tenant network, as seen from the host. */
   address: { host: string; port: number } | null;
+  /** When it last stopped (ms), if it ever did; inspect only. */
+  finishedAtMs?: number | null;
 }
 
 /** An image build from a context directory (Dockerfile at its root). */
@@ -256,8 +258,12 @@ export async function engineAnswers(engine: Pick<Runtime, 'info'>): Promise<bool
   }
 }
 
-/** Socket errors of an engine that is not there (stopped, restarting, its socket gone). */
-const ENGINE_GONE_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH']);
+/**
+ * Connect errors of an engine that is not there (stopped, restarting, its socket gone). Only a
+ * connect counts: a reset or timeout mid-request is a slow engine (the client's idle timeout),
+ * and ENOENT without a connect is a file of svc's own.
+ */
+const ENGINE_GONE_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH']);
 
 /**
  * Whether an error is the engine's absence, not the tenant's fault: no engine answers (stopped,
@@ -268,8 +274,8 @@ const ENGINE_GONE_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIP
 export function isEngineFault(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     if (e instanceof RuntimeUnavailableError) return true;
-    const { code } = e as { code?: unknown };
-    if (typeof code === 'string' && ENGINE_GONE_CODES.has(code)) return true;
+    const { code, syscall } = e as { code?: unknown; syscall?: unknown };
+    if (syscall === 'connect' && typeof code === 'string' && ENGINE_GONE_CODES.has(code)) return true;
   }
   return false;
 }

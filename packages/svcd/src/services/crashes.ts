@@ -18,13 +18,14 @@ export const BACKOFF_MAX_MS = 30_000;
  */
 export const EXIT_SETTLE_MS = 2_000;
 /**
- * An exit by SIGTERM (128 + 15) comes from outside the tenant's code: svc's own stops are not
- * crashes anyway, so it is the engine stopping containers as it shuts down, or someone on the
- * host. The engine may take this long to go away (it stops every container first, each with
- * a grace period), so such an exit waits up to this, asking the engine every second.
+ * The exit of a clean stop: by SIGTERM (128 + 15), or 0 (a program that handles SIGTERM and
+ * ends well). svc did not ask for it (its own stops are not judged at all), so it is most
+ * likely the engine stopping containers as it shuts down. The engine may take this long to go
+ * away (it stops every container first, each with a grace period), so such an exit waits up to
+ * this, asking the engine every second; a crash loop of such exits restarts that much slower.
  */
-export const SIGTERM_SETTLE_MS = 20_000;
-const SIGTERM_EXIT_CODE = 143;
+export const CLEAN_STOP_SETTLE_MS = 20_000;
+const CLEAN_STOP_EXIT_CODES = new Set([0, 143]);
 const ENGINE_POLL_MS = 1_000;
 
 export interface CrashState {
@@ -99,7 +100,7 @@ export class CrashHandler {
   /** An exit from the event stream: judged after EXIT_SETTLE_MS, as the engine's or as a crash. */
   private async settleThenHandle(exit: WorkloadExit): Promise<void> {
     const seenAtMs = this.deps.clock.now();
-    const settleMs = exit.exitCode === SIGTERM_EXIT_CODE ? SIGTERM_SETTLE_MS : (this.deps.exitSettleMs ?? EXIT_SETTLE_MS);
+    const settleMs = exit.exitCode !== null && CLEAN_STOP_EXIT_CODES.has(exit.exitCode) ? CLEAN_STOP_SETTLE_MS : (this.deps.exitSettleMs ?? EXIT_SETTLE_MS);
     const until = seenAtMs + settleMs;
     let engineLeft = false;
     for (;;) {
@@ -140,7 +141,8 @@ export class CrashHandler {
     const serviceId = exit.labels[LABELS.resource];
     const s = serviceId ? await this.deps.store.services.findAny(serviceId) : undefined;
     if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return;
-    await this.deps.store.services.update(s.id, { status: 'deploying', upstream: null, last_error: ENGINE_UNAVAILABLE, updated_at: unixSeconds(this.deps.clock) });
+    const patch = { status: 'deploying' as const, upstream: null, last_error: ENGINE_UNAVAILABLE, updated_at: unixSeconds(this.deps.clock) };
+    if (!(await this.deps.store.services.updateIfRunning(s.id, exit.id, patch))) return;
     this.deps.log.warn({ service: s.id, container: exit.id }, 'the engine stopped a service as it went away; not counted as a crash');
     this.deps.routesChanged();
   }

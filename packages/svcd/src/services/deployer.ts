@@ -18,6 +18,8 @@ export const ENGINE_UNAVAILABLE = 'container engine unavailable; svc deploys the
 export const READY_TIMEOUT_MS = 60_000;
 /** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
 const READY_POLL_MS = 25;
+/** How often a wait for readiness re-reads its deployment (cancelled through another svcd?). */
+const RECORD_READ_EVERY_MS = 1_000;
 export interface DeployerOptions {
   sandbox: SandboxPolicy;
   /** --build-registry: its svc/<tenant>/ paths belong to their tenants. */
@@ -156,23 +158,31 @@ export class Deployer {
     }
   }
 
+  /**
+   * Throws when the deployment should stop: aborted here (cancel, deadline, shutdown), or no
+   * longer running in the store (cancelled through another svcd).
+   */
+  private async stillRunning(depId: string, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
+    const now = await this.deps.store.deployments.find(depId);
+    if (now?.status !== 'running') throw new Cancelled(now?.last_error ?? 'deployment cancelled');
+  }
+
   /** Returns the running container's host:port on its tenant network. */
   private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<string> {
-    const check = () => {
-      if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
-    };
+    const check = () => this.stillRunning(dep.id, signal);
     const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant) throw new Error('tenant not found');
     await this.deps.runtime.ensureTenantNetwork(service.tenant_id);
-    check();
+    await check();
 
     const image = await this.imageToRun(dep.image, service.tenant_id, signal);
-    check();
+    await check();
 
     // Replace whatever ran before (including a container left by an interrupted deploy).
     if (service.container_id) await this.deps.runtime.removeWorkload(service.container_id);
     await this.deps.runtime.removeWorkload(workloadName(service.id));
-    check();
+    await check();
 
     const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
@@ -191,7 +201,7 @@ export class Deployer {
       tenantCode: true,
     });
     await this.deps.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.deps.clock) });
-    return this.waitReady(id, signal);
+    return this.waitReady(id, service.port, signal, () => this.stillRunning(dep.id, signal));
   }
 
   /**
@@ -209,22 +219,32 @@ export class Deployer {
     return id;
   }
 
-  /** Ready = running and accepting TCP on its port; an exit fails the deploy with the last log lines. */
-  private async waitReady(id: string, signal: AbortSignal): Promise<string> {
+  /**
+   * Ready = running and accepting TCP on the service's port (not a port its image exposes: an
+   * image may expose several, and the engine lists them sorted); an exit fails the deploy with
+   * the last log lines.
+   */
+  private async waitReady(id: string, port: number, signal: AbortSignal, stillRunning: () => Promise<void>): Promise<string> {
     const until = this.deps.clock.now() + (this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS);
+    let recordReadAt = this.deps.clock.now();
     for (;;) {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
+      // The record once a second, not every poll: a cancel through another svcd stops this wait.
+      if (this.deps.clock.now() - recordReadAt >= RECORD_READ_EVERY_MS) {
+        await stillRunning();
+        recordReadAt = this.deps.clock.now();
+      }
       const info = await this.deps.runtime.inspectWorkload(id);
       if (!info) throw new Error('container disappeared during the deploy');
       if (info.state === 'exited' || info.state === 'dead') {
         const tail = await this.lastLogLines(id);
         throw new Error(`container exited with code ${info.exitCode ?? '?'} during the deploy${tail ? `: ${tail}` : ''}`);
       }
-      if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, info.address.port))) {
-        return `${info.address.host}:${info.address.port}`;
+      if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, port))) {
+        return `${info.address.host}:${port}`;
       }
       if (this.deps.clock.now() >= until) {
-        throw new Error(`service did not accept connections on port ${info.address?.port ?? '?'} within ${Math.round((this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
+        throw new Error(`service did not accept connections on port ${port} within ${Math.round((this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
       }
       await new Promise<void>((r) => this.deps.timers.setTimeout(r, READY_POLL_MS));
     }
@@ -256,17 +276,25 @@ export class Deployer {
     engineFault = false,
   ): Promise<void> {
     const now = unixSeconds(this.deps.clock);
-    // A deployment cancelled through the store by another process keeps its cancelled state.
     const moved = await this.deps.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
-    if (!moved) return;
-    await this.deps.activity.record(this.deps.store, {
-      tenantId: service.tenant_id,
-      action: `deployment.${status}`,
-      resourceType: 'deployment',
-      resourceId: dep.id,
-      serviceId: service.id,
-      details: error ? { error } : {},
-    });
+    if (moved) {
+      await this.deps.activity.record(this.deps.store, {
+        tenantId: service.tenant_id,
+        action: `deployment.${status}`,
+        resourceType: 'deployment',
+        resourceId: dep.id,
+        serviceId: service.id,
+        details: error ? { error } : {},
+      });
+    } else {
+      // Cancelled through the store by another svcd (which recorded it): this process still
+      // cleans up what it started, below. Any other outcome recorded elsewhere is left alone.
+      const recorded = await this.deps.store.deployments.find(dep.id);
+      if (recorded?.status !== 'cancelled') return;
+      status = 'cancelled';
+      error = recorded.last_error;
+      engineFault = false;
+    }
     this.deps.log.info({ deployment: dep.id, service: service.id, status, error }, 'deployment finished');
     // Superseded by a newer deployment (restart during a deploy): that one owns the service now.
     if ((await this.deps.store.deployments.listUnfinished(service.id)).some((d) => d.id !== dep.id)) return;

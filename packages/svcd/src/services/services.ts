@@ -389,10 +389,22 @@ export class Services implements TenantResources, DiskOverrunHalt {
   }
 
   private async cancelOne(d: DeploymentRow, why: string): Promise<void> {
-    // A pending one is cancelled in the store; a running one is aborted where it runs.
+    // A pending one is cancelled in the store; a running one is aborted where it runs: here at
+    // once, or, run by another svcd, cancelled in the store, which that svcd's deployer reads
+    // before each step and while it waits (deployer.ts) and then stops and cleans up.
     const now = unixSeconds(this.deps.clock);
-    if (!(await this.deps.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why }))) {
-      this.deps.deployer.abort(d.id, why);
+    if (await this.deps.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why })) return;
+    if (this.deps.deployer.abort(d.id, why)) return;
+    const error = `deployment cancelled: ${why}`;
+    if (await this.deps.store.deployments.transition(d.id, ['running'], { status: 'cancelled', finished_at: now, last_error: error })) {
+      await this.deps.activity.record(this.deps.store, {
+        tenantId: d.tenant_id,
+        action: 'deployment.cancelled',
+        resourceType: 'deployment',
+        resourceId: d.id,
+        serviceId: d.service_id,
+        details: { error },
+      });
     }
   }
 

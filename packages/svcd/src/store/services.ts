@@ -52,6 +52,22 @@ export class ServiceStore {
     await this.db.updateTable('services').set(patch).where('id', '=', id).execute();
   }
 
+  /**
+   * Updates the service only while it still runs the given container as desired; false when it
+   * moved meanwhile (stopped, deleted, redeployed by another request).
+   */
+  async updateIfRunning(id: string, containerId: string, patch: ServicePatch): Promise<boolean> {
+    const r = await this.db
+      .updateTable('services')
+      .set(patch)
+      .where('id', '=', id)
+      .where('status', '=', 'running')
+      .where('desired_state', '=', 'running')
+      .where('container_id', '=', containerId)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
   /** Also frees its DNS label, in one transaction (the caller's, or its own). */
   async delete(tenantId: string, id: string): Promise<boolean> {
     return atomically(this.db, async (db) => {
