@@ -33,7 +33,8 @@ export function listening(proc: ChildProcess): Promise<void> {
 }
 
 export function exited(proc: ChildProcess): Promise<number | null> {
-  return new Promise((res) => (proc.exitCode !== null ? res(proc.exitCode) : proc.on('exit', (code) => res(code))));
+  // A process killed by a signal has no exit code but a signal code: it has exited all the same.
+  return new Promise((res) => (proc.exitCode !== null || proc.signalCode !== null ? res(proc.exitCode) : proc.on('exit', (code) => res(code))));
 }
 
 export interface KillableSvcd {
@@ -66,7 +67,7 @@ export async function killableSvcd(name: string, args: string[], env: Record<str
   const anon = new SvcClient({ baseUrl: running.url, adminToken });
   const reg = await anon.register({ name, email: `${name}@x.io` });
   const stop = async (signal: NodeJS.Signals) => {
-    if (running.proc.exitCode !== null) return;
+    if (running.proc.exitCode !== null || running.proc.signalCode !== null) return;
     running.proc.kill(signal);
     await exited(running.proc);
   };

@@ -3,9 +3,11 @@
 // master key, as two svcd of one installation do.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { workloadName } from '../src/services/deployer.js';
+import { DEPLOY_LEASE_MS, workloadName } from '../src/services/deployer.js';
+import { INTERRUPTED } from '../src/services/reconciler.js';
 import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
 import { SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { killableSvcd } from './svcd-process.js';
 
 const MASTER_KEY = 'b'.repeat(64);
 
@@ -56,6 +58,58 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       await a.close();
       await b.close();
       await removeTenantWorkloads([tenant]);
+      await db.drop();
+    }
+  });
+
+  test('A is killed in the middle of a deploy: B takes the deployment over once its lease lapses and finishes it', async () => {
+    await ensureTestImages();
+    const db = await freshPgDatabase();
+    // A is a process of its own (SIGKILL); B runs in this one, where its reconcile can be run at will.
+    const a = await killableSvcd('takeover-a', ['--database-url', db.url], { SVC_MASTER_KEY: MASTER_KEY });
+    const b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY }, overrides: { readyTimeoutMs: 3_000 } });
+    try {
+      // An image that never listens: A's deploy waits for readiness until A dies.
+      const s = await a.client.createService({ name: 'taken-over', image: SLEEPER_IMAGE });
+      const [first] = await a.client.deployments(s.id);
+      assert.ok(first);
+      await waitFor('the deploy to run on A with its container', async () => {
+        const now = (await a.client.deployments(s.id)).find((d) => d.id === first.id);
+        return now?.status === 'running' && (await containerState(workloadName(s.id))) === 'running' ? true : undefined;
+      }, 60_000);
+      await a.kill();
+      const killedAt = Date.now();
+
+      // B's reconcile (every 30 s; run here every second) takes over once A's lease lapses.
+      const c = b.client.withKey(a.apiKey);
+      const resumed = await waitFor('B to take the deployment over', async () => {
+        await b.deps.reconciler.run();
+        const list = await c.deployments(s.id);
+        const interrupted = list.find((d) => d.id === first.id)?.status === 'failed';
+        return interrupted ? list.find((d) => d.reason === 'resume') : undefined;
+      }, DEPLOY_LEASE_MS + 30_000);
+      const tookMs = Date.now() - killedAt;
+      assert.ok(tookMs >= DEPLOY_LEASE_MS - 5_000, `not before A's lease lapsed (${tookMs} ms)`);
+      const interrupted = (await c.deployments(s.id)).find((d) => d.id === first.id);
+      assert.equal(interrupted?.last_error, INTERRUPTED);
+
+      // B runs the new deployment to its end: the image never listens, so it fails as A's would have.
+      const done = await waitFor('B to finish the deployment', async () => {
+        const now = (await c.deployments(s.id)).find((d) => d.id === resumed.id);
+        return now && now.status !== 'pending' && now.status !== 'running' ? now : undefined;
+      }, 60_000);
+      assert.equal(done.status, 'failed');
+      assert.match(done.last_error ?? '', /did not accept connections on port 8000/);
+      // The deployment's record first, then the container goes, then the service says so.
+      const service = await waitFor('the service to leave deploying', async () => {
+        const now = await c.service(s.id);
+        return now.status === 'deploying' ? undefined : now;
+      }, 30_000);
+      assert.equal(service.status, 'failed');
+      assert.equal(await containerState(workloadName(s.id)), null, "B removed the container A started and the one it started");
+    } finally {
+      await b.close();
+      await a.close();
       await db.drop();
     }
   });

@@ -18,6 +18,12 @@ export const ENGINE_UNAVAILABLE = 'container engine unavailable; svc deploys the
 export const READY_TIMEOUT_MS = 60_000;
 /** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
 const READY_POLL_MS = 25;
+/**
+ * A running deployment's lease on its service, renewed every LEASE_RENEW_MS: another svcd's
+ * reconcile takes a deployment over this long after the svcd running it died.
+ */
+export const DEPLOY_LEASE_MS = 30_000;
+const LEASE_RENEW_MS = 10_000;
 /** How often a wait for readiness re-reads its deployment (cancelled through another svcd?). */
 const RECORD_READ_EVERY_MS = 1_000;
 export interface DeployerOptions {
@@ -128,12 +134,13 @@ export class Deployer {
   private async run(deploymentId: string, serviceId: string): Promise<void> {
     const lease = `deploy:${serviceId}`;
     const deadlineMs = this.deps.deadlineMs ?? DEPLOY_DEADLINE_MS;
-    if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), deadlineMs + 60_000))) return;
+    if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), DEPLOY_LEASE_MS))) return;
     const controller = new AbortController();
     const deadline = this.deps.timers.setTimeout(
       () => controller.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)),
       deadlineMs,
     );
+    const renewal = this.deps.timers.setInterval(() => void this.renewLease(lease, controller), LEASE_RENEW_MS);
     this.active.set(deploymentId, controller);
     try {
       const now = unixSeconds(this.deps.clock);
@@ -153,8 +160,25 @@ export class Deployer {
       }
     } finally {
       deadline.cancel();
+      renewal.cancel();
       this.active.delete(deploymentId);
       await this.deps.store.jobLocks.release(lease, this.deps.holder);
+    }
+  }
+
+  /**
+   * Extends this process's lease on the service's deployments. Lost (it lapsed, and another
+   * svcd's reconcile took the deployment over): this run stops, and the other one's outcome
+   * stands (finish() leaves a record it did not move alone).
+   */
+  private async renewLease(lease: string, controller: AbortController): Promise<void> {
+    try {
+      if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), DEPLOY_LEASE_MS))) {
+        controller.abort(new Error('another svcd took this deployment over: this one did not renew its lease in time'));
+      }
+    } catch (err) {
+      // The store not answering for a moment: the lease has 30 s, the next renewal tries again.
+      this.deps.log.warn({ err, lease }, 'deployment lease renewal failed');
     }
   }
 
