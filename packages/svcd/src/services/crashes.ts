@@ -97,8 +97,23 @@ export class CrashHandler {
     await Promise.all(this.settling);
   }
 
+  /**
+   * The service whose running container this exit ended, or undefined: our own stops and
+   * replacements (the service no longer points at this container, or is being deployed, or is
+   * meant to be stopped), and other kinds of workload.
+   */
+  private async runningOn(exit: WorkloadExit): Promise<ServiceRow | undefined> {
+    if (exit.labels[LABELS.kind] !== 'service') return undefined;
+    const serviceId = exit.labels[LABELS.resource];
+    const s = serviceId ? await this.deps.store.services.findAny(serviceId) : undefined;
+    if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return undefined;
+    return s;
+  }
+
   /** An exit from the event stream: judged after EXIT_SETTLE_MS, as the engine's or as a crash. */
   private async settleThenHandle(exit: WorkloadExit): Promise<void> {
+    // Only an exit that could be a crash waits: svc's own stops and other workloads end here.
+    if (!(await this.runningOn(exit))) return;
     const seenAtMs = this.deps.clock.now();
     const settleMs = exit.exitCode !== null && CLEAN_STOP_EXIT_CODES.has(exit.exitCode) ? CLEAN_STOP_SETTLE_MS : (this.deps.exitSettleMs ?? EXIT_SETTLE_MS);
     const until = seenAtMs + settleMs;
@@ -137,10 +152,8 @@ export class CrashHandler {
    * service waits as deploying, and the reconciler deploys it again once the engine answers.
    */
   private async engineStopped(exit: WorkloadExit): Promise<void> {
-    if (exit.labels[LABELS.kind] !== 'service') return;
-    const serviceId = exit.labels[LABELS.resource];
-    const s = serviceId ? await this.deps.store.services.findAny(serviceId) : undefined;
-    if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return;
+    const s = await this.runningOn(exit);
+    if (!s) return;
     const patch = { status: 'deploying' as const, upstream: null, last_error: ENGINE_UNAVAILABLE, updated_at: unixSeconds(this.deps.clock) };
     if (!(await this.deps.store.services.updateIfRunning(s.id, exit.id, patch))) return;
     this.deps.log.warn({ service: s.id, container: exit.id }, 'the engine stopped a service as it went away; not counted as a crash');
@@ -149,13 +162,8 @@ export class CrashHandler {
 
   /** One exit: a crash when the service should be running on exactly this container. */
   async handleExit(exit: WorkloadExit): Promise<void> {
-    if (exit.labels[LABELS.kind] !== 'service') return;
-    const serviceId = exit.labels[LABELS.resource];
-    if (!serviceId) return;
-    const s = await this.deps.store.services.findAny(serviceId);
-    // Our own stops and replacements: the service no longer points at this container, or is
-    // being deployed, or is meant to be stopped.
-    if (!s || s.container_id !== exit.id || s.desired_state !== 'running' || s.status !== 'running') return;
+    const s = await this.runningOn(exit);
+    if (!s) return;
     if ((await this.deps.store.deployments.listUnfinished(s.id)).length > 0) return;
     // Each death is counted once, by whichever svcd sees it first.
     if (!(await this.deps.store.jobLocks.tryAcquire(`exit:${exit.id}`, this.deps.holder, this.deps.clock.now(), 3_600_000))) return;
