@@ -3,6 +3,7 @@
 // master key, as two svcd of one installation do.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { Deployment, SvcClient } from '@svc/client';
 import { DEPLOY_LEASE_MS, workloadName } from '../src/services/deployer.js';
 import { INTERRUPTED } from '../src/services/reconciler.js';
 import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
@@ -13,6 +14,17 @@ const MASTER_KEY = 'b'.repeat(64);
 
 async function containerState(name: string): Promise<string | null> {
   return docker.getContainer(name).inspect().then((c) => c.State.Status, () => null);
+}
+
+/** The service's first deployment once it runs with its container up (on whichever svcd). */
+async function deployRunning(client: SvcClient, serviceId: string): Promise<Deployment> {
+  const [dep] = await client.deployments(serviceId);
+  assert.ok(dep);
+  await waitFor('the deploy to run with its container', async () => {
+    const now = (await client.deployments(serviceId)).find((d) => d.id === dep.id);
+    return now?.status === 'running' && (await containerState(workloadName(serviceId))) === 'running' ? true : undefined;
+  }, 60_000);
+  return dep;
 }
 
 describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
@@ -27,13 +39,8 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       const x = await newTenant(a);
       tenant = x.id;
       const s = await x.client.createService({ name: 'never-ready', image: SLEEPER_IMAGE });
-      const [dep] = await x.client.deployments(s.id);
-      assert.ok(dep);
       // Running on A, with its container up (the same probe that must see it gone below).
-      await waitFor('the deploy to run on A with its container', async () => {
-        const now = (await x.client.deployments(s.id)).find((d) => d.id === dep.id);
-        return now?.status === 'running' && (await containerState(workloadName(s.id))) === 'running' ? true : undefined;
-      }, 60_000);
+      const dep = await deployRunning(x.client, s.id);
       assert.equal(a.deps.deployer.owns(dep.id, s.id), true, 'A runs it');
       assert.equal(b.deps.deployer.owns(dep.id, s.id), false, 'B does not');
 
@@ -71,12 +78,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
     try {
       // An image that never listens: A's deploy waits for readiness until A dies.
       const s = await a.client.createService({ name: 'taken-over', image: SLEEPER_IMAGE });
-      const [first] = await a.client.deployments(s.id);
-      assert.ok(first);
-      await waitFor('the deploy to run on A with its container', async () => {
-        const now = (await a.client.deployments(s.id)).find((d) => d.id === first.id);
-        return now?.status === 'running' && (await containerState(workloadName(s.id))) === 'running' ? true : undefined;
-      }, 60_000);
+      const first = await deployRunning(a.client, s.id);
       await a.kill();
       const killedAt = Date.now();
 
