@@ -56,7 +56,6 @@ export function restartDelayMs(crashCount: number, baseMs = BACKOFF_BASE_MS): nu
 export interface CrashHandlerDeps extends Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
   deployer: Deployer;
   backoffBaseMs?: number;
-  exitSettleMs?: number;
   routesChanged: () => void;
 }
 
@@ -115,7 +114,7 @@ export class CrashHandler {
     // Only an exit that could be a crash waits: svc's own stops and other workloads end here.
     if (!(await this.runningOn(exit))) return;
     const seenAtMs = this.deps.clock.now();
-    const settleMs = exit.exitCode !== null && CLEAN_STOP_EXIT_CODES.has(exit.exitCode) ? CLEAN_STOP_SETTLE_MS : (this.deps.exitSettleMs ?? EXIT_SETTLE_MS);
+    const settleMs = exit.exitCode !== null && CLEAN_STOP_EXIT_CODES.has(exit.exitCode) ? CLEAN_STOP_SETTLE_MS : EXIT_SETTLE_MS;
     const until = seenAtMs + settleMs;
     let engineLeft = false;
     for (;;) {
