@@ -18,6 +18,7 @@ import { DockerRuntime, HostFirewall, TenantCgroups, SandboxPolicy, installTenan
 import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
+import { WorkloadController } from './workloads/controller.js';
 import { KanbanImage } from './kanban/image.js';
 import { Environments } from './environments/environments.js';
 import { previewRouteTargets } from './environments/previews.js';
@@ -75,6 +76,7 @@ export interface Deps {
   builds: Builds;
   buildRunner: BuildRunner;
   databases: Databases;
+  workloads: WorkloadController;
   kanban: Kanban;
   environments: Environments;
   /** Usage samples and rollups: svc's store, or a database of its own. */
@@ -182,6 +184,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const instance = loadInstanceId(config.dataDir);
   const holder = `${instance}/${hexId(4)}`;
   await store.jobLocks.releaseEarlierBoots(instance, holder);
+  await store.workloads.releaseEarlierBoots(instance, holder);
   const keyCache = new KeyCache(clock);
   const activity = new Activity(store, clock);
   const apiKeys = new ApiKeys({ store, cache: keyCache, activity, clock, audit });
@@ -236,8 +239,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     checkSource: checkBuildSource,
     ...o.buildRunner,
   });
+  // Databases and boards run under the workload controller (workloads/controller.ts).
+  const workloads = new WorkloadController(core);
   const databases = new Databases({
     ...core,
+    workloads,
     images: config.databaseImages,
     ports: config.databasePorts,
     readyTimeoutMs: o.databaseReadyTimeoutMs,
@@ -247,6 +253,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
   const kanban = new Kanban({
     ...core,
+    workloads,
     image: kanbanImage,
     ports: config.kanbanPorts,
     address: config.kanbanAddress,
@@ -287,8 +294,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
   const reconcileJobs = [
     { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() },
-    { name: 'databases.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => databases.reconcile() },
-    { name: 'kanban.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => kanban.reconcile() },
+    { name: 'workloads.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => workloads.reconcile() },
     { name: 'environments.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => environments.reconcile() },
   ];
   for (const job of reconcileJobs) jobs.schedule(job);
@@ -297,10 +303,10 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     : store.metering;
   const metering = new Metering(store, meteringStore, clock, { retentionDays: config.meteringRetentionDays });
   const sampler = new Sampler({ ...core, metering: meteringStore, intervalMs: config.meteringIntervalMs, concurrency: SAMPLER_CONCURRENCY });
-  jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async () => { await sampler.pass(); } });
+  jobs.schedule({ name: 'metering.sample', everyMs: config.meteringIntervalMs, run: async (lease) => { await sampler.pass(() => lease.assertHeld()); } });
   const diskMeter = new DiskMeter({ ...core, halts: [services, environments], buildRegistry: config.buildRegistry });
   jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => { await diskMeter.pass(); } });
-  jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: () => metering.rollUp() });
+  jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: (lease) => metering.rollUp(() => lease.assertHeld()) });
   const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status());
   activity.observe((event) => metrics.activityRecorded(event));
   const retention = new Retention(store, clock, log, config.retention);
@@ -344,6 +350,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     builds,
     buildRunner,
     databases,
+    workloads,
     kanban,
     environments,
     meteringStore,
@@ -396,6 +403,7 @@ export async function startBackground(deps: Deps): Promise<void> {
   deps.crashes.watch();
   await deps.sessions.start();
   for (const job of deps.reconcileJobs) await deps.jobs.runOnce(job);
+  deps.workloads.start();
   await deps.buildRunner.start();
 }
 
@@ -403,8 +411,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
   deps.sessions.close();
   await deps.buildRunner.close();
-  await deps.databases.close();
-  await deps.kanban.close();
+  await deps.workloads.close();
   await deps.crashes.close();
   await deps.deployer.close();
   await deps.jobs.close();

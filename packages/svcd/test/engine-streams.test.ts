@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { describe, test } from 'node:test';
-import { consumeProgress, OutputDemuxer, PROGRESS_LINE_MAX_BYTES, type ProgressEvent } from '../src/runtime/engine-streams.js';
-import { execStartFailure } from '../src/runtime/docker.js';
+import { consumeProgress, OutputDemuxer, PROGRESS_LINE_MAX_BYTES, type ProgressEvent } from '../src/runtime/docker/engine-streams.js';
+import { execStartFailure } from '../src/runtime/docker/docker-runtime.js';
 import { DockerRuntime, ExecNotStartedError, WorkloadNotRunningError } from '../src/runtime/index.js';
 
 function frame(type: number, payload: string | Buffer): Buffer {

@@ -255,18 +255,18 @@ eachStore((store) => {
         assert.equal((await remove(first)).status, 204, 'the inert engine answers');
 
         // Deleting a service removes its workload from the engine, whatever its state.
-        runtime.removeWorkload = async () => {
+        runtime.remove = async () => {
           throw new Error(BACKEND_DETAIL);
         };
         assertQuietFailure(await remove(second), 500, 'internal server error', lines);
 
-        runtime.removeWorkload = async () => {
+        runtime.remove = async () => {
           // As DockerRuntime says it: its message quotes the engine client's.
           throw new RuntimeUnavailableError(`container engine unavailable: ${BACKEND_DETAIL}`);
         };
         assertQuietFailure(await remove(third), 503, 'container engine unavailable', lines);
 
-        runtime.removeWorkload = async () => {
+        runtime.remove = async () => {
           // The engine client's errors carry the engine's status; one no domain code caught.
           throw Object.assign(new Error(`(HTTP code 404) no such container - ${BACKEND_DETAIL}`), { statusCode: 404 });
         };

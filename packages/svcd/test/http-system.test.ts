@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import Docker from 'dockerode';
 import type { Runtime } from '../src/runtime/index.js';
-import { dockerOptions } from '../src/runtime/docker.js';
+import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import type { DiskReader } from '../src/system/health.js';
 import { DOCKER_HOST, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
-import { dockerOptions } from '../src/runtime/docker.js';
+import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroups } from '../src/runtime/index.js';
 import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js';
 

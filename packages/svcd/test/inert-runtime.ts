@@ -14,8 +14,7 @@ export function inertRuntime(): Runtime {
     storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
     diskUsage: async () => ({ workloads: [], images: [] }),
     countNetworks: async () => 0,
-    ensureTenantNetwork: async () => {},
-    releaseTenantIfUnused: async () => true,
+    releaseTenant: async () => true,
     hasImage: async () => true,
     imageId: async (image: string) => `sha256:inert-${image}`,
     imageTriggers: async () => [],
@@ -29,17 +28,23 @@ export function inertRuntime(): Runtime {
     removeVolume: async () => {},
     removeImage: async () => {},
     removeRepository: async () => {},
-    runWorkload: async () => `inert-${++started}`,
-    startWorkload: async () => {},
-    stopWorkload: async () => {},
-    removeWorkload: async () => {},
-    inspectWorkload: async (id) => exited(id),
-    listWorkloads: async () => [],
+    capabilities: async () => ({ sandbox: false, hostPorts: false, warmPool: false }),
+    // A workload with a port "exits" before it is ready; one without (an environment) runs.
+    apply: async ({ spec }) => {
+      const ref = `inert-${++started}`;
+      if (spec.port !== undefined) throw new Error('container exited with code 1 before it was ready');
+      return { ref, endpoint: { host: '192.0.2.1', port: null } };
+    },
+    start: async () => null,
+    stop: async () => {},
+    remove: async () => {},
+    inspect: async (id) => exited(id),
+    list: async () => [],
     stats: async () => null,
-    assignWorkload: async () => null,
+    assign: async () => null,
     exec: async () => ({ exitCode: 0, stdout: '', stderr: '', truncated: false, timedOut: false, durationMs: 0 }),
     logs: async () => Readable.from([]),
-    exits: (signal) => ({
+    events: (signal) => ({
       async *[Symbol.asyncIterator]() {
         await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       },

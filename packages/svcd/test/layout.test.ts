@@ -61,7 +61,7 @@ describe('layout', () => {
     });
   }
 
-  test('svcd: nothing below the API imports it, and only the runtime imports dockerode', () => {
+  test('svcd: nothing below the API imports it, and only the Docker driver imports dockerode', () => {
     const src = join(PACKAGES, 'svcd', 'src');
     // The composition root (app.ts, main.ts, index.ts) wires the API to the rest; everything
     // else is the API itself or below it.
@@ -74,9 +74,21 @@ describe('layout', () => {
       if (!name.startsWith('api/') && !root.has(name)) {
         for (const target of local) if (relative(src, target).startsWith('api/')) upward.push(`${name} -> ${relative(src, target)}`);
       }
-      if (packages.includes('dockerode') && !name.startsWith('runtime/')) engineClients.push(name);
+      if (packages.includes('dockerode') && !name.startsWith('runtime/docker/')) engineClients.push(name);
     }
     assert.deepEqual(upward, [], 'imports of the API from below it');
-    assert.deepEqual(engineClients, [], 'dockerode outside runtime/');
+    assert.deepEqual(engineClients, [], 'dockerode outside runtime/docker/');
+  });
+
+  test('svcd: the driver ports are types only, and the memory driver owes nothing to the Docker one', () => {
+    const runtime = join(PACKAGES, 'svcd', 'src', 'runtime');
+    for (const port of ['driver.ts', 'image-builder.ts']) {
+      const text = readFileSync(join(runtime, port), 'utf8');
+      // Declarations only: interfaces, type aliases and type-only imports and exports.
+      const values = text.split('\n').filter((line) => /^(?:export\s+)?(?:const|let|var|function|class|async|enum)\b/.test(line) || /^(?:import|export)\s+(?!type\b)[^\n]*\bfrom\b/.test(line));
+      assert.deepEqual(values, [], `${port} holds values`);
+    }
+    const memory = sources(join(runtime, 'memory')).flatMap((f) => importsOf(f).local.filter((t) => t.startsWith(join(runtime, 'docker'))));
+    assert.deepEqual(memory, []);
   });
 });

@@ -370,7 +370,7 @@ describe('service logs of a container on its way out', { concurrency: false }, (
       const runtime: Runtime = {
         ...inert,
         // Still listed by the engine when svc looks (its deploy's own container exits at once, as inert ones do).
-        inspectWorkload: async (id) => (id === 'being-removed' ? { id, name: id, state: 'removing', exitCode: null, labels: {}, address: null } : inert.inspectWorkload(id)),
+        inspect: async (id) => (id === 'being-removed' ? { id, name: id, state: 'removing', exitCode: null, labels: {}, address: null } : inert.inspect(id)),
         logs: async () => {
           reads += 1;
           // What DockerRuntime.logs throws for the engine's 409 "dead or marked for removal".

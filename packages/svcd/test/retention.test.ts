@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { buildConfig, type RawOptions } from '../src/config.js';
-import { PeriodicJobs } from '../src/jobs/periodic.js';
+import { PeriodicJobs, type JobLease } from '../src/jobs/periodic.js';
 import { Retention, RETENTION_EVERY_MS, RETENTION_JOB, ROWS_PER_BATCH } from '../src/retention/retention.js';
 import {
   ACTIVITY_PER_TENANT_MAX,
@@ -257,6 +257,45 @@ eachStore((kind) => {
       await store.jobLocks.release(RETENTION_JOB, 'svcd-a/1');
       assert.equal(await jobs.runOnce(job), true, 'the lease is free: this svcd carries on');
       assert.deepEqual(await activityIds(store, 'tk'), []);
+      await jobs.close();
+    });
+    test('a run longer than its lease renews it; one whose lease went to another svcd stops before its next write', async () => {
+      const name = 'test.fenced';
+      const jobs = new PeriodicJobs({ store, clock, timers: clock, log: silent, holder: 'svcd-a/1' });
+      let go!: () => void;
+      const gate = new Promise<void>((resolve) => (go = resolve));
+      const writes: string[] = [];
+      let lease: JobLease | null = null;
+      const run = jobs.runOnce({
+        name,
+        everyMs: 60_000,
+        run: async (l) => {
+          lease = l;
+          await l.assertHeld();
+          writes.push('first');
+          await gate;
+          await l.assertHeld();
+          writes.push('second');
+        },
+      });
+      const settle = () => new Promise((r) => setTimeout(r, 50));
+      await waitFor('the first write', () => Promise.resolve(writes.length === 1));
+      // Two minutes on (twice the lease), renewed every 20 s: nobody can take it.
+      for (let i = 0; i < 6; i++) {
+        clock.advance(20_000);
+        await settle();
+      }
+      assert.equal(await store.jobLocks.tryAcquire(name, 'svcd-b/1', clock.now(), 60_000), false, 'renewed: not taken over');
+      // Its svcd stalls past the lease, and another svcd's run of the job takes it.
+      await store.jobLocks.release(name, 'svcd-a/1');
+      assert.equal(await store.jobLocks.tryAcquire(name, 'svcd-b/1', clock.now(), 60_000), true);
+      clock.advance(20_000);
+      await settle();
+      assert.equal((lease as JobLease | null)?.signal.aborted, true, 'the renewal found it lost');
+      go();
+      assert.equal(await run, true);
+      assert.deepEqual(writes, ['first'], 'the run whose lease lapsed wrote nothing more');
+      assert.equal(await store.jobLocks.holds(name, 'svcd-b/1', clock.now()), true, "and did not free the other svcd's lease");
       await jobs.close();
     });
   });

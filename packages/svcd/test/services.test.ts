@@ -245,14 +245,14 @@ describe('services on the real engine', () => {
     const exiter = await a.client.createService({ name: 'exiter', image: EXITER_IMAGE });
     const ex = await settled(a, exiter.id);
     assert.equal(ex.status, 'failed');
-    assert.match(ex.last_error ?? '', /container exited with code 7 during the deploy: giving up/);
+    assert.match(ex.last_error ?? '', /container exited with code 7 before it was ready: giving up/);
     assert.equal((await a.client.deployments(exiter.id))[0]?.status, 'failed');
 
     // One that runs but never listens.
     const sleeper = await a.client.createService({ name: 'sleeper', image: SLEEPER_IMAGE });
     const sl = await settled(a, sleeper.id);
     assert.equal(sl.status, 'failed');
-    assert.match(sl.last_error ?? '', /did not accept connections on port 8000/);
+    assert.match(sl.last_error ?? '', /not ready within \d+ s: no connection accepted on port 8000/);
   });
 
   test('cancel a running deployment', async () => {
@@ -353,20 +353,25 @@ describe('services on the real engine', () => {
       assert.equal((await a.client.deployments(s.id))[0]?.reason, 'reconcile');
 
       // An orphan: a service container of this installation whose service is gone.
-      const orphan = await quiet.deps.runtime.runWorkload({
-        name: `svc-orphan-${Date.now()}`,
-        image: BUSYBOX_IMAGE,
-        env: {},
-        port: 8000,
-        tenantId: a.id,
-        kind: 'service',
-        resourceId: 'no-such-service',
-        limits: { memoryMb: 64, cpus: 0.1, pids: 64 },
-        sandbox: false,
+      const { ref: orphan } = await quiet.deps.runtime.apply({
+        spec: {
+          name: `svc-orphan-${Date.now()}`,
+          image: BUSYBOX_IMAGE,
+          env: {},
+          port: 8000,
+          tenantId: a.id,
+          kind: 'service',
+          resourceId: 'no-such-service',
+          limits: { memoryMb: 64, cpus: 0.1, pids: 64 },
+          sandbox: false,
+        },
+        pull: 'never',
+        ready: { timeoutMs: 30_000, everyMs: 50, probeTimeoutMs: 1_000 },
+        signal: new AbortController().signal,
       });
       await quiet.deps.reconciler.run();
-      assert.equal(await quiet.deps.runtime.inspectWorkload(orphan), null);
-      assert.ok(await quiet.deps.runtime.inspectWorkload(after), 'the owned container stays');
+      assert.equal(await quiet.deps.runtime.inspect(orphan), null);
+      assert.ok(await quiet.deps.runtime.inspect(after), 'the owned container stays');
     } finally {
       await quiet.close();
     }

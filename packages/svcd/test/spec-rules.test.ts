@@ -95,8 +95,8 @@ eachStore((kind) => {
       // The inert engine, except for one running container whose log holds LOG_LINES.
       const runtime: Runtime = {
         ...inert,
-        inspectWorkload: async (id) =>
-          id === LOG_CONTAINER ? { id, name: id, state: 'running', exitCode: null, labels: {}, address: null } : inert.inspectWorkload(id),
+        inspect: async (id) =>
+          id === LOG_CONTAINER ? { id, name: id, state: 'running', exitCode: null, labels: {}, address: null } : inert.inspect(id),
         logs: async (_id, opts) => {
           tails.push(opts.tail);
           return Readable.from([Buffer.from(LOG_LINES.slice(-opts.tail).map((l) => `${l}\n`).join(''))]);

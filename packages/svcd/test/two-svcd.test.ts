@@ -6,6 +6,10 @@ import { describe, test } from 'node:test';
 import type { Deployment, SvcClient } from '@svc/client';
 import { DEPLOY_LEASE_MS, workloadName } from '../src/services/deployer.js';
 import { INTERRUPTED } from '../src/services/reconciler.js';
+import { databaseWorkloadName } from '../src/databases/databases.js';
+import { probePostgres } from '../src/databases/probes.js';
+import { WORKLOAD_LEASE_MS } from '../src/workloads/controller.js';
+import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
 import { SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { killableSvcd } from './svcd-process.js';
@@ -101,7 +105,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
         return now && now.status !== 'pending' && now.status !== 'running' ? now : undefined;
       }, 60_000);
       assert.equal(done.status, 'failed');
-      assert.match(done.last_error ?? '', /did not accept connections on port 8000/);
+      assert.match(done.last_error ?? '', /not ready within \d+ s: no connection accepted on port 8000/);
       // The deployment's record first, then the container goes, then the service says so.
       const service = await waitFor('the service to leave deploying', async () => {
         const now = await c.service(s.id);
@@ -112,6 +116,45 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
     } finally {
       await b.close();
       await a.close();
+      await db.drop();
+    }
+  });
+
+  test('A is killed while it provisions a database: B waits out its lease on the workload, then provisions it to running', async () => {
+    await ensureTestImages();
+    await ensureDbImages();
+    const db = await freshPgDatabase();
+    const a = await killableSvcd('provision-a', ['--database-url', db.url, '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23100-23199'], { SVC_MASTER_KEY: MASTER_KEY });
+    let b: Awaited<ReturnType<typeof startServer>> | null = null;
+    try {
+      const created = await a.client.createDatabase({ name: 'handed-over', type: 'postgres' });
+      // A has claimed the workload and started its container (postgres needs seconds to answer).
+      await waitFor('A to start the container', async () => ((await containerState(databaseWorkloadName(created.id))) !== null ? true : undefined), 60_000);
+      await a.kill();
+      const killedAt = Date.now();
+      // B comes up after A died (were it up before, its controller might claim the row first).
+      b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, databaseImages: { postgres: POSTGRES_IMAGE, redis: REDIS_IMAGE }, databasePorts: { from: 23100, to: 23199 } } });
+      const held = await b.deps.store.workloads.find('database', created.id);
+      assert.ok(held?.lease_holder, "A's lease is on the row");
+      const c = b.client.withKey(a.apiKey);
+      const done = await waitFor('B to provision it', async () => {
+        const now = await c.database(created.id);
+        return now.status === 'running' ? now : undefined;
+      }, WORKLOAD_LEASE_MS + 120_000);
+      assert.equal(done.status, 'running');
+      const w = await b.deps.store.workloads.find('database', created.id);
+      assert.ok(w);
+      assert.equal(w.observed_generation, w.generation);
+      assert.ok(Date.now() - killedAt >= WORKLOAD_LEASE_MS - 5_000, "not before A's lease lapsed");
+      // The container B runs is the one the record names, and it answers a real login.
+      const conn = await c.connectionString(created.id);
+      assert.equal((await docker.getContainer(databaseWorkloadName(created.id)).inspect()).Id, (await b.deps.store.databases.findAny(created.id))?.container_id);
+      const url = new URL(conn.connection_string);
+      await probePostgres({ host: url.hostname, port: Number(url.port), username: decodeURIComponent(url.username), password: decodeURIComponent(url.password), database: url.pathname.slice(1) });
+    } finally {
+      await b?.close();
+      await a.close();
+      await removeTenantWorkloads([a.tenantId]);
       await db.drop();
     }
   });

@@ -8,13 +8,14 @@ import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { workloadLimits } from '../runtime/index.js';
+import { workloadLimits, type Applied } from '../runtime/index.js';
 import { isUniqueViolation, type DatabaseRow, type DatabaseType, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import type { DiskQuota } from '../disk/disk-quota.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
-import { probeDatabase, type ProbeTarget } from './probes.js';
+import type { WorkloadController } from '../workloads/controller.js';
+import { probeDatabase } from './probes.js';
 import type { Platform } from '../platform.js';
 
 export interface DatabasesOptions {
@@ -61,18 +62,24 @@ export function databaseView(d: DatabaseRow): DatabaseRecord {
 }
 
 /** What a Databases is built from, by name. */
-export interface DatabasesDeps extends DatabasesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'audit'> {}
+export interface DatabasesDeps extends DatabasesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'audit'> {
+  /** Carries out the records' requests (create, wake, suspend, delete) on the engine. */
+  workloads: WorkloadController;
+}
 
 export class Databases implements TenantResources {
   private readonly lifecycle: Lifecycle<DatabaseRow>;
 
   constructor(private readonly deps: DatabasesDeps) {
     this.lifecycle = new Lifecycle({
-      ...deps,
+      store: deps.store,
+      activity: deps.activity,
+      clock: deps.clock,
       kind: 'database',
-      records: deps.store.databases,
+      records: (repos) => repos.databases,
+      controller: deps.workloads,
       workloadName: databaseWorkloadName,
-      provision: (d, tenant) => this.provision(d, tenant),
+      provision: (d, tenant, signal) => this.provision(d, tenant, signal),
     });
   }
 
@@ -113,6 +120,7 @@ export class Databases implements TenantResources {
             throw new QuotaExceededError(`max_databases (${tenant.max_databases})`);
           }
           await tx.databases.insert(candidate);
+          await this.lifecycle.added(tx, candidate);
           await this.deps.activity.record(tx, { tenantId, action: 'database.created', resourceType: 'database', resourceId: candidate.id, details: { name: req.name, type } });
         });
         row = candidate;
@@ -124,7 +132,7 @@ export class Databases implements TenantResources {
       }
     }
     if (!row) throw new ConflictError('no free host port for the database: try again');
-    this.lifecycle.start(row.id);
+    this.lifecycle.started();
     return databaseView(row);
   }
 
@@ -161,9 +169,10 @@ export class Databases implements TenantResources {
     const d = await this.row(tenantId, id);
     await this.deps.store.transaction(async (tx) => {
       if (!(await tx.databases.delete(tenantId, id))) throw new NotFoundError('database');
+      await this.lifecycle.removing(tx, id);
       await this.deps.activity.record(tx, { tenantId, action: 'database.deleted', resourceType: 'database', resourceId: id, details: { name: d.name } });
     });
-    await this.lifecycle.removeAll(tenantId, id);
+    await this.lifecycle.removed(id);
   }
 
   async count(tenantId: string): Promise<{ databases: number }> {
@@ -175,49 +184,45 @@ export class Databases implements TenantResources {
     return this.lifecycle.suspend(tenantId);
   }
 
-  reconcile(): Promise<void> {
-    return this.lifecycle.reconcile();
-  }
 
-  close(): Promise<void> {
-    return this.lifecycle.close();
-  }
 
   /** Starts the container on the tenant's network and waits until a real login succeeds. */
-  private async provision(d: DatabaseRow, tenant: TenantRow): Promise<void> {
+  private async provision(d: DatabaseRow, tenant: TenantRow, signal: AbortSignal): Promise<Applied> {
     const kind = KINDS[d.type];
     const password = this.deps.sealer.open(d.sealed_password);
-    await this.deps.runtime.ensureTenantNetwork(d.tenant_id);
-    if (!(await this.deps.runtime.hasImage(d.image))) await this.deps.runtime.pullImage(d.image);
     // A container left from before (an interrupted provisioning, a restart) is replaced; the
     // volume, and with it the data, stays.
-    await this.deps.runtime.removeWorkload(databaseWorkloadName(d.id));
-    const containerId = await this.deps.runtime.runWorkload({
-      name: databaseWorkloadName(d.id),
-      image: d.image,
-      env: d.type === 'postgres' ? { POSTGRES_USER: d.username, POSTGRES_PASSWORD: password, POSTGRES_DB: d.database_name } : {},
-      cmd: d.type === 'redis' ? ['redis-server', '--requirepass', password, '--appendonly', 'yes'] : undefined,
-      // The public images run as these users when asked; with every capability dropped they
-      // could not switch users themselves.
-      user: kind.user,
-      port: kind.port,
-      tenantId: d.tenant_id,
-      kind: 'database',
-      resourceId: d.id,
-      limits: workloadLimits(tenant),
-      sandbox: await this.deps.sandbox(),
-      volumes: [{ name: databaseWorkloadName(d.id), target: kind.dataDir }],
-      aliases: [d.name],
-      publish: { address: '127.0.0.1', port: d.host_port },
-      engineRestarts: true,
-    });
-    await this.deps.store.databases.update(d.id, { container_id: containerId, updated_at: unixSeconds(this.deps.clock) });
-    const target: ProbeTarget = { host: '127.0.0.1', port: d.host_port, username: d.username, password, database: kind.database };
-    await this.lifecycle.waitReady(d.id, d.type, {
-      probe: () => probeDatabase(d.type, target, PROBE_TIMEOUT_MS),
-      timeoutMs: this.deps.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
-      probeEveryMs: PROBE_EVERY_MS,
-      probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,
+    return this.deps.runtime.apply({
+      spec: {
+        name: databaseWorkloadName(d.id),
+        image: d.image,
+        env: d.type === 'postgres' ? { POSTGRES_USER: d.username, POSTGRES_PASSWORD: password, POSTGRES_DB: d.database_name } : {},
+        cmd: d.type === 'redis' ? ['redis-server', '--requirepass', password, '--appendonly', 'yes'] : undefined,
+        // The public images run as these users when asked; with every capability dropped they
+        // could not switch users themselves.
+        user: kind.user,
+        port: kind.port,
+        tenantId: d.tenant_id,
+        kind: 'database',
+        resourceId: d.id,
+        limits: workloadLimits(tenant),
+        sandbox: await this.deps.sandbox(),
+        volumes: [{ name: databaseWorkloadName(d.id), target: kind.dataDir }],
+        aliases: [d.name],
+        publish: { address: '127.0.0.1', port: d.host_port },
+        engineRestarts: true,
+      },
+      pull: 'missing',
+      // Ready = a real login at the endpoint svcd reaches it on (its tenant network), not the
+      // host port: the probe holds wherever the driver runs it.
+      ready: {
+        probe: (at) => probeDatabase(d.type, { host: at.host, port: kind.port, username: d.username, password, database: kind.database }, PROBE_TIMEOUT_MS),
+        timeoutMs: this.deps.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
+        everyMs: PROBE_EVERY_MS,
+        probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,
+      },
+      signal,
+      started: (ref) => this.deps.store.databases.update(d.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
     });
   }
 

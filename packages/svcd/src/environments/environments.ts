@@ -62,6 +62,9 @@ const SYNC_TIMEOUT_MS = 10 * 60_000;
 /** How long after its container stopped a running environment is judged stopped outside svc. */
 const OUTSIDE_STOP_GRACE_MS = 30_000;
 const STOP_TIMEOUT_S = 5;
+/** A started environment container runs with an address at once; past this, something is wrong with the engine. */
+const ENVIRONMENT_READY_TIMEOUT_MS = 60_000;
+const ENVIRONMENT_READY_POLL_MS = 25;
 
 export function environmentWorkloadName(id: string): string {
   return `svc-env-${id}`;
@@ -370,7 +373,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await this.deps.store.environments.delete(e.id);
         await this.removeContainerAndWorkspace(e);
       } else if (e.status === 'running') {
-        const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
+        const w = await this.deps.runtime.inspect(workloadOf(e));
         if (w?.state === 'running') continue;
         // A stop of svc's own (stop, lease expiry, suspension, the disk limit) stops the container
         // first and then writes the status: a container that stopped just now may be one of
@@ -396,7 +399,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       const now = await this.deps.store.environments.findAny(e.id);
       if (now?.status !== 'running' || now.updated_at !== e.updated_at) {
         // Stopped or deleted while it started: what was started goes again.
-        if (now) await this.deps.runtime.stopWorkload(started.containerId, STOP_TIMEOUT_S);
+        if (now) await this.deps.runtime.stop(started.containerId, STOP_TIMEOUT_S);
         else await this.removeContainerAndWorkspace(e);
         return;
       }
@@ -411,10 +414,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   /** Starts the environment's container again, or a new one on its workspace volume when it is gone. */
   private async bringUp(e: EnvironmentRow): Promise<{ containerId: string; address: string | null }> {
-    const w = await this.deps.runtime.inspectWorkload(workloadOf(e));
+    const w = await this.deps.runtime.inspect(workloadOf(e));
     if (!w) return this.runContainer(workloadOf(e), e.image, e.tenant_id);
-    await this.deps.runtime.startWorkload(w.id);
-    return { containerId: w.id, address: (await this.deps.runtime.inspectWorkload(w.id))?.address?.host ?? null };
+    const endpoint = await this.deps.runtime.start(w.id);
+    return { containerId: w.id, address: endpoint?.host ?? null };
   }
 
   /**
@@ -422,43 +425,46 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * network, or (tenantId null) unassigned in the warm pool.
    */
   async runContainer(name: string, image: string, tenantId: string | null): Promise<{ containerId: string; address: string | null }> {
-    if (tenantId !== null) await this.deps.runtime.ensureTenantNetwork(tenantId);
-    if (!(await this.deps.runtime.hasImage(image))) await this.deps.runtime.pullImage(image);
-    await this.deps.runtime.removeWorkload(name);
-    const containerId = await this.deps.runtime.runWorkload({
-      name,
-      image,
-      env: {},
-      tenantId: tenantId ?? '',
-      warmPool: tenantId === null,
-      kind: 'environment',
-      resourceId: name,
-      limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
-      sandbox: await this.deps.sandbox(),
-      // Idle until told otherwise; an init reaps what exec'd commands leave behind (svc-init, as
-      // tenant code: what those commands print to the container's output is held to the log rate).
-      entrypoint: ['sleep'],
-      cmd: ['infinity'],
-      init: true,
-      tenantCode: true,
-      volumes: [{ name, target: WORKSPACE }],
+    const applied = await this.deps.runtime.apply({
+      spec: {
+        name,
+        image,
+        env: {},
+        tenantId: tenantId ?? '',
+        warmPool: tenantId === null,
+        kind: 'environment',
+        resourceId: name,
+        limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
+        sandbox: await this.deps.sandbox(),
+        // Idle until told otherwise; an init reaps what exec'd commands leave behind (svc-init, as
+        // tenant code: what those commands print to the container's output is held to the log rate).
+        entrypoint: ['sleep'],
+        cmd: ['infinity'],
+        init: true,
+        tenantCode: true,
+        volumes: [{ name, target: WORKSPACE }],
+      },
+      pull: 'missing',
+      // No port: ready once it runs on its network.
+      ready: { timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS, everyMs: ENVIRONMENT_READY_POLL_MS, probeTimeoutMs: ENVIRONMENT_READY_TIMEOUT_MS },
+      // Nothing cancels a creation half-way: a delete waits for the record it writes.
+      signal: new AbortController().signal,
     });
-    const address = (await this.deps.runtime.inspectWorkload(containerId))?.address?.host ?? null;
-    return { containerId, address };
+    return { containerId: applied.ref, address: applied.endpoint.host };
   }
 
   /** Stops the environment's container; `why`, when given, is its last_error from the moment it reads stopped. */
   private async halt(e: EnvironmentRow, status: 'stopped' | 'expired', why?: string): Promise<void> {
-    await this.deps.runtime.stopWorkload(workloadOf(e), STOP_TIMEOUT_S);
+    await this.deps.runtime.stop(workloadOf(e), STOP_TIMEOUT_S);
     const now = unixSeconds(this.deps.clock);
     await this.deps.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), ...(why === undefined ? {} : { last_error: why }), updated_at: now });
     this.deps.routesChanged();
   }
 
   private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'workload'>): Promise<void> {
-    await this.deps.runtime.removeWorkload(workloadOf(e));
+    await this.deps.runtime.remove(workloadOf(e));
     await this.deps.runtime.removeVolume(workloadOf(e));
-    await this.deps.runtime.releaseTenantIfUnused(e.tenant_id);
+    await this.deps.runtime.releaseTenant(e.tenant_id);
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */

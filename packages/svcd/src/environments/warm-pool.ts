@@ -43,7 +43,7 @@ export class WarmPool {
     for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId])) {
       if (!(await this.deps.store.warmPool.claim(w.workload))) continue; // another create took it
       try {
-        const address = await this.deps.runtime.assignWorkload(w.container_id, tenantId);
+        const address = await this.deps.runtime.assign(w.container_id, tenantId);
         await this.deps.store.warmPool.delete(w.workload);
         this.deps.taken();
         return { workload: w.workload, containerId: w.container_id, address };
@@ -112,7 +112,7 @@ export class WarmPool {
   }
 
   private async discard(workload: string): Promise<void> {
-    await this.deps.runtime.removeWorkload(workload).catch(() => {});
+    await this.deps.runtime.remove(workload).catch(() => {});
     await this.deps.runtime.removeVolume(workload).catch(() => {});
     await this.deps.store.warmPool.delete(workload);
   }

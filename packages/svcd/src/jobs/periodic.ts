@@ -1,12 +1,27 @@
 import type { TimerHandle } from '../clock.js';
 import type { Platform } from '../platform.js';
 
+/** A run's hold on its job's lease, renewed while the run lasts. */
+export interface JobLease {
+  /** Aborts when the run lost the lease (a renewal found another svcd holding it). */
+  readonly signal: AbortSignal;
+  /**
+   * Throws unless the run still holds the lease, as the store says now. A job calls it right
+   * before a write that another svcd's run of the same job must not repeat (a sample counted
+   * twice): a run whose lease lapsed cannot write.
+   */
+  assertHeld(): Promise<void>;
+}
+
 export interface JobDefinition {
   /** Unique per job; the lease in the store is taken under this name. */
   name: string;
   everyMs: number;
-  run(): Promise<void>;
+  run(lease: JobLease): Promise<void>;
 }
+
+/** The run's lease went to another svcd: what it still had to write is not written. */
+export class JobLeaseLostError extends Error {}
 
 /** What a PeriodicJobs is built from, by name. */
 export type PeriodicJobsDeps = Pick<Platform, 'store' | 'clock' | 'timers' | 'log' | 'holder'>;
@@ -38,15 +53,37 @@ export class PeriodicJobs {
 
   private async leaseAndRun(job: JobDefinition): Promise<boolean> {
     const leaseMs = Math.max(job.everyMs, 60_000);
+    const { jobLocks } = this.deps.store;
     try {
-      if (!(await this.deps.store.jobLocks.tryAcquire(job.name, this.deps.holder, this.deps.clock.now(), leaseMs))) return false;
+      if (!(await jobLocks.tryAcquire(job.name, this.deps.holder, this.deps.clock.now(), leaseMs))) return false;
+      const controller = new AbortController();
+      const lost = () => new JobLeaseLostError(`the lease of job ${job.name} went to another svcd`);
+      // Renewed three times per lease: a run longer than the lease keeps it, and one whose svcd
+      // stalls past it loses it to another svcd's run and stops writing.
+      const renewal = this.deps.timers.setInterval(() => {
+        void jobLocks.tryAcquire(job.name, this.deps.holder, this.deps.clock.now(), leaseMs).then(
+          (held) => held || controller.abort(lost()),
+          (err: unknown) => this.deps.log.warn({ err, job: job.name }, 'job lease renewal failed'),
+        );
+      }, leaseMs / 3);
+      const lease: JobLease = {
+        signal: controller.signal,
+        assertHeld: async () => {
+          if (controller.signal.aborted || !(await jobLocks.holds(job.name, this.deps.holder, this.deps.clock.now()))) {
+            controller.abort(lost());
+            throw lost();
+          }
+        },
+      };
       try {
-        await job.run();
+        await job.run(lease);
       } finally {
-        await this.deps.store.jobLocks.release(job.name, this.deps.holder);
+        renewal.cancel();
+        await jobLocks.release(job.name, this.deps.holder);
       }
     } catch (err) {
-      this.deps.log.error({ err, job: job.name }, 'periodic job failed');
+      if (err instanceof JobLeaseLostError) this.deps.log.warn({ job: job.name }, err.message);
+      else this.deps.log.error({ err, job: job.name }, 'periodic job failed');
     }
     return true;
   }

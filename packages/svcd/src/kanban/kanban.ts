@@ -12,7 +12,8 @@ import { ConflictError, NotFoundError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { isPortInUse, pickFreePort } from '../provisioning/host-ports.js';
 import { Lifecycle } from '../provisioning/lifecycle.js';
-import { workloadLimits } from '../runtime/index.js';
+import type { WorkloadController } from '../workloads/controller.js';
+import { workloadLimits, type Applied, type Endpoint } from '../runtime/index.js';
 import { isUniqueViolation, type KanbanBoardRow, type TenantRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';
@@ -41,6 +42,8 @@ export function kanbanWorkloadName(id: string): string {
 
 /** What a Kanban is built from, by name. */
 export interface KanbanDeps extends KanbanOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'audit'> {
+  /** Carries out the records' requests (create, wake, suspend, delete) on the engine. */
+  workloads: WorkloadController;
   image: KanbanImage;
 }
 
@@ -49,11 +52,14 @@ export class Kanban implements TenantResources {
 
   constructor(private readonly deps: KanbanDeps) {
     this.lifecycle = new Lifecycle({
-      ...deps,
+      store: deps.store,
+      activity: deps.activity,
+      clock: deps.clock,
       kind: 'kanban',
-      records: deps.store.kanban,
+      records: (repos) => repos.kanban,
+      controller: deps.workloads,
       workloadName: kanbanWorkloadName,
-      provision: (b, tenant) => this.provision(b, tenant),
+      provision: (b, tenant, signal) => this.provision(b, tenant, signal),
     });
   }
 
@@ -79,6 +85,7 @@ export class Kanban implements TenantResources {
       try {
         await this.deps.store.transaction(async (tx) => {
           await tx.kanban.insert(row);
+          await this.lifecycle.added(tx, row);
           await this.deps.activity.record(tx, { tenantId, action: 'kanban.created', resourceType: 'kanban', resourceId: row.id, details: { host_port: row.host_port } });
         });
       } catch (err) {
@@ -86,7 +93,7 @@ export class Kanban implements TenantResources {
         if (isUniqueViolation(err)) continue;
         throw err;
       }
-      this.lifecycle.start(row.id);
+      this.lifecycle.started();
       return this.view(row);
     }
     if (await this.deps.store.kanban.findForTenant(tenantId)) throw new ConflictError('the tenant has a task board already (one per tenant)');
@@ -114,9 +121,10 @@ export class Kanban implements TenantResources {
     const b = await this.row(tenantId);
     await this.deps.store.transaction(async (tx) => {
       if (!(await tx.kanban.delete(tenantId, b.id))) throw new NotFoundError('kanban board');
+      await this.lifecycle.removing(tx, b.id);
       await this.deps.activity.record(tx, { tenantId, action: 'kanban.deleted', resourceType: 'kanban', resourceId: b.id });
     });
-    await this.lifecycle.removeAll(tenantId, b.id);
+    await this.lifecycle.removed(b.id);
   }
 
   count(): Promise<Record<string, never>> {
@@ -128,57 +136,47 @@ export class Kanban implements TenantResources {
     return this.lifecycle.suspend(tenantId);
   }
 
-  reconcile(): Promise<void> {
-    return this.lifecycle.reconcile();
-  }
 
-  close(): Promise<void> {
-    return this.lifecycle.close();
-  }
 
   /** Starts the board (building its image on first need) and waits until it answers. */
-  private async provision(b: KanbanBoardRow, tenant: TenantRow): Promise<void> {
+  private async provision(b: KanbanBoardRow, tenant: TenantRow, signal: AbortSignal): Promise<Applied> {
     const image = await this.deps.image.ensure();
-    await this.deps.runtime.ensureTenantNetwork(b.tenant_id);
     let port = b.host_port;
     for (let attempt = 1; ; attempt++) {
       // A container left from before (an interrupted provisioning, a restart) is replaced; the
       // volume, and with it the boards, stays.
-      await this.deps.runtime.removeWorkload(kanbanWorkloadName(b.id));
       try {
-        const containerId = await this.deps.runtime.runWorkload({
-          name: kanbanWorkloadName(b.id),
-          image,
-          env: { KANBAN_ADMIN_TOKEN_SHA256: createHash('sha256').update(this.deps.sealer.open(b.sealed_admin_token)).digest('hex') },
-          port: KANBAN_PORT,
-          tenantId: b.tenant_id,
-          kind: 'kanban',
-          resourceId: b.id,
-          limits: workloadLimits(tenant),
-          sandbox: await this.deps.sandbox(),
-          volumes: [{ name: kanbanWorkloadName(b.id), target: KANBAN_DATA_DIR }],
-          publish: { address: this.deps.address, port },
-          engineRestarts: true,
+        return await this.deps.runtime.apply({
+          spec: {
+            name: kanbanWorkloadName(b.id),
+            image,
+            env: { KANBAN_ADMIN_TOKEN_SHA256: createHash('sha256').update(this.deps.sealer.open(b.sealed_admin_token)).digest('hex') },
+            port: KANBAN_PORT,
+            tenantId: b.tenant_id,
+            kind: 'kanban',
+            resourceId: b.id,
+            limits: workloadLimits(tenant),
+            sandbox: await this.deps.sandbox(),
+            volumes: [{ name: kanbanWorkloadName(b.id), target: KANBAN_DATA_DIR }],
+            publish: { address: this.deps.address, port },
+            engineRestarts: true,
+          },
+          pull: 'never',
+          ready: { probe: (at) => this.probe(at), timeoutMs: this.deps.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS, everyMs: PROBE_EVERY_MS, probeTimeoutMs: PROBE_TIMEOUT_MS },
+          signal,
+          started: (ref) => this.deps.store.kanban.update(b.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
         });
-        await this.deps.store.kanban.update(b.id, { container_id: containerId, updated_at: unixSeconds(this.deps.clock) });
-        break;
       } catch (err) {
         // Something outside svc holds the port: the board moves to another free one.
         if (!isPortInUse(err) || attempt >= PORT_ATTEMPTS) throw err;
         port = await this.movePort(b.id, port);
       }
     }
-    await this.lifecycle.waitReady(b.id, "board's", {
-      probe: () => this.probe(port),
-      timeoutMs: this.deps.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS,
-      probeEveryMs: PROBE_EVERY_MS,
-      probeTimeoutMs: PROBE_TIMEOUT_MS,
-    });
   }
 
-  /** The board answers its health route on the published port. */
-  private async probe(port: number): Promise<void> {
-    const res = await fetch(`${this.url(port)}api/health`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+  /** The board answers its health route where svcd reaches it. */
+  private async probe(at: Endpoint): Promise<void> {
+    const res = await fetch(`http://${at.host}:${at.port ?? KANBAN_PORT}/api/health`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
     await res.body?.cancel();
     if (res.status !== 200) throw new Error(`the board answered ${res.status}`);
   }

@@ -28,15 +28,20 @@ export class Metering {
    * previous day from their hours, and prunes. Each bucket is replaced whole, so a run repeated
    * (or run by another svcd after this one died) gives the same rows.
    */
-  async rollUp(): Promise<void> {
+  /** `beforeWrite` throws to stop before a write (the job's lease went to another svcd). */
+  async rollUp(beforeWrite: () => Promise<void> = () => Promise.resolve()): Promise<void> {
     const now = unixSeconds(this.clock);
     const hour = bucketStart('hourly', now);
     for (const h of [hour - HOUR_S, hour]) {
-      await this.metering.replaceRollups('hourly', h, hourlyRollups(await this.metering.samplesBetween(h, h + HOUR_S), h));
+      const rollups = hourlyRollups(await this.metering.samplesBetween(h, h + HOUR_S), h);
+      await beforeWrite();
+      await this.metering.replaceRollups('hourly', h, rollups);
     }
     const day = bucketStart('daily', now);
     for (const d of [day - DAY_S, day]) {
-      await this.metering.replaceRollups('daily', d, dailyRollups(await this.metering.rollupsBetween('hourly', d, d + DAY_S), d));
+      const rollups = dailyRollups(await this.metering.rollupsBetween('hourly', d, d + DAY_S), d);
+      await beforeWrite();
+      await this.metering.replaceRollups('daily', d, rollups);
     }
     const keep = this.opts.retentionDays * DAY_S;
     await this.metering.prune({ samplesBefore: now - SAMPLE_RETENTION_S, hourlyBefore: now - keep, dailyBefore: now - keep });

@@ -80,11 +80,14 @@ export class Sampler {
     return this.state;
   }
 
-  /** One pass over the engine's svc containers; returns how many readings were written. */
-  async pass(): Promise<number> {
+  /**
+   * One pass over the engine's svc containers; returns how many readings were written.
+   * `beforeWrite` throws to write none (the job's lease went to another svcd, whose pass counts them).
+   */
+  async pass(beforeWrite: () => Promise<void> = () => Promise.resolve()): Promise<number> {
     const startedAt = this.deps.clock.now();
     const sampledAt = Math.floor(startedAt / 1000);
-    const all = await this.deps.runtime.listWorkloads();
+    const all = await this.deps.runtime.list();
     const byState: Record<string, number> = {};
     for (const w of all) byState[w.state] = (byState[w.state] ?? 0) + 1;
 
@@ -104,6 +107,7 @@ export class Sampler {
         this.deps.log.warn({ err, container: info.id }, 'usage reading failed');
       }
     });
+    await beforeWrite();
     await this.deps.metering.insertSamples(rows);
     // Only containers still running are remembered: the map never outgrows the engine.
     this.last.clear();

@@ -2,7 +2,7 @@
 // domain maps) and the Docker Engine code behind it. The types live in port.ts so that the engine
 // code imports them from there, not from this index that re-exports the engine code (a cycle).
 export * from './port.js';
-export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docker.js';
+export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docker/docker-runtime.js';
 export { DEFAULT_LOG_RATE, TenantInitMissingError, builtTenantInit, installTenantInit, type LogRate, type TenantInit } from './tenant-init.js';
 export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';
 export { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroupError, TenantCgroups, type CgroupInstall } from './tenant-cgroups.js';

@@ -75,7 +75,7 @@ export class CrashHandler {
     if (this.controller.signal.aborted || this.watching) return;
     this.watching = (async () => {
       try {
-        for await (const exit of this.deps.runtime.exits(this.controller.signal)) {
+        for await (const exit of this.deps.runtime.events(this.controller.signal)) {
           const judged = this.settleThenHandle(exit).catch((err: unknown) => this.deps.log.error({ err, exit }, 'crash handling failed'));
           this.settling.add(judged);
           void judged.finally(() => this.settling.delete(judged));

@@ -3,13 +3,13 @@
 // another: in this process through a chain per service, across processes through a lease per
 // service in the store. The record is re-read after taking the lease, so a deployment cancelled
 // meanwhile is not run. A deployment whose lease is held elsewhere stays pending.
-import { connect } from 'node:net';
 import { type Clock, type TimerHandle, unixSeconds } from '../clock.js';
 import { LABELS, engineAnswers, isEngineFault, workloadLimits, type SandboxPolicy } from '../runtime/index.js';
 import type { DeploymentRow, ServiceRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
 import type { Platform } from '../platform.js';
+import { watchRecord } from '../provisioning/watch.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 /** The service's last_error while the engine is away: not a fault of the tenant's code. */
@@ -24,6 +24,8 @@ const READY_POLL_MS = 25;
  */
 export const DEPLOY_LEASE_MS = 30_000;
 const LEASE_RENEW_MS = 10_000;
+/** A readiness probe (a TCP connect) that hangs is tried again after this long. */
+const READY_PROBE_TIMEOUT_MS = 2_000;
 /** How often a wait for readiness re-reads its deployment (cancelled through another svcd?). */
 const RECORD_READ_EVERY_MS = 1_000;
 export interface DeployerOptions {
@@ -197,35 +199,43 @@ export class Deployer {
     const check = () => this.stillRunning(dep.id, signal);
     const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant) throw new Error('tenant not found');
-    await this.deps.runtime.ensureTenantNetwork(service.tenant_id);
-    await check();
-
     const image = await this.imageToRun(dep.image, service.tenant_id, signal);
-    await check();
-
-    // Replace whatever ran before (including a container left by an interrupted deploy).
-    if (service.container_id) await this.deps.runtime.removeWorkload(service.container_id);
-    await this.deps.runtime.removeWorkload(workloadName(service.id));
     await check();
 
     const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
-    const id = await this.deps.runtime.runWorkload({
-      name: workloadName(service.id),
-      image,
-      env,
-      port: service.port,
-      tenantId: service.tenant_id,
-      kind: 'service',
-      resourceId: service.id,
-      labels: { [LABELS.deployment]: dep.id },
-      limits: workloadLimits(tenant),
-      sandbox: await this.deps.sandbox.use(),
-      tenantCode: true,
-    });
-    await this.deps.store.services.update(service.id, { container_id: id, updated_at: unixSeconds(this.deps.clock) });
-    return this.waitReady(id, service.port, signal, () => this.stillRunning(dep.id, signal));
+    // The record once a second while the driver waits: a cancel through another svcd stops it.
+    const watch = watchRecord(signal, this.deps.timers, RECORD_READ_EVERY_MS, check);
+    try {
+      const applied = await this.deps.runtime.apply({
+        spec: {
+          name: workloadName(service.id),
+          image,
+          env,
+          port: service.port,
+          tenantId: service.tenant_id,
+          kind: 'service',
+          resourceId: service.id,
+          labels: { [LABELS.deployment]: dep.id },
+          limits: workloadLimits(tenant),
+          sandbox: await this.deps.sandbox.use(),
+          tenantCode: true,
+        },
+        // Whatever ran before, including a container left by an interrupted deploy.
+        replaces: service.container_id,
+        pull: 'never',
+        // Ready = accepting TCP on the service's port (not a port its image exposes: an image may
+        // expose several, and the engine lists them sorted).
+        ready: { timeoutMs: this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS, everyMs: READY_POLL_MS, probeTimeoutMs: READY_PROBE_TIMEOUT_MS },
+        signal: watch.signal,
+        // Recorded before it is ready: its logs say why a slow start is slow.
+        started: (ref) => this.deps.store.services.update(service.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
+      });
+      return `${applied.endpoint.host}:${service.port}`;
+    } finally {
+      watch.stop();
+    }
   }
 
   /**
@@ -242,49 +252,6 @@ export class Deployer {
     if (id === null) throw new Error(`image ${ref} is not present (a local build that was removed?): build again`);
     return id;
   }
-
-  /**
-   * Ready = running and accepting TCP on the service's port (not a port its image exposes: an
-   * image may expose several, and the engine lists them sorted); an exit fails the deploy with
-   * the last log lines.
-   */
-  private async waitReady(id: string, port: number, signal: AbortSignal, stillRunning: () => Promise<void>): Promise<string> {
-    const until = this.deps.clock.now() + (this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS);
-    let recordReadAt = this.deps.clock.now();
-    for (;;) {
-      if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
-      // The record once a second, not every poll: a cancel through another svcd stops this wait.
-      if (this.deps.clock.now() - recordReadAt >= RECORD_READ_EVERY_MS) {
-        await stillRunning();
-        recordReadAt = this.deps.clock.now();
-      }
-      const info = await this.deps.runtime.inspectWorkload(id);
-      if (!info) throw new Error('container disappeared during the deploy');
-      if (info.state === 'exited' || info.state === 'dead') {
-        const tail = await this.lastLogLines(id);
-        throw new Error(`container exited with code ${info.exitCode ?? '?'} during the deploy${tail ? `: ${tail}` : ''}`);
-      }
-      if (info.state === 'running' && info.address && (await tcpAccepts(info.address.host, port))) {
-        return `${info.address.host}:${port}`;
-      }
-      if (this.deps.clock.now() >= until) {
-        throw new Error(`service did not accept connections on port ${port} within ${Math.round((this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS) / 1000)} s`);
-      }
-      await new Promise<void>((r) => this.deps.timers.setTimeout(r, READY_POLL_MS));
-    }
-  }
-
-  private async lastLogLines(id: string): Promise<string> {
-    try {
-      const stream = await this.deps.runtime.logs(id, { tail: 5, follow: false });
-      let text = '';
-      for await (const chunk of stream) text += chunk.toString();
-      return text.trim().split('\n').slice(-5).join(' | ').slice(0, 500);
-    } catch {
-      return '';
-    }
-  }
-
 
   /**
    * Records the outcome on the deployment and the service. A deployment that failed for the
@@ -326,7 +293,7 @@ export class Deployer {
     if (!succeeded) {
       // The container this deployment may have started is not left running half-ready.
       const current = await this.deps.store.services.findAny(service.id);
-      if (current?.container_id) await this.deps.runtime.removeWorkload(current.container_id).catch(() => {});
+      if (current?.container_id) await this.deps.runtime.remove(current.container_id).catch(() => {});
     }
     await this.deps.store.services.update(service.id, {
       status: succeeded ? 'running' : engineFault ? 'deploying' : 'failed',
@@ -337,17 +304,4 @@ export class Deployer {
     });
     this.deps.routesChanged();
   }
-}
-
-function tcpAccepts(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = connect({ host, port });
-    const done = (ok: boolean) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(1_000, () => done(false));
-    sock.once('connect', () => done(true));
-    sock.once('error', () => done(false));
-  });
 }

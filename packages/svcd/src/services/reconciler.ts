@@ -69,7 +69,7 @@ export class Reconciler {
         continue;
       }
       if (s.status !== 'running' || !s.container_id) continue;
-      const w = await this.deps.runtime.inspectWorkload(s.container_id);
+      const w = await this.deps.runtime.inspect(s.container_id);
       if (!w) {
         await this.redeploy(s, 'reconcile', 'the container vanished; redeploying');
       } else if (w.state === 'exited' || w.state === 'dead') {
@@ -83,7 +83,7 @@ export class Reconciler {
   private async removeOrphans(): Promise<void> {
     // In this order: a container listed was either claimed by a deployment still unfinished when
     // the deployments are read, or recorded on its service before that deployment finished.
-    const workloads = await this.deps.runtime.listWorkloads({ kind: 'service' });
+    const workloads = await this.deps.runtime.list({ kind: 'service' });
     const deploying = await this.servicesDeploying();
     const services = new Map((await this.deps.store.services.listAll()).map((s) => [s.id, s]));
     for (const w of workloads) {
@@ -91,7 +91,7 @@ export class Reconciler {
       const s = serviceId ? services.get(serviceId) : undefined;
       if (s && s.container_id === w.id) continue;
       if (s && deploying.has(s.id)) continue;
-      await this.deps.runtime.removeWorkload(w.id);
+      await this.deps.runtime.remove(w.id);
       this.deps.log.info({ container: w.id, service: serviceId }, 'removed an orphan container');
     }
   }

@@ -186,7 +186,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
     this.deps.routesChanged?.();
     await this.removeContainers(s);
     await this.deps.runtime.removeRepository(builtImageRepository(this.deps.buildRegistry ?? null, tenantId, id));
-    await this.deps.runtime.releaseTenantIfUnused(tenantId);
+    await this.deps.runtime.releaseTenant(tenantId);
   }
 
   /** start, restart, redeploy and reset: a new deployment (restart recreates, so env changes apply). */
@@ -287,7 +287,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
   async logs(tenantId: string, id: string, tail: number, follow: boolean): Promise<NodeJS.ReadableStream | null> {
     const s = await this.row(tenantId, id);
     if (!s.container_id) return null;
-    if (!(await this.deps.runtime.inspectWorkload(s.container_id))) return null;
+    if (!(await this.deps.runtime.inspect(s.container_id))) return null;
     const slot = await this.deps.sessions.acquire(tenantId, 'logs');
     try {
       return holdWhileOpen(slot, await this.deps.runtime.logs(s.container_id, { tail, follow }));
@@ -372,10 +372,10 @@ export class Services implements TenantResources, DiskOverrunHalt {
    */
   private async removeContainers(s: ServiceRow): Promise<void> {
     if (s.container_id) {
-      await this.deps.runtime.stopWorkload(s.container_id);
-      await this.deps.runtime.removeWorkload(s.container_id);
+      await this.deps.runtime.stop(s.container_id);
+      await this.deps.runtime.remove(s.container_id);
     }
-    await this.deps.runtime.removeWorkload(workloadName(s.id));
+    await this.deps.runtime.remove(workloadName(s.id));
   }
 
   private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, buildId: string | null = null): Promise<DeploymentRow> {

@@ -32,6 +32,7 @@ import { MeteringStore } from './metering.js';
 import { HostNameStore } from './host-names.js';
 import { SessionSlotStore } from './session-slots.js';
 import { TenantDiskStore } from './tenant-disk.js';
+import { WorkloadStore } from './workloads.js';
 import { pgTypes } from './pg-types.js';
 
 export { isUniqueViolation } from './dialect.js';
@@ -44,6 +45,7 @@ export type { ServicePatch } from './services.js';
 export type { DatabasePatch } from './databases.js';
 export type { KanbanPatch } from './kanban.js';
 export type { EnvironmentPatch } from './environments.js';
+export type { WorkloadObservation } from './workloads.js';
 export { MeteringStore, openMeteringStore } from './metering.js';
 
 /** The repositories, bound to the database or to one transaction. */
@@ -66,6 +68,7 @@ export interface Repositories {
   hostNames: HostNameStore;
   sessionSlots: SessionSlotStore;
   tenantDisk: TenantDiskStore;
+  workloads: WorkloadStore;
   /**
    * Runs `fn` once what was written through these repositories is committed: at once outside a
    * transaction, after the commit inside one, never when it rolls back. For what must not be
@@ -105,6 +108,7 @@ function repositories(db: Kysely<Database>): Omit<Repositories, 'afterCommit'> {
     hostNames: new HostNameStore(db),
     sessionSlots: new SessionSlotStore(db),
     tenantDisk: new TenantDiskStore(db),
+    workloads: new WorkloadStore(db),
   };
 }
 

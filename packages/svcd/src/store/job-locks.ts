@@ -46,6 +46,12 @@ export class JobLockStore {
     return Number(r.numDeletedRows);
   }
 
+  /** Whether the holder holds the lease now (not lapsed, not taken over). */
+  async holds(name: string, holder: string, nowMs: number): Promise<boolean> {
+    const row = await this.db.selectFrom('job_locks').select('name').where('name', '=', name).where('holder', '=', holder).where('expires_at_ms', '>', nowMs).executeTakeFirst();
+    return row !== undefined;
+  }
+
   async release(name: string, holder: string): Promise<void> {
     await this.db.deleteFrom('job_locks').where('name', '=', name).where('holder', '=', holder).execute();
   }

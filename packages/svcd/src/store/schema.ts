@@ -353,6 +353,31 @@ export interface SettingsTable {
   value: string;
 }
 
+/** Desired and observed state of one resource's workload (migration 0014, workloads/controller.ts). */
+export interface WorkloadsTable {
+  id: string;
+  tenant_id: string;
+  kind: 'database' | 'kanban';
+  resource_id: string;
+  /** JSON WorkloadSpecRecord. */
+  spec: string;
+  generation: number;
+  desired_state: 'running' | 'stopped' | 'absent';
+  observed_generation: number;
+  observed_state: 'pending' | 'running' | 'stopped' | 'failed' | 'lost';
+  endpoint: string | null;
+  driver_ref: string | null;
+  lease_holder: string | null;
+  lease_expires_at_ms: number | null;
+  retry_at_ms: number | null;
+  attempts: Generated<number>;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+export type WorkloadRow = Selectable<WorkloadsTable>;
+export type NewWorkloadRow = Insertable<WorkloadsTable>;
+
 export interface Database {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
@@ -376,4 +401,5 @@ export interface Database {
   warm_environments: WarmEnvironmentsTable;
   usage_samples: UsageSamplesTable;
   usage_rollups: UsageRollupsTable;
+  workloads: WorkloadsTable;
 }

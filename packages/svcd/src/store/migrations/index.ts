@@ -13,6 +13,7 @@ import { hostNames } from './0010_host_names.js';
 import { sealedIdempotentResponses } from './0011_sealed_idempotent_responses.js';
 import { retention } from './0012_retention.js';
 import { resourceSafety } from './0013_resource_safety.js';
+import { workloads } from './0014_workloads.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -33,6 +34,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0011_sealed_idempotent_responses': sealedIdempotentResponses(dialect),
     '0012_retention': retention,
     '0013_resource_safety': resourceSafety,
+    '0014_workloads': workloads,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

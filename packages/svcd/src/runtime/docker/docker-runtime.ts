@@ -4,10 +4,12 @@ import Docker from 'dockerode';
 import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
+import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
+import { throwIfAborted, waitUntilReady } from '../ready-wait.js';
 import { consumeProgress, OutputDemuxer } from './engine-streams.js';
-import { tenantBridgeName, WARM_POOL_BRIDGE } from './host-firewall.js';
-import { tenantCgroupPath, type TenantCgroups } from './tenant-cgroups.js';
-import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from './tenant-init.js';
+import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
+import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
+import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from '../tenant-init.js';
 import {
   LABELS,
   ExecNotStartedError,
@@ -25,6 +27,10 @@ import {
   type ImageBuildSpec,
   type LogOptions,
   type Runtime,
+  type Applied,
+  type ApplyRequest,
+  type DriverCapabilities,
+  type Endpoint,
   type WorkloadInfo,
   type WorkloadKind,
   type WorkloadSpec,
@@ -33,7 +39,7 @@ import {
   type WorkloadExit,
   type WorkloadDisk,
   type ImageDisk,
-} from './port.js';
+} from '../port.js';
 
 const execFileAsync = promisify(execFile);
 /**
@@ -115,6 +121,9 @@ export interface DockerRuntimeOptions {
   tenantInit?: TenantInit | null;
   /** Idle timeout of the API calls (not of streams). */
   timeoutMs?: number;
+  /** For the readiness wait of apply. */
+  clock?: Clock;
+  timers?: Timers;
 }
 
 /** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
@@ -130,9 +139,13 @@ export class DockerRuntime implements Runtime {
   private readonly installation: string;
   private readonly placement: DockerRuntimeOptions['placement'];
   private readonly tenantInit: TenantInit | null;
+  private readonly clock: Clock;
+  private readonly timers: Timers;
 
   constructor(o: DockerRuntimeOptions) {
     const timeoutMs = o.timeoutMs ?? 5_000;
+    this.clock = o.clock ?? systemClock;
+    this.timers = o.timers ?? systemTimers;
     this.installation = o.installation;
     this.placement = o.placement ?? null;
     this.tenantInit = o.tenantInit ?? null;
@@ -215,7 +228,7 @@ export class DockerRuntime implements Runtime {
     return { workloads: usage, images };
   }
 
-  async ensureTenantNetwork(tenantId: string): Promise<void> {
+  private async ensureTenantNetwork(tenantId: string): Promise<void> {
     // One creation per tenant at a time in this process: the engine does not reliably refuse a
     // second network of the same name, and two would make the name ambiguous.
     const pending = this.networkCreations.get(tenantId);
@@ -260,7 +273,7 @@ export class DockerRuntime implements Runtime {
     for (const n of extra) await this.docker.getNetwork(n.Id).remove().catch(() => {});
   }
 
-  async releaseTenantIfUnused(tenantId: string): Promise<boolean> {
+  async releaseTenant(tenantId: string): Promise<boolean> {
     const net = this.docker.getNetwork(tenantNetworkName(tenantId));
     try {
       const info = (await net.inspect()) as { Containers?: Record<string, unknown> };
@@ -386,7 +399,62 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async runWorkload(spec: WorkloadSpec): Promise<string> {
+  async capabilities(): Promise<DriverCapabilities> {
+    const info = await this.info();
+    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true };
+  }
+
+  /**
+   * The five steps every workload took, once: its tenant's network, the image when missing, the
+   * container of that name (and the one it replaces) removed, the new one run, and the wait
+   * until it is ready on its tenant network. A failure after the start removes what it started.
+   */
+  async apply(request: ApplyRequest): Promise<Applied> {
+    const { spec, signal } = request;
+    throwIfAborted(signal);
+    if (!spec.warmPool) await this.ensureTenantNetwork(spec.tenantId);
+    if (request.pull === 'missing' && !(await this.hasImage(spec.image))) await this.pullImage(spec.image, signal);
+    throwIfAborted(signal);
+    // Whatever ran before under this name, including a container an interrupted apply left.
+    if (request.replaces && request.replaces !== spec.name) await this.remove(request.replaces);
+    await this.remove(spec.name);
+    throwIfAborted(signal);
+    const ref = await this.run(spec);
+    try {
+      await request.started?.(ref);
+      const endpoint = await waitUntilReady({
+        ref,
+        port: spec.port ?? null,
+        ready: request.ready,
+        signal,
+        clock: this.clock,
+        timers: this.timers,
+        inspect: (id) => this.inspect(id),
+        logTail: (id) => this.logTail(id),
+      });
+      return { ref, endpoint };
+    } catch (err) {
+      await this.remove(ref).catch(() => {});
+      throw err;
+    }
+  }
+
+  async start(id: string): Promise<Endpoint | null> {
+    await this.startContainer(id);
+    const info = await this.inspect(id);
+    return info?.address ? { host: info.address.host, port: info.address.port || null } : null;
+  }
+
+  /** The last few lines a container printed, on one line, for an error message. */
+  private async logTail(id: string): Promise<string> {
+    const stream = await this.logs(id, { tail: 5, follow: false });
+    let text = '';
+    for await (const chunk of stream) text += String(chunk);
+    return text.trim().split('\n').slice(-5).join(' | ').slice(0, 500);
+  }
+
+  /** Creates and starts the spec's container; returns its engine id. */
+  private async run(spec: WorkloadSpec): Promise<string> {
     if (spec.warmPool) await this.ensureWarmPoolNetwork();
     const network = spec.warmPool ? WARM_POOL_NETWORK : tenantNetworkName(spec.tenantId);
     const labels = {
@@ -463,13 +531,13 @@ export class DockerRuntime implements Runtime {
     return { ...underTenantInit(argv, this.tenantInit.rate), underInit: this.tenantInit.binary };
   }
 
-  async assignWorkload(id: string, tenantId: string): Promise<string | null> {
+  async assign(id: string, tenantId: string): Promise<string | null> {
     await this.ensureTenantNetwork(tenantId);
     await this.docker.getNetwork(tenantNetworkName(tenantId)).connect({ Container: id });
     // Leaving the pool network is not waited for (it is half of a hand-over's time): until it is
     // done the workload is also on a network with no way out and no traffic between its members.
     void this.docker.getNetwork(WARM_POOL_NETWORK).disconnect({ Container: id, Force: true }).catch(() => {});
-    return (await this.inspectWorkload(id))?.address?.host ?? null;
+    return (await this.inspect(id))?.address?.host ?? null;
   }
 
   private async ensureWarmPoolNetwork(): Promise<void> {
@@ -507,7 +575,7 @@ export class DockerRuntime implements Runtime {
     return (await this.cgroupDriver) === 'cgroupfs' ? tenantCgroupPath(tenantId) : null;
   }
 
-  async startWorkload(id: string): Promise<void> {
+  private async startContainer(id: string): Promise<void> {
     try {
       await this.docker.getContainer(id).start();
     } catch (err) {
@@ -516,7 +584,7 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async stopWorkload(id: string, timeoutSeconds = 10): Promise<void> {
+  async stop(id: string, timeoutSeconds = 10): Promise<void> {
     try {
       await this.docker.getContainer(id).stop({ t: timeoutSeconds });
     } catch (err) {
@@ -525,7 +593,7 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async removeWorkload(id: string): Promise<void> {
+  async remove(id: string): Promise<void> {
     try {
       await this.docker.getContainer(id).remove({ force: true, v: true });
     } catch (err) {
@@ -547,11 +615,13 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async inspectWorkload(id: string): Promise<WorkloadInfo | null> {
+  async inspect(id: string): Promise<WorkloadInfo | null> {
     try {
       const c: EngineContainer = await this.docker.getContainer(id).inspect();
-      // Its tenant network (a warm-pool workload handed to a tenant keeps its pool label).
-      const net = Object.entries(c.NetworkSettings.Networks ?? {}).find(([name]) => name.startsWith(TENANT_NETWORK_PREFIX))?.[1];
+      // Its tenant network (a warm-pool workload handed to a tenant keeps its pool label), or
+      // the pool's network while it waits there unassigned.
+      const networks = Object.entries(c.NetworkSettings.Networks ?? {});
+      const net = (networks.find(([name]) => name.startsWith(TENANT_NETWORK_PREFIX)) ?? networks.find(([name]) => name === WARM_POOL_NETWORK))?.[1];
       const port = Object.keys(c.Config.ExposedPorts ?? {})[0];
       return {
         id: c.Id,
@@ -568,7 +638,7 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async listWorkloads(filter: { tenantId?: string; kind?: WorkloadKind } = {}): Promise<WorkloadInfo[]> {
+  async list(filter: { tenantId?: string; kind?: WorkloadKind } = {}): Promise<WorkloadInfo[]> {
     const label = [`${LABELS.installation}=${this.installation}`];
     if (filter.tenantId) label.push(`${LABELS.tenant}=${filter.tenantId}`);
     if (filter.kind) label.push(`${LABELS.kind}=${filter.kind}`);
@@ -678,7 +748,7 @@ export class DockerRuntime implements Runtime {
     };
   }
 
-  async *exits(signal: AbortSignal): AsyncIterable<WorkloadExit> {
+  async *events(signal: AbortSignal): AsyncIterable<WorkloadExit> {
     const stream = (await this.streaming.getEvents({
       filters: { type: ['container'], event: ['die'], label: [`${LABELS.installation}=${this.installation}`] },
     })) as NodeJS.ReadableStream & { destroy(): void };

@@ -1,0 +1,200 @@
+// The workload driver port: how svc's domain runs containers on an engine, in as few verbs as a
+// second engine (Docker Swarm) can implement too. Types only. The Docker Engine driver is
+// runtime/docker/, an in-memory one that follows the same contract is runtime/memory/, and
+// test/driver-conformance.ts holds both to it.
+//
+// The verb that matters is apply: given a spec, it makes the engine run exactly that (the
+// tenant's network, the image when missing, the old container replaced) and resolves only when
+// the workload is ready as seen from where svcd and the proxy reach it. It is idempotent by the
+// spec's name, and a failed apply leaves nothing of its own running.
+
+export type WorkloadKind = 'service' | 'database' | 'kanban' | 'environment' | 'build';
+
+/** What to run: one container (later, one Swarm service). */
+export interface WorkloadSpec {
+  /** Unique engine name, e.g. svc-<serviceID>. */
+  name: string;
+  image: string;
+  env: Record<string, string>;
+  /** Container port the workload serves on (none: an environment, which serves what its user starts). */
+  port?: number;
+  tenantId: string;
+  kind: WorkloadKind;
+  /** The store id of what this workload is (service id, ...). */
+  resourceId: string;
+  /** Extra labels (deployment id, ...). */
+  labels?: Record<string, string>;
+  limits: { memoryMb: number; cpus: number; pids: number };
+  /** Run under gVisor. */
+  sandbox: boolean;
+  /** Arguments instead of the image's CMD. */
+  cmd?: string[];
+  /** Instead of the image's ENTRYPOINT ([] for none). */
+  entrypoint?: string[];
+  /**
+   * Start it unassigned, on svc's internal warm-pool network (no way out, none to its peers),
+   * labelled for no tenant; assign hands it to one later. tenantId is not used.
+   */
+  warmPool?: boolean;
+  /** A minimal init as PID 1 that reaps orphaned processes (environments, where exec starts many). */
+  init?: boolean;
+  /**
+   * It runs a tenant's own code (services, environments): under svc-init as PID 1, which holds
+   * its output to the installation's log rate (tenant-init.ts) and reaps orphans.
+   */
+  tenantCode?: boolean;
+  /** Run as this user of the image (name or uid) instead of the image's default. */
+  user?: string;
+  /** Named volumes (created with the workload's labels when missing) and where they mount. */
+  volumes?: Array<{ name: string; target: string }>;
+  /** Extra names the workload answers to on its tenant network. */
+  aliases?: string[];
+  /** Publish `port` on this address and port of the host (databases: loopback; boards: --kanban-address). */
+  publish?: { address: string; port: number };
+  /** Let the engine restart it when it exits (workloads svc does not watch for crashes itself). */
+  engineRestarts?: boolean;
+}
+
+export type WorkloadState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
+
+export interface WorkloadInfo {
+  id: string;
+  name: string;
+  state: WorkloadState;
+  exitCode: number | null;
+  labels: Record<string, string>;
+  /** Where the workload answers on its tenant network (the pool's while it waits unassigned), as seen from the host. */
+  address: { host: string; port: number } | null;
+  /** When it last stopped (ms), if it ever did; inspect only. */
+  finishedAtMs?: number | null;
+}
+
+/** A command run inside a running workload (environments' exec). */
+export interface ExecSpec {
+  /** argv as given: no shell is added. */
+  cmd: string[];
+  workDir: string;
+  /** The process (and its process group) is killed at this many seconds. */
+  timeoutSeconds: number;
+  /** stdout and stderr are each kept up to this many bytes; the rest is read and dropped. */
+  maxOutputBytes: number;
+  /** Fed to the process's stdin, which closes when it ends. */
+  stdin?: NodeJS.ReadableStream;
+}
+
+export interface ExecOutcome {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/**
+ * One reading of a workload's counters. CPU, network and block I/O are cumulative since the
+ * container started (they restart at zero when it does); memory is the current working set.
+ */
+export interface WorkloadStats {
+  cpuMicros: number;
+  memoryBytes: number;
+  netRxBytes: number;
+  netTxBytes: number;
+  blockReadBytes: number;
+  blockWriteBytes: number;
+}
+
+export interface LogOptions {
+  tail: number;
+  follow: boolean;
+}
+
+/** A workload ended (whatever the reason: crash, stop, removal). */
+export interface WorkloadExit {
+  id: string;
+  labels: Record<string, string>;
+  exitCode: number | null;
+}
+
+/** Where a workload answers, as svcd and the proxy reach it. */
+export interface Endpoint {
+  host: string;
+  /** The spec's port; null for a workload that serves no port (an environment). */
+  port: number | null;
+}
+
+/** When a workload counts as ready: running, and then its probe passes at its endpoint. */
+export interface Readiness {
+  /**
+   * Resolves once the workload answers properly at its endpoint (a login, a health route).
+   * Without one: a workload with a port is ready when it accepts TCP there, one without when it runs.
+   */
+  probe?: (endpoint: Endpoint) => Promise<void>;
+  /** Not ready by then: apply rejects with the last probe error (and removes what it started). */
+  timeoutMs: number;
+  /** Pause between probes. */
+  everyMs: number;
+  /** A probe that never settles is given up after this long (and tried again). */
+  probeTimeoutMs: number;
+}
+
+export interface ApplyRequest {
+  spec: WorkloadSpec;
+  /** A workload of an earlier apply to remove first, when its ref is not the spec's name. */
+  replaces?: string | null;
+  /** `missing`: pull the image when the engine does not have it; `never`: the caller saw to it (a build, an image ID). */
+  pull: 'missing' | 'never';
+  ready: Readiness;
+  /** Aborts the apply (a cancel, a newer generation, a deadline): it rejects with the reason and removes what it started. */
+  signal: AbortSignal;
+  /** Told the workload's ref as soon as it is started, before it is ready (its logs can be read from then). */
+  started?: (ref: string) => Promise<void>;
+}
+
+export interface Applied {
+  /** The driver's reference to the workload: what inspect, stop, remove, exec, logs and stats take. */
+  ref: string;
+  endpoint: Endpoint;
+}
+
+/** What this driver can do, so that the domain offers only that. */
+export interface DriverCapabilities {
+  /** Workloads can run sandboxed (gVisor). */
+  sandbox: boolean;
+  /** A workload's port can be published on an address of svcd's host (boards, databases). */
+  hostPorts: boolean;
+  /** Workloads can be started unassigned and handed to a tenant later (environments' warm pool). */
+  warmPool: boolean;
+}
+
+export interface WorkloadDriver {
+  capabilities(): Promise<DriverCapabilities>;
+  /** Runs the spec, replacing what ran under its name, and resolves once it is ready (see Readiness). */
+  apply(request: ApplyRequest): Promise<Applied>;
+  /** Starts a stopped workload again as it was (its writable layer kept); resolves with its endpoint once it runs. */
+  start(ref: string): Promise<Endpoint | null>;
+  /** Stops gracefully (SIGTERM, then SIGKILL after timeoutSeconds). Missing workloads are fine. */
+  stop(ref: string, timeoutSeconds?: number): Promise<void>;
+  /** Removes a workload and its anonymous volumes. Missing workloads are fine. */
+  remove(ref: string): Promise<void>;
+  /** Removes a named volume and its data; a missing one is fine. */
+  removeVolume(name: string): Promise<void>;
+  /** Removes the tenant's network (and what else the driver keeps per tenant) once nothing uses it; true when removed. */
+  releaseTenant(tenantId: string): Promise<boolean>;
+  inspect(ref: string): Promise<WorkloadInfo | null>;
+  /** svc workloads of this installation, optionally of one tenant or kind. */
+  list(filter?: { tenantId?: string; kind?: WorkloadKind }): Promise<WorkloadInfo[]>;
+  /** Exits of svc workloads as the engine reports them, until the signal aborts. */
+  events(signal: AbortSignal): AsyncIterable<WorkloadExit>;
+  /** Runs a command in a running workload and collects its output. */
+  exec(ref: string, spec: ExecSpec): Promise<ExecOutcome>;
+  /**
+   * stdout and stderr as text; with follow, open until the workload ends or the stream is
+   * destroyed. Rejects with WorkloadNotRunningError when the engine is removing the workload.
+   */
+  logs(ref: string, opts: LogOptions): Promise<NodeJS.ReadableStream>;
+  /** One reading of a running workload's counters (one-shot); null when it is gone. */
+  stats(ref: string): Promise<WorkloadStats | null>;
+  /** Hands a warm-pool workload to a tenant (its network); returns its address there. */
+  assign(ref: string, tenantId: string): Promise<string | null>;
+}

@@ -1,0 +1,92 @@
+// The second half of every driver's apply: from "started" to "ready". One loop for every driver,
+// so that readiness means the same on each: running, reachable at its endpoint, and passing its
+// probe; an exit fails it at once, with the last lines the workload printed.
+import { connect } from 'node:net';
+import type { Clock, Timers } from '../clock.js';
+import type { Endpoint, Readiness, WorkloadInfo } from './driver.js';
+
+/** How often the workload's state is read while its probe is tried more often. */
+const STATE_EVERY_MS = 250;
+/** The default probe's connect timeout. */
+const TCP_PROBE_TIMEOUT_MS = 1_000;
+
+export interface ReadyWaitOptions {
+  ref: string;
+  /** The spec's port (null: ready once running). */
+  port: number | null;
+  ready: Readiness;
+  signal: AbortSignal;
+  clock: Clock;
+  timers: Timers;
+  inspect(ref: string): Promise<WorkloadInfo | null>;
+  /** The last lines the workload printed, for the error when it exits ('' when none). */
+  logTail(ref: string): Promise<string>;
+}
+
+/** The workload ended (or vanished) before it was ready. */
+export class WorkloadEndedError extends Error {}
+
+export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
+  const deadline = o.clock.now() + o.ready.timeoutMs;
+  let endpoint: Endpoint | null = null;
+  let stateReadAt = -Infinity;
+  let last = 'not running yet';
+  for (;;) {
+    throwIfAborted(o.signal);
+    if (o.clock.now() - stateReadAt >= STATE_EVERY_MS) {
+      stateReadAt = o.clock.now();
+      const info = await o.inspect(o.ref);
+      if (!info) throw new WorkloadEndedError('container disappeared before it was ready');
+      if (info.state === 'exited' || info.state === 'dead') {
+        const tail = await o.logTail(o.ref).catch(() => '');
+        throw new WorkloadEndedError(`container exited with code ${info.exitCode ?? '?'} before it was ready${tail ? `: ${tail}` : ''}`);
+      }
+      endpoint = info.state === 'running' && info.address ? { host: info.address.host, port: o.port } : null;
+    }
+    if (endpoint) {
+      const probe = o.ready.probe ?? defaultProbe;
+      try {
+        await within(o.timers, o.ready.probeTimeoutMs, probe(endpoint));
+        return endpoint;
+      } catch (err) {
+        last = (err as Error).message;
+      }
+    }
+    if (o.clock.now() >= deadline) throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${last}`);
+    await new Promise<void>((r) => o.timers.setTimeout(r, o.ready.everyMs));
+  }
+}
+
+/** Without a probe of its own: a port must accept TCP; a workload without one is ready running. */
+async function defaultProbe(endpoint: Endpoint): Promise<void> {
+  if (endpoint.port === null) return;
+  if (!(await tcpAccepts(endpoint.host, endpoint.port))) throw new Error(`no connection accepted on port ${endpoint.port}`);
+}
+
+function tcpAccepts(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(TCP_PROBE_TIMEOUT_MS, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}
+
+/** Rejects with the signal's reason, as an Error. */
+export function throwIfAborted(signal: AbortSignal): void {
+  if (!signal.aborted) return;
+  const reason: unknown = signal.reason;
+  throw reason instanceof Error ? reason : new Error(String(reason));
+}
+
+/** `p`, or a rejection after `ms`. */
+function within<T>(timers: Timers, ms: number, p: Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = timers.setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    p.then(resolve, reject).finally(() => timer.cancel());
+  });
+}

@@ -1,0 +1,156 @@
+import type { Kysely } from 'kysely';
+import type { Database, NewWorkloadRow, WorkloadRow, WorkloadsTable } from './schema.js';
+
+/** What an observation writes besides the generation it observed. */
+export interface WorkloadObservation {
+  observed_state: WorkloadsTable['observed_state'];
+  endpoint?: string | null;
+  driver_ref?: string | null;
+  last_error: string | null;
+}
+
+/**
+ * The workloads' desired state and the controller's leases on it. Every write of the controller
+ * is fenced by its lease (`lease_holder`): one whose lease lapsed and was taken over writes
+ * nothing, whatever it was doing when it lost it.
+ */
+export class WorkloadStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: NewWorkloadRow): Promise<void> {
+    await this.db.insertInto('workloads').values(row).execute();
+  }
+
+  find(kind: WorkloadRow['kind'], resourceId: string): Promise<WorkloadRow | undefined> {
+    return this.db.selectFrom('workloads').selectAll().where('kind', '=', kind).where('resource_id', '=', resourceId).executeTakeFirst();
+  }
+
+  findById(id: string): Promise<WorkloadRow | undefined> {
+    return this.db.selectFrom('workloads').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** A new request: the desired state, one generation on. Resets the engine-fault backoff. */
+  async request(kind: WorkloadRow['kind'], resourceId: string, desired: WorkloadRow['desired_state'], now: number): Promise<void> {
+    await this.db
+      .updateTable('workloads')
+      .set((eb) => ({ generation: eb('generation', '+', 1), desired_state: desired, retry_at_ms: null, attempts: 0, updated_at: now }))
+      .where('kind', '=', kind)
+      .where('resource_id', '=', resourceId)
+      .execute();
+  }
+
+  /** Rows whose observed generation lags, with no live lease and no pending retry. */
+  lagging(nowMs: number, limit: number): Promise<WorkloadRow[]> {
+    return this.db
+      .selectFrom('workloads')
+      .selectAll()
+      .whereRef('observed_generation', '<', 'generation')
+      .where((eb) => eb.or([eb('lease_expires_at_ms', 'is', null), eb('lease_expires_at_ms', '<=', nowMs)]))
+      .where((eb) => eb.or([eb('retry_at_ms', 'is', null), eb('retry_at_ms', '<=', nowMs)]))
+      .orderBy('updated_at')
+      .limit(limit)
+      .execute();
+  }
+
+  /** Rows the controller last saw running at their current generation. */
+  observedRunning(): Promise<WorkloadRow[]> {
+    return this.db
+      .selectFrom('workloads')
+      .selectAll()
+      .where('desired_state', '=', 'running')
+      .where('observed_state', '=', 'running')
+      .whereRef('observed_generation', '=', 'generation')
+      .execute();
+  }
+
+  /** Takes the row's lease when it is free, lapsed or already this holder's. */
+  async claim(id: string, holder: string, nowMs: number, leaseMs: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ lease_holder: holder, lease_expires_at_ms: nowMs + leaseMs })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('lease_expires_at_ms', 'is', null), eb('lease_expires_at_ms', '<=', nowMs), eb('lease_holder', '=', holder)]))
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Extends this holder's lease; false when it is no longer this holder's. */
+  async renew(id: string, holder: string, nowMs: number, leaseMs: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ lease_expires_at_ms: nowMs + leaseMs })
+      .where('id', '=', id)
+      .where('lease_holder', '=', holder)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Records what the holder saw at `generation` and frees the lease; false when the lease is not its own any more. */
+  async observe(id: string, holder: string, generation: number, o: WorkloadObservation, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ ...o, observed_generation: generation, lease_holder: null, lease_expires_at_ms: null, retry_at_ms: null, attempts: 0, updated_at: now })
+      .where('id', '=', id)
+      .where('lease_holder', '=', holder)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Frees the lease without an observation: to be tried again at `retryAtMs` (null: at once), saying why. */
+  async release(id: string, holder: string, retryAtMs: number | null, lastError: string | null, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set((eb) => ({
+        lease_holder: null,
+        lease_expires_at_ms: null,
+        retry_at_ms: retryAtMs,
+        attempts: retryAtMs === null ? eb.ref('attempts') : eb('attempts', '+', 1),
+        ...(lastError === null ? {} : { last_error: lastError }),
+        updated_at: now,
+      }))
+      .where('id', '=', id)
+      .where('lease_holder', '=', holder)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Deletes an absent workload the holder removed at its latest generation. */
+  async deleteRemoved(id: string, holder: string, generation: number): Promise<boolean> {
+    const r = await this.db
+      .deleteFrom('workloads')
+      .where('id', '=', id)
+      .where('lease_holder', '=', holder)
+      .where('generation', '=', generation)
+      .where('desired_state', '=', 'absent')
+      .executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+
+  /**
+   * The workload seen running is gone (its container vanished, the engine lost it): observed
+   * generation 0 makes it lag, and the controller applies it again. Only while nobody works on
+   * it and nothing was requested since it was seen.
+   */
+  async markLost(id: string, generation: number, error: string, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ observed_generation: 0, observed_state: 'lost', last_error: error, updated_at: now })
+      .where('id', '=', id)
+      .where('generation', '=', generation)
+      .whereRef('observed_generation', '=', 'generation')
+      .where('lease_holder', 'is', null)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Frees the leases an earlier run of the same instance held (holders are `<instance>/<boot>`). */
+  async releaseEarlierBoots(instance: string, currentHolder: string): Promise<number> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ lease_holder: null, lease_expires_at_ms: null })
+      .where('lease_holder', 'like', `${instance}/%`)
+      .where('lease_holder', '!=', currentHolder)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows);
+  }
+}

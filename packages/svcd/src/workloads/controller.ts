@@ -1,0 +1,254 @@
+// The workload controller: brings what runs on the engine to what the store says should run.
+// Requests (create, wake, suspend, delete) only write a workload's desired state and move its
+// generation on, in the transaction of the resource's own record. The controller, on every svcd,
+// claims rows whose observed generation lags under a lease on the row, renews the lease while
+// it works, re-reads the generation while the driver applies (a newer request wins: the apply is
+// aborted and the newer one applied), and writes back what it observed, fenced by its lease. A
+// svcd killed at any point leaves a lease that lapses; any other svcd's controller takes the row
+// over, and the driver's apply, idempotent by name, makes the result the same.
+//
+// Databases and task boards run under it (provisioning/lifecycle.ts holds their rules).
+import { type TimerHandle, unixSeconds } from '../clock.js';
+import { engineAnswers, isEngineFault, type Applied } from '../runtime/index.js';
+import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
+import type { Platform } from '../platform.js';
+
+/** How long a claim holds without renewal: another svcd takes the row over this long after this one died. */
+export const WORKLOAD_LEASE_MS = 30_000;
+const LEASE_RENEW_MS = 10_000;
+/** How often a lagging row is looked for when nothing kicked the controller. */
+const PASS_EVERY_MS = 1_000;
+/** How often the generation is re-read while the driver applies. */
+const GENERATION_CHECK_MS = 500;
+/** Rows claimed per pass. */
+const CLAIM_BATCH = 20;
+/** After an engine fault: 1 s, 2 s, 4 s, ... up to 30 s before the next try. */
+const RETRY_BASE_MS = 1_000;
+const RETRY_MAX_MS = 30_000;
+
+/** The part of a workload's spec the controller itself needs (the rest is the kind's, at apply time). */
+export interface WorkloadSpecRecord {
+  /** The engine name (also the name a removal goes by). */
+  name: string;
+  /** Named volumes that go with it when it is deleted. */
+  volumes: string[];
+}
+
+/** What the controller observed, for the resource's own record. */
+export type WorkloadOutcome =
+  | { state: 'running'; applied: Applied }
+  | { state: 'stopped' }
+  | { state: 'absent' }
+  /** The tenant's fault (an image that exits, a probe that never passes): not tried again until asked. */
+  | { state: 'failed'; error: string }
+  /** The engine's fault: tried again with backoff. */
+  | { state: 'waiting'; error: string };
+
+/** What a kind of resource tells the controller. */
+export interface WorkloadRules {
+  /** Applies the resource's workload through the driver; resolves once it is ready. */
+  apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied>;
+  /** Writes the outcome onto the resource's record, inside the observation's transaction. */
+  observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void>;
+}
+
+export type WorkloadControllerDeps = Pick<Platform, 'store' | 'runtime' | 'clock' | 'timers' | 'log' | 'holder'>;
+
+/** A newer request moved the generation on while this one was applied. */
+class Superseded extends Error {}
+
+export function parseSpecRecord(w: Pick<WorkloadRow, 'spec'>): WorkloadSpecRecord {
+  return JSON.parse(w.spec) as WorkloadSpecRecord;
+}
+
+export class WorkloadController {
+  private readonly rules = new Map<WorkloadRow['kind'], WorkloadRules>();
+  /** Rows this process works on now, to await them on close (ownership is the lease in the store). */
+  private readonly working = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private ticker: TimerHandle | null = null;
+  private pass: Promise<void> | null = null;
+  private passAgain = false;
+  private closed = false;
+
+  constructor(private readonly deps: WorkloadControllerDeps) {}
+
+  /** The rules of one kind of resource (registered at start-up, before start()). */
+  handle(kind: WorkloadRow['kind'], rules: WorkloadRules): void {
+    this.rules.set(kind, rules);
+  }
+
+  start(): void {
+    this.ticker ??= this.deps.timers.setInterval(() => this.kick(), PASS_EVERY_MS);
+    this.kick();
+  }
+
+  /** Looks for lagging rows now (after a request of this process), or once more after the pass under way. */
+  kick(): void {
+    if (this.closed) return;
+    if (this.pass) {
+      this.passAgain = true;
+      return;
+    }
+    this.pass = this.claimLagging()
+      .catch((err: unknown) => this.deps.log.warn({ err }, 'workload controller pass failed'))
+      .finally(() => {
+        this.pass = null;
+        if (this.passAgain) {
+          this.passAgain = false;
+          this.kick();
+        }
+      });
+  }
+
+  /**
+   * Waits until the controller (of any svcd) observed the resource's latest generation, or its
+   * row is gone; false when that did not happen within timeoutMs (the request stands, and is
+   * carried out when it can be).
+   */
+  async settled(kind: WorkloadRow['kind'], resourceId: string, timeoutMs: number): Promise<boolean> {
+    this.kick();
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const w = await this.deps.store.workloads.find(kind, resourceId);
+      if (!w || w.observed_generation >= w.generation) return true;
+      if (Date.now() >= until || this.closed) return false;
+      // Real time: this paces a caller's wait on other processes, like a poll of the engine.
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /**
+   * Workloads seen running whose container is no longer running (it vanished, the engine lost
+   * it) are marked lost, which makes the controller apply them again on their volumes. Run on
+   * start and every 30 s under the job's lease; skipped while the engine does not answer.
+   */
+  async reconcile(): Promise<void> {
+    if (!(await engineAnswers(this.deps.runtime))) return;
+    for (const w of await this.deps.store.workloads.observedRunning()) {
+      if (this.working.has(w.id)) continue;
+      const info = await this.deps.runtime.inspect(w.driver_ref ?? parseSpecRecord(w).name);
+      if (info?.state === 'running') continue;
+      const why = info ? `its container was found ${info.state}` : 'its container was gone';
+      if (await this.deps.store.workloads.markLost(w.id, w.generation, why, unixSeconds(this.deps.clock))) {
+        this.deps.log.warn({ workload: w.id, why }, 'a running workload was lost; applying it again');
+      }
+    }
+    this.kick();
+  }
+
+  /** Stops claiming; work under way is aborted and its leases freed, for another svcd to take over. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.ticker?.cancel();
+    for (const w of this.working.values()) w.controller.abort(new Error('svcd is shutting down'));
+    await this.pass;
+    await Promise.all([...this.working.values()].map((w) => w.done));
+  }
+
+  private async claimLagging(): Promise<void> {
+    const now = this.deps.clock.now();
+    for (const row of await this.deps.store.workloads.lagging(now, CLAIM_BATCH)) {
+      if (this.closed || this.working.has(row.id) || !this.rules.has(row.kind)) continue;
+      if (!(await this.deps.store.workloads.claim(row.id, this.deps.holder, now, WORKLOAD_LEASE_MS))) continue;
+      // Read again under the lease: a request may have come between the list and the claim.
+      const claimed = await this.deps.store.workloads.findById(row.id);
+      if (!claimed) continue;
+      // Or another controller observed it between the list and the claim: nothing left to do.
+      if (claimed.observed_generation >= claimed.generation) {
+        await this.deps.store.workloads.release(row.id, this.deps.holder, null, null, unixSeconds(this.deps.clock));
+        continue;
+      }
+      const controller = new AbortController();
+      const done = this.work(claimed, controller).finally(() => this.working.delete(row.id));
+      this.working.set(row.id, { controller, done });
+    }
+  }
+
+  private async work(w: WorkloadRow, controller: AbortController): Promise<void> {
+    const rules = this.rules.get(w.kind);
+    if (!rules) return;
+    const { signal } = controller;
+    const renewal = this.deps.timers.setInterval(() => void this.renew(w.id, controller), LEASE_RENEW_MS);
+    const watch = this.deps.timers.setInterval(() => void this.checkGeneration(w, controller), GENERATION_CHECK_MS);
+    try {
+      if (w.desired_state === 'running') {
+        const applied = await rules.apply(w, signal);
+        await this.commit(w, rules, { observed_state: 'running', endpoint: `${applied.endpoint.host}${applied.endpoint.port === null ? '' : `:${applied.endpoint.port}`}`, driver_ref: applied.ref, last_error: null }, { state: 'running', applied });
+      } else {
+        const spec = parseSpecRecord(w);
+        await this.deps.runtime.remove(w.driver_ref ?? spec.name);
+        if (w.driver_ref) await this.deps.runtime.remove(spec.name);
+        if (w.desired_state === 'stopped') {
+          await this.commit(w, rules, { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, { state: 'stopped' });
+        } else {
+          for (const v of spec.volumes) await this.deps.runtime.removeVolume(v);
+          await this.deps.runtime.releaseTenant(w.tenant_id);
+          await this.deps.store.transaction(async (tx) => {
+            if (await tx.workloads.deleteRemoved(w.id, this.deps.holder, w.generation)) await rules.observed(tx, w, { state: 'absent' });
+          });
+        }
+      }
+    } catch (err) {
+      await this.failed(w, rules, err, signal);
+    } finally {
+      renewal.cancel();
+      watch.cancel();
+      // Whatever is left of the lease (an absent row that moved on, an outcome not written) is freed.
+      await this.deps.store.workloads.release(w.id, this.deps.holder, null, null, unixSeconds(this.deps.clock)).catch(() => {});
+      if (!this.closed) this.kick();
+    }
+  }
+
+  /** Writes the observation and the record's outcome together, only while the lease and the generation are this work's. */
+  private async commit(w: WorkloadRow, rules: WorkloadRules, observation: WorkloadObservation, outcome: WorkloadOutcome): Promise<void> {
+    await this.deps.store.transaction(async (tx) => {
+      const now = await tx.workloads.findById(w.id);
+      if (now?.lease_holder !== this.deps.holder || now.generation !== w.generation) return;
+      if (!(await tx.workloads.observe(w.id, this.deps.holder, w.generation, observation, unixSeconds(this.deps.clock)))) return;
+      await rules.observed(tx, w, outcome);
+    });
+  }
+
+  private async failed(w: WorkloadRow, rules: WorkloadRules, err: unknown, signal: AbortSignal): Promise<void> {
+    const now = unixSeconds(this.deps.clock);
+    // Superseded, the lease lost, or svcd closing: the lease is freed (finally) and the row
+    // applied again at its latest generation, here or by another svcd.
+    if (signal.aborted) {
+      const reason: unknown = signal.reason;
+      this.deps.log.info({ workload: w.id, reason: reason instanceof Error ? reason.message : String(reason) }, 'workload apply stopped');
+      return;
+    }
+    const message = (err as Error).message;
+    if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) {
+      const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
+      await this.deps.store.transaction(async (tx) => {
+        if (!(await tx.workloads.release(w.id, this.deps.holder, retryAt, message, now))) return;
+        await rules.observed(tx, w, { state: 'waiting', error: message });
+      });
+      this.deps.log.warn({ err, workload: w.id }, 'workload waits for the container engine');
+      return;
+    }
+    await this.commit(w, rules, { observed_state: 'failed', endpoint: null, driver_ref: null, last_error: message }, { state: 'failed', error: message });
+    this.deps.log.warn({ workload: w.id, error: message }, 'workload failed');
+  }
+
+  private async renew(id: string, controller: AbortController): Promise<void> {
+    try {
+      if (!(await this.deps.store.workloads.renew(id, this.deps.holder, this.deps.clock.now(), WORKLOAD_LEASE_MS))) {
+        controller.abort(new Error('another svcd took this workload over: its lease was not renewed in time'));
+      }
+    } catch (err) {
+      // The store not answering for a moment: the lease has 30 s, the next renewal tries again.
+      this.deps.log.warn({ err, workload: id }, 'workload lease renewal failed');
+    }
+  }
+
+  private async checkGeneration(w: WorkloadRow, controller: AbortController): Promise<void> {
+    try {
+      const now = await this.deps.store.workloads.findById(w.id);
+      if (!now || now.generation !== w.generation) controller.abort(new Superseded('a newer request for this workload came in'));
+    } catch {
+      // Read again at the next check.
+    }
+  }
+}

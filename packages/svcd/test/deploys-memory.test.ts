@@ -1,0 +1,115 @@
+// Deploy, cancel and crash rules through the API on the in-memory workload driver: the same
+// deployer, crash handler and store as on the engine, with workloads that start in milliseconds
+// (the driver is held to the Docker driver's contract by driver-conformance.ts). The engine-backed
+// suites (services.test.ts) keep testing the same rules end to end.
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
+import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { memoryRuntime } from './memory-runtime.js';
+import { settled } from './service-fixtures.js';
+
+const REGISTRY = '127.0.0.1:5999/memory';
+const SERVING = `${REGISTRY}/serving:1`;
+const EXITING = `${REGISTRY}/exiting:1`;
+const SLOW = `${REGISTRY}/slow:1`;
+const CRASHY = `${REGISTRY}/crashy:1`;
+const IMAGES: Record<string, MemoryImage> = {
+  [SERVING]: { serves: true, output: 'serving' },
+  [EXITING]: { exitsAfterMs: 0, exitCode: 7, output: 'giving up' },
+  // Listens only after a minute: its deploy is still waiting when the test cancels it.
+  [SLOW]: { serves: true, startsAfterMs: 60_000 },
+  // Ready at once, then exits with code 3 a moment later: a crash loop.
+  [CRASHY]: { serves: true, exitsAfterMs: 300, exitCode: 3 },
+};
+
+eachStore((kind) => {
+  describe(`deploys on the memory driver (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 20_000, crashBackoffMs: 10 } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test('a deploy runs the workload at its endpoint, and the service is routed there', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'web', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const running = (await mem.driver.list({ tenantId: a.id })).filter((w) => w.state === 'running');
+      assert.equal(running.length, 1);
+      const row = await t.deps.store.services.findAny(s.id);
+      assert.ok(row?.upstream);
+      assert.equal(row.container_id, running[0]?.id);
+      assert.equal(row.upstream, `${running[0]?.address?.host}:8000`);
+      const [host, port] = row.upstream.split(':');
+      assert.equal(await tcpAccepts(host ?? '', Number(port)), true, 'the upstream answers');
+      assert.equal(await tcpAccepts(host ?? '', Number(port) + 1), false, 'and only on its port');
+      assert.equal((await a.client.deployments(s.id))[0]?.status, 'succeeded');
+    });
+
+    test('a workload that exits before it is ready fails the deployment with its output, and leaves nothing', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'quitter', image: EXITING, port: 8000 });
+      const done = await settled(a, s.id);
+      assert.equal(done.status, 'failed');
+      assert.match(done.last_error ?? '', /container exited with code 7 before it was ready: giving up/);
+      assert.equal((await a.client.deployments(s.id))[0]?.status, 'failed');
+      assert.deepEqual(await mem.driver.list({ tenantId: a.id }), []);
+    });
+
+    test('a deploy cancelled while it waits ends cancelled, and its workload is removed', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'slow', image: SLOW, port: 8000 });
+      const dep = await waitFor('the deploy to start its workload', async () => {
+        const d = (await a.client.deployments(s.id))[0];
+        return d?.status === 'running' && (await mem.driver.list({ tenantId: a.id })).length === 1 ? d : undefined;
+      });
+      assert.equal((await a.client.cancelDeployment(s.id, dep.id)).status, 'cancelled');
+      await waitFor('the workload to go', async () => (await mem.driver.list({ tenantId: a.id })).length === 0);
+      assert.equal((await a.client.deployments(s.id))[0]?.status, 'cancelled');
+      assert.notEqual((await a.client.service(s.id)).status, 'running');
+    });
+
+    test('crashes restart the service with backoff until five in ten minutes open the circuit; a reset deploys again', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'crashy', image: CRASHY, port: 8000 });
+      // The crash handler's settle and backoff run on the test's clock: move it along while waiting.
+      const crashed = await waitFor(
+        'the circuit to open',
+        async () => {
+          t.clock.advance(1_000);
+          const now = await a.client.service(s.id);
+          return now.status === 'crashed' ? now : undefined;
+        },
+        60_000,
+      );
+      assert.match(crashed.last_error ?? '', /exited with code 3; 5 crashes in 10 minutes opened the circuit/);
+      const reasons = (await a.client.deployments(s.id)).map((d) => d.reason);
+      assert.equal(reasons.filter((r) => r === 'crash').length, 4, 'restarted after each of the first four crashes');
+      assert.equal((await mem.driver.list({ tenantId: a.id })).filter((w) => w.state === 'running').length, 0);
+      await a.client.serviceAction(s.id, 'reset');
+      const d = await waitFor('a deployment after the reset', async () => (await a.client.deployments(s.id)).find((x) => x.reason !== 'crash' && x.reason !== 'create'));
+      assert.ok(d);
+    });
+  });
+});
+
+function tcpAccepts(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(2_000, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}

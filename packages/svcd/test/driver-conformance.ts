@@ -1,0 +1,196 @@
+// The workload driver port's contract (src/runtime/driver.ts), as cases every driver must pass:
+// the Docker driver on the real engine (driver-docker.test.ts) and the in-memory driver
+// (driver-memory.test.ts), and later the Swarm driver. A domain test that runs on the memory
+// driver is only as good as this suite's hold on both.
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { WorkloadNotRunningError, type ApplyRequest, type WorkloadDriver, type WorkloadSpec, type WorkloadExit } from '../src/runtime/index.js';
+
+/** A workload to run: its image, and the command that makes it behave (none: the image's own). */
+export interface FixtureImage {
+  image: string;
+  entrypoint?: string[];
+  cmd?: string[];
+}
+
+export interface DriverFixture {
+  driver: WorkloadDriver;
+  /** Prints a line with "starting" and serves on port 8000. */
+  serving: FixtureImage;
+  /** Runs and serves nothing; exec in it runs `echo` (coreutils' timeout on the Docker driver). */
+  idle: FixtureImage;
+  /** Prints "giving up" and exits with code 7 at once. */
+  exiting: FixtureImage;
+  /** No engine has it and no registry serves it. */
+  missing: string;
+  /** Removes what the cases left (by tenant). */
+  cleanup(tenantIds: string[]): Promise<void>;
+}
+
+const PORT = 8000;
+
+export function driverConformance(name: string, setup: () => Promise<DriverFixture>): void {
+  describe(`workload driver contract: ${name}`, () => {
+    let f: DriverFixture;
+    const tenant = `conf${Math.random().toString(36).slice(2, 10)}`;
+    let seq = 0;
+    const spec = (w: FixtureImage, over: Partial<WorkloadSpec> = {}): WorkloadSpec => ({
+      name: `svc-conformance-${tenant}-${++seq}`,
+      image: w.image,
+      ...(w.entrypoint ? { entrypoint: w.entrypoint } : {}),
+      ...(w.cmd ? { cmd: w.cmd } : {}),
+      env: { PORT: String(PORT) },
+      tenantId: tenant,
+      kind: 'service',
+      resourceId: `res-${seq}`,
+      limits: { memoryMb: 128, cpus: 0.5, pids: 128 },
+      sandbox: false,
+      ...over,
+    });
+    const request = (s: WorkloadSpec, over: Partial<ApplyRequest> = {}): ApplyRequest => ({
+      spec: s,
+      pull: 'never',
+      ready: { timeoutMs: 30_000, everyMs: 50, probeTimeoutMs: 2_000 },
+      signal: new AbortController().signal,
+      ...over,
+    });
+
+    before(async () => {
+      f = await setup();
+    });
+    after(async () => {
+      await f.cleanup([tenant]);
+    });
+
+    test('apply resolves once the workload accepts connections at its endpoint, labelled as asked', async () => {
+      const s = spec(f.serving, { port: PORT });
+      let startedRef: string | null = null;
+      const applied = await f.driver.apply(request(s, { started: (ref) => Promise.resolve(void (startedRef = ref)) }));
+      assert.equal(startedRef, applied.ref, 'told the ref before it was ready');
+      assert.equal(applied.endpoint.port, PORT);
+      assert.equal(await tcpAccepts(applied.endpoint.host, PORT), true, 'the endpoint answers');
+      assert.equal(await tcpAccepts(applied.endpoint.host, PORT + 1), false, 'the probe tells a closed port apart');
+      const info = await f.driver.inspect(applied.ref);
+      assert.equal(info?.state, 'running');
+      assert.equal(info.labels['svc.tenant'], tenant);
+      assert.equal(info.labels['svc.kind'], 'service');
+      assert.equal(info.labels['svc.resource'], s.resourceId);
+      assert.equal((await f.driver.inspect(s.name))?.id, applied.ref, 'found by name too');
+      assert.ok((await f.driver.list({ tenantId: tenant })).some((w) => w.id === applied.ref));
+      assert.ok(!(await f.driver.list({ tenantId: `${tenant}x` })).some((w) => w.id === applied.ref), 'another tenant lists none of it');
+      await f.driver.remove(applied.ref);
+    });
+
+    test('apply is idempotent by name: a second apply replaces the first; `replaces` removes an older ref', async () => {
+      const s = spec(f.serving, { port: PORT });
+      const first = await f.driver.apply(request(s));
+      const second = await f.driver.apply(request(s));
+      assert.notEqual(second.ref, first.ref);
+      assert.equal(await f.driver.inspect(first.ref), null);
+      assert.equal((await f.driver.list({ tenantId: tenant })).filter((w) => w.name === s.name).length, 1);
+      const renamed = spec(f.serving, { port: PORT });
+      const third = await f.driver.apply(request(renamed, { replaces: second.ref }));
+      assert.equal(await f.driver.inspect(second.ref), null, 'the replaced workload is gone');
+      assert.equal((await f.driver.inspect(third.ref))?.state, 'running');
+      await f.driver.remove(third.ref);
+    });
+
+    test('a workload that exits fails the apply with its code and last output, and nothing is left', async () => {
+      const s = spec(f.exiting, { port: PORT });
+      await assert.rejects(f.driver.apply(request(s)), /exited with code 7 before it was ready: .*giving up/);
+      assert.equal(await f.driver.inspect(s.name), null);
+    });
+
+    test('one that never listens fails at the deadline, and nothing is left', async () => {
+      const s = spec(f.idle, { port: PORT });
+      await assert.rejects(f.driver.apply(request(s, { ready: { timeoutMs: 1_500, everyMs: 100, probeTimeoutMs: 1_000 } })), /not ready within 2 s: no connection accepted on port 8000/);
+      assert.equal(await f.driver.inspect(s.name), null);
+    });
+
+    test('an abort while it waits rejects with the reason and removes what it started', async () => {
+      const s = spec(f.idle, { port: PORT });
+      const controller = new AbortController();
+      const p = f.driver.apply(request(s, { signal: controller.signal, started: () => Promise.resolve(void setTimeout(() => controller.abort(new Error('cancelled by the test')), 300)) }));
+      await assert.rejects(p, /cancelled by the test/);
+      assert.equal(await f.driver.inspect(s.name), null);
+    });
+
+    test('an image neither present nor pullable fails the apply before anything runs', async () => {
+      const s = spec({ image: f.missing }, { port: PORT });
+      await assert.rejects(f.driver.apply(request(s, { pull: 'missing' })), (err: Error) => !/before it was ready/.test(err.message));
+      assert.equal(await f.driver.inspect(s.name), null);
+    });
+
+    test('a workload without a port is ready once it runs; exec runs in it, and not once it stopped', async () => {
+      const s = spec(f.idle, { kind: 'environment' });
+      const applied = await f.driver.apply(request(s));
+      assert.equal(applied.endpoint.port, null);
+      const out = await f.driver.exec(applied.ref, { cmd: ['echo', 'conformance'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
+      assert.equal(out.exitCode, 0);
+      assert.equal(out.stdout, 'conformance\n');
+      const failing = await f.driver.exec(applied.ref, { cmd: ['false'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
+      assert.equal(failing.exitCode, 1);
+      await f.driver.stop(applied.ref, 2);
+      await assert.rejects(f.driver.exec(applied.ref, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 }), WorkloadNotRunningError);
+      await f.driver.remove(applied.ref);
+    });
+
+    test('stop ends it with an exit event of its labels; start brings it back as it was', async () => {
+      const s = spec(f.serving, { port: PORT });
+      const applied = await f.driver.apply(request(s));
+      const controller = new AbortController();
+      const exits: WorkloadExit[] = [];
+      const listening = (async () => {
+        for await (const e of f.driver.events(controller.signal)) {
+          exits.push(e);
+          if (e.id === applied.ref) return;
+        }
+      })();
+      // Subscribed before the stop: the events stream is open once a first tick has passed.
+      await new Promise((r) => setTimeout(r, 300));
+      await f.driver.stop(applied.ref, 2);
+      await listening;
+      controller.abort();
+      const mine = exits.find((e) => e.id === applied.ref);
+      assert.equal(mine?.labels['svc.resource'], s.resourceId);
+      assert.equal((await f.driver.inspect(applied.ref))?.state, 'exited');
+      const endpoint = await f.driver.start(applied.ref);
+      assert.equal((await f.driver.inspect(applied.ref))?.state, 'running');
+      assert.ok(endpoint?.host);
+      assert.notEqual(await f.driver.stats(applied.ref), null);
+      await f.driver.remove(applied.ref);
+    });
+
+    test('logs give what it printed; stats read while it runs; remove is final and idempotent', async () => {
+      const s = spec(f.serving, { port: PORT });
+      const applied = await f.driver.apply(request(s));
+      let text = '';
+      for await (const chunk of await f.driver.logs(applied.ref, { tail: 10, follow: false })) text += String(chunk);
+      assert.match(text, /starting/);
+      const stats = await f.driver.stats(applied.ref);
+      assert.ok(stats && stats.memoryBytes > 0);
+      assert.equal(await f.driver.releaseTenant(tenant), false, 'the tenant still runs something');
+      await f.driver.remove(applied.ref);
+      await f.driver.remove(applied.ref);
+      assert.equal(await f.driver.inspect(applied.ref), null);
+      assert.equal(await f.driver.stats(applied.ref), null);
+      await assert.rejects(f.driver.logs(applied.ref, { tail: 10, follow: false }), WorkloadNotRunningError);
+      for (const w of await f.driver.list({ tenantId: tenant })) await f.driver.remove(w.id);
+      assert.equal(await f.driver.releaseTenant(tenant), true, 'nothing of the tenant is left');
+    });
+  });
+}
+
+function tcpAccepts(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(2_000, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}

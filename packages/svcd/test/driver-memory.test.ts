@@ -1,0 +1,24 @@
+// The in-memory driver held to the driver port's contract (driver-conformance.ts), with no engine.
+import { MemoryDriver } from '../src/runtime/memory/memory-driver.js';
+import { driverConformance } from './driver-conformance.js';
+
+driverConformance('memory', () => {
+  const driver = new MemoryDriver({
+    images: {
+      serving: { serves: true, startsAfterMs: 100, output: 'svc-test starting on port 8000' },
+      idle: {},
+      exiting: { exitsAfterMs: 0, exitCode: 7, output: 'giving up' },
+    },
+  });
+  return Promise.resolve({
+    driver,
+    serving: { image: 'serving' },
+    idle: { image: 'idle' },
+    exiting: { image: 'exiting' },
+    missing: 'missing',
+    cleanup: async (tenantIds) => {
+      for (const tenantId of tenantIds) for (const w of await driver.list({ tenantId })) await driver.remove(w.id);
+      await driver.close();
+    },
+  });
+});

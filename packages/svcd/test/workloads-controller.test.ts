@@ -1,0 +1,240 @@
+// The workload controller's rules on both stores, with the in-memory driver (held to the Docker
+// driver's contract by driver-conformance.ts): claims and leases, a newer request winning over
+// an apply under way, a dead holder's lease lapsing and another controller taking the row over,
+// writes fenced by the lease, the engine's absence waited out, and two controllers on one store
+// applying each workload once. The engine-backed suites (databases, kanban, two-svcd) run the
+// same controller on the real engine.
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, test } from 'node:test';
+import pino from 'pino';
+import { systemClock, systemTimers } from '../src/clock.js';
+import type { Applied, ApplyRequest, Runtime } from '../src/runtime/index.js';
+import { openStore, type Repositories, type Store, type WorkloadRow } from '../src/store/index.js';
+import { WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
+import { eachStore, storeLocation, waitFor } from './harness.js';
+import { memoryRuntime } from './memory-runtime.js';
+
+const SERVING = 'serving';
+const SLOW = 'slow';
+
+/** A connect error as the engine client reports an engine that is not there. */
+function engineGone(): Error {
+  return Object.assign(new Error('connect ECONNREFUSED /var/run/docker.sock'), { code: 'ECONNREFUSED', syscall: 'connect' });
+}
+
+/** Rules that run each row's spec image on port 8000 and keep every outcome they are told. */
+class RecordingRules implements WorkloadRules {
+  readonly outcomes: Array<{ resource: string; outcome: WorkloadOutcome['state'] }> = [];
+  applies = 0;
+
+  constructor(private readonly runtime: Runtime) {}
+
+  apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
+    this.applies += 1;
+    const spec = JSON.parse(w.spec) as { name: string; image: string };
+    const request: ApplyRequest = {
+      spec: { name: spec.name, image: spec.image, env: {}, port: 8000, tenantId: w.tenant_id, kind: 'database', resourceId: w.resource_id, limits: { memoryMb: 64, cpus: 0.1, pids: 64 }, sandbox: false, volumes: [{ name: spec.name, target: '/data' }] },
+      pull: 'missing',
+      ready: { timeoutMs: 120_000, everyMs: 20, probeTimeoutMs: 1_000 },
+      signal,
+    };
+    return this.runtime.apply(request);
+  }
+
+  observed(_tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
+    this.outcomes.push({ resource: w.resource_id, outcome: outcome.state });
+    return Promise.resolve();
+  }
+}
+
+eachStore((kind) => {
+  describe(`workload controller (${kind})`, () => {
+    let store: Store;
+    let cleanup: () => Promise<void>;
+    let mem: ReturnType<typeof memoryRuntime>;
+    let runtime: Runtime;
+    let engineDown = false;
+    const controllers: WorkloadController[] = [];
+    let seq = 0;
+
+    const controller = (holder: string) => {
+      const c = new WorkloadController({ store, runtime, clock: systemClock, timers: systemTimers, log: pino({ level: 'silent' }), holder });
+      const rules = new RecordingRules(runtime);
+      c.handle('database', rules);
+      controllers.push(c);
+      return { c, rules };
+    };
+
+    /** A new workload row asking for `image` to run. */
+    const add = async (image: string): Promise<WorkloadRow> => {
+      const id = `svc-db-ctl${++seq}-${Date.now()}`;
+      const now = Math.floor(Date.now() / 1000);
+      await store.workloads.insert({
+        id,
+        tenant_id: 'tenantctl',
+        kind: 'database',
+        resource_id: id,
+        spec: JSON.stringify({ name: id, image, volumes: [id] }),
+        generation: 1,
+        desired_state: 'running',
+        observed_generation: 0,
+        observed_state: 'pending',
+        endpoint: null,
+        driver_ref: null,
+        lease_holder: null,
+        lease_expires_at_ms: null,
+        retry_at_ms: null,
+        last_error: null,
+        created_at: now,
+        updated_at: now,
+      });
+      const row = await store.workloads.findById(id);
+      assert.ok(row);
+      return row;
+    };
+    const row = async (id: string) => {
+      const r = await store.workloads.findById(id);
+      assert.ok(r);
+      return r;
+    };
+    const observedAt = (id: string, state: WorkloadRow['observed_state']) =>
+      waitFor(`${id} observed ${state}`, async () => {
+        const r = await store.workloads.findById(id);
+        return r && r.observed_generation === r.generation && r.observed_state === state ? r : undefined;
+      }, 20_000);
+
+    before(async () => {
+      const loc = await storeLocation(kind);
+      store = await openStore(loc);
+      cleanup = loc.cleanup;
+      mem = memoryRuntime({ [SERVING]: { serves: true, output: 'ready' }, [SLOW]: { serves: true, startsAfterMs: 60_000 } });
+      // The memory runtime, with an engine that can be switched off: every call fails as a missing socket does.
+      runtime = new Proxy(mem.runtime, {
+        get(target, prop, receiver) {
+          const value = Reflect.get(target, prop, receiver) as unknown;
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) => (engineDown ? Promise.reject(engineGone()) : (value as (...a: unknown[]) => unknown).apply(target, args));
+        },
+      });
+    });
+    afterEach(async () => {
+      for (const c of controllers.splice(0)) await c.close();
+      engineDown = false;
+    });
+    after(async () => {
+      await mem.driver.close();
+      await store.close();
+      await cleanup();
+    });
+
+    test('a lagging row is claimed, applied and observed running at its endpoint; stopped and absent follow', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      const w = await add(SERVING);
+      c.start();
+      const running = await observedAt(w.id, 'running');
+      assert.ok(running.driver_ref);
+      assert.equal((await mem.driver.inspect(running.driver_ref))?.state, 'running');
+      assert.match(running.endpoint ?? '', /^127\.\d+\.\d+\.\d+:8000$/);
+      assert.equal(running.lease_holder, null, 'the lease is freed with the observation');
+
+      await store.workloads.request('database', w.id, 'stopped', 0);
+      c.kick();
+      await observedAt(w.id, 'stopped');
+      assert.equal(await mem.driver.inspect(running.driver_ref), null, 'its container is gone');
+      assert.ok(mem.driver.volumeNames().includes(w.id), 'its volume is kept');
+
+      await store.workloads.request('database', w.id, 'absent', 0);
+      c.kick();
+      await waitFor('the row to go', async () => (await store.workloads.findById(w.id)) === undefined);
+      assert.ok(!mem.driver.volumeNames().includes(w.id), 'the volume went with it');
+      assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id).map((o) => o.outcome), ['running', 'stopped', 'absent']);
+    });
+
+    test('a newer request wins over the apply under way: it is aborted, its container removed, and the newer one carried out', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      const w = await add(SLOW);
+      c.start();
+      await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));
+      const startedAt = Date.now();
+      await store.workloads.request('database', w.id, 'stopped', 0);
+      await observedAt(w.id, 'stopped');
+      assert.ok(Date.now() - startedAt < 5_000, 'within a few generation checks, not the minute the apply would wait');
+      assert.equal((await mem.driver.list({ tenantId: 'tenantctl' })).filter((x) => x.name === w.id).length, 0);
+      assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id).map((o) => o.outcome), ['stopped'], 'the aborted apply wrote nothing');
+    });
+
+    test("a dead holder's lease is waited out; then another controller takes the row over and applies it", async () => {
+      const w = await add(SERVING);
+      // A svcd that claimed the row and died: its lease runs 1.5 s more.
+      assert.equal(await store.workloads.claim(w.id, 'dead-svcd/1', Date.now(), 1_500), true);
+      const { c, rules } = controller('ctl-b/1');
+      c.start();
+      await new Promise((r) => setTimeout(r, 800));
+      assert.equal(rules.applies, 0, 'not while the lease is live');
+      assert.equal((await row(w.id)).lease_holder, 'dead-svcd/1');
+      const running = await observedAt(w.id, 'running');
+      assert.equal(rules.applies, 1);
+      assert.ok(running.driver_ref);
+    });
+
+    test('writes are fenced: a holder whose lease lapsed and was taken over cannot observe, renew or release', async () => {
+      const w = await add(SERVING);
+      const t0 = Date.now();
+      assert.equal(await store.workloads.claim(w.id, 'old/1', t0, 100), true);
+      assert.equal(await store.workloads.claim(w.id, 'new/1', t0 + 50, 30_000), false, 'a live lease is not taken');
+      assert.equal(await store.workloads.claim(w.id, 'new/1', t0 + 200, 30_000), true, 'a lapsed one is');
+      assert.equal(await store.workloads.observe(w.id, 'old/1', 1, { observed_state: 'failed', last_error: 'stale' }, 0), false);
+      assert.equal(await store.workloads.renew(w.id, 'old/1', t0 + 300, 30_000), false);
+      assert.equal(await store.workloads.release(w.id, 'old/1', null, 'stale', 0), false);
+      const now = await row(w.id);
+      assert.equal(now.lease_holder, 'new/1');
+      assert.equal(now.observed_state, 'pending');
+      assert.equal(now.last_error, null);
+      assert.equal(await store.workloads.observe(w.id, 'new/1', 1, { observed_state: 'running', last_error: null }, 0), true, 'the holder itself can');
+    });
+
+    test('while the engine is away the row waits with backoff, saying so; when it answers, the workload is applied', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      engineDown = true;
+      const w = await add(SERVING);
+      c.start();
+      const waiting = await waitFor('the first try to fail', async () => {
+        const r = await store.workloads.findById(w.id);
+        return r?.retry_at_ms ? r : undefined;
+      });
+      assert.match(waiting.last_error ?? '', /ECONNREFUSED/);
+      assert.equal(waiting.observed_generation, 0, 'not observed: it is still to be applied');
+      assert.ok(rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'waiting'));
+      assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
+      engineDown = false;
+      await observedAt(w.id, 'running');
+    });
+
+    test('two controllers on one store apply each workload once', async () => {
+      const a = controller('ctl-a/1');
+      const b = controller('ctl-b/1');
+      const rows = await Promise.all([add(SERVING), add(SERVING), add(SERVING), add(SERVING)]);
+      a.c.start();
+      b.c.start();
+      for (const w of rows) await observedAt(w.id, 'running');
+      assert.equal(a.rules.applies + b.rules.applies, rows.length, 'one apply per workload, not one per controller');
+      for (const w of rows) {
+        const r = await row(w.id);
+        assert.equal((await mem.driver.list({ tenantId: 'tenantctl' })).filter((x) => x.name === parseSpecRecord(r).name && x.state === 'running').length, 1);
+      }
+    });
+
+    test('a running workload whose container vanished is marked lost by reconcile and applied again', async () => {
+      const { c } = controller('ctl-a/1');
+      const w = await add(SERVING);
+      c.start();
+      const first = await observedAt(w.id, 'running');
+      assert.ok(first.driver_ref);
+      await mem.driver.remove(first.driver_ref);
+      await c.reconcile();
+      const again = await observedAt(w.id, 'running');
+      assert.notEqual(again.driver_ref, first.driver_ref);
+      assert.equal((await mem.driver.inspect(again.driver_ref ?? ''))?.state, 'running');
+    });
+  });
+});
