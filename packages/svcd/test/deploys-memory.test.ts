@@ -3,9 +3,9 @@
 // (the driver is held to the Docker driver's contract by driver-conformance.ts). The engine-backed
 // suites (services.test.ts) keep testing the same rules end to end.
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
+import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
 import { settled } from './service-fixtures.js';
@@ -100,16 +100,3 @@ eachStore((kind) => {
     });
   });
 });
-
-function tcpAccepts(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = connect({ host, port });
-    const done = (ok: boolean) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(2_000, () => done(false));
-    sock.once('connect', () => done(true));
-    sock.once('error', () => done(false));
-  });
-}

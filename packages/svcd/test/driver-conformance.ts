@@ -3,8 +3,10 @@
 // (driver-memory.test.ts), and later the Swarm driver. A domain test that runs on the memory
 // driver is only as good as this suite's hold on both.
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { isPortInUse } from '../src/provisioning/host-ports.js';
+import { tcpAccepts } from '../src/runtime/ready-wait.js';
+import { freePort } from './harness.js';
 import { WorkloadNotRunningError, type ApplyRequest, type WorkloadDriver, type WorkloadSpec, type WorkloadExit } from '../src/runtime/index.js';
 
 /** A workload to run: its image, and the command that makes it behave (none: the image's own). */
@@ -118,8 +120,38 @@ export function driverConformance(name: string, setup: () => Promise<DriverFixtu
 
     test('an image neither present nor pullable fails the apply before anything runs', async () => {
       const s = spec({ image: f.missing }, { port: PORT });
-      await assert.rejects(f.driver.apply(request(s, { pull: 'missing' })), (err: Error) => !/before it was ready/.test(err.message));
+      let started = false;
+      await assert.rejects(f.driver.apply(request(s, { pull: 'missing', started: () => Promise.resolve(void (started = true)) })), (err: Error) => !/before it was ready/.test(err.message));
+      assert.equal(started, false, 'nothing was started');
       assert.equal(await f.driver.inspect(s.name), null);
+    });
+
+    test('under a restart policy a workload that exits is started again, and only the deadline fails its apply', async () => {
+      const s = spec(f.exiting, { port: PORT, engineRestarts: true });
+      await assert.rejects(f.driver.apply(request(s, { ready: { timeoutMs: 3_000, everyMs: 100, probeTimeoutMs: 1_000 } })), /not ready within 3 s/);
+      assert.equal(await f.driver.inspect(s.name), null);
+    });
+
+    test('a published port answers on the host; a second workload cannot publish it, and leaves nothing', async () => {
+      const hostPort = await freePort();
+      const first = spec(f.serving, { port: PORT, publish: { address: '127.0.0.1', port: hostPort } });
+      const applied = await f.driver.apply(request(first));
+      assert.equal(await tcpAccepts('127.0.0.1', hostPort), true);
+      const second = spec(f.serving, { port: PORT, publish: { address: '127.0.0.1', port: hostPort } });
+      await assert.rejects(f.driver.apply(request(second)), (err: Error) => isPortInUse(err));
+      assert.equal(await f.driver.inspect(second.name), null);
+      await f.driver.remove(applied.ref);
+      assert.equal(await tcpAccepts('127.0.0.1', hostPort), false, 'the port is free once it is removed');
+    });
+
+    test('two applies of one name at once: one workload runs, the ref of the apply that succeeded', async () => {
+      const s = spec(f.serving, { port: PORT });
+      const outcomes = await Promise.allSettled([f.driver.apply(request(s)), f.driver.apply(request(s))]);
+      const won = outcomes.filter((o) => o.status === 'fulfilled');
+      assert.equal(won.length, 1, outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : 'ok')).join('; '));
+      const named = (await f.driver.list({ tenantId: tenant })).filter((w) => w.name === s.name);
+      assert.deepEqual(named.map((w) => w.id), [won[0]?.value.ref]);
+      await f.driver.remove(s.name);
     });
 
     test('a workload without a port is ready once it runs; exec runs in it, and not once it stopped', async () => {
@@ -179,18 +211,5 @@ export function driverConformance(name: string, setup: () => Promise<DriverFixtu
       for (const w of await f.driver.list({ tenantId: tenant })) await f.driver.remove(w.id);
       assert.equal(await f.driver.releaseTenant(tenant), true, 'nothing of the tenant is left');
     });
-  });
-}
-
-function tcpAccepts(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = connect({ host, port });
-    const done = (ok: boolean) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(2_000, () => done(false));
-    sock.once('connect', () => done(true));
-    sock.once('error', () => done(false));
   });
 }

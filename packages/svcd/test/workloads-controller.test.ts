@@ -54,11 +54,13 @@ eachStore((kind) => {
     let mem: ReturnType<typeof memoryRuntime>;
     let runtime: Runtime;
     let engineDown = false;
+    /** How many removals fail next with an engine error that is not its absence (a timeout, a 500). */
+    let failingRemovals = 0;
     const controllers: WorkloadController[] = [];
     let seq = 0;
 
-    const controller = (holder: string) => {
-      const c = new WorkloadController({ store, runtime, clock: systemClock, timers: systemTimers, log: pino({ level: 'silent' }), holder });
+    const controller = (holder: string, leaseMs?: number) => {
+      const c = new WorkloadController({ store, runtime, clock: systemClock, timers: systemTimers, log: pino({ level: 'silent' }), holder, leaseMs });
       const rules = new RecordingRules(runtime);
       c.handle('database', rules);
       controllers.push(c);
@@ -113,13 +115,21 @@ eachStore((kind) => {
         get(target, prop, receiver) {
           const value = Reflect.get(target, prop, receiver) as unknown;
           if (typeof value !== 'function') return value;
-          return (...args: unknown[]) => (engineDown ? Promise.reject(engineGone()) : (value as (...a: unknown[]) => unknown).apply(target, args));
+          return (...args: unknown[]) => {
+            if (engineDown) return Promise.reject(engineGone());
+            if (prop === 'remove' && failingRemovals > 0) {
+              failingRemovals -= 1;
+              return Promise.reject(new Error('(HTTP code 500) server error - could not kill: tried to kill container, but did not receive an exit event'));
+            }
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
         },
       });
     });
     afterEach(async () => {
       for (const c of controllers.splice(0)) await c.close();
       engineDown = false;
+      failingRemovals = 0;
     });
     after(async () => {
       await mem.driver.close();
@@ -185,7 +195,7 @@ eachStore((kind) => {
       assert.equal(await store.workloads.claim(w.id, 'new/1', t0 + 200, 30_000), true, 'a lapsed one is');
       assert.equal(await store.workloads.observe(w.id, 'old/1', 1, { observed_state: 'failed', last_error: 'stale' }, 0), false);
       assert.equal(await store.workloads.renew(w.id, 'old/1', t0 + 300, 30_000), false);
-      assert.equal(await store.workloads.release(w.id, 'old/1', null, 'stale', 0), false);
+      assert.equal(await store.workloads.release(w.id, 'old/1', 1, null, 'stale', 0), false);
       const now = await row(w.id);
       assert.equal(now.lease_holder, 'new/1');
       assert.equal(now.observed_state, 'pending');
@@ -208,6 +218,40 @@ eachStore((kind) => {
       assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
       engineDown = false;
       await observedAt(w.id, 'running');
+    });
+
+    test('a controller whose lease went to another holder stops its apply, removes what it started, and writes nothing', async () => {
+      // A short lease, renewed every 200 ms, so that losing it shows at once.
+      const { c, rules } = controller('ctl-a/1', 600);
+      const w = await add(SLOW);
+      c.start();
+      await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));
+      // Another svcd takes the row over (as if this one had stalled past its lease).
+      assert.equal(await store.workloads.release(w.id, 'ctl-a/1', 1, null, null, 0), true);
+      assert.equal(await store.workloads.claim(w.id, 'ctl-b/1', Date.now(), 60_000), true);
+      await waitFor('the apply to stop and remove its container', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? undefined : true), 5_000);
+      const now = await row(w.id);
+      assert.equal(now.lease_holder, 'ctl-b/1', "the other holder's lease stands");
+      assert.equal(now.observed_generation, 0);
+      assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id), [], 'nothing written by the one that lost it');
+    });
+
+    test('a stop the engine refuses is tried again, never given up as failed', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      const w = await add(SERVING);
+      c.start();
+      await observedAt(w.id, 'running');
+      failingRemovals = 1;
+      await store.workloads.request('database', w.id, 'stopped', 0);
+      c.kick();
+      const waiting = await waitFor('the refusal to be recorded', async () => {
+        const r = await store.workloads.findById(w.id);
+        return r?.retry_at_ms ? r : undefined;
+      });
+      assert.match(waiting.last_error ?? '', /could not kill/);
+      const stopped = await observedAt(w.id, 'stopped');
+      assert.equal(stopped.last_error, null);
+      assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id).map((o) => o.outcome), ['running', 'stopped'], 'no failed, no waiting for a stop');
     });
 
     test('two controllers on one store apply each workload once', async () => {

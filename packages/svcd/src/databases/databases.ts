@@ -168,8 +168,8 @@ export class Databases implements TenantResources {
   async delete(tenantId: string, id: string): Promise<void> {
     const d = await this.row(tenantId, id);
     await this.deps.store.transaction(async (tx) => {
-      if (!(await tx.databases.delete(tenantId, id))) throw new NotFoundError('database');
       await this.lifecycle.removing(tx, id);
+      if (!(await tx.databases.delete(tenantId, id))) throw new NotFoundError('database');
       await this.deps.activity.record(tx, { tenantId, action: 'database.deleted', resourceType: 'database', resourceId: id, details: { name: d.name } });
     });
     await this.lifecycle.removed(id);
@@ -222,7 +222,6 @@ export class Databases implements TenantResources {
         probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,
       },
       signal,
-      started: (ref) => this.deps.store.databases.update(d.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
     });
   }
 

@@ -61,7 +61,8 @@ export class PeriodicJobs {
       // Renewed three times per lease: a run longer than the lease keeps it, and one whose svcd
       // stalls past it loses it to another svcd's run and stops writing.
       const renewal = this.deps.timers.setInterval(() => {
-        void jobLocks.tryAcquire(job.name, this.deps.holder, this.deps.clock.now(), leaseMs).then(
+        if (controller.signal.aborted) return;
+        void jobLocks.renew(job.name, this.deps.holder, this.deps.clock.now(), leaseMs).then(
           (held) => held || controller.abort(lost()),
           (err: unknown) => this.deps.log.warn({ err, job: job.name }, 'job lease renewal failed'),
         );

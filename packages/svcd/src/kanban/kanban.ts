@@ -120,8 +120,8 @@ export class Kanban implements TenantResources {
   async delete(tenantId: string): Promise<void> {
     const b = await this.row(tenantId);
     await this.deps.store.transaction(async (tx) => {
-      if (!(await tx.kanban.delete(tenantId, b.id))) throw new NotFoundError('kanban board');
       await this.lifecycle.removing(tx, b.id);
+      if (!(await tx.kanban.delete(tenantId, b.id))) throw new NotFoundError('kanban board');
       await this.deps.activity.record(tx, { tenantId, action: 'kanban.deleted', resourceType: 'kanban', resourceId: b.id });
     });
     await this.lifecycle.removed(b.id);
@@ -164,7 +164,6 @@ export class Kanban implements TenantResources {
           pull: 'never',
           ready: { probe: (at) => this.probe(at), timeoutMs: this.deps.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS, everyMs: PROBE_EVERY_MS, probeTimeoutMs: PROBE_TIMEOUT_MS },
           signal,
-          started: (ref) => this.deps.store.kanban.update(b.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
         });
       } catch (err) {
         // Something outside svc holds the port: the board moves to another free one.

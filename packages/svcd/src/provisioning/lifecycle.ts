@@ -56,7 +56,7 @@ export const ENGINE_UNAVAILABLE_NOW = 'container engine unavailable; svc starts 
  * How long a suspension or a delete waits for the controller to have removed the containers: the
  * request answers within the API's 30 s either way, and the controller finishes the removal later.
  */
-const SETTLE_TIMEOUT_MS = 15_000;
+const SETTLE_TIMEOUT_MS = 10_000;
 
 export class Lifecycle<R extends LifecycleRow> implements WorkloadRules {
   constructor(private readonly o: LifecycleOptions<R>) {
@@ -97,8 +97,10 @@ export class Lifecycle<R extends LifecycleRow> implements WorkloadRules {
   async wake(row: R): Promise<void> {
     if (row.desired_state !== 'stopped') return;
     await this.o.store.transaction(async (tx) => {
-      await this.o.records(tx).update(row.id, { desired_state: 'running', status: 'provisioning', last_error: null, updated_at: this.now() });
+      // The workload row first, in every transaction that writes both (the controller's commit
+      // too): two transactions then wait on each other in one order, never in a deadlock.
       await tx.workloads.request(this.o.kind, row.id, 'running', this.now());
+      await this.o.records(tx).update(row.id, { desired_state: 'running', status: 'provisioning', last_error: null, updated_at: this.now() });
     });
     this.o.controller.kick();
   }
@@ -108,14 +110,14 @@ export class Lifecycle<R extends LifecycleRow> implements WorkloadRules {
     const rows = await this.o.records(this.o.store).listForTenant(tenantId);
     for (const r of rows) {
       await this.o.store.transaction(async (tx) => {
-        await this.o.records(tx).update(r.id, { desired_state: 'stopped', status: 'stopped', container_id: null, updated_at: this.now() });
         await tx.workloads.request(this.o.kind, r.id, 'stopped', this.now());
+        await this.o.records(tx).update(r.id, { desired_state: 'stopped', status: 'stopped', container_id: null, updated_at: this.now() });
       });
     }
     await Promise.all(rows.map((r) => this.o.controller.settled(this.o.kind, r.id, SETTLE_TIMEOUT_MS)));
   }
 
-  /** Inside the transaction that deletes the record: its workload is to go, with its volume. */
+  /** Inside the transaction that deletes the record, before the delete: its workload is to go, with its volume. */
   async removing(tx: Repositories, id: string): Promise<void> {
     await tx.workloads.request(this.o.kind, id, 'absent', this.now());
   }

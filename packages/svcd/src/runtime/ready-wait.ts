@@ -53,8 +53,21 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
       }
     }
     if (o.clock.now() >= deadline) throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${last}`);
-    await new Promise<void>((r) => o.timers.setTimeout(r, o.ready.everyMs));
+    await pause(o.timers, o.ready.everyMs, o.signal);
   }
+}
+
+/** Resolves after `ms`, or at once when the signal aborts (the loop then throws its reason). */
+function pause(timers: Timers, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      timer.cancel();
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = timers.setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** Without a probe of its own: a port must accept TCP; a workload without one is ready running. */
@@ -63,14 +76,15 @@ async function defaultProbe(endpoint: Endpoint): Promise<void> {
   if (!(await tcpAccepts(endpoint.host, endpoint.port))) throw new Error(`no connection accepted on port ${endpoint.port}`);
 }
 
-function tcpAccepts(host: string, port: number): Promise<boolean> {
+/** Whether a TCP connect to host:port succeeds within timeoutMs (the default probe, and tests' reachability checks). */
+export function tcpAccepts(host: string, port: number, timeoutMs = TCP_PROBE_TIMEOUT_MS): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = connect({ host, port });
     const done = (ok: boolean) => {
       sock.destroy();
       resolve(ok);
     };
-    sock.setTimeout(TCP_PROBE_TIMEOUT_MS, () => done(false));
+    sock.setTimeout(timeoutMs, () => done(false));
     sock.once('connect', () => done(true));
     sock.once('error', () => done(false));
   });

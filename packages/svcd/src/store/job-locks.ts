@@ -46,6 +46,21 @@ export class JobLockStore {
     return Number(r.numDeletedRows);
   }
 
+  /**
+   * Extends a lease the holder still holds (not lapsed): unlike tryAcquire it never takes one
+   * back, so a run that lost its job to another svcd stays lost even once that run is over.
+   */
+  async renew(name: string, holder: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('job_locks')
+      .set({ expires_at_ms: nowMs + ttlMs })
+      .where('name', '=', name)
+      .where('holder', '=', holder)
+      .where('expires_at_ms', '>', nowMs)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
   /** Whether the holder holds the lease now (not lapsed, not taken over). */
   async holds(name: string, holder: string, nowMs: number): Promise<boolean> {
     const row = await this.db.selectFrom('job_locks').select('name').where('name', '=', name).where('holder', '=', holder).where('expires_at_ms', '>', nowMs).executeTakeFirst();

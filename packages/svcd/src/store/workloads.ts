@@ -85,19 +85,35 @@ export class WorkloadStore {
     return Number(r.numUpdatedRows) === 1;
   }
 
-  /** Records what the holder saw at `generation` and frees the lease; false when the lease is not its own any more. */
+  /**
+   * Records what the holder saw at `generation` and frees the lease; false when the lease is not
+   * its own any more or a newer request moved the generation on (then nothing is written).
+   */
   async observe(id: string, holder: string, generation: number, o: WorkloadObservation, now: number): Promise<boolean> {
     const r = await this.db
       .updateTable('workloads')
       .set({ ...o, observed_generation: generation, lease_holder: null, lease_expires_at_ms: null, retry_at_ms: null, attempts: 0, updated_at: now })
       .where('id', '=', id)
       .where('lease_holder', '=', holder)
+      .where('generation', '=', generation)
       .executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }
 
-  /** Frees the lease without an observation: to be tried again at `retryAtMs` (null: at once), saying why. */
-  async release(id: string, holder: string, retryAtMs: number | null, lastError: string | null, now: number): Promise<boolean> {
+  /**
+   * Frees the holder's lease without an observation: to be tried again at `retryAtMs` (null: at
+   * once), saying why. The backoff and the error are written only while the generation is still
+   * `generation` (a newer request is tried at once, with nothing of the older one's trouble).
+   */
+  async release(id: string, holder: string, generation: number, retryAtMs: number | null, lastError: string | null, now: number): Promise<boolean> {
+    const current = await this.db
+      .updateTable('workloads')
+      .set({ lease_holder: null, lease_expires_at_ms: null, updated_at: now })
+      .where('id', '=', id)
+      .where('lease_holder', '=', holder)
+      .where('generation', '!=', generation)
+      .executeTakeFirst();
+    if (Number(current.numUpdatedRows) === 1) return false;
     const r = await this.db
       .updateTable('workloads')
       .set((eb) => ({
@@ -110,6 +126,7 @@ export class WorkloadStore {
       }))
       .where('id', '=', id)
       .where('lease_holder', '=', holder)
+      .where('generation', '=', generation)
       .executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }

@@ -15,7 +15,6 @@ import type { Platform } from '../platform.js';
 
 /** How long a claim holds without renewal: another svcd takes the row over this long after this one died. */
 export const WORKLOAD_LEASE_MS = 30_000;
-const LEASE_RENEW_MS = 10_000;
 /** How often a lagging row is looked for when nothing kicked the controller. */
 const PASS_EVERY_MS = 1_000;
 /** How often the generation is re-read while the driver applies. */
@@ -52,7 +51,10 @@ export interface WorkloadRules {
   observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void>;
 }
 
-export type WorkloadControllerDeps = Pick<Platform, 'store' | 'runtime' | 'clock' | 'timers' | 'log' | 'holder'>;
+export interface WorkloadControllerDeps extends Pick<Platform, 'store' | 'runtime' | 'clock' | 'timers' | 'log' | 'holder'> {
+  /** The lease on a claimed row (tests shorten it); renewed three times per lease. */
+  leaseMs?: number;
+}
 
 /** A newer request moved the generation on while this one was applied. */
 class Superseded extends Error {}
@@ -149,61 +151,81 @@ export class WorkloadController {
     const now = this.deps.clock.now();
     for (const row of await this.deps.store.workloads.lagging(now, CLAIM_BATCH)) {
       if (this.closed || this.working.has(row.id) || !this.rules.has(row.kind)) continue;
-      if (!(await this.deps.store.workloads.claim(row.id, this.deps.holder, now, WORKLOAD_LEASE_MS))) continue;
+      if (!(await this.deps.store.workloads.claim(row.id, this.deps.holder, now, this.leaseMs))) continue;
       // Read again under the lease: a request may have come between the list and the claim.
       const claimed = await this.deps.store.workloads.findById(row.id);
       if (!claimed) continue;
       // Or another controller observed it between the list and the claim: nothing left to do.
       if (claimed.observed_generation >= claimed.generation) {
-        await this.deps.store.workloads.release(row.id, this.deps.holder, null, null, unixSeconds(this.deps.clock));
+        await this.deps.store.workloads.release(row.id, this.deps.holder, claimed.generation, null, null, unixSeconds(this.deps.clock));
         continue;
       }
       const controller = new AbortController();
-      const done = this.work(claimed, controller).finally(() => this.working.delete(row.id));
+      const done = this.work(claimed, controller)
+        // work() handles what the engine and the driver throw; what is left is the store failing.
+        .catch((err: unknown) => this.deps.log.error({ err, workload: row.id }, 'workload work failed'))
+        .finally(() => this.working.delete(row.id));
       this.working.set(row.id, { controller, done });
     }
+  }
+
+  private get leaseMs(): number {
+    return this.deps.leaseMs ?? WORKLOAD_LEASE_MS;
   }
 
   private async work(w: WorkloadRow, controller: AbortController): Promise<void> {
     const rules = this.rules.get(w.kind);
     if (!rules) return;
     const { signal } = controller;
-    const renewal = this.deps.timers.setInterval(() => void this.renew(w.id, controller), LEASE_RENEW_MS);
+    const lease = { renewedAtMs: this.deps.clock.now() };
+    const renewal = this.deps.timers.setInterval(() => void this.renew(w.id, controller, lease), this.leaseMs / 3);
     const watch = this.deps.timers.setInterval(() => void this.checkGeneration(w, controller), GENERATION_CHECK_MS);
     try {
-      if (w.desired_state === 'running') {
-        const applied = await rules.apply(w, signal);
-        await this.commit(w, rules, { observed_state: 'running', endpoint: `${applied.endpoint.host}${applied.endpoint.port === null ? '' : `:${applied.endpoint.port}`}`, driver_ref: applied.ref, last_error: null }, { state: 'running', applied });
-      } else {
-        const spec = parseSpecRecord(w);
-        await this.deps.runtime.remove(w.driver_ref ?? spec.name);
-        if (w.driver_ref) await this.deps.runtime.remove(spec.name);
-        if (w.desired_state === 'stopped') {
-          await this.commit(w, rules, { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, { state: 'stopped' });
-        } else {
-          for (const v of spec.volumes) await this.deps.runtime.removeVolume(v);
-          await this.deps.runtime.releaseTenant(w.tenant_id);
-          await this.deps.store.transaction(async (tx) => {
-            if (await tx.workloads.deleteRemoved(w.id, this.deps.holder, w.generation)) await rules.observed(tx, w, { state: 'absent' });
-          });
-        }
+      let observation: { row: WorkloadObservation; outcome: WorkloadOutcome } | 'deleted';
+      try {
+        observation = await this.carryOut(w, rules, signal);
+      } catch (err) {
+        await this.failed(w, rules, err, signal);
+        return;
       }
-    } catch (err) {
-      await this.failed(w, rules, err, signal);
+      // A store error here is not the workload's: the lease is freed below and the row tried again.
+      if (observation !== 'deleted') await this.commit(w, rules, observation.row, observation.outcome);
     } finally {
       renewal.cancel();
       watch.cancel();
-      // Whatever is left of the lease (an absent row that moved on, an outcome not written) is freed.
-      await this.deps.store.workloads.release(w.id, this.deps.holder, null, null, unixSeconds(this.deps.clock)).catch(() => {});
+      // Whatever is left of the lease (an outcome not written, a row that moved on) is freed.
+      await this.deps.store.workloads.release(w.id, this.deps.holder, w.generation, null, null, unixSeconds(this.deps.clock)).catch(() => {});
       if (!this.closed) this.kick();
     }
   }
 
-  /** Writes the observation and the record's outcome together, only while the lease and the generation are this work's. */
+  /** Brings the engine to the row's desired state; what to write back (or 'deleted': the row went with it). */
+  private async carryOut(w: WorkloadRow, rules: WorkloadRules, signal: AbortSignal): Promise<{ row: WorkloadObservation; outcome: WorkloadOutcome } | 'deleted'> {
+    if (w.desired_state === 'running') {
+      const applied = await rules.apply(w, signal);
+      const endpoint = `${applied.endpoint.host}${applied.endpoint.port === null ? '' : `:${applied.endpoint.port}`}`;
+      return { row: { observed_state: 'running', endpoint, driver_ref: applied.ref, last_error: null }, outcome: { state: 'running', applied } };
+    }
+    const spec = parseSpecRecord(w);
+    await this.deps.runtime.remove(w.driver_ref ?? spec.name);
+    if (w.driver_ref) await this.deps.runtime.remove(spec.name);
+    if (w.desired_state === 'stopped') return { row: { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, outcome: { state: 'stopped' } };
+    for (const v of spec.volumes) await this.deps.runtime.removeVolume(v);
+    await this.deps.runtime.releaseTenant(w.tenant_id);
+    await this.deps.store.transaction(async (tx) => {
+      if (await tx.workloads.deleteRemoved(w.id, this.deps.holder, w.generation)) await rules.observed(tx, w, { state: 'absent' });
+    });
+    return 'deleted';
+  }
+
+  /**
+   * Writes the observation and the record's outcome in one transaction, only while the lease and
+   * the generation are this work's: the fenced update comes first and holds the row, so a request
+   * committing meanwhile (it writes the workload row first too) is either before it (and nothing
+   * is written) or after it.
+   */
   private async commit(w: WorkloadRow, rules: WorkloadRules, observation: WorkloadObservation, outcome: WorkloadOutcome): Promise<void> {
     await this.deps.store.transaction(async (tx) => {
-      const now = await tx.workloads.findById(w.id);
-      if (now?.lease_holder !== this.deps.holder || now.generation !== w.generation) return;
       if (!(await tx.workloads.observe(w.id, this.deps.holder, w.generation, observation, unixSeconds(this.deps.clock)))) return;
       await rules.observed(tx, w, outcome);
     });
@@ -211,7 +233,7 @@ export class WorkloadController {
 
   private async failed(w: WorkloadRow, rules: WorkloadRules, err: unknown, signal: AbortSignal): Promise<void> {
     const now = unixSeconds(this.deps.clock);
-    // Superseded, the lease lost, or svcd closing: the lease is freed (finally) and the row
+    // Superseded, the lease lost, or svcd closing: the lease is freed (by work) and the row
     // applied again at its latest generation, here or by another svcd.
     if (signal.aborted) {
       const reason: unknown = signal.reason;
@@ -219,27 +241,36 @@ export class WorkloadController {
       return;
     }
     const message = (err as Error).message;
-    if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) {
+    // A stop or a removal is never given up on: the engine is asked again until it is done.
+    // Starting fails for good only on the tenant's account (an image that exits, a probe that
+    // never passes), not while the engine is away.
+    const retry = w.desired_state !== 'running' || isEngineFault(err) || !(await engineAnswers(this.deps.runtime));
+    if (retry) {
       const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
       await this.deps.store.transaction(async (tx) => {
-        if (!(await tx.workloads.release(w.id, this.deps.holder, retryAt, message, now))) return;
-        await rules.observed(tx, w, { state: 'waiting', error: message });
+        if (!(await tx.workloads.release(w.id, this.deps.holder, w.generation, retryAt, message, now))) return;
+        if (w.desired_state === 'running') await rules.observed(tx, w, { state: 'waiting', error: message });
       });
-      this.deps.log.warn({ err, workload: w.id }, 'workload waits for the container engine');
+      this.deps.log.warn({ err, workload: w.id, desired: w.desired_state }, 'workload not brought to its desired state; tried again later');
       return;
     }
     await this.commit(w, rules, { observed_state: 'failed', endpoint: null, driver_ref: null, last_error: message }, { state: 'failed', error: message });
     this.deps.log.warn({ workload: w.id, error: message }, 'workload failed');
   }
 
-  private async renew(id: string, controller: AbortController): Promise<void> {
+  /**
+   * Extends the lease. Lost (another svcd holds it), or not renewed for so long that it may have
+   * lapsed (the store did not answer): the work stops before another svcd's can overlap it.
+   */
+  private async renew(id: string, controller: AbortController, lease: { renewedAtMs: number }): Promise<void> {
+    const now = this.deps.clock.now();
     try {
-      if (!(await this.deps.store.workloads.renew(id, this.deps.holder, this.deps.clock.now(), WORKLOAD_LEASE_MS))) {
-        controller.abort(new Error('another svcd took this workload over: its lease was not renewed in time'));
-      }
+      if (await this.deps.store.workloads.renew(id, this.deps.holder, now, this.leaseMs)) lease.renewedAtMs = now;
+      else controller.abort(new Error('another svcd took this workload over: its lease was not renewed in time'));
     } catch (err) {
-      // The store not answering for a moment: the lease has 30 s, the next renewal tries again.
       this.deps.log.warn({ err, workload: id }, 'workload lease renewal failed');
+      // One more renewal is due before the lease lapses; past that, stop first.
+      if (now - lease.renewedAtMs >= (this.leaseMs * 2) / 3) controller.abort(new Error('the workload lease could not be renewed: stopped before it lapsed'));
     }
   }
 

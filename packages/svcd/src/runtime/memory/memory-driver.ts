@@ -28,6 +28,9 @@ import type {
 import { LABELS, WARM_POOL_TENANT, WorkloadNotRunningError } from '../port.js';
 import { throwIfAborted, waitUntilReady } from '../ready-wait.js';
 
+/** How long a workload under a restart policy (engineRestarts) waits between an exit and its next start. */
+const RESTART_DELAY_MS = 100;
+
 /** How an image behaves when it runs. */
 export interface MemoryImage {
   /** Accepts TCP on the spec's port once started (after `startsAfterMs`). */
@@ -59,11 +62,15 @@ interface MemoryWorkload {
   spec: WorkloadSpec;
   image: MemoryImage;
   labels: Record<string, string>;
-  state: 'running' | 'exited';
+  state: 'running' | 'restarting' | 'exited';
   exitCode: number | null;
   finishedAtMs: number | null;
   address: string;
   server: Server | null;
+  /** The host port it publishes (spec.publish), bound from its start to its removal. */
+  published: Server | null;
+  /** Stopped by stop() or remove(): an engine restart policy does not bring it back. */
+  stoppedBySvc: boolean;
   output: string;
   followers: Set<PassThrough>;
   /** Its pending behaviour (listening later, exiting later): cancelled when it ends. */
@@ -94,7 +101,7 @@ export class MemoryDriver implements WorkloadDriver {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: true });
+    return Promise.resolve({ sandbox: false, hostPorts: true, warmPool: true });
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
@@ -107,7 +114,7 @@ export class MemoryDriver implements WorkloadDriver {
     if (request.replaces && request.replaces !== spec.name) await this.remove(request.replaces);
     await this.remove(spec.name);
     throwIfAborted(signal);
-    const w = this.run(spec, image);
+    const w = await this.run(spec, image);
     try {
       await request.started?.(w.id);
       const endpoint = await waitUntilReady({
@@ -127,23 +134,30 @@ export class MemoryDriver implements WorkloadDriver {
     }
   }
 
-  async start(ref: string): Promise<Endpoint | null> {
+  start(ref: string): Promise<Endpoint | null> {
     const w = this.find(ref);
-    if (!w) throw new Error(`No such container: ${ref}`);
-    if (w.state !== 'running') this.boot(w);
+    if (!w) return Promise.reject(new Error(`No such container: ${ref}`));
+    w.stoppedBySvc = false;
+    if (w.state === 'exited') this.boot(w);
     return Promise.resolve({ host: w.address, port: w.spec.port ?? null });
   }
 
   async stop(ref: string): Promise<void> {
     const w = this.find(ref);
+    if (!w) return;
+    w.stoppedBySvc = true;
     // SIGTERM, which every memory workload honours with 143.
-    if (w?.state === 'running') await this.exit(w, 143);
+    await this.exit(w, 143);
   }
 
   async remove(ref: string): Promise<void> {
     const w = this.find(ref);
     if (!w) return;
-    if (w.state === 'running') await this.exit(w, 137);
+    w.stoppedBySvc = true;
+    await this.exit(w, 137);
+    const published = w.published;
+    w.published = null;
+    if (published) await new Promise<void>((resolve) => published.close(() => resolve()));
     this.workloads.delete(w.id);
   }
 
@@ -154,7 +168,7 @@ export class MemoryDriver implements WorkloadDriver {
 
   releaseTenant(tenantId: string): Promise<boolean> {
     // Like an engine's network: in use while a workload runs on it; removed once (false after).
-    if ([...this.workloads.values()].some((w) => w.labels[LABELS.tenant] === tenantId && w.state === 'running')) return Promise.resolve(false);
+    if ([...this.workloads.values()].some((w) => w.labels[LABELS.tenant] === tenantId && w.state !== 'exited')) return Promise.resolve(false);
     return Promise.resolve(this.tenants.delete(tenantId));
   }
 
@@ -272,7 +286,11 @@ export class MemoryDriver implements WorkloadDriver {
     return this.workloads.get(ref) ?? [...this.workloads.values()].find((w) => w.spec.name === ref);
   }
 
-  private run(spec: WorkloadSpec, image: MemoryImage): MemoryWorkload {
+  private async run(spec: WorkloadSpec, image: MemoryImage): Promise<MemoryWorkload> {
+    // As the engine: one container per name (two applies of one name at once: one of them fails).
+    if ([...this.workloads.values()].some((x) => x.spec.name === spec.name)) {
+      throw new Error(`Conflict. The container name "/${spec.name}" is already in use`);
+    }
     for (const v of spec.volumes ?? []) this.volumes.add(v.name);
     const id = `mem${String(this.nextId++).padStart(12, '0')}`;
     const w: MemoryWorkload = {
@@ -292,14 +310,42 @@ export class MemoryDriver implements WorkloadDriver {
       finishedAtMs: null,
       address: `127.${this.subnet}.${Math.floor(this.nextId / 250) % 250}.${(this.nextId % 250) + 2}`,
       server: null,
+      published: null,
+      stoppedBySvc: false,
       output: '',
       followers: new Set(),
       timers: [],
       startedAtMs: this.clock.now(),
     };
     this.workloads.set(id, w);
+    if (spec.publish && spec.port) {
+      try {
+        w.published = await this.publish(w, spec.publish);
+      } catch (err) {
+        this.workloads.delete(id);
+        throw err;
+      }
+    }
     this.boot(w);
     return w;
+  }
+
+  /**
+   * Binds the published host port, as the engine's proxy does: taken already, the start fails
+   * with the engine's words; a connection is passed on once the workload serves, else dropped.
+   */
+  private publish(w: MemoryWorkload, at: { address: string; port: number }): Promise<Server> {
+    const server = createServer((socket) => {
+      socket.on('error', () => {});
+      if (w.state === 'running' && w.server) socket.end('HTTP/1.0 200 OK\r\n\r\nok\n');
+      else socket.destroy();
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', (err: NodeJS.ErrnoException) =>
+        reject(err.code === 'EADDRINUSE' ? new Error(`Bind for ${at.address}:${at.port} failed: port is already allocated`) : err),
+      );
+      server.listen(at.port, at.address, () => resolve(server));
+    });
   }
 
   /** Starts (or starts again) a workload's behaviour. */
@@ -332,8 +378,11 @@ export class MemoryDriver implements WorkloadDriver {
   }
 
   private async exit(w: MemoryWorkload, code: number): Promise<void> {
-    if (w.state !== 'running') return;
-    w.state = 'exited';
+    if (w.state === 'exited') return;
+    const wasRunning = w.state === 'running';
+    // An exit of its own under a restart policy: restarting, and running again a moment later.
+    const restarts = w.spec.engineRestarts === true && !w.stoppedBySvc;
+    w.state = restarts ? 'restarting' : 'exited';
     w.exitCode = code;
     w.finishedAtMs = this.clock.now();
     for (const timer of w.timers.splice(0)) timer.cancel();
@@ -341,7 +390,14 @@ export class MemoryDriver implements WorkloadDriver {
     w.server = null;
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
     for (const f of w.followers) f.end();
-    for (const listener of this.exitListeners) listener({ id: w.id, labels: { ...w.labels, name: w.spec.name }, exitCode: code });
+    if (wasRunning) for (const listener of this.exitListeners) listener({ id: w.id, labels: { ...w.labels, name: w.spec.name }, exitCode: code });
+    if (restarts) {
+      w.timers.push(
+        this.timers.setTimeout(() => {
+          if (w.state === 'restarting' && this.workloads.has(w.id)) this.boot(w);
+        }, RESTART_DELAY_MS),
+      );
+    }
   }
 
   private print(w: MemoryWorkload, text: string): void {
@@ -354,7 +410,7 @@ export class MemoryDriver implements WorkloadDriver {
       id: w.id,
       name: w.spec.name,
       state: w.state,
-      exitCode: w.state === 'running' ? null : w.exitCode,
+      exitCode: w.state === 'exited' ? w.exitCode : null,
       labels: w.labels,
       address: w.state === 'running' ? { host: w.address, port: w.spec.port ?? 0 } : null,
       finishedAtMs: w.finishedAtMs,
