@@ -10,7 +10,7 @@ import { MAX_API_KEYS } from '@svc/contract';
 import { BUILD_QUEUE_MAX } from '../src/builds/builds.js';
 import { PREVIEWS_PER_ENVIRONMENT } from '../src/environments/environments.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
-import { ADMIN_TOKEN, eachStore, newTenant, startServer, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, PG_ADMIN_URL, eachStore, freshPgDatabase, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 const AT_ONCE = 30;
@@ -117,4 +117,40 @@ eachStore((kind) => {
       assert.equal(statuses.get(200), limit, describeStatuses(statuses));
     });
   });
+});
+
+describe('quotas under concurrent creates through two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
+  let db: Awaited<ReturnType<typeof freshPgDatabase>>;
+  let one: TestServer;
+  let two: TestServer;
+  const MASTER_KEY = 'c'.repeat(64);
+
+  before(async () => {
+    db = await freshPgDatabase();
+    const start = () => startServer({ config: { databaseUrl: db.url, masterKey: MASTER_KEY }, overrides: { runtime: inertRuntime(), buildRunner: { workers: 0 } } });
+    one = await start();
+    two = await start();
+  });
+  after(async () => {
+    await one.close();
+    await two.close();
+    await db.drop();
+  });
+
+  for (const [what, path, body, quota] of [
+    ['services', '/v1/services', (i: number) => ({ name: `s${i}`, image: IMAGE }), DEFAULT_QUOTAS.max_services],
+    ['databases', '/v1/databases', (i: number) => ({ name: `db${i}`, type: i % 2 ? 'redis' : 'postgres' }), DEFAULT_QUOTAS.max_databases],
+    ['environments', '/v1/environments', (i: number) => ({ name: `env${i}`, template_id: 'default' }), DEFAULT_QUOTAS.max_environments],
+  ] as const) {
+    test(`${what}: half the requests through each svcd, never more than the quota`, async () => {
+      const a = await newTenant(one);
+      const clients = [a.client, two.client.withKey(a.key)];
+      const answers = await Promise.all(Array.from({ length: AT_ONCE }, (_, i) => clients[i % 2]!.raw('POST', path, { body: body(i) })));
+      const created = answers.filter((r) => r.status === 201).length;
+      const listed = (await clients[1]!.raw<unknown[]>('GET', path)).body.length;
+      assert.equal(listed, quota, `${listed} ${what} after ${created} answers of 201`);
+      assert.equal(created, quota);
+      assert.ok(answers.every((r) => r.status === 201 || r.status === 409), answers.map((r) => r.status).join(','));
+    });
+  }
 });

@@ -65,6 +65,17 @@ const STOP_TIMEOUT_S = 5;
 /** A started environment container runs with an address at once; past this, something is wrong with the engine. */
 const ENVIRONMENT_READY_TIMEOUT_MS = 60_000;
 const ENVIRONMENT_READY_POLL_MS = 25;
+/**
+ * A creation holds a lease in the store from the transaction that inserts its record on,
+ * renewed while it runs: when its svcd dies, another svcd's reconcile finishes the creation this
+ * long after the last renewal.
+ */
+export const CREATE_LEASE_MS = 30_000;
+const CREATE_RENEW_MS = 10_000;
+
+function creationLease(id: string): string {
+  return `environment.create:${id}`;
+}
 
 export function environmentWorkloadName(id: string): string {
   return `svc-env-${id}`;
@@ -76,7 +87,7 @@ export function workloadOf(e: Pick<EnvironmentRow, 'id' | 'workload'>): string {
 }
 
 /** What a Environments is built from, by name. */
-export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log'> {}
+export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {}
 
 export class Environments implements TenantResources, DiskOverrunHalt {
   private warmPool: WarmPool | null = null;
@@ -127,26 +138,53 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await tx.tenants.lockForQuota(tenantId);
         if ((await tx.environments.count(tenantId)) >= tenant.max_environments) throw new QuotaExceededError(`max_environments (${tenant.max_environments})`);
         await tx.environments.insert(row);
+        // With the record: no other svcd's reconcile may take a creation that has just begun.
+        await tx.jobLocks.tryAcquire(creationLease(row.id), this.deps.holder, this.deps.clock.now(), CREATE_LEASE_MS);
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`an environment named ${JSON.stringify(req.name)} exists`);
       throw err;
     }
+    const creation = this.holdCreation(row.id);
     try {
       // A warm container of the template when the pool has one; else one started now.
       const warm = (await this.warmPool?.claim(req.template_id, tenantId)) ?? null;
       if (warm) row.workload = warm.workload;
-      const started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId));
-      await this.deps.store.environments.update(row.id, { status: 'running', workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) });
+      const started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId, creation.signal));
+      const patch = { status: 'running' as const, workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) };
+      // Finished by another svcd meanwhile (this one stalled past its lease): theirs stands.
+      if (await this.deps.store.environments.finishCreating(row.id, patch)) {
+        await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
+      }
     } catch (err) {
-      // Create either gives a running environment or leaves nothing behind.
-      await this.deps.store.environments.delete(row.id);
-      await this.removeContainerAndWorkspace(row).catch(() => {});
+      // Create either gives a running environment or leaves nothing behind (unless another svcd
+      // finished it meanwhile: then its environment stands).
+      if (await this.deps.store.environments.delete(row.id, 'creating')) await this.removeContainerAndWorkspace(row).catch(() => {});
       // The engine's words name hosts and paths of the operator's machine: they go to the log.
       throw new UnavailableError('the environment could not start: the container engine failed to run the template; retry later', err);
+    } finally {
+      await creation.release();
     }
-    await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
     return this.view(await this.row(tenantId, row.id));
+  }
+
+  /** Renews a creation's lease while it runs; the signal aborts when another svcd took it over. */
+  private holdCreation(id: string): { signal: AbortSignal; release(): Promise<void> } {
+    const controller = new AbortController();
+    const name = creationLease(id);
+    const renewal = this.deps.timers.setInterval(() => {
+      void this.deps.store.jobLocks.renew(name, this.deps.holder, this.deps.clock.now(), CREATE_LEASE_MS).then(
+        (held) => held || controller.abort(new Error('another svcd took this creation over')),
+        (err: unknown) => this.deps.log.warn({ err, environment: id }, 'creation lease renewal failed'),
+      );
+    }, CREATE_RENEW_MS);
+    return {
+      signal: controller.signal,
+      release: async () => {
+        renewal.cancel();
+        await this.deps.store.jobLocks.release(name, this.deps.holder).catch(() => {});
+      },
+    };
   }
 
   async list(tenantId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<Environment[]> {
@@ -363,15 +401,14 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   }
 
   /**
-   * Records and engine together (start and every 30 s): a create that svcd did not finish is
-   * undone; an environment whose container stopped behind svc's back (a host restart) is stopped.
+   * Records and engine together (start and every 30 s): a creation whose svcd died (its lease
+   * lapsed) is finished here; an environment whose container stopped behind svc's back (a host
+   * restart) is started again.
    */
   async reconcile(): Promise<void> {
-    const staleBefore = unixSeconds(this.deps.clock) - 600;
     for (const e of await this.deps.store.environments.listAll()) {
-      if (e.status === 'creating' && e.created_at < staleBefore) {
-        await this.deps.store.environments.delete(e.id);
-        await this.removeContainerAndWorkspace(e);
+      if (e.status === 'creating') {
+        await this.finishAbandoned(e).catch((err: unknown) => this.deps.log.warn({ err, environment: e.id }, 'an abandoned environment creation could not be finished yet'));
       } else if (e.status === 'running') {
         const w = await this.deps.runtime.inspect(workloadOf(e));
         if (w?.state === 'running') continue;
@@ -382,6 +419,40 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         // One environment the engine cannot start keeps none of the others from being looked at.
         await this.restartStopped(e).catch((err: unknown) => this.deps.log.warn({ err, environment: e.id }, 'an environment stopped outside svc did not start again'));
       }
+    }
+  }
+
+  /**
+   * Finishes a creation whose svcd died: its lease lapsed (or it never had one: a record from
+   * before leases). The tenant asked for it and was counted for it; the engine's refusal undoes
+   * it as a create's would, the engine's absence leaves it for the next reconcile.
+   */
+  private async finishAbandoned(listed: EnvironmentRow): Promise<void> {
+    const name = creationLease(listed.id);
+    const now = this.deps.clock.now();
+    // This svcd's own creation under way, or another svcd's that is alive.
+    if (await this.deps.store.jobLocks.holds(name, this.deps.holder, now)) return;
+    if (!(await this.deps.store.jobLocks.tryAcquire(name, this.deps.holder, now, CREATE_LEASE_MS))) return;
+    const creation = this.holdCreation(listed.id);
+    try {
+      const e = await this.deps.store.environments.findAny(listed.id);
+      if (e?.status !== 'creating') return;
+      let started: { containerId: string; address: string | null };
+      try {
+        started = await this.runContainer(environmentWorkloadName(e.id), e.image, e.tenant_id, creation.signal);
+      } catch (err) {
+        if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) throw err;
+        if (await this.deps.store.environments.delete(e.id, 'creating')) await this.removeContainerAndWorkspace(e);
+        this.deps.log.warn({ err, environment: e.id }, 'an environment whose creation was abandoned could not start; removed');
+        return;
+      }
+      const patch = { status: 'running' as const, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) };
+      if (!(await this.deps.store.environments.finishCreating(e.id, patch))) return;
+      await this.deps.activity.record(this.deps.store, { tenantId: e.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: e.id, details: { name: e.name, template_id: e.template_id, finished_by: 'reconcile' } });
+      this.deps.log.warn({ environment: e.id }, 'finished an environment creation whose svcd stopped');
+      this.deps.routesChanged();
+    } finally {
+      await creation.release();
     }
   }
 
@@ -424,7 +495,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * Starts an environment container with a workspace volume of the same name: on the tenant's
    * network, or (tenantId null) unassigned in the warm pool.
    */
-  async runContainer(name: string, image: string, tenantId: string | null): Promise<{ containerId: string; address: string | null }> {
+  async runContainer(name: string, image: string, tenantId: string | null, signal: AbortSignal = new AbortController().signal): Promise<{ containerId: string; address: string | null }> {
     const applied = await this.deps.runtime.apply({
       spec: {
         name,
@@ -447,8 +518,8 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       pull: 'missing',
       // No port: ready once it runs on its network.
       ready: { timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS, everyMs: ENVIRONMENT_READY_POLL_MS, probeTimeoutMs: ENVIRONMENT_READY_TIMEOUT_MS },
-      // Nothing cancels a creation half-way: a delete waits for the record it writes.
-      signal: new AbortController().signal,
+      // A creation another svcd took over (this one stalled past its lease) stops here.
+      signal,
     });
     return { containerId: applied.ref, address: applied.endpoint.host };
   }

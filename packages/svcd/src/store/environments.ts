@@ -62,12 +62,31 @@ export class EnvironmentStore {
     await this.db.updateTable('environments').set(patch).where('id', '=', id).execute();
   }
 
-  /** Also removes its previews and frees their hosts, in one transaction (the caller's, or its own). */
-  async delete(id: string): Promise<boolean> {
+  /**
+   * The end of a creation: running with its container, only while the environment is still
+   * `creating` (false when another svcd finished it, or it was deleted).
+   */
+  async finishCreating(id: string, patch: EnvironmentPatch): Promise<boolean> {
+    const r = await this.db.updateTable('environments').set(patch).where('id', '=', id).where('status', '=', 'creating').executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /**
+   * Also removes its previews and frees their hosts, in one transaction (the caller's, or its own).
+   * With `onlyWhile`, only an environment in that status (a creation that failed, and nobody finished).
+   */
+  async delete(id: string, onlyWhile?: EnvironmentRow['status']): Promise<boolean> {
     return atomically(this.db, async (db) => {
+      const target = await db.selectFrom('environments').select('status').where('id', '=', id).executeTakeFirst();
+      if (!target || (onlyWhile !== undefined && target.status !== onlyWhile)) return false;
+      // The previews' hosts first: deleting the environment cascades to its previews.
       await new HostNameStore(db).releasePreviewsOf(id);
       await db.deleteFrom('previews').where('environment_id', '=', id).execute();
-      const r = await db.deleteFrom('environments').where('id', '=', id).executeTakeFirst();
+      const r = await db
+        .deleteFrom('environments')
+        .where('id', '=', id)
+        .$if(onlyWhile !== undefined, (q) => q.where('status', '=', onlyWhile ?? 'creating'))
+        .executeTakeFirst();
       return Number(r.numDeletedRows) === 1;
     });
   }
