@@ -12,14 +12,16 @@ import { memoryRuntime } from './memory-runtime.js';
 const MASTER_KEY = 'd'.repeat(64);
 
 describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
-  test("A dies while it creates an environment: B's reconcile leaves it while A's lease lives, then finishes it; A's late failure removes nothing", async () => {
+  test("A stalls while it creates an environment: B's reconcile leaves it while A's lease lives, then finishes it; A, back, removes nothing of B's", async () => {
     const db = await freshPgDatabase();
     const images = Object.fromEntries(Object.values(testConfig().environmentImages).map((image) => [image, {}]));
     const engine = memoryRuntime(images);
-    // A's engine: an environment's start never returns until the test lets it fail.
+    // A's engine: an environment's start never returns, until it is aborted (or the test ends).
     let failStalled!: (err: Error) => void;
     const stalled = new Promise<never>((_, reject) => (failStalled = reject));
-    const stalling: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? stalled : engine.runtime.apply(r)) };
+    const stall = (signal: AbortSignal) =>
+      Promise.race([stalled, new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }))]);
+    const stalling: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? stall(r.signal) : engine.runtime.apply(r)) };
     const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
     const a = await startServer({ config, overrides: { runtime: stalling } });
     const b = await startServer({ config, overrides: { runtime: engine.runtime } });
@@ -46,13 +48,59 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
       assert.equal(created.length, 1);
       assert.equal(created[0]?.details.finished_by, 'reconcile');
 
-      // A wakes up and its start fails: it answers 503, and B's environment stands.
-      failStalled(new Error('the stalled start failed at last'));
+      // A's timers run again: its renewal finds the creation lost, its start is aborted, and it
+      // answers 503; its undo is fenced by the lease it lost, so B's environment stands.
+      a.clock.advance(10_000);
       assert.equal((await creating).status, 503);
       assert.equal((await b.client.withKey(x.key).environment(row.id)).status, 'running');
       assert.equal((await engine.driver.list({ tenantId: x.id })).filter((w) => w.state === 'running').length, 1, "A removed nothing of B's");
     } finally {
       failStalled(new Error('the test is over'));
+      await a.close();
+      await b.close();
+      await engine.driver.close();
+      await db.drop();
+    }
+  });
+
+  test("A, back while B is in the middle of finishing its creation, gives up without undoing it: its undo is fenced by the lease B holds", async () => {
+    const db = await freshPgDatabase();
+    const images = Object.fromEntries(Object.values(testConfig().environmentImages).map((image) => [image, {}]));
+    const engine = memoryRuntime(images);
+    const gate = () => {
+      let open!: () => void;
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      return { open, opened };
+    };
+    const aGate = gate();
+    const bGate = gate();
+    let bStarted = false;
+    const waitThen = (g: { opened: Promise<void> }, r: Parameters<Runtime['apply']>[0]) =>
+      Promise.race([g.opened, new Promise<never>((_, reject) => r.signal.addEventListener('abort', () => reject(r.signal.reason as Error), { once: true }))]).then(() => engine.runtime.apply(r));
+    const aRuntime: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? waitThen(aGate, r) : engine.runtime.apply(r)) };
+    const bRuntime: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? ((bStarted = true), waitThen(bGate, r)) : engine.runtime.apply(r)) };
+    const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
+    const a = await startServer({ config, overrides: { runtime: aRuntime } });
+    const b = await startServer({ config, overrides: { runtime: bRuntime } });
+    try {
+      const x = await newTenant(a);
+      b.clock.advance(a.clock.now() - b.clock.now());
+      const creating = x.client.raw('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
+      const row = await waitFor('the record', async () => (await b.deps.store.environments.listForTenant(x.id)).find((e) => e.status === 'creating'));
+      b.clock.advance(CREATE_LEASE_MS + 1_000);
+      const finishing = b.deps.environments.reconcile();
+      await waitFor('B to be starting the container', () => Promise.resolve(bStarted || undefined));
+      // A comes back now: its renewal finds the creation lost, its start is aborted, it answers 503.
+      a.clock.advance(10_000);
+      assert.equal((await creating).status, 503);
+      assert.equal((await b.deps.store.environments.findAny(row.id))?.status, 'creating', "A's undo was refused: the record is B's to finish");
+      bGate.open();
+      await finishing;
+      assert.equal((await b.client.withKey(x.key).environment(row.id)).status, 'running');
+      assert.equal((await engine.driver.list({ tenantId: x.id })).filter((w) => w.state === 'running').length, 1);
+    } finally {
+      aGate.open();
+      bGate.open();
       await a.close();
       await b.close();
       await engine.driver.close();

@@ -26,12 +26,12 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, engineAnswers, isEngineFault, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
+import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Repositories } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
 import { previewUrl, type PreviewRouting } from './previews.js';
 import { ENVIRONMENT_RESOURCES, isTemplateId, templateList } from './templates.js';
-import type { WarmPool } from './warm-pool.js';
+import type { ClaimedWorkload, WarmPool } from './warm-pool.js';
 import type { Platform } from '../platform.js';
 
 export interface EnvironmentsOptions {
@@ -76,6 +76,15 @@ const CREATE_RENEW_MS = 10_000;
 function creationLease(id: string): string {
   return `environment.create:${id}`;
 }
+
+/** A creation attempt's hold on its lease (holdCreation). */
+interface Creation {
+  signal: AbortSignal;
+  /** Runs `fn` in a transaction that first renews the lease; null (nothing written) when it is lost. */
+  fenced<T>(fn: (tx: Repositories) => Promise<T>): Promise<T | null>;
+  release(): Promise<void>;
+}
+
 
 export function environmentWorkloadName(id: string): string {
   return `svc-env-${id}`;
@@ -132,6 +141,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       created_at: now,
       updated_at: now,
     };
+    const holder = this.attemptHolder();
     try {
       await this.deps.store.transaction(async (tx) => {
         // Held to commit: concurrent creates of this tenant count one after another.
@@ -139,27 +149,35 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         if ((await tx.environments.count(tenantId)) >= tenant.max_environments) throw new QuotaExceededError(`max_environments (${tenant.max_environments})`);
         await tx.environments.insert(row);
         // With the record: no other svcd's reconcile may take a creation that has just begun.
-        await tx.jobLocks.tryAcquire(creationLease(row.id), this.deps.holder, this.deps.clock.now(), CREATE_LEASE_MS);
+        await tx.jobLocks.tryAcquire(creationLease(row.id), holder, this.deps.clock.now(), CREATE_LEASE_MS);
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`an environment named ${JSON.stringify(req.name)} exists`);
       throw err;
     }
-    const creation = this.holdCreation(row.id);
+    const creation = this.holdCreation(row.id, holder);
+    let started: { containerId: string; address: string | null } | null = null;
+    let warm: ClaimedWorkload | null = null;
     try {
       // A warm container of the template when the pool has one; else one started now.
-      const warm = (await this.warmPool?.claim(req.template_id, tenantId)) ?? null;
+      warm = (await this.warmPool?.claim(req.template_id, tenantId)) ?? null;
       if (warm) row.workload = warm.workload;
-      const started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId, creation.signal));
+      started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId, creation.signal));
       const patch = { status: 'running' as const, workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) };
-      // Finished by another svcd meanwhile (this one stalled past its lease): theirs stands.
-      if (await this.deps.store.environments.finishCreating(row.id, patch)) {
-        await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
-      }
+      const finished = await creation.fenced(async (tx) => {
+        if (!(await tx.environments.finishCreating(row.id, patch))) return false;
+        await this.deps.activity.record(tx, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
+        return true;
+      });
+      // Taken over by another svcd (this one stalled past its lease): its environment stands, and
+      // what this one started is this one's to remove, by its own reference.
+      if (!finished) await this.dropAttempt(started, warm);
     } catch (err) {
-      // Create either gives a running environment or leaves nothing behind (unless another svcd
-      // finished it meanwhile: then its environment stands).
-      if (await this.deps.store.environments.delete(row.id, 'creating')) await this.removeContainerAndWorkspace(row).catch(() => {});
+      // Create either gives a running environment or leaves nothing behind, while the creation is
+      // still this svcd's; taken over meanwhile, it only removes what it alone started.
+      const undone = await creation.fenced((tx) => tx.environments.delete(row.id, 'creating')).catch(() => null);
+      if (undone) await this.removeContainerAndWorkspace(row).catch(() => {});
+      else await this.dropAttempt(started, warm);
       // The engine's words name hosts and paths of the operator's machine: they go to the log.
       throw new UnavailableError('the environment could not start: the container engine failed to run the template; retry later', err);
     } finally {
@@ -168,21 +186,50 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     return this.view(await this.row(tenantId, row.id));
   }
 
-  /** Renews a creation's lease while it runs; the signal aborts when another svcd took it over. */
-  private holdCreation(id: string): { signal: AbortSignal; release(): Promise<void> } {
+  /**
+   * What a creation attempt that lost its lease started: removed by its own reference (a warm
+   * container with its volume, which only this attempt knew of; or its container, never by the
+   * name another svcd's attempt runs under).
+   */
+  private async dropAttempt(started: { containerId: string } | null, warm: ClaimedWorkload | null): Promise<void> {
+    if (warm) {
+      await this.deps.runtime.remove(warm.containerId).catch(() => {});
+      await this.deps.runtime.removeVolume(warm.workload).catch(() => {});
+    } else if (started) {
+      await this.deps.runtime.remove(started.containerId).catch(() => {});
+    }
+  }
+
+  /**
+   * One attempt's hold on a creation's lease (`holder` is the attempt's own, so that two attempts
+   * of one svcd never pass for each other): renewed every 10 s, and given up (the signal aborts)
+   * when another svcd holds it or renewals failed for two thirds of it. Every write of the
+   * attempt goes through `fenced`, which renews the lease in the write's transaction first and
+   * writes nothing once it is lost: another svcd taking it over waits for that transaction.
+   */
+  private holdCreation(id: string, holder: string): Creation {
     const controller = new AbortController();
     const name = creationLease(id);
+    let renewedAtMs = this.deps.clock.now();
     const renewal = this.deps.timers.setInterval(() => {
-      void this.deps.store.jobLocks.renew(name, this.deps.holder, this.deps.clock.now(), CREATE_LEASE_MS).then(
-        (held) => held || controller.abort(new Error('another svcd took this creation over')),
+      const now = this.deps.clock.now();
+      if (now - renewedAtMs >= (CREATE_LEASE_MS * 2) / 3) controller.abort(new Error('the creation lease could not be renewed: stopped before it lapsed'));
+      if (controller.signal.aborted) return;
+      void this.deps.store.jobLocks.renew(name, holder, now, CREATE_LEASE_MS).then(
+        (held) => (held ? (renewedAtMs = now) : controller.abort(new Error('another svcd took this creation over'))),
         (err: unknown) => this.deps.log.warn({ err, environment: id }, 'creation lease renewal failed'),
       );
     }, CREATE_RENEW_MS);
     return {
       signal: controller.signal,
+      fenced: (fn) =>
+        this.deps.store.transaction(async (tx) => {
+          if (!(await tx.jobLocks.renew(name, holder, this.deps.clock.now(), CREATE_LEASE_MS))) return null;
+          return fn(tx);
+        }),
       release: async () => {
         renewal.cancel();
-        await this.deps.store.jobLocks.release(name, this.deps.holder).catch(() => {});
+        await this.deps.store.jobLocks.release(name, holder).catch(() => {});
       },
     };
   }
@@ -411,7 +458,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await this.finishAbandoned(e).catch((err: unknown) => this.deps.log.warn({ err, environment: e.id }, 'an abandoned environment creation could not be finished yet'));
       } else if (e.status === 'running') {
         const w = await this.deps.runtime.inspect(workloadOf(e));
-        if (w?.state === 'running') continue;
+        if (w?.state === 'running') {
+          // Running under its name, but not the container the record names (a creation another
+          // svcd took over replaced it): the record follows the engine, so previews route right.
+          if (w.id !== e.container_id) await this.deps.store.environments.update(e.id, { container_id: w.id, address: w.address?.host ?? null, updated_at: unixSeconds(this.deps.clock) });
+          continue;
+        }
         // A stop of svc's own (stop, lease expiry, suspension, the disk limit) stops the container
         // first and then writes the status: a container that stopped just now may be one of
         // those, and the next run sees.
@@ -428,32 +480,53 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * it as a create's would, the engine's absence leaves it for the next reconcile.
    */
   private async finishAbandoned(listed: EnvironmentRow): Promise<void> {
-    const name = creationLease(listed.id);
-    const now = this.deps.clock.now();
-    // This svcd's own creation under way, or another svcd's that is alive.
-    if (await this.deps.store.jobLocks.holds(name, this.deps.holder, now)) return;
-    if (!(await this.deps.store.jobLocks.tryAcquire(name, this.deps.holder, now, CREATE_LEASE_MS))) return;
-    const creation = this.holdCreation(listed.id);
+    // A record without a lease may be a creation of a svcd from before leases (a rolling
+    // upgrade): it gets a lease's time before it counts as abandoned.
+    if (unixSeconds(this.deps.clock) - listed.created_at < CREATE_LEASE_MS / 1000) return;
+    const holder = this.attemptHolder();
+    if (!(await this.deps.store.jobLocks.tryAcquire(creationLease(listed.id), holder, this.deps.clock.now(), CREATE_LEASE_MS))) return;
+    const creation = this.holdCreation(listed.id, holder);
     try {
       const e = await this.deps.store.environments.findAny(listed.id);
       if (e?.status !== 'creating') return;
+      const undo = async () => {
+        if (await creation.fenced((tx) => tx.environments.delete(e.id, 'creating'))) await this.removeContainerAndWorkspace(e);
+      };
+      // A tenant suspended meanwhile gets no new container: the creation is undone.
+      if ((await this.deps.store.tenants.findById(e.tenant_id))?.status !== 'active') {
+        await undo();
+        return;
+      }
       let started: { containerId: string; address: string | null };
       try {
         started = await this.runContainer(environmentWorkloadName(e.id), e.image, e.tenant_id, creation.signal);
       } catch (err) {
+        if (creation.signal.aborted) return;
         if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) throw err;
-        if (await this.deps.store.environments.delete(e.id, 'creating')) await this.removeContainerAndWorkspace(e);
+        await undo();
         this.deps.log.warn({ err, environment: e.id }, 'an environment whose creation was abandoned could not start; removed');
         return;
       }
       const patch = { status: 'running' as const, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) };
-      if (!(await this.deps.store.environments.finishCreating(e.id, patch))) return;
-      await this.deps.activity.record(this.deps.store, { tenantId: e.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: e.id, details: { name: e.name, template_id: e.template_id, finished_by: 'reconcile' } });
+      const finished = await creation.fenced(async (tx) => {
+        if (!(await tx.environments.finishCreating(e.id, patch))) return false;
+        await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: e.id, details: { name: e.name, template_id: e.template_id, finished_by: 'reconcile' } });
+        return true;
+      });
+      if (!finished) {
+        await this.dropAttempt(started, null);
+        return;
+      }
       this.deps.log.warn({ environment: e.id }, 'finished an environment creation whose svcd stopped');
       this.deps.routesChanged();
     } finally {
       await creation.release();
     }
+  }
+
+  /** A lease holder of one creation attempt: this svcd's holder and a nonce. */
+  private attemptHolder(): string {
+    return `${this.deps.holder}/create-${hexId(4)}`;
   }
 
   /**

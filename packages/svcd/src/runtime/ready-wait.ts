@@ -60,6 +60,10 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
 /** Resolves after `ms`, or at once when the signal aborts (the loop then throws its reason). */
 function pause(timers: Timers, ms: number, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
     const done = () => {
       timer.cancel();
       signal.removeEventListener('abort', done);

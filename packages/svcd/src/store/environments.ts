@@ -77,8 +77,15 @@ export class EnvironmentStore {
    */
   async delete(id: string, onlyWhile?: EnvironmentRow['status']): Promise<boolean> {
     return atomically(this.db, async (db) => {
-      const target = await db.selectFrom('environments').select('status').where('id', '=', id).executeTakeFirst();
-      if (!target || (onlyWhile !== undefined && target.status !== onlyWhile)) return false;
+      // A write, not a read, decides: it holds the row to the commit, so the status cannot change
+      // between this check and the delete (a finish on another svcd waits, then finds it gone).
+      const held = await db
+        .updateTable('environments')
+        .set((eb) => ({ status: eb.ref('status') }))
+        .where('id', '=', id)
+        .$if(onlyWhile !== undefined, (q) => q.where('status', '=', onlyWhile ?? 'creating'))
+        .executeTakeFirst();
+      if (Number(held.numUpdatedRows) !== 1) return false;
       // The previews' hosts first: deleting the environment cascades to its previews.
       await new HostNameStore(db).releasePreviewsOf(id);
       await db.deleteFrom('previews').where('environment_id', '=', id).execute();

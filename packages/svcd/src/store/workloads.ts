@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database, NewWorkloadRow, WorkloadRow, WorkloadsTable } from './schema.js';
 
 /** What an observation writes besides the generation it observed. */
@@ -101,34 +101,28 @@ export class WorkloadStore {
   }
 
   /**
-   * Frees the holder's lease without an observation: to be tried again at `retryAtMs` (null: at
-   * once), saying why. The backoff and the error are written only while the generation is still
-   * `generation` (a newer request is tried at once, with nothing of the older one's trouble).
+   * Frees the holder's lease without an observation, in one statement: to be tried again at
+   * `retryAtMs` (null: at once), saying why, when the generation is still `generation`; a newer
+   * request is tried at once, with nothing of the older one's trouble. True when the lease was
+   * the holder's and the generation unchanged.
    */
   async release(id: string, holder: string, generation: number, retryAtMs: number | null, lastError: string | null, now: number): Promise<boolean> {
-    const current = await this.db
+    const same = sql<boolean>`generation = ${generation}`;
+    const row = await this.db
       .updateTable('workloads')
-      .set({ lease_holder: null, lease_expires_at_ms: null, updated_at: now })
-      .where('id', '=', id)
-      .where('lease_holder', '=', holder)
-      .where('generation', '!=', generation)
-      .executeTakeFirst();
-    if (Number(current.numUpdatedRows) === 1) return false;
-    const r = await this.db
-      .updateTable('workloads')
-      .set((eb) => ({
+      .set({
         lease_holder: null,
         lease_expires_at_ms: null,
-        retry_at_ms: retryAtMs,
-        attempts: retryAtMs === null ? eb.ref('attempts') : eb('attempts', '+', 1),
-        ...(lastError === null ? {} : { last_error: lastError }),
+        retry_at_ms: sql`CASE WHEN ${same} THEN CAST(${retryAtMs} AS BIGINT) ELSE NULL END`,
+        attempts: retryAtMs === null ? sql`attempts` : sql`CASE WHEN ${same} THEN attempts + 1 ELSE 0 END`,
+        last_error: lastError === null ? sql`last_error` : sql`CASE WHEN ${same} THEN CAST(${lastError} AS TEXT) ELSE last_error END`,
         updated_at: now,
-      }))
+      })
       .where('id', '=', id)
       .where('lease_holder', '=', holder)
-      .where('generation', '=', generation)
+      .returning('generation')
       .executeTakeFirst();
-    return Number(r.numUpdatedRows) === 1;
+    return row?.generation === generation;
   }
 
   /** Deletes an absent workload the holder removed at its latest generation. */

@@ -188,8 +188,14 @@ export class WorkloadController {
         await this.failed(w, rules, err, signal);
         return;
       }
-      // A store error here is not the workload's: the lease is freed below and the row tried again.
-      if (observation !== 'deleted') await this.commit(w, rules, observation.row, observation.outcome);
+      if (observation === 'deleted') return;
+      try {
+        await this.commit(w, rules, observation.row, observation.outcome);
+      } catch (err) {
+        // The store's trouble, not the workload's: tried again after a pause, not at once.
+        const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
+        await this.deps.store.workloads.release(w.id, this.deps.holder, w.generation, retryAt, (err as Error).message, unixSeconds(this.deps.clock));
+      }
     } finally {
       renewal.cancel();
       watch.cancel();
@@ -264,6 +270,9 @@ export class WorkloadController {
    */
   private async renew(id: string, controller: AbortController, lease: { renewedAtMs: number }): Promise<void> {
     const now = this.deps.clock.now();
+    // Checked before each try too: a renewal that hangs must not keep the work going past its lease.
+    if (now - lease.renewedAtMs >= (this.leaseMs * 2) / 3) controller.abort(new Error('the workload lease could not be renewed: stopped before it lapsed'));
+    if (controller.signal.aborted) return;
     try {
       if (await this.deps.store.workloads.renew(id, this.deps.holder, now, this.leaseMs)) lease.renewedAtMs = now;
       else controller.abort(new Error('another svcd took this workload over: its lease was not renewed in time'));
