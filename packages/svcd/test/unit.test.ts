@@ -14,7 +14,7 @@ import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOption
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
-import { RuntimeUnavailableError, SandboxPolicy, isEngineFault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
+import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, isEngineFault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -280,12 +280,13 @@ describe('workload policy', () => {
     const clock = new ManualClock();
     let runtimes = ['runc'];
     let asked = 0;
-    const engine = {
-      info: (): Promise<EngineInfo> => {
-        asked++;
-        return Promise.resolve({ version: '26', runtimes, defaultRuntime: 'runc', dataRoot: '/var/lib/docker', cgroupDriver: 'cgroupfs' });
-      },
+    // The Docker driver's own answer from the engine's runtimes: the policy asks the driver.
+    const docker = new DockerRuntime({ host: 'unix:///nonexistent.sock', installation: 'unit' });
+    docker.info = (): Promise<EngineInfo> => {
+      asked++;
+      return Promise.resolve({ version: '26', runtimes, defaultRuntime: 'runc', dataRoot: '/var/lib/docker', cgroupDriver: 'cgroupfs' });
     };
+    const engine = { capabilities: () => docker.capabilities() };
     assert.equal(await new SandboxPolicy('off', engine, clock).use(), false);
     assert.equal(await new SandboxPolicy('required', engine, clock).use(), true);
     assert.equal(asked, 0, 'off and required do not ask the engine');

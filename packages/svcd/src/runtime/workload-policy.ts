@@ -3,12 +3,12 @@
 // The rules live beside the engine code they configure, not in one of the domain modules that use
 // them.
 import type { Clock } from '../clock.js';
-import { SANDBOX_RUNTIME, type EngineInfo } from './port.js';
+import type { WorkloadDriver } from './driver.js';
 
 const PIDS_LIMIT = 256;
 const MIN_MEMORY_MB = 64;
-/** How long the engine's list of OCI runtimes is trusted (it changes only when the engine restarts). */
-const RUNTIMES_TTL_MS = 60_000;
+/** How long the driver's answer is trusted (the engine's runtimes change only when it restarts). */
+const CAPABILITIES_TTL_MS = 60_000;
 
 /** The tenant's quota fields a workload's limits come from (the store's tenant row has them). */
 export interface TenantQuota {
@@ -39,13 +39,13 @@ export function workloadLimits(t: TenantQuota): WorkloadLimits {
 /** --sandbox: auto uses gVisor when the engine has it, required always, off never. */
 export type SandboxMode = 'auto' | 'required' | 'off';
 
-/** Whether workloads run under gVisor now: the operator's mode and what the engine has (cached). */
+/** Whether workloads run under gVisor now: the operator's mode and what the driver can (cached). */
 export class SandboxPolicy {
   private known: { atMs: number; available: boolean } | null = null;
 
   constructor(
     private readonly mode: SandboxMode,
-    private readonly engine: { info(): Promise<EngineInfo> },
+    private readonly driver: Pick<WorkloadDriver, 'capabilities'>,
     private readonly clock: Clock,
   ) {}
 
@@ -53,8 +53,8 @@ export class SandboxPolicy {
     if (this.mode === 'off') return false;
     if (this.mode === 'required') return true;
     const now = this.clock.now();
-    if (!this.known || now - this.known.atMs > RUNTIMES_TTL_MS) {
-      this.known = { atMs: now, available: (await this.engine.info()).runtimes.includes(SANDBOX_RUNTIME) };
+    if (!this.known || now - this.known.atMs > CAPABILITIES_TTL_MS) {
+      this.known = { atMs: now, available: (await this.driver.capabilities()).sandbox };
     }
     return this.known.available;
   }
