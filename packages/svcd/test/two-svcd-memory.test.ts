@@ -107,4 +107,35 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
       await db.drop();
     }
   });
+
+  test("both reconcile at once while A deploys: neither removes or replaces the container A's deploy started", async () => {
+    const db = await freshPgDatabase();
+    const image = '127.0.0.1:5999/memory/slow-start:1';
+    // Listens 1.5 s after its start: A's deploy is waiting for it while both reconcile.
+    const engine = memoryRuntime({ [image]: { serves: true, startsAfterMs: 1_500 } });
+    const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
+    const a = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+    const b = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+    try {
+      const x = await newTenant(a);
+      const s = await x.client.createService({ name: 'web', image, port: 8000 });
+      const started = await waitFor('A to start the container', async () => (await engine.driver.list({ tenantId: x.id }))[0]);
+      // Their reconciles, at once and without their job lease: each must hold on its own.
+      await Promise.all([a.deps.reconciler.run(), b.deps.reconciler.run(), a.deps.workloads.reconcile(), b.deps.workloads.reconcile()]);
+      assert.deepEqual((await engine.driver.list({ tenantId: x.id })).map((w) => w.id), [started.id], 'the one container A started, untouched');
+      const running = await waitFor('the deploy to finish', async () => {
+        const now = await x.client.service(s.id);
+        return now.status === 'deploying' ? undefined : now;
+      });
+      assert.equal(running.status, 'running');
+      assert.equal((await a.deps.store.services.findAny(s.id))?.container_id, started.id);
+      const deployments = await x.client.deployments(s.id);
+      assert.deepEqual(deployments.map((d) => [d.reason, d.status]), [['create', 'succeeded']], 'no second deployment was started by either reconcile');
+    } finally {
+      await a.close();
+      await b.close();
+      await engine.driver.close();
+      await db.drop();
+    }
+  });
 });
