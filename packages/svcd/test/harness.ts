@@ -56,8 +56,22 @@ export async function freshPgDatabase(): Promise<{ url: string; drop: () => Prom
     drop: async () => {
       const a = new pg.Client({ connectionString: PG_ADMIN_URL });
       await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
+      try {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+            return;
+          } catch (err) {
+            // FORCE may not end an autovacuum worker on the database (42501: it belongs to no
+            // role of ours); the worker is gone in a moment, after a suite's mass deletes.
+            if ((err as { code?: string }).code !== '42501' || attempt >= 20) throw err;
+            await new Promise((r) => setTimeout(r, 250));
+          }
+        }
+      } finally {
+        // Always: a client left open keeps the test process from ever exiting.
+        await a.end();
+      }
     },
   };
 }
