@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
-import { throwIfAborted, waitUntilReady } from '../ready-wait.js';
+import { applyInOrder } from '../apply-sequence.js';
 import { consumeProgress, OutputDemuxer } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
@@ -404,39 +404,22 @@ export class DockerRuntime implements Runtime {
     return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true };
   }
 
-  /**
-   * The five steps every workload took, once: its tenant's network, the image when missing, the
-   * container of that name (and the one it replaces) removed, the new one run, and the wait
-   * until it is ready on its tenant network. A failure after the start removes what it started.
-   */
-  async apply(request: ApplyRequest): Promise<Applied> {
-    const { spec, signal } = request;
-    throwIfAborted(signal);
-    if (!spec.warmPool) await this.ensureTenantNetwork(spec.tenantId);
-    if (request.pull === 'missing' && !(await this.hasImage(spec.image))) await this.pullImage(spec.image, signal);
-    throwIfAborted(signal);
-    // Whatever ran before under this name, including a container an interrupted apply left.
-    if (request.replaces && request.replaces !== spec.name) await this.remove(request.replaces);
-    await this.remove(spec.name);
-    throwIfAborted(signal);
-    const ref = await this.run(spec);
-    try {
-      await request.started?.(ref);
-      const endpoint = await waitUntilReady({
-        ref,
-        port: spec.port ?? null,
-        ready: request.ready,
-        signal,
-        clock: this.clock,
-        timers: this.timers,
-        inspect: (id) => this.inspect(id),
-        logTail: (id) => this.logTail(id),
-      });
-      return { ref, endpoint };
-    } catch (err) {
-      await this.remove(ref).catch(() => {});
-      throw err;
-    }
+  /** The steps of apply in their one order (apply-sequence.ts), on the Docker Engine. */
+  apply(request: ApplyRequest): Promise<Applied> {
+    return applyInOrder(request, {
+      clock: this.clock,
+      timers: this.timers,
+      ensureNetwork: async (spec) => {
+        // A warm-pool workload's network is made by run(): it belongs to no tenant.
+        if (!spec.warmPool) await this.ensureTenantNetwork(spec.tenantId);
+      },
+      hasImage: (image) => this.hasImage(image),
+      pullImage: (image, signal) => this.pullImage(image, signal),
+      remove: (ref) => this.remove(ref),
+      run: (spec) => this.run(spec),
+      inspect: (ref) => this.inspect(ref),
+      logTail: (ref) => this.logTail(ref),
+    });
   }
 
   async start(id: string): Promise<Endpoint | null> {

@@ -26,7 +26,7 @@ import type {
   WorkloadStats,
 } from '../driver.js';
 import { LABELS, WARM_POOL_TENANT, WorkloadNotRunningError } from '../port.js';
-import { throwIfAborted, waitUntilReady } from '../ready-wait.js';
+import { applyInOrder } from '../apply-sequence.js';
 
 /** How long a workload under a restart policy (engineRestarts) waits between an exit and its next start. */
 const RESTART_DELAY_MS = 100;
@@ -104,34 +104,27 @@ export class MemoryDriver implements WorkloadDriver {
     return Promise.resolve({ sandbox: false, hostPorts: true, warmPool: true });
   }
 
-  async apply(request: ApplyRequest): Promise<Applied> {
-    const { spec, signal } = request;
-    throwIfAborted(signal);
-    if (!spec.warmPool) this.tenants.add(spec.tenantId);
-    if (request.pull === 'missing' && !this.images.has(spec.image)) await this.pullImage(spec.image);
-    const image = this.images.get(spec.image);
-    if (!image) throw new Error(`No such image: ${spec.image}`);
-    if (request.replaces && request.replaces !== spec.name) await this.remove(request.replaces);
-    await this.remove(spec.name);
-    throwIfAborted(signal);
-    const w = await this.run(spec, image);
-    try {
-      await request.started?.(w.id);
-      const endpoint = await waitUntilReady({
-        ref: w.id,
-        port: spec.port ?? null,
-        ready: request.ready,
-        signal,
-        clock: this.clock,
-        timers: this.timers,
-        inspect: (ref) => this.inspect(ref),
-        logTail: (ref) => Promise.resolve(this.find(ref)?.output.trim().split('\n').slice(-5).join(' | ') ?? ''),
-      });
-      return { ref: w.id, endpoint };
-    } catch (err) {
-      await this.remove(w.id);
-      throw err;
-    }
+  /** The steps of apply in their one order (apply-sequence.ts), in memory. */
+  apply(request: ApplyRequest): Promise<Applied> {
+    return applyInOrder(request, {
+      clock: this.clock,
+      timers: this.timers,
+      ensureNetwork: (spec) => {
+        if (!spec.warmPool) this.tenants.add(spec.tenantId);
+        return Promise.resolve();
+      },
+      hasImage: (image) => this.hasImage(image),
+      pullImage: (image) => this.pullImage(image),
+      remove: (ref) => this.remove(ref),
+      run: (spec) => {
+        const image = this.images.get(spec.image);
+        // As the engine answers a create of an image it does not have.
+        if (!image) return Promise.reject(new Error(`No such image: ${spec.image}`));
+        return this.run(spec, image).then((w) => w.id);
+      },
+      inspect: (ref) => this.inspect(ref),
+      logTail: (ref) => Promise.resolve(this.find(ref)?.output.trim().split('\n').slice(-5).join(' | ') ?? ''),
+    });
   }
 
   start(ref: string): Promise<Endpoint | null> {

@@ -1,0 +1,54 @@
+// The order every driver's apply takes its steps in, written once: the tenant's network, the
+// image when missing, whatever ran before under the spec's name (and the workload it replaces)
+// removed, the new one run, then the wait until it is ready (ready-wait.ts). A failure or an
+// abort after the start removes what this apply started, by its own reference. A driver passes
+// in how it does each step.
+import type { Clock, Timers } from '../clock.js';
+import type { Applied, ApplyRequest, WorkloadInfo, WorkloadSpec } from './driver.js';
+import { throwIfAborted, waitUntilReady } from './ready-wait.js';
+
+export interface ApplySteps {
+  clock: Clock;
+  timers: Timers;
+  /** The network the spec's workload joins (the tenant's, or the warm pool's), made when missing. */
+  ensureNetwork(spec: WorkloadSpec): Promise<void>;
+  hasImage(image: string): Promise<boolean>;
+  pullImage(image: string, signal: AbortSignal): Promise<void>;
+  /** Removes a workload by ref or name; a missing one is fine. */
+  remove(ref: string): Promise<void>;
+  /** Creates and starts the spec's workload; its ref. */
+  run(spec: WorkloadSpec): Promise<string>;
+  inspect(ref: string): Promise<WorkloadInfo | null>;
+  /** The last lines it printed, on one line ('' when none). */
+  logTail(ref: string): Promise<string>;
+}
+
+export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Promise<Applied> {
+  const { spec, signal } = request;
+  throwIfAborted(signal);
+  await steps.ensureNetwork(spec);
+  if (request.pull === 'missing' && !(await steps.hasImage(spec.image))) await steps.pullImage(spec.image, signal);
+  throwIfAborted(signal);
+  // Whatever ran before under this name, including a workload an interrupted apply left.
+  if (request.replaces && request.replaces !== spec.name) await steps.remove(request.replaces);
+  await steps.remove(spec.name);
+  throwIfAborted(signal);
+  const ref = await steps.run(spec);
+  try {
+    await request.started?.(ref);
+    const endpoint = await waitUntilReady({
+      ref,
+      port: spec.port ?? null,
+      ready: request.ready,
+      signal,
+      clock: steps.clock,
+      timers: steps.timers,
+      inspect: (id) => steps.inspect(id),
+      logTail: (id) => steps.logTail(id),
+    });
+    return { ref, endpoint };
+  } catch (err) {
+    await steps.remove(ref).catch(() => {});
+    throw err;
+  }
+}
