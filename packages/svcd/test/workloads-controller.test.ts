@@ -71,25 +71,7 @@ eachStore((kind) => {
     const add = async (image: string): Promise<WorkloadRow> => {
       const id = `svc-db-ctl${++seq}-${Date.now()}`;
       const now = Math.floor(Date.now() / 1000);
-      await store.workloads.insert({
-        id,
-        tenant_id: 'tenantctl',
-        kind: 'database',
-        resource_id: id,
-        spec: JSON.stringify({ name: id, image, volumes: [id] }),
-        generation: 1,
-        desired_state: 'running',
-        observed_generation: 0,
-        observed_state: 'pending',
-        endpoint: null,
-        driver_ref: null,
-        lease_holder: null,
-        lease_expires_at_ms: null,
-        retry_at_ms: null,
-        last_error: null,
-        created_at: now,
-        updated_at: now,
-      });
+      await store.workloads.insertPending({ id, tenant_id: 'tenantctl', kind: 'database', resource_id: id, spec: JSON.stringify({ name: id, image, volumes: [id] }) }, now);
       const row = await store.workloads.findById(id);
       assert.ok(row);
       return row;

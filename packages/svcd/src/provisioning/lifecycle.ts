@@ -66,26 +66,7 @@ export class Lifecycle<R extends LifecycleRow> implements WorkloadRules {
   /** Inside the transaction that inserts the record: its workload, to be run. */
   async added(tx: Repositories, row: R): Promise<void> {
     const spec: WorkloadSpecRecord = { name: this.o.workloadName(row.id), volumes: [this.o.workloadName(row.id)] };
-    const now = this.now();
-    await tx.workloads.insert({
-      id: spec.name,
-      tenant_id: row.tenant_id,
-      kind: this.o.kind,
-      resource_id: row.id,
-      spec: JSON.stringify(spec),
-      generation: 1,
-      desired_state: 'running',
-      observed_generation: 0,
-      observed_state: 'pending',
-      endpoint: null,
-      driver_ref: null,
-      lease_holder: null,
-      lease_expires_at_ms: null,
-      retry_at_ms: null,
-      last_error: null,
-      created_at: now,
-      updated_at: now,
-    });
+    await tx.workloads.insertPending({ id: spec.name, tenant_id: row.tenant_id, kind: this.o.kind, resource_id: row.id, spec: JSON.stringify(spec) }, this.now());
   }
 
   /** After the transaction that inserted the record committed: the controller starts it now. */

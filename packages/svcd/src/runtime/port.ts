@@ -1,6 +1,6 @@
 // The runtime's ports: what svc's domain asks of a container engine. Domain code sees these
 // interfaces, never dockerode, so that a Docker Swarm implementation can stand in later.
-import type { WorkloadDriver } from './driver.js';
+import type { WorkloadDriver, WorkloadSpec } from './driver.js';
 import type { ImageBuilder } from './image-builder.js';
 
 export type * from './driver.js';
@@ -60,6 +60,19 @@ export const LABELS = {
   resource: 'svc.resource',
   deployment: 'svc.deployment',
 } as const;
+
+/** The labels of a workload svc runs: the spec's own, and svc's, by which the engine's state is matched to the store. */
+export function workloadLabels(spec: Pick<WorkloadSpec, 'labels' | 'warmPool' | 'tenantId' | 'kind' | 'resourceId'>, installation: string): Record<string, string> {
+  return {
+    ...spec.labels,
+    [LABELS.managed]: 'true',
+    [LABELS.installation]: installation,
+    // A warm-pool workload's labels cannot change when a tenant gets it: it is labelled for none.
+    [LABELS.tenant]: spec.warmPool ? WARM_POOL_TENANT : spec.tenantId,
+    [LABELS.kind]: spec.kind,
+    [LABELS.resource]: spec.resourceId,
+  };
+}
 
 /** What svc asks of the engine's host as a whole: health, capacity, disk. */
 export interface EngineHost {

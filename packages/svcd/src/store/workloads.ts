@@ -17,7 +17,23 @@ export interface WorkloadObservation {
 export class WorkloadStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insert(row: NewWorkloadRow): Promise<void> {
+  /** A new workload, to be run: generation 1, desired running, nothing observed yet. */
+  async insertPending(w: Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>, now: number): Promise<void> {
+    const row: NewWorkloadRow = {
+      ...w,
+      generation: 1,
+      desired_state: 'running',
+      observed_generation: 0,
+      observed_state: 'pending',
+      endpoint: null,
+      driver_ref: null,
+      lease_holder: null,
+      lease_expires_at_ms: null,
+      retry_at_ms: null,
+      last_error: null,
+      created_at: now,
+      updated_at: now,
+    };
     await this.db.insertInto('workloads').values(row).execute();
   }
 

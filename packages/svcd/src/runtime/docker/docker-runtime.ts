@@ -20,6 +20,7 @@ import {
   WARM_POOL_NETWORK,
   WARM_POOL_TENANT,
   tenantNetworkName,
+  workloadLabels,
   type EngineInfo,
   type EngineStorage,
   type ExecOutcome,
@@ -440,14 +441,7 @@ export class DockerRuntime implements Runtime {
   private async run(spec: WorkloadSpec): Promise<string> {
     if (spec.warmPool) await this.ensureWarmPoolNetwork();
     const network = spec.warmPool ? WARM_POOL_NETWORK : tenantNetworkName(spec.tenantId);
-    const labels = {
-      ...spec.labels,
-      [LABELS.managed]: 'true',
-      [LABELS.installation]: this.installation,
-      [LABELS.tenant]: spec.warmPool ? WARM_POOL_TENANT : spec.tenantId,
-      [LABELS.kind]: spec.kind,
-      [LABELS.resource]: spec.resourceId,
-    };
+    const labels = workloadLabels(spec, this.installation);
     for (const v of spec.volumes ?? []) await this.ensureVolume(v.name, labels);
     const cgroup = await this.tenantCgroup(spec.warmPool ? WARM_POOL_TENANT : spec.tenantId);
     const command = await this.command(spec);

@@ -25,7 +25,7 @@ import type {
   WorkloadSpec,
   WorkloadStats,
 } from '../driver.js';
-import { LABELS, WARM_POOL_TENANT, WorkloadNotRunningError } from '../port.js';
+import { LABELS, WorkloadNotRunningError, workloadLabels } from '../port.js';
 import { applyInOrder } from '../apply-sequence.js';
 
 /** How long a workload under a restart policy (engineRestarts) waits between an exit and its next start. */
@@ -290,14 +290,7 @@ export class MemoryDriver implements WorkloadDriver {
       id,
       spec,
       image,
-      labels: {
-        ...spec.labels,
-        [LABELS.managed]: 'true',
-        [LABELS.installation]: this.installation,
-        [LABELS.tenant]: spec.warmPool ? WARM_POOL_TENANT : spec.tenantId,
-        [LABELS.kind]: spec.kind,
-        [LABELS.resource]: spec.resourceId,
-      },
+      labels: workloadLabels(spec, this.installation),
       state: 'running',
       exitCode: null,
       finishedAtMs: null,
