@@ -28,10 +28,6 @@ export class DatabaseStore {
     return this.db.selectFrom('databases').selectAll().where('tenant_id', '=', tenantId).execute();
   }
 
-  async listAll(): Promise<DatabaseRow[]> {
-    return this.db.selectFrom('databases').selectAll().execute();
-  }
-
   async count(tenantId: string): Promise<number> {
     const r = await this.db.selectFrom('databases').select((eb) => eb.fn.countAll<number | string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
     return Number(r.n);
