@@ -18,7 +18,7 @@ import { DockerRuntime, HostFirewall, TenantCgroups, SandboxPolicy, installTenan
 import { Builds } from './builds/builds.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
-import { WorkloadController } from './workloads/controller.js';
+import { RECONCILE_EVERY_MS, WorkloadController } from './workloads/controller.js';
 import { KanbanImage } from './kanban/image.js';
 import { Environments } from './environments/environments.js';
 import { previewRouteTargets } from './environments/previews.js';
@@ -35,7 +35,6 @@ import { Deployer } from './services/deployer.js';
 import { Services } from './services/services.js';
 import { Snapshots } from './services/snapshots.js';
 import { CrashHandler } from './services/crashes.js';
-import { RECONCILE_EVERY_MS, Reconciler } from './services/reconciler.js';
 import { loadInstanceId } from './instance.js';
 import { CaddyProxy } from './proxy/caddy.js';
 import { routeTargets } from './services/routing.js';
@@ -59,6 +58,8 @@ export interface Deps {
   audit: Logger;
   store: Store;
   runtime: Runtime;
+  /** This process's lease holder id (instance/boot), on the leases it takes. */
+  holder: string;
   keyCache: KeyCache;
   authenticator: Authenticator;
   operatorTokens: OperatorTokens;
@@ -72,7 +73,6 @@ export interface Deps {
   services: Services;
   snapshots: Snapshots;
   crashes: CrashHandler;
-  reconciler: Reconciler;
   builds: Builds;
   buildRunner: BuildRunner;
   databases: Databases;
@@ -212,8 +212,13 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   for (const old of ['builds', 'env-sync']) rmSync(join(config.dataDir, old), { recursive: true, force: true });
   const disk = new DiskQuota(store);
   const sandbox = new SandboxPolicy(config.sandbox, runtime, clock);
+  // Services, databases and boards run under the workload controller (workloads/controller.ts).
+  const workloads = new WorkloadController(core);
+  const crashes = new CrashHandler({ ...core, controller: workloads, backoffBaseMs: o.crashBackoffMs, routesChanged });
   const deployer = new Deployer({
     ...core,
+    controller: workloads,
+    crashes,
     sandbox,
     buildRegistry: config.buildRegistry,
     deadlineMs: o.deployDeadlineMs,
@@ -221,9 +226,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     routesChanged,
   });
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services({ ...core, deployer, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
-  const crashes = new CrashHandler({ ...core, deployer, backoffBaseMs: o.crashBackoffMs, routesChanged });
-  const reconciler = new Reconciler({ ...core, deployer, crashes, routesChanged });
+  const services = new Services({ ...core, controller: workloads, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
   // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.
   const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
@@ -239,8 +242,6 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     checkSource: checkBuildSource,
     ...o.buildRunner,
   });
-  // Databases and boards run under the workload controller (workloads/controller.ts).
-  const workloads = new WorkloadController(core);
   const databases = new Databases({
     ...core,
     workloads,
@@ -293,7 +294,6 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   jobs.schedule(warmPoolJob);
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
   const reconcileJobs = [
-    { name: 'services.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => reconciler.run() },
     { name: 'workloads.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => workloads.reconcile() },
     { name: 'environments.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => environments.reconcile() },
   ];
@@ -327,6 +327,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     audit,
     store,
     runtime,
+    holder,
     keyCache,
     authenticator: new Authenticator(store, keyCache, clock),
     operatorTokens: new OperatorTokens(config.bootstrapTokens, config.adminTokens),
@@ -346,7 +347,6 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     services,
     snapshots,
     crashes,
-    reconciler,
     builds,
     buildRunner,
     databases,
@@ -413,7 +413,6 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.buildRunner.close();
   await deps.workloads.close();
   await deps.crashes.close();
-  await deps.deployer.close();
   await deps.jobs.close();
   await deps.metricsListener.close();
   await deps.meteringStore.close();

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
+import { DEPLOY_DEADLINE_MS } from '../src/services/deployer.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -75,6 +76,36 @@ eachStore((kind) => {
       await waitFor('the workload to go', async () => (await mem.driver.list({ tenantId: a.id })).length === 0);
       assert.equal((await a.client.deployments(s.id))[0]?.status, 'cancelled');
       assert.notEqual((await a.client.service(s.id)).status, 'running');
+    });
+
+    test('a deploy still waiting at the 10-minute deadline fails, saying so, and leaves nothing', async () => {
+      // Readiness waits up to 20 s of real time; the deadline runs on the test's clock.
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'too-slow', image: SLOW, port: 8000 });
+      await waitFor('the deploy to wait for its workload', async () => {
+        const d = (await a.client.deployments(s.id))[0];
+        return d?.status === 'running' && (await mem.driver.list({ tenantId: a.id })).length === 1 ? true : undefined;
+      });
+      // Ten minutes in 5 s steps, each once the controller's lease renewal of the step before
+      // was written (it renews every 10 s of the test's clock, a store write), as on a live svcd;
+      // polled often, so that the ten minutes take well under the 20 s readiness wait.
+      const renewedOrEnded = async () => {
+        const w = await t.deps.store.workloads.find('service', s.id);
+        return w?.observed_generation === w?.generation || (w?.lease_expires_at_ms != null && w.lease_expires_at_ms - t.clock.now() > 15_000);
+      };
+      for (let ms = 0; ms < DEPLOY_DEADLINE_MS; ms += 5_000) {
+        t.clock.advance(5_000);
+        const until = Date.now() + 5_000;
+        while (!(await renewedOrEnded())) {
+          assert.ok(Date.now() < until, `the lease was renewed after ${ms / 1000} s of the test's clock`);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      }
+      const done = await settled(a, s.id);
+      assert.equal(done.status, 'failed');
+      assert.equal(done.last_error, 'deploy timed out after 10 minutes');
+      assert.equal((await a.client.deployments(s.id))[0]?.status, 'failed');
+      await waitFor('the workload to go', async () => ((await mem.driver.list({ tenantId: a.id })).length === 0 ? true : undefined));
     });
 
     test('crashes restart the service with backoff until five in ten minutes open the circuit; a reset deploys again', async () => {

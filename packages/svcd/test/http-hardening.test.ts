@@ -7,7 +7,7 @@ import { QUERY_COUNT_MAX, QUERY_UNIX_SECONDS_MAX } from '@svc/contract';
 import { CLIENT_IP_BURST, CLIENT_IP_PER_SECOND } from '../src/ratelimit/index.js';
 import { RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
 import { HostFirewall } from '../src/runtime/host-firewall.js';
-import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, newTenant, startServer, testConfig, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, newTenant, startServer, testConfig, waitFor, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 /** What a backend might say: none of it may reach a client. */
@@ -241,36 +241,63 @@ eachStore((store) => {
       const t = await startServer({ store, logLines: lines, overrides: { runtime } });
       try {
         const a = await newTenant(t);
-        const service = async (name: string) => {
-          const r = await a.client.raw<{ id: string }>('POST', '/v1/services', { body: { name, image: 'busybox' } });
-          assert.equal(r.status, 201, JSON.stringify(r.body));
-          return r.body.id;
-        };
-        const remove = async (id: string) => {
-          const res = await fetch(`${t.url}/v1/services/${id}`, { method: 'DELETE', headers: bearer(a.key) });
+        // An exec asks the engine while the request waits (services and databases are carried out
+        // by the workload controller, after the answer: the case below).
+        const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
+        const exec = async () => {
+          const res = await fetch(`${t.url}/v1/environments/${env.id}/exec`, { method: 'POST', headers: { ...bearer(a.key), 'content-type': 'application/json' }, body: JSON.stringify({ command: ['true'] }) });
           const text = await res.text();
           return { status: res.status, headers: res.headers, text, body: (text === '' ? null : JSON.parse(text)) as Record<string, unknown> | null };
         };
-        const [first, second, third, fourth] = [await service('one'), await service('two'), await service('three'), await service('four')];
-        assert.equal((await remove(first)).status, 204, 'the inert engine answers');
+        assert.equal((await exec()).status, 200, 'the inert engine answers');
 
-        // Deleting a service removes its workload from the engine, whatever its state.
-        runtime.remove = async () => {
+        runtime.exec = async () => {
           throw new Error(BACKEND_DETAIL);
         };
-        assertQuietFailure(await remove(second), 500, 'internal server error', lines);
+        assertQuietFailure(await exec(), 500, 'internal server error', lines);
 
-        runtime.remove = async () => {
+        runtime.exec = async () => {
           // As DockerRuntime says it: its message quotes the engine client's.
           throw new RuntimeUnavailableError(`container engine unavailable: ${BACKEND_DETAIL}`);
         };
-        assertQuietFailure(await remove(third), 503, 'container engine unavailable', lines);
+        assertQuietFailure(await exec(), 503, 'container engine unavailable', lines);
 
-        runtime.remove = async () => {
+        runtime.exec = async () => {
           // The engine client's errors carry the engine's status; one no domain code caught.
           throw Object.assign(new Error(`(HTTP code 404) no such container - ${BACKEND_DETAIL}`), { statusCode: 404 });
         };
-        assertQuietFailure(await remove(fourth), 404, 'not found', lines);
+        assertQuietFailure(await exec(), 404, 'not found', lines);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a service deleted while the engine refuses to remove its container: 204, the record is gone, and the controller removes it once the engine lets it', async () => {
+      const lines: string[] = [];
+      const runtime: Runtime = inertRuntime();
+      const t = await startServer({ store, logLines: lines, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const created = await a.client.raw<{ id: string }>('POST', '/v1/services', { body: { name: 'doomed', image: 'busybox' } });
+        assert.equal(created.status, 201);
+        const id = created.body.id;
+        await waitFor('the deploy to end', async () => ((await a.client.service(id)).status === 'deploying' ? undefined : true));
+        let refusals = 0;
+        runtime.remove = async () => {
+          refusals++;
+          throw new Error(BACKEND_DETAIL);
+        };
+        const res = await fetch(`${t.url}/v1/services/${id}`, { method: 'DELETE', headers: bearer(a.key) });
+        assert.equal(res.status, 204);
+        assert.equal(await res.text(), '');
+        assert.equal((await a.client.raw('GET', `/v1/services/${id}`)).status, 404, 'the record is gone at once');
+        const waiting = await t.deps.store.workloads.find('service', id);
+        assert.equal(waiting?.desired_state, 'absent');
+        assert.equal(waiting.last_error, BACKEND_DETAIL, 'the engine said why, to the operator');
+        assert.ok(refusals >= 1);
+        runtime.remove = async () => {};
+        t.clock.advance(60_000);
+        await waitFor('the controller to finish the removal', async () => ((await t.deps.store.workloads.find('service', id)) === undefined ? true : undefined));
       } finally {
         await t.close();
       }

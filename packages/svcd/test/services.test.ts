@@ -345,7 +345,7 @@ describe('services on the real engine', () => {
       await settled(a, s.id);
       const before = (await docker.getContainer(workloadName(s.id)).inspect()).Id;
       await docker.getContainer(before).remove({ force: true });
-      await quiet.deps.reconciler.run();
+      await quiet.deps.workloads.reconcile();
       const healed = await settled(a, s.id);
       assert.equal(healed.status, 'running');
       const after = (await docker.getContainer(workloadName(s.id)).inspect()).Id;
@@ -369,7 +369,7 @@ describe('services on the real engine', () => {
         ready: { timeoutMs: 30_000, everyMs: 50, probeTimeoutMs: 1_000 },
         signal: new AbortController().signal,
       });
-      await quiet.deps.reconciler.run();
+      await quiet.deps.workloads.reconcile();
       assert.equal(await quiet.deps.runtime.inspect(orphan), null);
       assert.ok(await quiet.deps.runtime.inspect(after), 'the owned container stays');
     } finally {

@@ -403,6 +403,65 @@ eachStore((kind) => {
       }
     });
   });
+
+  describe(`migration 0015_service_workloads on an existing database (${kind})`, () => {
+    test('every service gets its workload row as its record says; one unfinished deployment per deploying service carries generation 1, the others end interrupted', async () => {
+      const loc = await storeLocation(kind);
+      try {
+        const db =
+          kind === 'postgres'
+            ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl! }) }) })
+            : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
+        const before = await new Migrator({ db, provider: migrationProvider(kind) }).migrateTo('0014_workloads');
+        assert.equal(before.error, undefined);
+        await db.insertInto('tenants').values([tenantRow('w1', 'one')]).execute();
+        const statuses = ['deploying', 'running', 'stopped', 'failed', 'crashed'] as const;
+        const id = (status: string) => status.padEnd(12, '0').slice(0, 12);
+        await db.insertInto('services').values(statuses.map((status) => ({
+          id: id(status), tenant_id: 'w1', name: status, name_key: status, image: 'x', port: 8000, status,
+          desired_state: status === 'stopped' ? ('stopped' as const) : ('running' as const), dns_label: status, last_error: null,
+          container_id: status === 'running' || status === 'crashed' ? `c-${status}` : null, upstream: null, crash_count: 0, crash_window_start: null,
+          last_crash_at: null, circuit_open_at: status === 'crashed' ? T : null, created_at: T, updated_at: T,
+        }))).execute();
+        const dep = (depId: string, service: string, status: 'pending' | 'running' | 'succeeded') => ({
+          id: depId, service_id: id(service), tenant_id: 'w1', status, reason: 'create', image: 'x', pull: 1, build_id: null, last_error: null,
+          created_at: T, started_at: status === 'pending' ? null : T, finished_at: null,
+        });
+        // The deploying service: an older one left running by a killed svcd, and the newest pending.
+        // The running service: an unfinished one left behind as well.
+        await (db as unknown as Kysely<Record<string, Record<string, unknown>>>).insertInto('deployments').values([
+          dep('dep-a', 'deploying', 'running'), dep('dep-b', 'deploying', 'pending'), dep('dep-c', 'running', 'succeeded'), dep('dep-d', 'running', 'pending'),
+        ]).execute();
+        await db.destroy();
+
+        const migrated = await openStore(loc);
+        try {
+          const rows = await Promise.all(statuses.map((status) => migrated.workloads.find('service', id(status))));
+          assert.deepEqual(rows.map((w) => w && [w.id, w.desired_state, w.generation, w.observed_generation, w.observed_state, w.driver_ref]), [
+            [`svc-${id('deploying')}`, 'running', 1, 0, 'pending', null],
+            [`svc-${id('running')}`, 'running', 1, 1, 'running', 'c-running'],
+            [`svc-${id('stopped')}`, 'stopped', 1, 1, 'stopped', null],
+            [`svc-${id('failed')}`, 'running', 1, 1, 'failed', null],
+            [`svc-${id('crashed')}`, 'running', 1, 1, 'failed', 'c-crashed'],
+          ]);
+          assert.deepEqual(JSON.parse(rows[0]?.spec ?? '{}'), { name: `svc-${id('deploying')}`, volumes: [], stopTimeoutS: 10 });
+          const deps = await Promise.all(['dep-a', 'dep-b', 'dep-c', 'dep-d'].map((d) => migrated.deployments.find(d)));
+          assert.deepEqual(deps.map((d) => d && [d.id, d.status, d.generation]), [
+            ['dep-a', 'failed', null],
+            ['dep-b', 'pending', 1],
+            ['dep-c', 'succeeded', null],
+            ['dep-d', 'failed', null],
+          ]);
+          assert.match(deps[0]?.last_error ?? '', /^interrupted/);
+          assert.equal((await migrated.deployments.atGeneration(id('deploying'), 1))?.id, 'dep-b');
+        } finally {
+          await migrated.close();
+        }
+      } finally {
+        await loc.cleanup();
+      }
+    });
+  });
 });
 
 /** Runs test/quota-lock-worker.ts in its own node process (tsx, as the tests run). */

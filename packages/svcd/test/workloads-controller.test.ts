@@ -7,11 +7,12 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import pino from 'pino';
-import { systemClock, systemTimers } from '../src/clock.js';
+import { systemClock, systemTimers, type Timers } from '../src/clock.js';
 import type { Applied, ApplyRequest, Runtime } from '../src/runtime/index.js';
 import { openStore, type Repositories, type Store, type WorkloadRow } from '../src/store/index.js';
-import { WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
+import { Superseded, WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
 import { eachStore, storeLocation, waitFor } from './harness.js';
+import { ManualClock } from './manual-clock.js';
 import { memoryRuntime } from './memory-runtime.js';
 
 const SERVING = 'serving';
@@ -26,11 +27,14 @@ function engineGone(): Error {
 class RecordingRules implements WorkloadRules {
   readonly outcomes: Array<{ resource: string; outcome: WorkloadOutcome['state'] }> = [];
   applies = 0;
+  /** Runs before each apply (a kind's own step, such as handing the generation over). */
+  beforeApply: ((w: WorkloadRow) => Promise<void>) | null = null;
 
   constructor(private readonly runtime: Runtime) {}
 
-  apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
+  async apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
     this.applies += 1;
+    await this.beforeApply?.(w);
     const spec = JSON.parse(w.spec) as { name: string; image: string };
     const request: ApplyRequest = {
       spec: { name: spec.name, image: spec.image, env: {}, port: 8000, tenantId: w.tenant_id, kind: 'database', resourceId: w.resource_id, limits: { memoryMb: 64, cpus: 0.1, pids: 64 }, sandbox: false, volumes: [{ name: spec.name, target: '/data' }] },
@@ -38,7 +42,7 @@ class RecordingRules implements WorkloadRules {
       ready: { timeoutMs: 120_000, everyMs: 20, probeTimeoutMs: 1_000 },
       signal,
     };
-    return this.runtime.apply(request);
+    return await this.runtime.apply(request);
   }
 
   observed(_tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
@@ -56,11 +60,16 @@ eachStore((kind) => {
     let engineDown = false;
     /** How many removals fail next with an engine error that is not its absence (a timeout, a 500). */
     let failingRemovals = 0;
+    /** The stops and removals asked of the engine, in order, with their ref. */
+    const stopsAndRemovals: string[] = [];
     const controllers: WorkloadController[] = [];
     let seq = 0;
 
-    const controller = (holder: string, leaseMs?: number) => {
-      const c = new WorkloadController({ store, runtime, clock: systemClock, timers: systemTimers, log: pino({ level: 'silent' }), holder, leaseMs });
+    /** What the controllers logged at warn and above: { workload, msg }. */
+    const warnings: Array<{ workload?: string; msg: string }> = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line) as { workload?: string; msg: string }) });
+    const controller = (holder: string, leaseMs?: number, timers: Timers = systemTimers) => {
+      const c = new WorkloadController({ store, runtime, clock: systemClock, timers, log, holder, leaseMs });
       const rules = new RecordingRules(runtime);
       c.handle('database', rules);
       controllers.push(c);
@@ -68,10 +77,10 @@ eachStore((kind) => {
     };
 
     /** A new workload row asking for `image` to run. */
-    const add = async (image: string): Promise<WorkloadRow> => {
+    const add = async (image: string, spec: { stopTimeoutS?: number } = {}): Promise<WorkloadRow> => {
       const id = `svc-db-ctl${++seq}-${Date.now()}`;
       const now = Math.floor(Date.now() / 1000);
-      await store.workloads.insertPending({ id, tenant_id: 'tenantctl', kind: 'database', resource_id: id, spec: JSON.stringify({ name: id, image, volumes: [id] }) }, now);
+      await store.workloads.insertPending({ id, tenant_id: 'tenantctl', kind: 'database', resource_id: id, spec: JSON.stringify({ name: id, image, volumes: [id], ...spec }) }, now);
       const row = await store.workloads.findById(id);
       assert.ok(row);
       return row;
@@ -99,6 +108,7 @@ eachStore((kind) => {
           if (typeof value !== 'function') return value;
           return (...args: unknown[]) => {
             if (engineDown) return Promise.reject(engineGone());
+            if (prop === 'stop' || prop === 'remove') stopsAndRemovals.push(`${prop} ${String(args[0])}`);
             if (prop === 'remove' && failingRemovals > 0) {
               failingRemovals -= 1;
               return Promise.reject(new Error('(HTTP code 500) server error - could not kill: tried to kill container, but did not receive an exit event'));
@@ -112,6 +122,8 @@ eachStore((kind) => {
       for (const c of controllers.splice(0)) await c.close();
       engineDown = false;
       failingRemovals = 0;
+      stopsAndRemovals.length = 0;
+      warnings.length = 0;
     });
     after(async () => {
       await mem.driver.close();
@@ -261,6 +273,76 @@ eachStore((kind) => {
       const again = await observedAt(w.id, 'running');
       assert.notEqual(again.driver_ref, first.driver_ref);
       assert.equal((await mem.driver.inspect(again.driver_ref ?? ''))?.state, 'running');
+    });
+
+    test('a request made in this process stops the apply under way at once, without waiting for a timer', async () => {
+      // Timers that never fire: neither the pass nor the generation watch runs unless kicked.
+      const { c, rules } = controller('ctl-a/1', undefined, new ManualClock());
+      const w = await add(SLOW);
+      c.kick();
+      await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));
+      await store.workloads.request('database', w.id, 'stopped', 0);
+      c.kick();
+      await observedAt(w.id, 'stopped');
+      assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id).map((o) => o.outcome), ['stopped']);
+    });
+
+    test('a kind that hands its generation over in apply (Superseded) has nothing written for the old one; the new one is applied', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      const w = await add(SERVING);
+      rules.beforeApply = async (x) => {
+        if (x.generation !== 1) return;
+        assert.equal(await store.workloads.request('database', x.id, 'running', 0, { ifGeneration: 1 }), 2);
+        throw new Superseded('a new generation was requested in its place');
+      };
+      c.start();
+      const running = await waitFor('generation 2 to run', async () => {
+        const r = await row(w.id);
+        return r.observed_generation === 2 && r.observed_state === 'running' ? r : undefined;
+      }, 20_000);
+      assert.equal(running.last_error, null);
+      assert.equal(rules.applies, 2);
+      assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id).map((o) => o.outcome), ['running'], 'no failure for the generation handed over');
+      assert.deepEqual(warnings.filter((x) => x.workload === w.id).map((x) => x.msg), [], 'nor one in the log');
+    });
+
+    test('a conditional request is refused once the generation moved on', async () => {
+      const w = await add(SERVING);
+      assert.equal(await store.workloads.request('database', w.id, 'running', 0, { ifGeneration: 1 }), 2);
+      assert.equal(await store.workloads.request('database', w.id, 'stopped', 0, { ifGeneration: 1 }), null, 'read at 1, acted on at 2: nothing written');
+      const now = await row(w.id);
+      assert.deepEqual([now.generation, now.desired_state], [2, 'running']);
+    });
+
+    test('a workload with a grace period is stopped before it is removed; one without is removed at once', async () => {
+      const { c } = controller('ctl-a/1');
+      const graceful = await add(SERVING, { stopTimeoutS: 3 });
+      const abrupt = await add(SERVING);
+      c.start();
+      const refs = [(await observedAt(graceful.id, 'running')).driver_ref, (await observedAt(abrupt.id, 'running')).driver_ref];
+      for (const w of [graceful, abrupt]) await store.workloads.request('database', w.id, 'stopped', 0);
+      c.kick();
+      for (const w of [graceful, abrupt]) await observedAt(w.id, 'stopped');
+      assert.deepEqual(stopsAndRemovals.filter((x) => x.endsWith(refs[0] ?? '-')), [`stop ${refs[0]}`, `remove ${refs[0]}`]);
+      assert.deepEqual(stopsAndRemovals.filter((x) => x.endsWith(refs[1] ?? '-')), [`remove ${refs[1]}`]);
+    });
+
+    test("reconcile removes a container of a controlled kind whose workload row is gone, and keeps one whose row exists", async () => {
+      const { c } = controller('ctl-a/1');
+      const kept = await add(SERVING);
+      c.start();
+      const keptRef = (await observedAt(kept.id, 'running')).driver_ref;
+      assert.ok(keptRef);
+      const { ref: orphan } = await runtime.apply({
+        spec: { name: `orphan-${Date.now()}`, image: SERVING, env: {}, port: 8000, tenantId: 'tenantctl', kind: 'database', resourceId: 'no-such-database', limits: { memoryMb: 64, cpus: 0.1, pids: 64 }, sandbox: false },
+        pull: 'missing',
+        ready: { timeoutMs: 20_000, everyMs: 20, probeTimeoutMs: 1_000 },
+        signal: new AbortController().signal,
+      });
+      assert.ok(await mem.driver.inspect(orphan), 'the orphan runs before reconcile');
+      await c.reconcile();
+      assert.equal(await mem.driver.inspect(orphan), null, 'the orphan is removed');
+      assert.equal((await mem.driver.inspect(keptRef))?.state, 'running', 'the container of a row is kept');
     });
   });
 });

@@ -1,10 +1,13 @@
 // Crash handling: an unexpected exit of a running service is a crash. svc restarts it after a
-// growing delay; after 5 crashes within 10 minutes the circuit opens (status crashed) and
-// nothing restarts it until the tenant resets the service.
+// growing delay (a new deployment whose workload generation the controller holds back until the
+// delay is over, in the store, so any svcd carries it out); after 5 crashes within 10 minutes the
+// circuit opens (status crashed, the workload observed failed) and nothing restarts it until the
+// tenant resets the service.
 import { type TimerHandle, unixSeconds } from '../clock.js';
 import { LABELS, engineAnswers, type WorkloadExit } from '../runtime/index.js';
 import type { ServiceRow } from '../store/index.js';
-import { ENGINE_UNAVAILABLE, deploymentRow, type Deployer } from './deployer.js';
+import { ENGINE_UNAVAILABLE, requestDeployment } from './deployer.js';
+import type { WorkloadController } from '../workloads/controller.js';
 import type { Platform } from '../platform.js';
 
 export const CRASH_WINDOW_S = 600;
@@ -54,7 +57,7 @@ export function restartDelayMs(crashCount: number, baseMs = BACKOFF_BASE_MS): nu
 
 /** What a CrashHandler is built from, by name. */
 export interface CrashHandlerDeps extends Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
-  deployer: Deployer;
+  controller: Pick<WorkloadController, 'kick'>;
   backoffBaseMs?: number;
   routesChanged: () => void;
 }
@@ -148,7 +151,7 @@ export class CrashHandler {
 
   /**
    * The engine stopped the service's container as it went away: no crash is counted. The
-   * service waits as deploying, and the reconciler deploys it again once the engine answers.
+   * service waits as deploying, and reconcile deploys it again once the engine answers (deployer.ts, check).
    */
   private async engineStopped(exit: WorkloadExit): Promise<void> {
     const s = await this.runningOn(exit);
@@ -163,7 +166,9 @@ export class CrashHandler {
   async handleExit(exit: WorkloadExit): Promise<void> {
     const s = await this.runningOn(exit);
     if (!s) return;
-    if ((await this.deps.store.deployments.listUnfinished(s.id)).length > 0) return;
+    // Only a workload seen running at its latest generation, which nobody is applying.
+    const w = await this.deps.store.workloads.find('service', s.id);
+    if (!w || w.observed_generation !== w.generation || w.lease_holder !== null) return;
     // Each death is counted once, by whichever svcd sees it first.
     if (!(await this.deps.store.jobLocks.tryAcquire(`exit:${exit.id}`, this.deps.holder, this.deps.clock.now(), 3_600_000))) return;
 
@@ -173,14 +178,11 @@ export class CrashHandler {
     const crash = { crash_count: next.crash_count, crash_window_start: next.crash_window_start, last_crash_at: now, updated_at: now };
     const details = { exit_code: exit.exitCode, crash_count: next.crash_count };
     if (next.circuitOpen) {
+      const error = `container exited with code ${code}; ${next.crash_count} crashes in 10 minutes opened the circuit: reset the service to deploy it again`;
       await this.deps.store.transaction(async (tx) => {
-        await tx.services.update(s.id, {
-          ...crash,
-          status: 'crashed',
-          upstream: null,
-          circuit_open_at: now,
-          last_error: `container exited with code ${code}; ${next.crash_count} crashes in 10 minutes opened the circuit: reset the service to deploy it again`,
-        });
+        // Observed failed: reconcile leaves it alone (its exited container stays, for its logs).
+        if (!(await tx.workloads.observeFailed('service', s.id, w.generation, error, now))) return;
+        await tx.services.update(s.id, { ...crash, status: 'crashed', upstream: null, circuit_open_at: now, last_error: error });
         await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
         await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.circuit_opened', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
       });
@@ -189,18 +191,20 @@ export class CrashHandler {
       return;
     }
     const delay = restartDelayMs(next.crash_count, (this.deps.backoffBaseMs ?? BACKOFF_BASE_MS));
-    const dep = deploymentRow(this.deps.clock, s.tenant_id, s.id, s.image, 'crash');
     await this.deps.store.transaction(async (tx) => {
+      const retryAtMs = this.deps.clock.now() + delay;
+      const dep = await requestDeployment(tx, this.deps, { tenantId: s.tenant_id, serviceId: s.id, image: s.image, reason: 'crash', retryAtMs, ifGeneration: w.generation });
+      if (!dep) return;
       await tx.services.update(s.id, {
         ...crash,
         status: 'deploying',
         upstream: null,
         last_error: `container exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); restarting in ${Math.round(delay / 100) / 10} s`,
       });
-      await tx.deployments.insert(dep);
       await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
     });
     this.deps.routesChanged();
-    this.deps.deployer.startLater(dep.id, s.id, delay);
+    // Claimed by the controller's pass once the delay is over (every svcd looks each second).
+    this.deps.controller.kick();
   }
 }

@@ -1,33 +1,141 @@
-// Runs deployments: each is a record (pending -> running -> succeeded | failed | cancelled) and
-// runs in the background under a 10-minute deadline. Deployments of one service run one after
-// another: in this process through a chain per service, across processes through a lease per
-// service in the store. The record is re-read after taking the lease, so a deployment cancelled
-// meanwhile is not run. A deployment whose lease is held elsewhere stays pending.
-import { type Clock, type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, engineAnswers, isEngineFault, workloadLimits, type SandboxPolicy } from '../runtime/index.js';
-import type { DeploymentRow, ServiceRow } from '../store/index.js';
+// A service's deployments, under the workload controller (workloads/controller.ts). Every request
+// that runs a service again (create, start, restart, redeploy, reset, a build, a crash's restart,
+// reconcile) writes in one transaction the next generation of the service's workload row and a
+// pending deployment of that generation (requestDeployment), with the service's own record and
+// its activity entry. The controller, on whichever svcd claims the row, calls apply() here: the
+// deployment turns running, the image is pulled and the container applied through the driver,
+// under a 10-minute deadline; observed() writes the outcome onto the deployment and the service,
+// in the controller's transaction fenced by its lease and the generation. A cancel or a newer
+// request moves the generation on, which aborts the apply wherever it runs; a svcd killed in the
+// middle leaves its lease to lapse, and the svcd that takes the row over records the deployment
+// as interrupted and requests a new one.
+import { type Clock, unixSeconds } from '../clock.js';
+import type { Activity } from '../activity/activity.js';
+import { LABELS, workloadLimits, type Applied, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
+import type { DeploymentRow, Repositories, ServiceRow, WorkloadRow } from '../store/index.js';
 import { timeOrderedId } from '../ids.js';
+import { ConflictError, NotFoundError } from '../errors.js';
+import { Superseded, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
 import type { Platform } from '../platform.js';
-import { watchRecord } from '../provisioning/watch.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
-/** The service's last_error while the engine is away: not a fault of the tenant's code. */
+/** The service's last_error while the engine is away: not a fault of the tenant's code (the detail is on the deployment). */
 export const ENGINE_UNAVAILABLE = 'container engine unavailable; svc deploys the service again when the engine answers';
+/** A deployment whose svcd died under it: recorded so, and a new one (reason resume) runs in its place. */
+export const INTERRUPTED = 'interrupted: svcd stopped during this deployment; a new one was started';
 /** How long a started container has to accept TCP connections on its port. */
 export const READY_TIMEOUT_MS = 60_000;
 /** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
 const READY_POLL_MS = 25;
-/**
- * A running deployment's lease on its service, renewed every LEASE_RENEW_MS: another svcd's
- * reconcile takes a deployment over this long after the svcd running it died.
- */
-export const DEPLOY_LEASE_MS = 30_000;
-const LEASE_RENEW_MS = 10_000;
 /** A readiness probe (a TCP connect) that hangs is tried again after this long. */
 const READY_PROBE_TIMEOUT_MS = 2_000;
-/** How often a wait for readiness re-reads its deployment (cancelled through another svcd?). */
-const RECORD_READ_EVERY_MS = 1_000;
+/** A stopped service gets SIGTERM and this long to end before it is killed. */
+const STOP_TIMEOUT_S = 10;
+
+export function workloadName(serviceId: string): string {
+  return `svc-${serviceId}`;
+}
+
+/** The workload row's spec of a service: its container's name; no volumes; stopped cleanly. */
+export function serviceWorkloadSpec(serviceId: string): WorkloadSpecRecord {
+  return { name: workloadName(serviceId), volumes: [], stopTimeoutS: STOP_TIMEOUT_S };
+}
+
+/** A new pending deployment record of the given generation. */
+export function deploymentRow(clock: Clock, d: { tenantId: string; serviceId: string; image: string; reason: string; generation: number; buildId?: string | null }): DeploymentRow {
+  return {
+    id: timeOrderedId(clock.now()),
+    service_id: d.serviceId,
+    tenant_id: d.tenantId,
+    status: 'pending',
+    reason: d.reason,
+    image: d.image,
+    // Every deploy pulls (imageToRun) but a local build's, which no registry holds.
+    pull: isLocallyBuilt(d.image) ? 0 : 1,
+    build_id: d.buildId ?? null,
+    generation: d.generation,
+    last_error: null,
+    created_at: unixSeconds(clock),
+    started_at: null,
+    finished_at: null,
+  };
+}
+
+export interface DeploymentRequest {
+  tenantId: string;
+  serviceId: string;
+  image: string;
+  reason: string;
+  buildId?: string | null;
+  /** Not deployed before this (ms): a crash's restart delay. */
+  retryAtMs?: number;
+  /** Only if the workload is still at this generation: reconcile and crash handling act on what they read, once. */
+  ifGeneration?: number;
+}
+
+/**
+ * Inside the caller's transaction, before it writes the service (the workload row first, in
+ * every transaction that writes both, so that two of them never deadlock): the workload's next
+ * generation, what was unfinished cancelled as superseded, and the pending deployment of the new
+ * generation; null when the generation had moved on from `ifGeneration` (nothing is written).
+ */
+export async function requestDeployment(tx: Repositories, deps: { clock: Clock; activity: Activity }, d: DeploymentRequest): Promise<DeploymentRow | null> {
+  const now = unixSeconds(deps.clock);
+  const generation = await tx.workloads.request('service', d.serviceId, 'running', now, { retryAtMs: d.retryAtMs, ifGeneration: d.ifGeneration });
+  if (generation === null) return null;
+  await cancelUnfinished(tx, deps, d.serviceId, 'superseded by a newer request');
+  const dep = deploymentRow(deps.clock, { ...d, generation });
+  await tx.deployments.insert(dep);
+  return dep;
+}
+
+/**
+ * Inside the caller's transaction (workload row first): the service's workload is to stop
+ * (`stopped`: a stop, a suspension, a cancel) or to go (`absent`: a delete), and what was
+ * unfinished is cancelled, saying why.
+ */
+export async function requestStop(tx: Repositories, deps: { clock: Clock; activity: Activity }, serviceId: string, desired: 'stopped' | 'absent', why: string): Promise<void> {
+  await tx.workloads.request('service', serviceId, desired, unixSeconds(deps.clock));
+  await cancelUnfinished(tx, deps, serviceId, why);
+}
+
+/**
+ * Inside the caller's transaction: the tenant cancels deployment `deploymentId` of the service.
+ * The workload row is written (and so held) first, and the deployment read under it, so that a
+ * newer request or the deployment's outcome committed meanwhile is seen: the answer is then 409.
+ * The workload is to stop (the controller aborts the apply wherever it runs and removes what it
+ * started); the service reads failed.
+ */
+export async function requestCancel(tx: Repositories, deps: { clock: Clock; activity: Activity }, serviceId: string, deploymentId: string): Promise<void> {
+  const seen = await tx.deployments.find(deploymentId);
+  if (seen?.service_id !== serviceId) throw new NotFoundError('deployment');
+  const generation = seen.generation === null ? null : await tx.workloads.request('service', serviceId, 'stopped', unixSeconds(deps.clock), { ifGeneration: seen.generation });
+  const dep = await tx.deployments.find(deploymentId);
+  if (generation === null || !dep || (dep.status !== 'pending' && dep.status !== 'running')) throw new ConflictError(`deployment is already ${dep?.status ?? 'gone'}`);
+  const running = dep.status === 'running';
+  await cancelUnfinished(tx, deps, serviceId, 'cancelled by the tenant');
+  // As the deployment says it (a pending one never ran, so nothing else ends the service's deploying).
+  const error = running ? 'deployment cancelled: cancelled by the tenant' : 'deployment cancelled';
+  await tx.services.update(serviceId, { status: 'failed', last_error: error, upstream: null, updated_at: unixSeconds(deps.clock) });
+}
+
+/**
+ * A pending deployment never ran: it is cancelled with `why`. A running one is aborted where it
+ * runs by the generation moving on (the controller's watch): it is recorded here, once, with
+ * its activity entry.
+ */
+async function cancelUnfinished(tx: Repositories, deps: { clock: Clock; activity: Activity }, serviceId: string, why: string): Promise<void> {
+  const now = unixSeconds(deps.clock);
+  for (const d of await tx.deployments.listUnfinished(serviceId)) {
+    if (await tx.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why })) continue;
+    const error = `deployment cancelled: ${why}`;
+    if (await tx.deployments.transition(d.id, ['running'], { status: 'cancelled', finished_at: now, last_error: error })) {
+      await deps.activity.record(tx, { tenantId: d.tenant_id, action: 'deployment.cancelled', resourceType: 'deployment', resourceId: d.id, serviceId: d.service_id, details: { error } });
+    }
+  }
+}
+
 export interface DeployerOptions {
   sandbox: SandboxPolicy;
   /** --build-registry: its svc/<tenant>/ paths belong to their tenants. */
@@ -36,206 +144,161 @@ export interface DeployerOptions {
   readyTimeoutMs?: number;
 }
 
-class Cancelled extends Error {}
-
-/** A new pending deployment record. */
-export function deploymentRow(clock: Clock, tenantId: string, serviceId: string, image: string, reason: string, buildId: string | null = null): DeploymentRow {
-  return {
-    id: timeOrderedId(clock.now()),
-    service_id: serviceId,
-    tenant_id: tenantId,
-    status: 'pending',
-    reason,
-    image,
-    // Every deploy pulls (imageToRun) but a local build's, which no registry holds.
-    pull: isLocallyBuilt(image) ? 0 : 1,
-    build_id: buildId,
-    last_error: null,
-    created_at: unixSeconds(clock),
-    started_at: null,
-    finished_at: null,
-  };
-}
-
-export function workloadName(serviceId: string): string {
-  return `svc-${serviceId}`;
-}
-
 /** What a Deployer is built from, by name. */
-export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
+export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log'> {
+  controller: WorkloadController;
+  /** Judges an exit that reconcile found (svcd was down when it happened) as the event stream's would be. */
+  crashes: { handleExit(exit: WorkloadExit): Promise<void> };
   /** Called after a deployment changed what the proxy should route. */
   routesChanged: () => void;
 }
 
-export class Deployer {
-  private readonly active = new Map<string, AbortController>();
-  /** The last run queued per service: the next one starts when it ends (earlier ones run before it). */
-  private readonly chains = new Map<string, Promise<void>>();
-  /** Deployments waiting for a delay (crash backoff): reconcile leaves them alone. */
-  private readonly delayed = new Map<string, TimerHandle>();
-  private closed = false;
-
-  constructor(private readonly deps: DeployerDeps) {}
-
-  /** Runs a deployment in the background, after the service's earlier ones. */
-  start(deploymentId: string, serviceId: string): void {
-    if (this.closed) return;
-    const previous = this.chains.get(serviceId) ?? Promise.resolve();
-    const run: Promise<void> = previous
-      .then(() => this.run(deploymentId, serviceId))
-      .catch((err: unknown) => this.deps.log.error({ err, deploymentId }, 'deployment crashed'))
-      .finally(() => {
-        if (this.chains.get(serviceId) === run) this.chains.delete(serviceId);
-      });
-    this.chains.set(serviceId, run);
+/** The rules of the `service` kind of workload. */
+export class Deployer implements WorkloadRules {
+  constructor(private readonly deps: DeployerDeps) {
+    deps.controller.handle('service', this);
   }
 
-  /** Runs a deployment after a delay (crash backoff). */
-  startLater(deploymentId: string, serviceId: string, delayMs: number): void {
-    if (this.closed) return;
-    this.delayed.set(
-      deploymentId,
-      this.deps.timers.setTimeout(() => {
-        this.delayed.delete(deploymentId);
-        this.start(deploymentId, serviceId);
-      }, delayMs),
-    );
+  async apply(w: WorkloadRow, signal: AbortSignal, fenced: Fence): Promise<Applied> {
+    const service = await this.deps.store.services.findAny(w.resource_id);
+    if (!service) throw new Error('the service record is gone');
+    const dep = await this.begin(w, service, fenced);
+    const deadlineMs = this.deps.deadlineMs ?? DEPLOY_DEADLINE_MS;
+    const deadline = new AbortController();
+    const timer = this.deps.timers.setTimeout(() => deadline.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)), deadlineMs);
+    try {
+      return await this.deploy(dep, service, AbortSignal.any([signal, deadline.signal]));
+    } finally {
+      timer.cancel();
+    }
   }
 
-  /** Whether this process runs, or will run, deployments of the service or this deployment. */
-  owns(deploymentId: string, serviceId: string): boolean {
-    return this.delayed.has(deploymentId) || this.chains.has(serviceId);
+  async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
+    const now = unixSeconds(this.deps.clock);
+    const dep = await tx.deployments.atGeneration(w.resource_id, w.generation);
+    const service = await tx.services.findAny(w.resource_id);
+    tx.afterCommit(this.deps.routesChanged);
+    switch (outcome.state) {
+      case 'running':
+        await this.finish(tx, dep, 'succeeded', null);
+        await tx.services.update(w.resource_id, {
+          status: 'running',
+          last_error: null,
+          container_id: outcome.applied.ref,
+          upstream: service ? `${outcome.applied.endpoint.host}:${service.port}` : null,
+          updated_at: now,
+        });
+        return;
+      case 'failed':
+        await this.finish(tx, dep, 'failed', outcome.error);
+        await tx.services.update(w.resource_id, { status: 'failed', last_error: outcome.error, upstream: null, container_id: null, updated_at: now });
+        return;
+      case 'waiting':
+        // The engine's fault: the deployment waits as pending, its record saying what the engine
+        // said; the tenant sees that the engine is away, not a failure of its code.
+        if (dep) await tx.deployments.transition(dep.id, ['running'], { status: 'pending', last_error: outcome.error });
+        await tx.services.update(w.resource_id, { status: 'deploying', last_error: ENGINE_UNAVAILABLE, upstream: null, container_id: null, updated_at: now });
+        return;
+      case 'stopped':
+        // Its status was written by the request (stopped, or failed for a cancel).
+        await tx.services.update(w.resource_id, { upstream: null, container_id: null, updated_at: now });
+        return;
+      case 'absent':
+        return;
+    }
   }
 
-  /** Stops a deployment this process runs; false when it runs elsewhere or not at all. */
-  abort(deploymentId: string, why: string): boolean {
-    const c = this.active.get(deploymentId);
-    if (!c) return false;
-    c.abort(new Cancelled(`deployment cancelled: ${why}`));
+  /**
+   * Reconcile of a service seen running: one the engine stopped as it went away (status
+   * deploying) is deployed again now that the engine answers; a vanished container is
+   * redeployed; an exit that no event reported (svcd was down) is judged as a crash.
+   */
+  async check(w: WorkloadRow, info: WorkloadInfo | null): Promise<void> {
+    const s = await this.deps.store.services.findAny(w.resource_id);
+    if (s?.desired_state !== 'running' || s.circuit_open_at !== null) return;
+    if (s.status === 'deploying') {
+      await this.redeploy(s, w.generation, 'resume', 'no deployment was running for this service; deploying it again');
+    } else if (!info) {
+      await this.redeploy(s, w.generation, 'reconcile', 'the container vanished; redeploying');
+    } else if (info.state === 'exited' || info.state === 'dead') {
+      await this.deps.crashes.handleExit({ id: info.id, labels: info.labels, exitCode: info.exitCode });
+    }
+  }
+
+  /**
+   * The deployment of the claimed generation, turned running, while this apply still holds the
+   * row (a svcd that stalled past its lease writes nothing). One already running was left by a
+   * svcd that died (its lease lapsed, which is how this one got the row): it is recorded as
+   * interrupted and a new deployment requested, which this apply gives way to.
+   */
+  private async begin(w: WorkloadRow, service: ServiceRow, fenced: Fence): Promise<DeploymentRow> {
+    const now = unixSeconds(this.deps.clock);
+    const began = await fenced(async (tx) => {
+      const dep = await tx.deployments.atGeneration(service.id, w.generation);
+      if (dep && (await tx.deployments.transition(dep.id, ['pending'], { status: 'running', started_at: now, last_error: null }))) {
+        return { ...dep, status: 'running' as const, started_at: now, last_error: null };
+      }
+      // None of this generation: a service that was deploying when svc moved services under the
+      // controller with no deployment left running (the engine had stopped it).
+      const why = dep ? INTERRUPTED : 'no deployment was running for this service; deploying it again';
+      if (dep) await tx.deployments.transition(dep.id, ['running'], { status: 'failed', finished_at: now, last_error: INTERRUPTED });
+      await this.requestAgain(tx, service, w.generation, 'resume', why);
+      this.deps.log.warn({ deployment: dep?.id, service: service.id }, 'resumed a deployment interrupted by a stopped svcd');
+      return 'resumed' as const;
+    });
+    if (began === null) throw new Superseded('this apply no longer holds the workload');
+    if (began === 'resumed') throw new Superseded(INTERRUPTED);
+    return began;
+  }
+
+  /** A new deployment asked for by svc itself (reconcile), if the workload is still at `generation`. */
+  private async redeploy(s: ServiceRow, generation: number, reason: string, why: string): Promise<void> {
+    if (!(await this.deps.store.transaction((tx) => this.requestAgain(tx, s, generation, reason, why)))) return;
+    this.deps.controller.kick();
+  }
+
+  /** Inside a transaction: a new deployment of the service's image, saying why; false when the generation moved on. */
+  private async requestAgain(tx: Repositories, s: ServiceRow, generation: number, reason: string, why: string): Promise<boolean> {
+    const d = await requestDeployment(tx, this.deps, { tenantId: s.tenant_id, serviceId: s.id, image: s.image, reason, ifGeneration: generation });
+    if (!d) return false;
+    await tx.services.update(s.id, { status: 'deploying', last_error: why, upstream: null, updated_at: unixSeconds(this.deps.clock) });
+    await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.reconciled', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason: why } });
+    tx.afterCommit(this.deps.routesChanged);
     return true;
   }
 
-  /** Waits until this process runs no deployment of the service. */
-  async idleFor(serviceId: string): Promise<void> {
-    while (this.chains.has(serviceId)) await this.chains.get(serviceId);
-  }
-
-  /** Waits for the deployments under way (tests, shutdown). */
-  async idle(): Promise<void> {
-    while (this.chains.size > 0) await Promise.all(this.chains.values());
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    for (const t of this.delayed.values()) t.cancel();
-    this.delayed.clear();
-    for (const c of this.active.values()) c.abort(new Error('svcd is shutting down'));
-    await this.idle();
-  }
-
-  private async run(deploymentId: string, serviceId: string): Promise<void> {
-    const lease = `deploy:${serviceId}`;
-    const deadlineMs = this.deps.deadlineMs ?? DEPLOY_DEADLINE_MS;
-    if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), DEPLOY_LEASE_MS))) return;
-    const controller = new AbortController();
-    const deadline = this.deps.timers.setTimeout(
-      () => controller.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)),
-      deadlineMs,
-    );
-    const renewal = this.deps.timers.setInterval(() => void this.renewLease(lease, controller), LEASE_RENEW_MS);
-    this.active.set(deploymentId, controller);
-    try {
-      const now = unixSeconds(this.deps.clock);
-      if (!(await this.deps.store.deployments.transition(deploymentId, ['pending'], { status: 'running', started_at: now }))) return;
-      const dep = await this.deps.store.deployments.find(deploymentId);
-      const service = dep && (await this.deps.store.services.findAny(dep.service_id));
-      if (!dep || !service) return;
-      try {
-        const upstream = await this.deploy(dep, service, controller.signal);
-        await this.finish(dep, service, 'succeeded', null, upstream);
-      } catch (err) {
-        const reason: unknown = controller.signal.aborted ? controller.signal.reason : err;
-        const cancelled = reason instanceof Cancelled;
-        const message = (reason as Partial<Error>).message ?? String(reason);
-        const engineFault = !cancelled && !controller.signal.aborted && (isEngineFault(err) || !(await engineAnswers(this.deps.runtime)));
-        await this.finish(dep, service, cancelled ? 'cancelled' : 'failed', message, null, engineFault);
-      }
-    } finally {
-      deadline.cancel();
-      renewal.cancel();
-      this.active.delete(deploymentId);
-      await this.deps.store.jobLocks.release(lease, this.deps.holder);
-    }
-  }
-
-  /**
-   * Extends this process's lease on the service's deployments. Lost (it lapsed, and another
-   * svcd's reconcile took the deployment over): this run stops, and the other one's outcome
-   * stands (finish() leaves a record it did not move alone).
-   */
-  private async renewLease(lease: string, controller: AbortController): Promise<void> {
-    try {
-      if (!(await this.deps.store.jobLocks.tryAcquire(lease, this.deps.holder, this.deps.clock.now(), DEPLOY_LEASE_MS))) {
-        controller.abort(new Error('another svcd took this deployment over: this one did not renew its lease in time'));
-      }
-    } catch (err) {
-      // The store not answering for a moment: the lease has 30 s, the next renewal tries again.
-      this.deps.log.warn({ err, lease }, 'deployment lease renewal failed');
-    }
-  }
-
-  /**
-   * Throws when the deployment should stop: aborted here (cancel, deadline, shutdown), or no
-   * longer running in the store (cancelled through another svcd).
-   */
-  private async stillRunning(depId: string, signal: AbortSignal): Promise<void> {
-    if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
-    const now = await this.deps.store.deployments.find(depId);
-    if (now?.status !== 'running') throw new Cancelled(now?.last_error ?? 'deployment cancelled');
-  }
-
-  /** Returns the running container's host:port on its tenant network. */
-  private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<string> {
-    const check = () => this.stillRunning(dep.id, signal);
+  /** Runs the deployment's image as the service's container; resolves once it accepts connections on its port. */
+  private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<Applied> {
     const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant) throw new Error('tenant not found');
     const image = await this.imageToRun(dep.image, service.tenant_id, signal);
-    await check();
-
     const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
-    // The record once a second while the driver waits: a cancel through another svcd stops it.
-    const watch = watchRecord(signal, this.deps.timers, RECORD_READ_EVERY_MS, check);
-    try {
-      const applied = await this.deps.runtime.apply({
-        spec: {
-          name: workloadName(service.id),
-          image,
-          env,
-          port: service.port,
-          tenantId: service.tenant_id,
-          kind: 'service',
-          resourceId: service.id,
-          labels: { [LABELS.deployment]: dep.id },
-          limits: workloadLimits(tenant),
-          sandbox: await this.deps.sandbox.use(),
-          tenantCode: true,
-        },
-        // Whatever ran before, including a container left by an interrupted deploy.
-        replaces: service.container_id,
-        pull: 'never',
-        // Ready = accepting TCP on the service's port (not a port its image exposes: an image may
-        // expose several, and the engine lists them sorted).
-        ready: { timeoutMs: this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS, everyMs: READY_POLL_MS, probeTimeoutMs: READY_PROBE_TIMEOUT_MS },
-        signal: watch.signal,
-        // Recorded before it is ready: its logs say why a slow start is slow.
-        started: (ref) => this.deps.store.services.update(service.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
-      });
-      return `${applied.endpoint.host}:${service.port}`;
-    } finally {
-      watch.stop();
-    }
+    return this.deps.runtime.apply({
+      spec: {
+        name: workloadName(service.id),
+        image,
+        env,
+        port: service.port,
+        tenantId: service.tenant_id,
+        kind: 'service',
+        resourceId: service.id,
+        labels: { [LABELS.deployment]: dep.id },
+        limits: workloadLimits(tenant),
+        sandbox: await this.deps.sandbox.use(),
+        tenantCode: true,
+      },
+      // Whatever ran before, including a container left by an interrupted deploy.
+      replaces: service.container_id,
+      pull: 'never',
+      // Ready = accepting TCP on the service's port (not a port its image exposes: an image may
+      // expose several, and the engine lists them sorted).
+      ready: { timeoutMs: this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS, everyMs: READY_POLL_MS, probeTimeoutMs: READY_PROBE_TIMEOUT_MS },
+      signal,
+      // Recorded before it is ready: its logs say why a slow start is slow.
+      started: (ref) => this.deps.store.services.update(service.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
+    });
   }
 
   /**
@@ -253,55 +316,19 @@ export class Deployer {
     return id;
   }
 
-  /**
-   * Records the outcome on the deployment and the service. A deployment that failed for the
-   * engine's fault (engineFault) leaves its service deploying, not failed: the reconciler
-   * deploys it again once the engine answers (reconciler.ts).
-   */
-  private async finish(
-    dep: DeploymentRow,
-    service: ServiceRow,
-    status: 'succeeded' | 'failed' | 'cancelled',
-    error: string | null,
-    upstream: string | null = null,
-    engineFault = false,
-  ): Promise<void> {
-    const now = unixSeconds(this.deps.clock);
-    const moved = await this.deps.store.deployments.transition(dep.id, ['running'], { status, finished_at: now, last_error: error });
-    if (moved) {
-      await this.deps.activity.record(this.deps.store, {
-        tenantId: service.tenant_id,
-        action: `deployment.${status}`,
-        resourceType: 'deployment',
-        resourceId: dep.id,
-        serviceId: service.id,
-        details: error ? { error } : {},
-      });
-    } else {
-      // Cancelled through the store by another svcd (which recorded it): this process still
-      // cleans up what it started, below. Any other outcome recorded elsewhere is left alone.
-      const recorded = await this.deps.store.deployments.find(dep.id);
-      if (recorded?.status !== 'cancelled') return;
-      status = 'cancelled';
-      error = recorded.last_error;
-      engineFault = false;
-    }
-    this.deps.log.info({ deployment: dep.id, service: service.id, status, error }, 'deployment finished');
-    // Superseded by a newer deployment (restart during a deploy): that one owns the service now.
-    if ((await this.deps.store.deployments.listUnfinished(service.id)).some((d) => d.id !== dep.id)) return;
-    const succeeded = status === 'succeeded';
-    if (!succeeded) {
-      // The container this deployment may have started is not left running half-ready.
-      const current = await this.deps.store.services.findAny(service.id);
-      if (current?.container_id) await this.deps.runtime.remove(current.container_id).catch(() => {});
-    }
-    await this.deps.store.services.update(service.id, {
-      status: succeeded ? 'running' : engineFault ? 'deploying' : 'failed',
-      last_error: succeeded ? null : engineFault ? `${ENGINE_UNAVAILABLE}: ${error}` : error,
-      upstream,
-      ...(succeeded ? {} : { container_id: null }),
-      updated_at: now,
+  /** The deployment's outcome and its activity entry (inside the observation's transaction). */
+  private async finish(tx: Repositories, dep: DeploymentRow | undefined, status: 'succeeded' | 'failed', error: string | null): Promise<void> {
+    if (!dep) return;
+    // Pending too: an apply that failed before its deployment turned running (a record it could not read).
+    if (!(await tx.deployments.transition(dep.id, ['pending', 'running'], { status, finished_at: unixSeconds(this.deps.clock), last_error: error }))) return;
+    await this.deps.activity.record(tx, {
+      tenantId: dep.tenant_id,
+      action: `deployment.${status}`,
+      resourceType: 'deployment',
+      resourceId: dep.id,
+      serviceId: dep.service_id,
+      details: error ? { error } : {},
     });
-    this.deps.routesChanged();
+    this.deps.log.info({ deployment: dep.id, service: dep.service_id, status, error }, 'deployment finished');
   }
 }

@@ -1,6 +1,8 @@
 // Service rules: creation (name, image, port, env, quota, DNS label), lifecycle through
 // deployments, env, logs. Every read and change is scoped to the calling tenant; a foreign
-// service is the same 404 as a missing one.
+// service is the same 404 as a missing one. Lifecycle requests write the service's workload row
+// (its desired state, one generation on) with the record in one transaction; the workload
+// controller carries them out on whichever svcd claims the row (deployer.ts).
 import type { CreateServiceRequest, Deployment, LifecycleResponse, Service } from '@svc/contract';
 import { DEFAULT_SERVICE_PORT, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
@@ -9,9 +11,10 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { WorkloadNotRunningError } from '../runtime/index.js';
-import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow } from '../store/index.js';
+import { isUniqueViolation, type DeploymentRow, type ServiceRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
-import { deploymentRow, workloadName, type Deployer } from './deployer.js';
+import type { WorkloadController } from '../workloads/controller.js';
+import { deploymentRow, requestCancel, requestDeployment, requestStop, serviceWorkloadSpec } from './deployer.js';
 import { claimHostName, dnsLabelFor } from './dns-labels.js';
 import { builtImageRepository, tenantImageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
@@ -19,6 +22,12 @@ import type { Snapshots } from './snapshots.js';
 import type { Platform } from '../platform.js';
 
 const MASK = '********';
+/**
+ * How long a stop, a cancel or a delete waits for the controller to have removed the container
+ * (a clean stop takes up to 10 s): the request answers within the API's 30 s either way, and
+ * the controller finishes the removal later.
+ */
+const SETTLE_TIMEOUT_MS = 20_000;
 
 export function deploymentView(d: DeploymentRow): Deployment {
   return {
@@ -48,7 +57,7 @@ export interface ServicesOptions extends RoutingOptions {
 
 /** What a Services is built from, by name. */
 export interface ServicesDeps extends ServicesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'audit'> {
-  deployer: Deployer;
+  controller: Pick<WorkloadController, 'kick' | 'settled'>;
   snapshots: Snapshots;
 }
 
@@ -94,9 +103,8 @@ export class Services implements TenantResources, DiskOverrunHalt {
     const env = req.env ?? {};
     const id = hexId(12);
     const now = unixSeconds(this.deps.clock);
-    let dep: DeploymentRow;
     try {
-      dep = await this.deps.store.transaction(async (tx) => {
+      await this.deps.store.transaction(async (tx) => {
         // Held to commit: concurrent creates of this tenant count one after another.
         await tx.tenants.lockForQuota(tenantId);
         const tenant = await tx.tenants.findById(tenantId);
@@ -135,13 +143,16 @@ export class Services implements TenantResources, DiskOverrunHalt {
         }
         for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.deps.sealer.seal(v), now);
         await this.deps.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image } });
-        return this.newDeployment(tx, tenantId, id, image, 'create');
+        // Its workload, generation 1, and the deployment that carries it out.
+        const spec = serviceWorkloadSpec(id);
+        await tx.workloads.insertPending({ id: spec.name, tenant_id: tenantId, kind: 'service', resource_id: id, spec: JSON.stringify(spec) }, now);
+        await tx.deployments.insert(deploymentRow(this.deps.clock, { tenantId, serviceId: id, image, reason: 'create', generation: 1 }));
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
       throw err;
     }
-    this.deps.deployer.start(dep.id, id);
+    this.deps.controller.kick();
     this.deps.routesChanged?.();
     return this.view(await this.row(tenantId, id));
   }
@@ -174,19 +185,18 @@ export class Services implements TenantResources, DiskOverrunHalt {
     return this.get(tenantId, id);
   }
 
+  /** Deletes the record now; the controller removes the container (and the tenant's network when it was its last). */
   async delete(tenantId: string, id: string): Promise<void> {
     const s = await this.row(tenantId, id);
-    await this.cancelUnfinished(s.id);
     await this.deps.store.transaction(async (tx) => {
+      await requestStop(tx, this.deps, id, 'absent', 'the service was deleted');
       await tx.snapshots.detachService(id);
       if (!(await tx.services.delete(tenantId, id))) throw new NotFoundError('service');
       await this.deps.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
     });
-    await this.deps.deployer.idleFor(id);
     this.deps.routesChanged?.();
-    await this.removeContainers(s);
+    await this.settled(id);
     await this.deps.runtime.removeRepository(builtImageRepository(this.deps.buildRegistry ?? null, tenantId, id));
-    await this.deps.runtime.releaseTenant(tenantId);
   }
 
   /** start, restart, redeploy and reset: a new deployment (restart recreates, so env changes apply). */
@@ -242,15 +252,16 @@ export class Services implements TenantResources, DiskOverrunHalt {
       buildId?: string;
     },
   ): Promise<DeploymentRow> {
-    await this.cancelUnfinished(id);
     const now = unixSeconds(this.deps.clock);
     const dep = await this.deps.store.transaction(async (tx) => {
+      const requested = await requestDeployment(tx, this.deps, { tenantId, serviceId: id, image: d.image, reason: d.reason, buildId: d.buildId ?? null });
+      if (!requested) throw new NotFoundError('service');
       const crash = d.clearCrashes ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
       await tx.services.update(id, { ...crash, ...(d.takesImage ? { image: d.image } : {}), status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
       await this.deps.activity.record(tx, { tenantId, action: d.action, resourceType: 'service', resourceId: id, serviceId: id, details: d.details });
-      return this.newDeployment(tx, tenantId, id, d.image, d.reason, d.buildId ?? null);
+      return requested;
     });
-    this.deps.deployer.start(dep.id, id);
+    this.deps.controller.kick();
     this.deps.routesChanged?.();
     return dep;
   }
@@ -258,6 +269,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
   async stop(tenantId: string, id: string): Promise<LifecycleResponse> {
     const s = await this.row(tenantId, id);
     await this.stopService(s);
+    await this.settled(id);
     await this.deps.activity.record(this.deps.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: id, serviceId: id });
     return { service: await this.get(tenantId, id), deployment: null };
   }
@@ -268,20 +280,19 @@ export class Services implements TenantResources, DiskOverrunHalt {
     return rows.map(deploymentView);
   }
 
+  /**
+   * Cancels the service's unfinished deployment: its workload is to stop (the controller aborts
+   * the apply wherever it runs and removes what it started), and the service reads failed. Waits
+   * until the container is gone.
+   */
   async cancelDeployment(tenantId: string, id: string, deploymentId: string): Promise<Deployment> {
     await this.row(tenantId, id);
-    const dep = await this.deps.store.deployments.find(deploymentId);
-    if (!dep || dep.service_id !== id) throw new NotFoundError('deployment');
-    if (dep.status !== 'pending' && dep.status !== 'running') throw new ConflictError(`deployment is already ${dep.status}`);
-    await this.cancelOne(dep, 'cancelled by the tenant');
-    await this.deps.deployer.idleFor(id);
-    // A pending deployment never ran, so nothing else ends the service's deploying state.
-    const s = await this.row(tenantId, id);
-    if (s.status === 'deploying' && (await this.deps.store.deployments.listUnfinished(id)).length === 0) {
-      await this.deps.store.services.update(id, { status: 'failed', last_error: 'deployment cancelled', updated_at: unixSeconds(this.deps.clock) });
-    }
+    await this.deps.store.transaction((tx) => requestCancel(tx, this.deps, id, deploymentId));
+    this.deps.routesChanged?.();
+    await this.settled(id);
     const after = await this.deps.store.deployments.find(deploymentId);
-    return deploymentView(after ?? dep);
+    if (!after) throw new NotFoundError('deployment');
+    return deploymentView(after);
   }
 
   async logs(tenantId: string, id: string, tail: number, follow: boolean): Promise<NodeJS.ReadableStream | null> {
@@ -339,73 +350,41 @@ export class Services implements TenantResources, DiskOverrunHalt {
     return { services: await this.deps.store.services.count(tenantId) };
   }
 
-  /** Suspension stops every service; reactivation leaves them stopped until started. */
+  /** Suspension stops every service; reactivation leaves them stopped until started. Waits until they are down. */
   async suspend(tenantId: string): Promise<void> {
-    for (const s of await this.deps.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) await this.stopService(s);
+    const services = await this.deps.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0);
+    for (const s of services) await this.stopService(s);
+    await Promise.all(services.map((s) => this.settled(s.id)));
   }
 
   async haltForDisk(tenantId: string, reason: string): Promise<number> {
-    let stopped = 0;
+    const halted: ServiceRow[] = [];
     for (const s of await this.deps.store.services.list(tenantId, Number.MAX_SAFE_INTEGER, 0)) {
       if (s.desired_state === 'stopped') continue;
       await this.stopService(s, reason);
       await this.deps.activity.record(this.deps.store, { tenantId, action: 'service.stopped', resourceType: 'service', resourceId: s.id, serviceId: s.id, details: { reason } });
-      stopped++;
+      halted.push(s);
     }
-    return stopped;
+    await Promise.all(halted.map((s) => this.settled(s.id)));
+    return halted.length;
   }
 
-  /** Stops the service; `why`, when given, is its last_error from the moment it reads stopped. */
+  /** Requests the service stopped; `why`, when given, is its last_error from the moment it reads stopped. */
   private async stopService(s: ServiceRow, why?: string): Promise<void> {
-    await this.cancelUnfinished(s.id);
-    await this.deps.deployer.idleFor(s.id);
-    await this.deps.store.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, ...(why === undefined ? {} : { last_error: why }), updated_at: unixSeconds(this.deps.clock) });
+    // Asked and carried out already: nothing for the controller to do again.
+    const w = await this.deps.store.workloads.find('service', s.id);
+    if (s.status === 'stopped' && w?.desired_state === 'stopped' && w.observed_generation === w.generation) return;
+    await this.deps.store.transaction(async (tx) => {
+      await requestStop(tx, this.deps, s.id, 'stopped', 'superseded by a newer request');
+      await tx.services.update(s.id, { status: 'stopped', desired_state: 'stopped', upstream: null, ...(why === undefined ? {} : { last_error: why }), updated_at: unixSeconds(this.deps.clock) });
+    });
+    this.deps.controller.kick();
     this.deps.routesChanged?.();
-    const current = await this.deps.store.services.findAny(s.id);
-    if (current) await this.removeContainers(current);
-    await this.deps.store.services.update(s.id, { container_id: null });
   }
 
-  /**
-   * The recorded container, and by name whatever a deploy that ended meanwhile may have started
-   * (the record read before waiting for it can be stale).
-   */
-  private async removeContainers(s: ServiceRow): Promise<void> {
-    if (s.container_id) {
-      await this.deps.runtime.stop(s.container_id);
-      await this.deps.runtime.remove(s.container_id);
-    }
-    await this.deps.runtime.remove(workloadName(s.id));
-  }
-
-  private async newDeployment(tx: Repositories, tenantId: string, serviceId: string, image: string, reason: string, buildId: string | null = null): Promise<DeploymentRow> {
-    const row = deploymentRow(this.deps.clock, tenantId, serviceId, image, reason, buildId);
-    await tx.deployments.insert(row);
-    return row;
-  }
-
-  private async cancelUnfinished(serviceId: string): Promise<void> {
-    for (const d of await this.deps.store.deployments.listUnfinished(serviceId)) await this.cancelOne(d, 'superseded by a newer request');
-  }
-
-  private async cancelOne(d: DeploymentRow, why: string): Promise<void> {
-    // A pending one is cancelled in the store; a running one is aborted where it runs: here at
-    // once, or, run by another svcd, cancelled in the store, which that svcd's deployer reads
-    // before each step and while it waits (deployer.ts) and then stops and cleans up.
-    const now = unixSeconds(this.deps.clock);
-    if (await this.deps.store.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why })) return;
-    if (this.deps.deployer.abort(d.id, why)) return;
-    const error = `deployment cancelled: ${why}`;
-    if (await this.deps.store.deployments.transition(d.id, ['running'], { status: 'cancelled', finished_at: now, last_error: error })) {
-      await this.deps.activity.record(this.deps.store, {
-        tenantId: d.tenant_id,
-        action: 'deployment.cancelled',
-        resourceType: 'deployment',
-        resourceId: d.id,
-        serviceId: d.service_id,
-        details: { error },
-      });
-    }
+  /** Waits until the controller (of any svcd) carried out the service's latest request, or the wait ends. */
+  private async settled(serviceId: string): Promise<void> {
+    await this.deps.controller.settled('service', serviceId, SETTLE_TIMEOUT_MS);
   }
 
   private async row(tenantId: string, id: string): Promise<ServiceRow> {

@@ -25,6 +25,11 @@ export class DeploymentStore {
       .execute();
   }
 
+  /** The deployment that carries out generation `generation` of the service's workload. */
+  async atGeneration(serviceId: string, generation: number): Promise<DeploymentRow | undefined> {
+    return this.db.selectFrom('deployments').selectAll().where('service_id', '=', serviceId).where('generation', '=', generation).orderBy('id', 'desc').limit(1).executeTakeFirst();
+  }
+
   /** Deployments not finished yet (pending or running), oldest first. */
   async listUnfinished(serviceId?: string): Promise<DeploymentRow[]> {
     let q = this.db.selectFrom('deployments').selectAll().where('status', 'in', ['pending', 'running']);

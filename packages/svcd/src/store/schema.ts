@@ -145,6 +145,8 @@ export interface DeploymentsTable {
   pull: number;
   /** The build whose image this deploys (reason build). */
   build_id: string | null;
+  /** The generation of the service's workload this deployment carries out (migration 0015). */
+  generation: number | null;
   last_error: string | null;
   created_at: number;
   started_at: number | null;
@@ -357,7 +359,7 @@ export interface SettingsTable {
 export interface WorkloadsTable {
   id: string;
   tenant_id: string;
-  kind: 'database' | 'kanban';
+  kind: 'service' | 'database' | 'kanban';
   resource_id: string;
   /** JSON WorkloadSpecRecord. */
   spec: string;

@@ -45,14 +45,59 @@ export class WorkloadStore {
     return this.db.selectFrom('workloads').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** A new request: the desired state, one generation on. Resets the engine-fault backoff. */
-  async request(kind: WorkloadRow['kind'], resourceId: string, desired: WorkloadRow['desired_state'], now: number): Promise<void> {
-    await this.db
+  /**
+   * A new request: the desired state, one generation on; the new generation, or null when there
+   * is no such row, or (with `ifGeneration`) when it moved on since the caller read it (another
+   * request, or another svcd acting on the same observation, came first). Resets the
+   * engine-fault backoff; `retryAtMs` holds it back until then (a crash's restart delay).
+   */
+  async request(
+    kind: WorkloadRow['kind'],
+    resourceId: string,
+    desired: WorkloadRow['desired_state'],
+    now: number,
+    o: { retryAtMs?: number; ifGeneration?: number } = {},
+  ): Promise<number | null> {
+    let q = this.db
       .updateTable('workloads')
-      .set((eb) => ({ generation: eb('generation', '+', 1), desired_state: desired, retry_at_ms: null, attempts: 0, updated_at: now }))
+      .set((eb) => ({ generation: eb('generation', '+', 1), desired_state: desired, retry_at_ms: o.retryAtMs ?? null, attempts: 0, updated_at: now }))
+      .where('kind', '=', kind)
+      .where('resource_id', '=', resourceId);
+    if (o.ifGeneration !== undefined) q = q.where('generation', '=', o.ifGeneration);
+    const row = await q.returning('generation').executeTakeFirst();
+    return row ? row.generation : null;
+  }
+
+  /**
+   * The workload seen running at `generation` failed for good outside an apply (a crash loop
+   * opened its circuit): observed failed, so that reconcile leaves it alone until a new request.
+   */
+  async observeFailed(kind: WorkloadRow['kind'], resourceId: string, generation: number, error: string, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ observed_state: 'failed', last_error: error, updated_at: now })
       .where('kind', '=', kind)
       .where('resource_id', '=', resourceId)
-      .execute();
+      .where('generation', '=', generation)
+      .whereRef('observed_generation', '=', 'generation')
+      .where('observed_state', '=', 'running')
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /**
+   * Extends the holder's lease only while the row is still at `generation`: a write made in the
+   * same transaction after it is fenced (the row stays locked to the commit, on PostgreSQL).
+   */
+  async confirmHeld(id: string, holder: string, generation: number, nowMs: number, leaseMs: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('workloads')
+      .set({ lease_expires_at_ms: nowMs + leaseMs })
+      .where('id', '=', id)
+      .where('lease_holder', '=', holder)
+      .where('generation', '=', generation)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
   }
 
   /** Rows whose observed generation lags, with no live lease and no pending retry. */

@@ -7,12 +7,15 @@
 // svcd killed at any point leaves a lease that lapses; any other svcd's controller takes the row
 // over, and the driver's apply, idempotent by name, makes the result the same.
 //
-// Databases and task boards run under it (provisioning/lifecycle.ts holds their rules).
+// Services (services/deployer.ts), databases and task boards run under it
+// (provisioning/lifecycle.ts holds the rules of the last two).
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { engineAnswers, isEngineFault, type Applied } from '../runtime/index.js';
+import { LABELS, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
 
+/** How often reconcile matches the store's workloads against the engine's (a periodic job). */
+export const RECONCILE_EVERY_MS = 30_000;
 /** How long a claim holds without renewal: another svcd takes the row over this long after this one died. */
 export const WORKLOAD_LEASE_MS = 30_000;
 /** How often a lagging row is looked for when nothing kicked the controller. */
@@ -31,6 +34,8 @@ export interface WorkloadSpecRecord {
   name: string;
   /** Named volumes that go with it when it is deleted. */
   volumes: string[];
+  /** Stopped with this grace period before it is removed (the workload shuts down cleanly); absent: removed at once. */
+  stopTimeoutS?: number;
 }
 
 /** What the controller observed, for the resource's own record. */
@@ -43,12 +48,25 @@ export type WorkloadOutcome =
   /** The engine's fault: tried again with backoff. */
   | { state: 'waiting'; error: string };
 
+/** Runs `fn` in a transaction only while the work still holds its row (lease and generation); null when it does not. */
+export type Fence = <T>(fn: (tx: Repositories) => Promise<T>) => Promise<T | null>;
+
 /** What a kind of resource tells the controller. */
 export interface WorkloadRules {
-  /** Applies the resource's workload through the driver; resolves once it is ready. */
-  apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied>;
+  /**
+   * Applies the resource's workload through the driver; resolves once it is ready. `fenced`
+   * runs a write of the kind's own in a transaction that first confirms, holding the row, that
+   * this apply still has the lease and the generation (null, nothing written, when it lost them).
+   */
+  apply(w: WorkloadRow, signal: AbortSignal, fenced: Fence): Promise<Applied>;
   /** Writes the outcome onto the resource's record, inside the observation's transaction. */
   observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void>;
+  /**
+   * Reconcile of a workload seen running at its generation, with what the driver says of it now
+   * (null: gone). Without it, one that no longer runs is marked lost and applied again; a kind
+   * whose generations are records of their own (a service's deployments) requests a new one.
+   */
+  check?(w: WorkloadRow, info: WorkloadInfo | null): Promise<void>;
 }
 
 export interface WorkloadControllerDeps extends Pick<Platform, 'store' | 'runtime' | 'clock' | 'timers' | 'log' | 'holder'> {
@@ -56,8 +74,12 @@ export interface WorkloadControllerDeps extends Pick<Platform, 'store' | 'runtim
   leaseMs?: number;
 }
 
-/** A newer request moved the generation on while this one was applied. */
-class Superseded extends Error {}
+/**
+ * A newer request moved the generation on while this one was applied: the controller's own watch
+ * aborts with it, and a kind's apply throws it when it made the newer request itself (a
+ * deployment interrupted by a dead svcd is recorded so and a new one requested).
+ */
+export class Superseded extends Error {}
 
 export function parseSpecRecord(w: Pick<WorkloadRow, 'spec'>): WorkloadSpecRecord {
   return JSON.parse(w.spec) as WorkloadSpecRecord;
@@ -66,7 +88,7 @@ export function parseSpecRecord(w: Pick<WorkloadRow, 'spec'>): WorkloadSpecRecor
 export class WorkloadController {
   private readonly rules = new Map<WorkloadRow['kind'], WorkloadRules>();
   /** Rows this process works on now, to await them on close (ownership is the lease in the store). */
-  private readonly working = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private readonly working = new Map<string, { row: WorkloadRow; controller: AbortController; done: Promise<void> }>();
   private ticker: TimerHandle | null = null;
   private pass: Promise<void> | null = null;
   private passAgain = false;
@@ -84,9 +106,14 @@ export class WorkloadController {
     this.kick();
   }
 
-  /** Looks for lagging rows now (after a request of this process), or once more after the pass under way. */
+  /**
+   * Looks for lagging rows now (after a request of this process), or once more after the pass
+   * under way; and re-reads the generation of the rows this process applies, so that a request
+   * made here (a cancel, a newer deploy) stops an apply at once rather than at the next check.
+   */
   kick(): void {
     if (this.closed) return;
+    for (const w of this.working.values()) void this.checkGeneration(w.row, w.controller);
     if (this.pass) {
       this.passAgain = true;
       return;
@@ -104,38 +131,70 @@ export class WorkloadController {
 
   /**
    * Waits until the controller (of any svcd) observed the resource's latest generation, or its
-   * row is gone; false when that did not happen within timeoutMs (the request stands, and is
-   * carried out when it can be).
+   * row is gone; false when that did not happen within timeoutMs, or when the controller tried
+   * and will try again later (the engine refused or was away): the request stands, and is
+   * carried out when it can be.
    */
   async settled(kind: WorkloadRow['kind'], resourceId: string, timeoutMs: number): Promise<boolean> {
     this.kick();
     const until = Date.now() + timeoutMs;
-    for (;;) {
+    // 20 ms at first (a stop on this svcd takes about that), growing to half a second.
+    for (let pauseMs = 20; ; pauseMs = Math.min(pauseMs * 2, 500)) {
       const w = await this.deps.store.workloads.find(kind, resourceId);
       if (!w || w.observed_generation >= w.generation) return true;
-      if (Date.now() >= until || this.closed) return false;
+      if (w.attempts > 0 || Date.now() >= until || this.closed) return false;
       // Real time: this paces a caller's wait on other processes, like a poll of the engine.
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, pauseMs));
     }
   }
 
   /**
    * Workloads seen running whose container is no longer running (it vanished, the engine lost
-   * it) are marked lost, which makes the controller apply them again on their volumes. Run on
-   * start and every 30 s under the job's lease; skipped while the engine does not answer.
+   * it) are marked lost, which makes the controller apply them again on their volumes (or told to
+   * their kind's check); containers of these kinds whose workload row is gone are removed. Run
+   * on start and every 30 s under the job's lease; skipped while the engine does not answer
+   * (every container would look vanished).
    */
   async reconcile(): Promise<void> {
     if (!(await engineAnswers(this.deps.runtime))) return;
     for (const w of await this.deps.store.workloads.observedRunning()) {
       if (this.working.has(w.id)) continue;
-      const info = await this.deps.runtime.inspect(w.driver_ref ?? parseSpecRecord(w).name);
-      if (info?.state === 'running') continue;
-      const why = info ? `its container was found ${info.state}` : 'its container was gone';
-      if (await this.deps.store.workloads.markLost(w.id, w.generation, why, unixSeconds(this.deps.clock))) {
-        this.deps.log.warn({ workload: w.id, why }, 'a running workload was lost; applying it again');
+      // One workload's trouble (the store or the engine failing for it) does not hold up the rest.
+      await this.reconcileOne(w).catch((err: unknown) => this.deps.log.warn({ err, workload: w.id }, 'reconcile of a workload failed; tried again on the next run'));
+    }
+    await this.removeOrphans();
+    this.kick();
+  }
+
+  private async reconcileOne(w: WorkloadRow): Promise<void> {
+    const info = await this.deps.runtime.inspect(w.driver_ref ?? parseSpecRecord(w).name);
+    const rules = this.rules.get(w.kind);
+    if (rules?.check) {
+      await rules.check(w, info);
+      return;
+    }
+    if (info?.state === 'running') return;
+    const why = info ? `its container was found ${info.state}` : 'its container was gone';
+    if (await this.deps.store.workloads.markLost(w.id, w.generation, why, unixSeconds(this.deps.clock))) {
+      this.deps.log.warn({ workload: w.id, why }, 'a running workload was lost; applying it again');
+    }
+  }
+
+  /**
+   * Containers of the kinds under this controller whose workload row is gone (their resource
+   * was deleted while a svcd died before removing them, or something outside svc started them
+   * with svc's labels). A row is deleted only after its containers were removed, so a container
+   * listed while its row exists is never taken.
+   */
+  private async removeOrphans(): Promise<void> {
+    for (const kind of this.rules.keys()) {
+      for (const c of await this.deps.runtime.list({ kind })) {
+        const resourceId = c.labels[LABELS.resource];
+        if (resourceId !== undefined && (await this.deps.store.workloads.find(kind, resourceId))) continue;
+        await this.deps.runtime.remove(c.id);
+        this.deps.log.info({ container: c.id, kind, resource: resourceId }, 'removed an orphan container');
       }
     }
-    this.kick();
   }
 
   /** Stops claiming; work under way is aborted and its leases freed, for another svcd to take over. */
@@ -165,7 +224,7 @@ export class WorkloadController {
         // work() handles what the engine and the driver throw; what is left is the store failing.
         .catch((err: unknown) => this.deps.log.error({ err, workload: row.id }, 'workload work failed'))
         .finally(() => this.working.delete(row.id));
-      this.working.set(row.id, { controller, done });
+      this.working.set(row.id, { row: claimed, controller, done });
     }
   }
 
@@ -208,11 +267,17 @@ export class WorkloadController {
   /** Brings the engine to the row's desired state; what to write back (or 'deleted': the row went with it). */
   private async carryOut(w: WorkloadRow, rules: WorkloadRules, signal: AbortSignal): Promise<{ row: WorkloadObservation; outcome: WorkloadOutcome } | 'deleted'> {
     if (w.desired_state === 'running') {
-      const applied = await rules.apply(w, signal);
+      const fenced: Fence = (fn) =>
+        this.deps.store.transaction(async (tx) => {
+          if (!(await tx.workloads.confirmHeld(w.id, this.deps.holder, w.generation, this.deps.clock.now(), this.leaseMs))) return null;
+          return fn(tx);
+        });
+      const applied = await rules.apply(w, signal, fenced);
       const endpoint = `${applied.endpoint.host}${applied.endpoint.port === null ? '' : `:${applied.endpoint.port}`}`;
       return { row: { observed_state: 'running', endpoint, driver_ref: applied.ref, last_error: null }, outcome: { state: 'running', applied } };
     }
     const spec = parseSpecRecord(w);
+    if (spec.stopTimeoutS !== undefined) await this.deps.runtime.stop(w.driver_ref ?? spec.name, spec.stopTimeoutS);
     await this.deps.runtime.remove(w.driver_ref ?? spec.name);
     if (w.driver_ref) await this.deps.runtime.remove(spec.name);
     if (w.desired_state === 'stopped') return { row: { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, outcome: { state: 'stopped' } };
@@ -241,8 +306,8 @@ export class WorkloadController {
     const now = unixSeconds(this.deps.clock);
     // Superseded, the lease lost, or svcd closing: the lease is freed (by work) and the row
     // applied again at its latest generation, here or by another svcd.
-    if (signal.aborted) {
-      const reason: unknown = signal.reason;
+    if (signal.aborted || err instanceof Superseded) {
+      const reason: unknown = signal.aborted ? signal.reason : err;
       this.deps.log.info({ workload: w.id, reason: reason instanceof Error ? reason.message : String(reason) }, 'workload apply stopped');
       return;
     }

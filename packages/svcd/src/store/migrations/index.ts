@@ -14,6 +14,7 @@ import { sealedIdempotentResponses } from './0011_sealed_idempotent_responses.js
 import { retention } from './0012_retention.js';
 import { resourceSafety } from './0013_resource_safety.js';
 import { workloads } from './0014_workloads.js';
+import { serviceWorkloads } from './0015_service_workloads.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -35,6 +36,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0012_retention': retention,
     '0013_resource_safety': resourceSafety,
     '0014_workloads': workloads,
+    '0015_service_workloads': serviceWorkloads,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
