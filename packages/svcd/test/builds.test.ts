@@ -1,10 +1,15 @@
 // Builds from git against the real engine, from repositories a loopback `git daemon` serves,
 // deployed and reached through svc's Caddy.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
-import { startGitServer, type GitServer } from './git-fixtures.js';
+import { commit, dockerfile, gitHttpBackend, repo, startGitServer, type GitServer } from './git-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 import { killableSvcd } from './svcd-process.js';
 
@@ -137,6 +142,60 @@ describe('builds from git', () => {
     const m = await finishedBuild(a.client, s.id, missing.build_id);
     assert.equal(m.status, 'failed');
     assert.match(m.last_error ?? '', /couldn't find remote ref no-such-branch|not found/);
+  });
+
+  test("the base images the previous build named are pulled while git clones; each is pulled once, and the build's record names them", async () => {
+    // A git server whose pack answers take 1.5 s: a clone that long, so the order of the pull and
+    // the clone's end is plain in the engine's events.
+    const base = mkdtempSync(join(tmpdir(), 'svc-slow-git-'));
+    commit(base, 'site', repo(base, 'site'), { Dockerfile: dockerfile('COPY index.html /www/index.html'), 'index.html': 'slow clone\n' }, 'site');
+    const backend = gitHttpBackend(base);
+    let packSentAt: number[] = [];
+    const server = createServer((req, res) => {
+      if (req.method !== 'POST') {
+        backend(req, res);
+        return;
+      }
+      res.on('finish', () => packSentAt.push(Date.now()));
+      setTimeout(() => backend(req, res), 1_500);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const a = await tenant();
+      const s = await a.client.createService({ name: 'prefetch', image: BUSYBOX_IMAGE });
+      // Its own deploy pulls the same image: done before the builds are watched.
+      await waitFor('the service to be deployed', async () => ((await a.client.service(s.id)).status === 'deploying' ? undefined : true));
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/site`;
+      const build = async () => {
+        const startedAt = Date.now();
+        const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: url });
+        const done = await finishedBuild(a.client, s.id, b.build_id);
+        assert.equal(done.status, 'succeeded', done.last_error ?? '');
+        const events = await docker.getEvents({ since: Math.floor(startedAt / 1000), until: Math.ceil(Date.now() / 1000) + 1, filters: { type: ['image'], event: ['pull'] } });
+        const pulls: number[] = [];
+        for await (const chunk of events as AsyncIterable<Buffer>) {
+          for (const line of chunk.toString().split('\n').filter(Boolean)) {
+            const e = JSON.parse(line) as { Actor?: { ID?: string }; timeNano: number };
+            const at = e.timeNano / 1e6;
+            if (e.Actor?.ID === BUSYBOX_IMAGE && at >= startedAt) pulls.push(at);
+          }
+        }
+        return { done, pulls };
+      };
+      const first = await build();
+      const row = await t.deps.store.builds.findAny(first.done.id);
+      assert.deepEqual(JSON.parse(row?.base_images ?? 'null'), [BUSYBOX_IMAGE], 'the record names the images its Dockerfile named');
+      assert.equal(first.pulls.length, 1, 'the first build pulls its base image once, after the clone');
+      assert.ok((first.pulls[0] ?? 0) > (packSentAt.at(-1) ?? Infinity), 'nothing to guess from: after the clone');
+
+      packSentAt = [];
+      const second = await build();
+      assert.equal(second.pulls.length, 1, 'pulled once, not again after the clone');
+      assert.ok((second.pulls[0] ?? Infinity) < (packSentAt.at(-1) ?? 0), `pulled while git cloned: ${JSON.stringify({ pulls: second.pulls, packSentAt })}`);
+    } finally {
+      server.close();
+      rmSync(base, { recursive: true, force: true });
+    }
   });
 
   test('cancel stops a running build at once; a finished build cannot be cancelled', async () => {

@@ -88,7 +88,7 @@ describe('request timeout', () => {
   test('a route that has not answered after 30 s gets 503 {error}', async () => {
     let reached!: () => void;
     const inHandler = new Promise<void>((r) => (reached = r));
-    // Only the request's call hangs: the reconciler asks the engine too (does it answer?), and
+    // Only the request's call hangs: reconcile asks the engine too (does it answer?), and
     // a reconcile that never ends would keep the server from closing.
     const inert = inertRuntime();
     let armed = false;

@@ -59,6 +59,8 @@ const WATCH_MS = 500;
 const LOG_FLUSH_MS = 200;
 const LOG_FLUSH_BYTES = 64 * 1024;
 const INTERRUPTED = 'interrupted: svcd stopped during this build; start a new build';
+/** How many of the previous build's base images are pulled ahead while git clones (a Dockerfile names a few). */
+const PREFETCHED_IMAGES_MAX = 3;
 /** Successful builds of a service whose images are kept (the newest; see removeOldImages). */
 export const BUILT_IMAGES_KEPT = 3;
 /** A service keeps at most 200 build records (retention), a tenant at most 50 snapshots. */
@@ -289,15 +291,34 @@ export class BuildRunner implements BuildExecution {
    * nothing, as for services), and refuses base images with ONBUILD triggers: the builder would
    * run them unchecked, and a remote ADD among them is fetched by the engine from the host's
    * network. The build then uses exactly these local copies (no second pull that could differ).
+   * An image pulled ahead by this build (prefetchBaseImages) is not pulled twice.
    */
-  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher): Promise<void> {
+  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: Map<string, Promise<string | null>>): Promise<void> {
     for (const image of images) {
       if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
-      const name = await pullTenantImage(this.deps.runtime, image, signal);
+      const name = (await prefetched.get(image)) ?? (await pullTenantImage(this.deps.runtime, image, signal));
       if ((await this.deps.runtime.imageTriggers(name)).length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
     }
+  }
+
+  /**
+   * While git clones: pulls the images the service's previous build named (its Dockerfile most
+   * likely names them again), each by its full name and within this build, as the rule asks, so
+   * that the pull is not waited for after the clone. Only those this build's checked Dockerfile
+   * names are used; one that failed here is pulled again then, and its error reported.
+   */
+  private async prefetchBaseImages(serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string | null>>> {
+    const pulls = new Map<string, Promise<string | null>>();
+    const last = await this.deps.store.builds.lastBaseImages(serviceId).catch(() => undefined);
+    const images: unknown = last === undefined ? [] : JSON.parse(last);
+    if (!Array.isArray(images)) return pulls;
+    for (const image of images.slice(0, PREFETCHED_IMAGES_MAX)) {
+      if (typeof image !== 'string' || isLocallyBuilt(image) || pulls.has(image)) continue;
+      pulls.set(image, pullTenantImage(this.deps.runtime, image, signal).catch(() => null));
+    }
+    return pulls;
   }
 
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
@@ -307,6 +328,7 @@ export class BuildRunner implements BuildExecution {
     // awaited before anything is built. Until then a refusal is held here, not left unhandled.
     const sandboxCheck = this.checkBuildSandbox();
     sandboxCheck.catch(() => {});
+    const prefetched = this.prefetchBaseImages(b.service_id, signal);
     try {
       // Checked again now, not trusted from when the build was queued: the clone connects to
       // the addresses this check found and judged, pinned, whatever DNS answers next.
@@ -326,9 +348,10 @@ export class BuildRunner implements BuildExecution {
       output.line(`==> commit ${sha}`);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
       const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
+      await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
       const sandboxed = await sandboxCheck;
       if (sandboxed !== null) output.line(sandboxed);
-      await this.pullBaseImages(images, signal, output);
+      await this.pullBaseImages(images, signal, output, await prefetched);
 
       const tenant = await this.deps.store.tenants.findById(b.tenant_id);
       if (!tenant) throw new Error('tenant not found');

@@ -37,13 +37,26 @@ export class CloneError extends Error {}
 /** Clones `ref` of the source into `dir`; resolves to the commit SHA checked out. */
 export async function cloneAt(opts: CloneOptions): Promise<string> {
   const git = (args: string[], quiet = false) => runGit(opts.dir, args, opts, quiet);
+  const ref = opts.ref;
+  if (ref === null || (!SHORT_SHA.test(ref) && !FULL_SHA.test(ref))) {
+    // A branch or a tag (or the default branch): one git process, as a person clones by hand.
+    // Its remote is written by git (no configuration text is made here from a tenant's URL).
+    // `--` ends the options: the pinned URL is svc's own, but a ref is the tenant's (and was
+    // checked not to start with '-' either: sources.ts).
+    await git(['clone', '--progress', '--depth', '1', '--no-tags', ...(ref === null ? [] : ['--branch', ref]), '--', opts.source.pinned.url, '.']).catch((err: unknown) => {
+      if (ref !== null && err instanceof CloneError && /not found in upstream|Remote branch .* not found/i.test(err.message)) {
+        throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);
+      }
+      throw err;
+    });
+    return headCommit(opts.dir, () => git(['rev-parse', 'HEAD'], true));
+  }
   await git(['init', '-q', '.']);
   // A synced environment's checkout is a repository the tenant fetches from and pushes to: it
   // keeps its remote (git writes it; no configuration text is made here from a tenant's URL).
   await git(['remote', 'add', 'origin', opts.source.pinned.url]);
 
-  const ref = opts.ref;
-  if (ref !== null && SHORT_SHA.test(ref)) {
+  if (SHORT_SHA.test(ref)) {
     // An abbreviated SHA cannot be fetched by name: fetch the history, then look it up.
     await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     await git(['checkout', '-q', '--detach', ref]).catch(() => {
@@ -51,21 +64,35 @@ export async function cloneAt(opts: CloneOptions): Promise<string> {
     });
   } else {
     try {
-      await git(['fetch', '--progress', '--depth', '1', '--no-tags', 'origin', ref ?? 'HEAD']);
+      await git(['fetch', '--progress', '--depth', '1', '--no-tags', 'origin', ref]);
     } catch (err) {
       // Servers that do not allow fetching a commit by its SHA: fetch the history instead.
-      if (ref === null || !FULL_SHA.test(ref) || opts.signal.aborted) throw err;
+      if (opts.signal.aborted) throw err;
       opts.onOutput(`shallow fetch of ${ref} refused by the server; fetching the history`);
       await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     }
-    await git(['checkout', '-q', '--detach', ref !== null && FULL_SHA.test(ref) ? ref : 'FETCH_HEAD']).catch(() => {
+    await git(['checkout', '-q', '--detach', ref]).catch(() => {
       throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);
     });
   }
-  // A detached checkout leaves the commit's id in .git/HEAD (written by git, not by the
-  // repository's files); anything else there is asked of git.
-  const head = (await readFile(join(opts.dir, '.git', 'HEAD'), 'utf8')).trim();
-  return OBJECT_ID.test(head) ? head : (await git(['rev-parse', 'HEAD'], true)).trim();
+  return headCommit(opts.dir, () => git(['rev-parse', 'HEAD'], true));
+}
+
+/**
+ * The commit checked out, read from the files git wrote (not the repository's own): a detached
+ * HEAD holds its id, a branch's HEAD names the branch's loose ref file, which holds it. Anything
+ * else (a packed ref) is asked of git; each git process costs tens of milliseconds.
+ */
+async function headCommit(dir: string, askGit: () => Promise<string>): Promise<string> {
+  const head = (await readFile(join(dir, '.git', 'HEAD'), 'utf8')).trim();
+  if (OBJECT_ID.test(head)) return head;
+  const branch = /^ref: (refs\/heads\/[^\s]+)$/.exec(head)?.[1];
+  // A branch name has no '..' component (git refuses one), so the path stays under .git.
+  if (branch !== undefined && !branch.split('/').includes('..')) {
+    const id = await readFile(join(dir, '.git', branch), 'utf8').then((t) => t.trim(), () => '');
+    if (OBJECT_ID.test(id)) return id;
+  }
+  return (await askGit()).trim();
 }
 
 /**

@@ -53,6 +53,20 @@ export class BuildStore {
     return Number(r.n);
   }
 
+  /** The images the service's newest checked build named (JSON array), or undefined. */
+  async lastBaseImages(serviceId: string): Promise<string | undefined> {
+    const r = await this.db
+      .selectFrom('builds')
+      .select('base_images')
+      .where('service_id', '=', serviceId)
+      .where('base_images', 'is not', null)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return r?.base_images ?? undefined;
+  }
+
   /** Tenants with queued builds, each with its oldest queued build first. */
   async listQueued(limit: number): Promise<BuildRow[]> {
     return this.db.selectFrom('builds').selectAll().where('status', '=', 'queued').orderBy('created_at').orderBy('id').limit(limit).execute();

@@ -196,6 +196,8 @@ export interface BuildsTable {
   duration_ms: number | null;
   /** When retention removed the build's log chunks (the row stays); null while the log is kept. */
   log_pruned_at: number | null;
+  /** JSON: the images its Dockerfile named, once checked (migration 0016); the next build pulls them while git clones. */
+  base_images: string | null;
 }
 export type BuildRow = Selectable<BuildsTable>;
 export type NewBuildRow = Insertable<BuildsTable>;

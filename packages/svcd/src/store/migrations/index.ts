@@ -15,6 +15,7 @@ import { retention } from './0012_retention.js';
 import { resourceSafety } from './0013_resource_safety.js';
 import { workloads } from './0014_workloads.js';
 import { serviceWorkloads } from './0015_service_workloads.js';
+import { buildBaseImages } from './0016_build_base_images.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -37,6 +38,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0013_resource_safety': resourceSafety,
     '0014_workloads': workloads,
     '0015_service_workloads': serviceWorkloads,
+    '0016_build_base_images': buildBaseImages,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
