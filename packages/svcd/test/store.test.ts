@@ -357,12 +357,7 @@ eachStore((kind) => {
     test("backfills services' labels (a shared one is kept by the oldest) and previews (a service's host stays the service's)", async () => {
       const loc = await storeLocation(kind);
       try {
-        const db =
-          kind === 'postgres'
-            ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl! }) }) })
-            : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
-        const before = await new Migrator({ db, provider: migrationProvider(kind) }).migrateTo('0009_metering');
-        assert.equal(before.error, undefined);
+        const db = await migratedTo(kind, loc, '0009_metering');
         await db.insertInto('tenants').values([tenantRow('m1', 'one'), tenantRow('m2', 'two')]).execute();
         const service = (id: string, tenant: string, name: string, label: string, created: number) => ({
           id, tenant_id: tenant, name, name_key: name, image: 'x', port: 8000, status: 'running' as const, desired_state: 'running' as const,
@@ -408,12 +403,7 @@ eachStore((kind) => {
     test('every service gets its workload row as its record says; one unfinished deployment per deploying service carries generation 1, the others end interrupted', async () => {
       const loc = await storeLocation(kind);
       try {
-        const db =
-          kind === 'postgres'
-            ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl! }) }) })
-            : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
-        const before = await new Migrator({ db, provider: migrationProvider(kind) }).migrateTo('0014_workloads');
-        assert.equal(before.error, undefined);
+        const db = await migratedTo(kind, loc, '0014_workloads');
         await db.insertInto('tenants').values([tenantRow('w1', 'one')]).execute();
         const statuses = ['deploying', 'running', 'stopped', 'failed', 'crashed'] as const;
         const id = (status: string) => status.padEnd(12, '0').slice(0, 12);
@@ -463,6 +453,17 @@ eachStore((kind) => {
     });
   });
 });
+
+/** The store at `loc` opened directly, with the migrations up to `name` applied: a database as an older svcd left it. */
+async function migratedTo(kind: 'sqlite' | 'postgres', loc: { dataDir: string; databaseUrl: string | null }, name: string): Promise<Kysely<Database>> {
+  const db =
+    kind === 'postgres'
+      ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl ?? '' }) }) })
+      : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
+  const before = await new Migrator({ db, provider: migrationProvider(kind) }).migrateTo(name);
+  assert.equal(before.error, undefined);
+  return db;
+}
 
 /** Runs test/quota-lock-worker.ts in its own node process (tsx, as the tests run). */
 function runWorker(args: string[]): Promise<{ inserted: number; refused: number; errors: string[] }> {
