@@ -192,6 +192,13 @@ describe('builds from git', () => {
       const second = await build();
       assert.equal(second.pulls.length, 1, 'pulled once, not again after the clone');
       assert.ok((second.pulls[0] ?? Infinity) < (packSentAt.at(-1) ?? 0), `pulled while git cloned: ${JSON.stringify({ pulls: second.pulls, packSentAt })}`);
+
+      // A record that cannot be read is no guess: the build pulls after the clone, and succeeds.
+      assert.equal(await t.deps.store.builds.transition(second.done.id, ['succeeded'], { status: 'succeeded', base_images: '["unterminated' }), true);
+      packSentAt = [];
+      const third = await build();
+      assert.equal(third.pulls.length, 1);
+      assert.ok((third.pulls[0] ?? 0) > (packSentAt.at(-1) ?? Infinity), 'after the clone');
     } finally {
       server.close();
       rmSync(base, { recursive: true, force: true });

@@ -285,6 +285,22 @@ describe('source URLs: the checked address is the connected address', () => {
     }
   });
 
+  test('a full ref name and HEAD are fetched (git clone takes neither); an environment\'s checkout fetches every branch afterwards, a build\'s only its own', async () => {
+    const source = await checkSourceUrl(daemon.url('app'), dev, everyNameIsPublic);
+    const clone = async (ref: string | null, trackAllBranches: boolean) => {
+      const dir = mkdtempSync(join(tmpdir(), 'svc-source-clone-'));
+      const sha = await cloneAt({ source, ref, dir, maxBytes: 50 * 1024 * 1024, signal: AbortSignal.timeout(20_000), timers: systemTimers, trackAllBranches, onOutput: () => {} });
+      const refspecs = execFileSync('git', ['-C', dir, 'config', '--get-all', 'remote.origin.fetch'], { encoding: 'utf8' }).trim();
+      rmSync(dir, { recursive: true, force: true });
+      return { sha, refspecs };
+    };
+    assert.equal((await clone('refs/tags/v1', false)).sha, daemon.shas.v1);
+    assert.equal((await clone('HEAD', false)).sha, daemon.shas.v2);
+    assert.equal((await clone('v1', false)).sha, daemon.shas.v1, 'a tag name is cloned');
+    assert.deepEqual(await clone(null, true), { sha: daemon.shas.v2, refspecs: '+refs/heads/*:refs/remotes/origin/*' });
+    assert.deepEqual(await clone('main', false), { sha: daemon.shas.v2, refspecs: '+refs/heads/main:refs/remotes/origin/main' });
+  });
+
   test('a name is resolved once and pinned: git clones from the checked address, not from its own lookup', async () => {
     // No system resolver knows .invalid names: a clone that succeeds went through the pin.
     const pinnedTo = (address: string): ResolveHost => async (host) => (host === 'rebind.invalid' ? [address] : []);

@@ -12,7 +12,7 @@ import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import { type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import { SANDBOX_RUNTIME } from '../runtime/index.js';
 import { workloadLimits } from '../runtime/index.js';
-import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
+import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
@@ -264,6 +264,8 @@ export class BuildRunner implements BuildExecution {
       .catch((err: unknown) => this.deps.log.error({ err, build: b.id }, 'build bookkeeping failed'))
       .finally(async () => {
         deadline.cancel();
+        // What the build started and did not wait for (base images pulled ahead and not used) ends with it.
+        controller.abort(new Error('the build ended'));
         await area.release().catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not remove a clone'));
         this.running.delete(b.id);
         this.kick(); // a slot is free
@@ -309,13 +311,21 @@ export class BuildRunner implements BuildExecution {
    * that the pull is not waited for after the clone. Only those this build's checked Dockerfile
    * names are used; one that failed here is pulled again then, and its error reported.
    */
-  private async prefetchBaseImages(serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string | null>>> {
+  private async prefetchBaseImages(tenantId: string, serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string | null>>> {
     const pulls = new Map<string, Promise<string | null>>();
+    // Never rejects: it is awaited only after the clone, and a guess that cannot be read is no guess.
     const last = await this.deps.store.builds.lastBaseImages(serviceId).catch(() => undefined);
-    const images: unknown = last === undefined ? [] : JSON.parse(last);
+    let images: unknown = [];
+    try {
+      images = last === undefined ? [] : JSON.parse(last);
+    } catch {
+      return pulls;
+    }
     if (!Array.isArray(images)) return pulls;
     for (const image of images.slice(0, PREFETCHED_IMAGES_MAX)) {
       if (typeof image !== 'string' || isLocallyBuilt(image) || pulls.has(image)) continue;
+      // Judged again under today's rules (--build-registry may have changed): what the tenant may not use is not pulled for it.
+      if (tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry ?? null }) !== null) continue;
       pulls.set(image, pullTenantImage(this.deps.runtime, image, signal).catch(() => null));
     }
     return pulls;
@@ -328,7 +338,7 @@ export class BuildRunner implements BuildExecution {
     // awaited before anything is built. Until then a refusal is held here, not left unhandled.
     const sandboxCheck = this.checkBuildSandbox();
     sandboxCheck.catch(() => {});
-    const prefetched = this.prefetchBaseImages(b.service_id, signal);
+    const prefetched = this.prefetchBaseImages(b.tenant_id, b.service_id, signal);
     try {
       // Checked again now, not trusted from when the build was queued: the clone connects to
       // the addresses this check found and judged, pinned, whatever DNS answers next.

@@ -338,6 +338,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         signal: AbortSignal.timeout(SYNC_TIMEOUT_MS),
         timers: this.deps.timers,
         caBundle: this.deps.gitCaBundle,
+        trackAllBranches: true,
         onOutput: (line) => output.push(line),
       }).catch((err: unknown) => {
         if (err instanceof CloneError) throw new UnprocessableError(`sync failed: ${err.message}`);

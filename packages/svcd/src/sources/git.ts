@@ -23,6 +23,11 @@ export interface CloneOptions {
   timers: Timers;
   /** A CA bundle for HTTPS sources (the system's plus --git-ca-file); null: the system's. */
   caBundle?: string | null;
+  /**
+   * The checkout is a repository the tenant works in (an environment's sync): its remote fetches
+   * every branch and follows tags, as after a plain clone. A build's clone needs neither.
+   */
+  trackAllBranches?: boolean;
   onOutput(line: string): void;
 }
 
@@ -38,17 +43,20 @@ export class CloneError extends Error {}
 export async function cloneAt(opts: CloneOptions): Promise<string> {
   const git = (args: string[], quiet = false) => runGit(opts.dir, args, opts, quiet);
   const ref = opts.ref;
-  if (ref === null || (!SHORT_SHA.test(ref) && !FULL_SHA.test(ref))) {
-    // A branch or a tag (or the default branch): one git process, as a person clones by hand.
-    // Its remote is written by git (no configuration text is made here from a tenant's URL).
-    // `--` ends the options: the pinned URL is svc's own, but a ref is the tenant's (and was
-    // checked not to start with '-' either: sources.ts).
-    await git(['clone', '--progress', '--depth', '1', '--no-tags', ...(ref === null ? [] : ['--branch', ref]), '--', opts.source.pinned.url, '.']).catch((err: unknown) => {
+  if (ref === null || isBranchOrTagName(ref)) {
+    // A branch or a tag (or the default branch): one git process, as a person clones by hand
+    // (a branch and a tag of one name: the branch, as git clone picks). Its remote is written by
+    // git (no configuration text is made here from a tenant's URL). `--` ends the options: the
+    // pinned URL is svc's own, and a ref was checked not to start with '-' (sources.ts).
+    const tags = opts.trackAllBranches ? [] : ['--no-tags'];
+    await git(['clone', '--progress', '--depth', '1', ...tags, ...(ref === null ? [] : ['--branch', ref]), '--', opts.source.pinned.url, '.']).catch((err: unknown) => {
       if (ref !== null && err instanceof CloneError && /not found in upstream|Remote branch .* not found/i.test(err.message)) {
         throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);
       }
       throw err;
     });
+    // A shallow clone fetches only its branch from then on; a tenant's checkout fetches them all.
+    if (opts.trackAllBranches) await git(['remote', 'set-branches', 'origin', '*']);
     return headCommit(opts.dir, () => git(['rev-parse', 'HEAD'], true));
   }
   await git(['init', '-q', '.']);
@@ -67,15 +75,23 @@ export async function cloneAt(opts: CloneOptions): Promise<string> {
       await git(['fetch', '--progress', '--depth', '1', '--no-tags', 'origin', ref]);
     } catch (err) {
       // Servers that do not allow fetching a commit by its SHA: fetch the history instead.
-      if (opts.signal.aborted) throw err;
+      if (!FULL_SHA.test(ref) || opts.signal.aborted) throw err;
       opts.onOutput(`shallow fetch of ${ref} refused by the server; fetching the history`);
       await git(['fetch', '--progress', '--no-tags', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*']);
     }
-    await git(['checkout', '-q', '--detach', ref]).catch(() => {
+    await git(['checkout', '-q', '--detach', FULL_SHA.test(ref) ? ref : 'FETCH_HEAD']).catch(() => {
       throw new CloneError(`ref ${ref} not found in ${opts.source.url}`);
     });
   }
   return headCommit(opts.dir, () => git(['rev-parse', 'HEAD'], true));
+}
+
+/**
+ * A ref that `git clone --branch` takes: not a commit id (nor what may be an abbreviated one),
+ * not HEAD, not a full ref name (refs/tags/v1, refs/pull/7/head), which only a fetch resolves.
+ */
+function isBranchOrTagName(ref: string): boolean {
+  return !SHORT_SHA.test(ref) && !FULL_SHA.test(ref) && ref !== 'HEAD' && !ref.startsWith('refs/');
 }
 
 /**
