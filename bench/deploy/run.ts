@@ -1,5 +1,6 @@
 // bench/deploy: POST /v1/services until the first 200 through svc's proxy, against the bare
-// Engine API doing create + start + first 200 of the same image (same OCI runtime) in the same
+// Engine API doing create + start + first 200 of the same image (same OCI runtime, the same
+// capabilities, memory and CPU limits as svc gives a service on the default quota) in the same
 // run. The two alternate round by round, so the machine's drift hits both alike. Median of 20.
 // Both deploy onto a network that exists already: the tenant keeps one resident service (as any
 // tenant with a service has its network), and the bare side uses a network made once. The cost
@@ -12,6 +13,8 @@ import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
+import { workloadLimits } from '../../packages/svcd/src/runtime/workload-policy.js';
+import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
@@ -39,6 +42,8 @@ async function until200(host: string, port: number, hostHeader?: string): Promis
 }
 
 await ensureTestImages();
+/** What svc gives each service of a tenant on the default quota (runtime/workload-policy.ts). */
+const limits = workloadLimits(DEFAULT_QUOTAS);
 const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
 const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
 const apiPort = await freePort();
@@ -71,7 +76,17 @@ try {
     t0 = performance.now();
     const ct = await docker.createContainer({
       Image: BUSYBOX_IMAGE,
-      HostConfig: { NetworkMode: 'svc-bench-bare', Runtime: runtime, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] },
+      HostConfig: {
+        NetworkMode: 'svc-bench-bare',
+        Runtime: runtime,
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        // The memory and CPU a tenant's service gets under the default quota: the CPU quota also
+        // holds gVisor's own start (the sandbox's processes are in the container's group).
+        Memory: limits.memoryMb * 1024 * 1024,
+        MemorySwap: limits.memoryMb * 1024 * 1024,
+        NanoCpus: Math.round(limits.cpus * 1e9),
+      },
     });
     await ct.start();
     const ip = Object.values((await ct.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
