@@ -80,6 +80,38 @@ eachStore((kind) => {
       assert.notEqual((await a.client.service(s.id)).status, 'running');
     });
 
+    test('a redeploy whose image cannot be pulled fails, and takes the running workload with it', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'redeployed', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const pull = mem.runtime.pullImage.bind(mem.runtime);
+      mem.runtime.pullImage = () => Promise.reject(new Error('registry unreachable'));
+      try {
+        await a.client.serviceAction(s.id, 'redeploy');
+        const done = await settled(a, s.id);
+        assert.equal(done.status, 'failed');
+        assert.match(done.last_error ?? '', /could not be pulled/);
+      } finally {
+        mem.runtime.pullImage = pull;
+      }
+      // Not left running where nothing routes to it and no crash would be seen.
+      assert.deepEqual((await mem.driver.list({ tenantId: a.id })).filter((w) => w.state === 'running'), []);
+    });
+
+    test('a deployment that ran and waits again (the engine away) is recorded when it is cancelled', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'waiting', image: SLOW, port: 8000 });
+      const dep = await waitFor('the deploy to run', async () => {
+        const d = (await a.client.deployments(s.id))[0];
+        return d?.status === 'running' ? d : undefined;
+      });
+      // As the controller leaves a deployment that met the engine away: pending again, having run.
+      assert.equal(await t.deps.store.deployments.transition(dep.id, ['running'], { status: 'pending' }), true);
+      assert.equal((await a.client.cancelDeployment(s.id, dep.id)).status, 'cancelled');
+      const entries = (await a.client.activity({ limit: 50 })).filter((e) => e.action === 'deployment.cancelled');
+      assert.deepEqual(entries.map((e) => e.resource_id), [dep.id]);
+    });
+
     test('a deploy still waiting at the 10-minute deadline fails, saying so, and leaves nothing', async () => {
       // The deadline runs on the test's clock (readiness would wait minutes of real time).
       const a = await newTenant(t);

@@ -306,6 +306,13 @@ eachStore((kind) => {
       assert.deepEqual(warnings.filter((x) => x.workload === w.id).map((x) => x.msg), [], 'nor one in the log');
     });
 
+    test("a claim waits for the row's retry time, even one set after the row was listed", async () => {
+      const w = await add(SERVING);
+      await store.workloads.request('database', w.id, 'running', 0, { retryAtMs: Date.now() + 60_000 });
+      assert.equal(await store.workloads.claim(w.id, 'ctl-x/1', Date.now(), 30_000), false, 'not before its retry time');
+      assert.equal(await store.workloads.claim(w.id, 'ctl-x/1', Date.now() + 61_000, 30_000), true, 'once it is due');
+    });
+
     test('a conditional request is refused once the generation moved on', async () => {
       const w = await add(SERVING);
       assert.equal(await store.workloads.request('database', w.id, 'running', 0, { ifGeneration: 1 }), 2);

@@ -5,7 +5,7 @@
 // tenant resets the service.
 import { type TimerHandle, unixSeconds } from '../clock.js';
 import { LABELS, engineAnswers, type WorkloadExit } from '../runtime/index.js';
-import type { ServiceRow } from '../store/index.js';
+import type { ServiceRow, WorkloadRow } from '../store/index.js';
 import { ENGINE_UNAVAILABLE, requestDeployment } from './deployer.js';
 import type { WorkloadController } from '../workloads/controller.js';
 import type { Platform } from '../platform.js';
@@ -170,8 +170,19 @@ export class CrashHandler {
     const w = await this.deps.store.workloads.find('service', s.id);
     if (!w || w.observed_generation !== w.generation || w.lease_holder !== null) return;
     // Each death is counted once, by whichever svcd sees it first.
-    if (!(await this.deps.store.jobLocks.tryAcquire(`exit:${exit.id}`, this.deps.holder, this.deps.clock.now(), 3_600_000))) return;
+    const lock = `exit:${exit.id}`;
+    if (!(await this.deps.store.jobLocks.tryAcquire(lock, this.deps.holder, this.deps.clock.now(), 3_600_000))) return;
+    try {
+      await this.countCrash(s, w, exit);
+    } catch (err) {
+      // Not counted: the exit is judged again (by reconcile), not left unhandled for the lock's hour.
+      await this.deps.store.jobLocks.release(lock, this.deps.holder).catch(() => {});
+      throw err;
+    }
+  }
 
+  /** The crash of `s` on its workload seen running at `w`'s generation: the circuit opens, or a restart after the backoff. */
+  private async countCrash(s: ServiceRow, w: WorkloadRow, exit: WorkloadExit): Promise<void> {
     const now = unixSeconds(this.deps.clock);
     const next = afterCrash(s, now);
     const code = exit.exitCode ?? '?';

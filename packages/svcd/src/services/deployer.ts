@@ -121,18 +121,17 @@ export async function requestCancel(tx: Repositories, deps: { clock: Clock; acti
 }
 
 /**
- * A pending deployment never ran: it is cancelled with `why`. A running one is aborted where it
- * runs by the generation moving on (the controller's watch): it is recorded here, once, with
- * its activity entry.
+ * A deployment that never ran is cancelled with `why`. One that ran (running now, or pending
+ * again while the engine is away) is aborted where it runs by the generation moving on (the
+ * controller's watch): it is recorded here, once, with its activity entry.
  */
 async function cancelUnfinished(tx: Repositories, deps: { clock: Clock; activity: Activity }, serviceId: string, why: string): Promise<void> {
   const now = unixSeconds(deps.clock);
   for (const d of await tx.deployments.listUnfinished(serviceId)) {
-    if (await tx.deployments.transition(d.id, ['pending'], { status: 'cancelled', finished_at: now, last_error: why })) continue;
-    const error = `deployment cancelled: ${why}`;
-    if (await tx.deployments.transition(d.id, ['running'], { status: 'cancelled', finished_at: now, last_error: error })) {
-      await deps.activity.record(tx, { tenantId: d.tenant_id, action: 'deployment.cancelled', resourceType: 'deployment', resourceId: d.id, serviceId: d.service_id, details: { error } });
-    }
+    const ran = d.status === 'running' || d.started_at !== null;
+    const error = ran ? `deployment cancelled: ${why}` : why;
+    if (!(await tx.deployments.transition(d.id, ['pending', 'running'], { status: 'cancelled', finished_at: now, last_error: error }))) continue;
+    if (ran) await deps.activity.record(tx, { tenantId: d.tenant_id, action: 'deployment.cancelled', resourceType: 'deployment', resourceId: d.id, serviceId: d.service_id, details: { error } });
   }
 }
 
@@ -168,6 +167,15 @@ export class Deployer implements WorkloadRules {
     const timer = this.deps.timers.setTimeout(() => deadline.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)), deadlineMs);
     try {
       return await this.deploy(dep, service, AbortSignal.any([signal, deadline.signal]));
+    } catch (err) {
+      // A deploy that fails before the driver replaced the old container (a refused image, a
+      // failed pull) leaves it running with nothing pointing at it: it goes with the failure, as
+      // a container the driver started does. An abort leaves it to the newer generation.
+      if (!signal.aborted) {
+        if (service.container_id) await this.deps.runtime.remove(service.container_id).catch(() => {});
+        await this.deps.runtime.remove(workloadName(service.id)).catch(() => {});
+      }
+      throw err;
     } finally {
       timer.cancel();
     }

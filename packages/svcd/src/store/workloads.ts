@@ -124,12 +124,17 @@ export class WorkloadStore {
       .execute();
   }
 
-  /** Takes the row's lease when it is free, lapsed or already this holder's. */
+  /**
+   * Takes the row's lease when it is free, lapsed or already this holder's, and no retry time
+   * lies ahead (one set between the list of lagging rows and this claim, a crash's restart delay
+   * for one, holds).
+   */
   async claim(id: string, holder: string, nowMs: number, leaseMs: number): Promise<boolean> {
     const r = await this.db
       .updateTable('workloads')
       .set({ lease_holder: holder, lease_expires_at_ms: nowMs + leaseMs })
       .where('id', '=', id)
+      .where((eb) => eb.or([eb('retry_at_ms', 'is', null), eb('retry_at_ms', '<=', nowMs)]))
       .where((eb) => eb.or([eb('lease_expires_at_ms', 'is', null), eb('lease_expires_at_ms', '<=', nowMs), eb('lease_holder', '=', holder)]))
       .executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;

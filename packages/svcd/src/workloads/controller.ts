@@ -211,11 +211,20 @@ export class WorkloadController {
     for (const row of await this.deps.store.workloads.lagging(now, CLAIM_BATCH)) {
       if (this.closed || this.working.has(row.id) || !this.rules.has(row.kind)) continue;
       if (!(await this.deps.store.workloads.claim(row.id, this.deps.holder, now, this.leaseMs))) continue;
-      // Read again under the lease: a request may have come between the list and the claim.
-      const claimed = await this.deps.store.workloads.findById(row.id);
+      let claimed: WorkloadRow | undefined;
+      try {
+        // Read again under the lease: a request may have come between the list and the claim.
+        claimed = await this.deps.store.workloads.findById(row.id);
+      } catch (err) {
+        // Not left held until it lapses: another pass (here or elsewhere) takes it again.
+        await this.deps.store.workloads.release(row.id, this.deps.holder, row.generation, null, null, unixSeconds(this.deps.clock)).catch(() => {});
+        throw err;
+      }
       if (!claimed) continue;
-      // Or another controller observed it between the list and the claim: nothing left to do.
-      if (claimed.observed_generation >= claimed.generation) {
+      // Another controller observed it between the list and the claim (nothing left to do), or
+      // this one began closing meanwhile (close() no longer waits for work it did not see start).
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- close() may have run during the awaits above
+      if (claimed.observed_generation >= claimed.generation || this.closed) {
         await this.deps.store.workloads.release(row.id, this.deps.holder, claimed.generation, null, null, unixSeconds(this.deps.clock));
         continue;
       }
