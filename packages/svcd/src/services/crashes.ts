@@ -190,13 +190,16 @@ export class CrashHandler {
     const details = { exit_code: exit.exitCode, crash_count: next.crash_count };
     if (next.circuitOpen) {
       const error = `container exited with code ${code}; ${next.crash_count} crashes in 10 minutes opened the circuit: reset the service to deploy it again`;
-      await this.deps.store.transaction(async (tx) => {
+      const opened = await this.deps.store.transaction(async (tx) => {
         // Observed failed: reconcile leaves it alone (its exited container stays, for its logs).
-        if (!(await tx.workloads.observeFailed('service', s.id, w.generation, error, now))) return;
+        if (!(await tx.workloads.observeFailed('service', s.id, w.generation, error, now))) return false;
         await tx.services.update(s.id, { ...crash, status: 'crashed', upstream: null, circuit_open_at: now, last_error: error });
         await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
         await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.circuit_opened', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+        return true;
       });
+      // Not opened here: the workload moved on (a newer request) since the exit was read.
+      if (!opened) return;
       this.deps.log.warn({ service: s.id }, 'crash circuit opened');
       this.deps.routesChanged();
       return;

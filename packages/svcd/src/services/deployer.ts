@@ -184,11 +184,12 @@ export class Deployer implements WorkloadRules {
   async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
     const now = unixSeconds(this.deps.clock);
     const dep = await tx.deployments.atGeneration(w.resource_id, w.generation);
-    const service = await tx.services.findAny(w.resource_id);
     tx.afterCommit(this.deps.routesChanged);
     switch (outcome.state) {
-      case 'running':
+      case 'running': {
         await this.finish(tx, dep, 'succeeded', null);
+        // Its route: the service's port at the endpoint the driver reported.
+        const service = await tx.services.findAny(w.resource_id);
         await tx.services.update(w.resource_id, {
           status: 'running',
           last_error: null,
@@ -197,6 +198,7 @@ export class Deployer implements WorkloadRules {
           updated_at: now,
         });
         return;
+      }
       case 'failed':
         await this.finish(tx, dep, 'failed', outcome.error);
         await tx.services.update(w.resource_id, { status: 'failed', last_error: outcome.error, upstream: null, container_id: null, updated_at: now });
