@@ -212,7 +212,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   for (const old of ['builds', 'env-sync']) rmSync(join(config.dataDir, old), { recursive: true, force: true });
   const disk = new DiskQuota(store);
   const sandbox = new SandboxPolicy(config.sandbox, runtime, clock);
-  // Services, databases and boards run under the workload controller (workloads/controller.ts).
+  // Services, databases, boards and environments run under the workload controller (workloads/controller.ts).
   const workloads = new WorkloadController(core);
   const crashes = new CrashHandler({ ...core, controller: workloads, backoffBaseMs: o.crashBackoffMs, routesChanged });
   const deployer = new Deployer({
@@ -264,6 +264,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const builds = new Builds({ ...core, execution: buildRunner, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });
   const environments = new Environments({
     ...core,
+    controller: workloads,
     images: config.environmentImages,
     sandbox: () => sandbox.use(),
     scratch,
@@ -284,19 +285,17 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ...core,
     size: config.environmentWarmPool,
     images: config.environmentImages,
-    start: async (workload, image) => (await environments.runContainer(workload, image, null)).containerId,
-    // Refill soon rather than at the next tick, under the job's lease like every run; not at
-    // once: starting a container takes both cores here for a moment, and the new owner's first
-    // commands come right after the hand-over.
+    start: (workload, image, signal) => environments.runWarm(workload, image, signal),
+    controller: workloads,
+    // Refill soon rather than at the next tick (after a take, or a start that ended), under the
+    // job's lease like every run; not at once: starting a container takes both cores here for a
+    // moment, and the new owner's first commands come right after the hand-over.
     taken: () => void timers.setTimeout(() => void jobs.runOnce(warmPoolJob), WARM_POOL_REFILL_DELAY_MS),
   });
   environments.useWarmPool(warmPool);
   jobs.schedule(warmPoolJob);
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
-  const reconcileJobs = [
-    { name: 'workloads.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => workloads.reconcile() },
-    { name: 'environments.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => environments.reconcile() },
-  ];
+  const reconcileJobs = [{ name: 'workloads.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => workloads.reconcile() }];
   for (const job of reconcileJobs) jobs.schedule(job);
   const meteringStore = config.meteringDatabaseUrl
     ? openMeteringStore(config.meteringDatabaseUrl, (err) => log.warn({ err }, 'idle metering database connection failed; the pool replaces it'))

@@ -148,7 +148,8 @@ describe('environments', () => {
       return now.status === 'expired' ? now : undefined;
     }, 15_000);
     assert.ok(expired.removal_at && expired.removal_at >= expired.updated_at + 24 * 3600 - 1);
-    assert.equal((await docker.getContainer(environmentWorkloadName(env.id)).inspect()).State.Running, false);
+    // The record says expired in the transaction that asks for the stop; the controller stops it right after.
+    await waitFor('the container to stop', async () => ((await docker.getContainer(environmentWorkloadName(env.id)).inspect()).State.Running ? undefined : true), 15_000);
     const refused = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/start`);
     assert.equal(refused.status, 409);
     assert.match(refused.body.error, /lease has ended/);

@@ -246,17 +246,17 @@ eachStore((kind) => {
     });
 
     test('warm pool: a ready container is claimed once, even by two stores at once', async () => {
-      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at });
+      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at, claimed_at: null });
       await store.warmPool.insert(row('w1', 'ready', T + 1));
       await store.warmPool.insert(row('w2', 'starting'));
       await store.warmPool.insert(row('w0', 'ready', T));
       assert.deepEqual((await store.warmPool.ready('default', 'ubuntu:24.04')).map((w) => w.workload), ['w0', 'w1'], 'ready ones, oldest first');
       assert.deepEqual(await store.warmPool.ready('default', 'ubuntu:22.04'), [], 'of that image only');
-      const claims = await Promise.all([store.warmPool.claim('w0'), second.warmPool.claim('w0')]);
+      const claims = await Promise.all([store.warmPool.claim('w0', T), second.warmPool.claim('w0', T)]);
       assert.deepEqual(claims.sort(), [false, true]);
-      assert.equal(await store.warmPool.claim('w2'), false, 'not ready yet');
+      assert.equal(await store.warmPool.claim('w2', T), false, 'not ready yet');
       await store.warmPool.markReady('w2', 'c-real');
-      assert.equal(await store.warmPool.claim('w2'), true);
+      assert.equal(await store.warmPool.claim('w2', T), true);
       await store.warmPool.delete('w0');
       assert.deepEqual((await store.warmPool.all()).map((w) => [w.workload, w.status]).sort(), [['w1', 'ready'], ['w2', 'claimed']]);
     });
@@ -444,6 +444,57 @@ eachStore((kind) => {
           ]);
           assert.match(deps[0]?.last_error ?? '', /^interrupted/);
           assert.equal((await migrated.deployments.atGeneration(id('deploying'), 1))?.id, 'dep-b');
+        } finally {
+          await migrated.close();
+        }
+      } finally {
+        await loc.cleanup();
+      }
+    });
+  });
+
+  describe(`migration 0017_environment_workloads on an existing database (${kind})`, () => {
+    test('every environment gets its workload row as its record says: the container it runs on (a warm one too), kept when stopped; a creation waits a lease before the controller takes it; the warm pool\'s get rows of their own', async () => {
+      const loc = await storeLocation(kind);
+      try {
+        const db = await migratedTo(kind, loc, '0016_build_base_images');
+        await db.insertInto('tenants').values([tenantRow('e1', 'one')]).execute();
+        const statuses = ['creating', 'running', 'stopped', 'expired'] as const;
+        const id = (status: string) => status.padEnd(12, '0').slice(0, 12);
+        await db.insertInto('environments').values(statuses.map((status) => ({
+          id: id(status), tenant_id: 'e1', name: status, template_id: 'default', image: 'x', status, lease_expires_at: T + 3600,
+          expired_at: status === 'expired' ? T : null, container_id: status === 'creating' ? null : `c-${status}`, address: null,
+          // The running one was handed a warm container.
+          workload: status === 'running' ? 'svc-env-warm00000001' : null, last_error: null, created_at: T, updated_at: T,
+        }))).execute();
+        const pool = (workload: string, status: 'starting' | 'ready' | 'claimed') => ({ workload, template_id: 'default', image: 'x', container_id: status === 'starting' ? '' : `c-${workload}`, status, created_at: T });
+        await (db as unknown as Kysely<Record<string, Record<string, unknown>>>).insertInto('warm_environments').values([pool('svc-env-ready', 'ready'), pool('svc-env-starting', 'starting'), pool('svc-env-claimed', 'claimed')]).execute();
+        await db.destroy();
+
+        const migrated = await openStore(loc);
+        try {
+          const rows = await Promise.all(statuses.map((status) => migrated.workloads.find('environment', id(status))));
+          assert.deepEqual(rows.map((w) => w && [w.id, w.desired_state, w.generation, w.observed_generation, w.observed_state, w.driver_ref, w.retry_at_ms]), [
+            [`svc-env-${id('creating')}`, 'running', 1, 0, 'pending', null, T * 1000 + 30_000],
+            [`svc-env-${id('running')}`, 'running', 1, 1, 'running', 'c-running', null],
+            [`svc-env-${id('stopped')}`, 'stopped', 1, 1, 'stopped', 'c-stopped', null],
+            [`svc-env-${id('expired')}`, 'stopped', 1, 1, 'stopped', 'c-expired', null],
+          ]);
+          assert.deepEqual(JSON.parse(rows[1]?.spec ?? '{}'), { name: 'svc-env-warm00000001', volumes: ['svc-env-warm00000001'], stopTimeoutS: 5, keepStopped: true });
+          assert.equal((JSON.parse(rows[2]?.spec ?? '{}') as { name: string }).name, `svc-env-${id('stopped')}`);
+          assert.deepEqual((await migrated.workloads.lagging(T * 1000 + 29_000, 10)).map((w) => w.resource_id), ['svc-env-starting'], 'the creation is left alone for a lease');
+          assert.deepEqual((await migrated.workloads.lagging(T * 1000 + 30_000, 10)).map((w) => w.resource_id).sort(), [id('creating'), 'svc-env-starting']);
+
+          // The warm pool's: a ready one observed running on its container, a starting one left
+          // to the controller, a claimed one (the environment's already) none; the claim's time kept.
+          const warm = await Promise.all(['svc-env-ready', 'svc-env-starting', 'svc-env-claimed'].map((w) => migrated.workloads.find('warm', w)));
+          assert.deepEqual(warm.map((w) => w && [w.tenant_id, w.desired_state, w.observed_generation, w.observed_state, w.driver_ref]), [
+            ['warm-pool', 'running', 1, 'running', 'c-svc-env-ready'],
+            ['warm-pool', 'running', 0, 'pending', null],
+            undefined,
+          ]);
+          assert.deepEqual(JSON.parse(warm[0]?.spec ?? '{}'), { name: 'svc-env-ready', volumes: ['svc-env-ready'] });
+          assert.deepEqual((await migrated.warmPool.all()).map((w) => [w.workload, w.claimed_at]).sort(), [['svc-env-claimed', T], ['svc-env-ready', null], ['svc-env-starting', null]]);
         } finally {
           await migrated.close();
         }

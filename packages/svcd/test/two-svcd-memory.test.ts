@@ -1,69 +1,83 @@
 // Two svcd on one PostgreSQL store and one (in-memory) engine: the rules of taking work over from
 // a svcd that died, where timing must be controlled to the millisecond. svcd A stalls in the
 // middle of a request (its engine call never returns, its timers never fire: a dead process, as
-// far as the store can tell); B's reconcile must wait out A's lease, then finish A's work.
+// far as the store can tell); B's controller must wait out A's lease, then finish A's work.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { CREATE_LEASE_MS, environmentWorkloadName } from '../src/environments/environments.js';
+import { environmentWorkloadName } from '../src/environments/environments.js';
+import { WORKLOAD_LEASE_MS } from '../src/workloads/controller.js';
 import type { Runtime } from '../src/runtime/index.js';
-import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, testConfig, waitFor } from './harness.js';
+import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, testConfig, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
 
 const MASTER_KEY = 'd'.repeat(64);
 
 describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
-  test("A stalls while it creates an environment: B's reconcile leaves it while A's lease lives, then finishes it; A, back, removes nothing of B's", async () => {
+  test("A stalls while its controller creates an environment: B leaves it while A's lease lives, then finishes it; A's create answers with it; A removes nothing of B's", async () => {
     const db = await freshPgDatabase();
     const images = Object.fromEntries(Object.values(testConfig().environmentImages).map((image) => [image, {}]));
     const engine = memoryRuntime(images);
     // A's engine: an environment's start never returns, until it is aborted (or the test ends).
     let failStalled!: (err: Error) => void;
     const stalled = new Promise<never>((_, reject) => (failStalled = reject));
+    let aStarted = false;
     const stall = (signal: AbortSignal) =>
       Promise.race([stalled, new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }))]);
-    const stalling: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? stall(r.signal) : engine.runtime.apply(r)) };
+    const stalling: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? ((aStarted = true), stall(r.signal)) : engine.runtime.apply(r)) };
     const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
     const a = await startServer({ config, overrides: { runtime: stalling } });
-    const b = await startServer({ config, overrides: { runtime: engine.runtime } });
+    // B starts once A's controller has the row: any controller may claim it, and this test is
+    // about one that dies holding it.
+    let started: TestServer | undefined;
     try {
       const x = await newTenant(a);
+      const creating = x.client.raw<{ id: string; status: string }>('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
+      const row = await waitFor('the record', async () => (await a.deps.store.environments.listForTenant(x.id)).find((e) => e.status === 'creating'));
+      await waitFor("A's controller to be starting it", () => Promise.resolve(aStarted || undefined));
+      const b = await startServer({ config, overrides: { runtime: engine.runtime } });
+      started = b;
       // One time on both (registering moved A's clock on): B reads A's lease as A wrote it.
       b.clock.advance(a.clock.now() - b.clock.now());
-      const creating = x.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
-      const row = await waitFor('the record', async () => (await b.deps.store.environments.listForTenant(x.id)).find((e) => e.status === 'creating'));
 
       // While A's lease lives (B's clock where A's was when it began), B leaves it alone.
-      await b.deps.environments.reconcile();
+      await b.deps.workloads.reconcile();
+      await b.deps.workloads.passNow();
+      assert.equal(b.deps.workloads.idle(), true, 'B claimed nothing');
       assert.equal((await b.deps.store.environments.findAny(row.id))?.status, 'creating', 'not taken while its creator may be alive');
       assert.deepEqual(await engine.driver.list({ tenantId: x.id }), []);
 
-      // A never renews (it is dead): past its lease, B's reconcile finishes the creation.
-      b.clock.advance(CREATE_LEASE_MS + 1_000);
-      await b.deps.environments.reconcile();
-      const env = await b.client.withKey(x.key).environment(row.id);
+      // A never renews (it is dead): past its lease, B's controller finishes the creation.
+      b.clock.advance(WORKLOAD_LEASE_MS + 1_000);
+      b.deps.workloads.kick();
+      const env = await waitFor('B to finish it', async () => {
+        const e = await b.client.withKey(x.key).environment(row.id);
+        return e.status === 'running' ? e : undefined;
+      });
       assert.equal(env.status, 'running');
       const running = (await engine.driver.list({ tenantId: x.id })).filter((w) => w.state === 'running');
       assert.deepEqual(running.map((w) => w.name), [environmentWorkloadName(row.id)]);
       const created = (await b.client.withKey(x.key).activity({ limit: 50 })).filter((e) => e.action === 'environment.created');
       assert.equal(created.length, 1);
-      assert.equal(created[0]?.details.finished_by, 'reconcile');
 
-      // A's timers run again: its renewal finds the creation lost, its start is aborted, and it
-      // answers 503; its undo is fenced by the lease it lost, so B's environment stands.
+      // A's create, waiting on the store, answers with the environment B ran; A's timers run
+      // again: its renewal finds the lease lost and its start is aborted, leaving B's alone.
+      const answered = await creating;
+      assert.equal(answered.status, 201);
+      assert.equal(answered.body.status, 'running');
       a.clock.advance(10_000);
-      assert.equal((await creating).status, 503);
+      await waitFor("A's controller to let go", () => Promise.resolve(a.deps.workloads.idle() || undefined));
       assert.equal((await b.client.withKey(x.key).environment(row.id)).status, 'running');
       assert.equal((await engine.driver.list({ tenantId: x.id })).filter((w) => w.state === 'running').length, 1, "A removed nothing of B's");
     } finally {
       failStalled(new Error('the test is over'));
       await a.close();
-      await b.close();
+      await started?.close();
       await engine.driver.close();
       await db.drop();
     }
   });
 
-  test("A, back while B is in the middle of finishing its creation, gives up without undoing it: its undo is fenced by the lease B holds", async () => {
+  test("A, back while B is in the middle of finishing its creation, gives up without undoing it; the create on A answers once B has finished", async () => {
     const db = await freshPgDatabase();
     const images = Object.fromEntries(Object.values(testConfig().environmentImages).map((image) => [image, {}]));
     const engine = memoryRuntime(images);
@@ -74,35 +88,41 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
     };
     const aGate = gate();
     const bGate = gate();
+    let aStarted = false;
     let bStarted = false;
     const waitThen = (g: { opened: Promise<void> }, r: Parameters<Runtime['apply']>[0]) =>
       Promise.race([g.opened, new Promise<never>((_, reject) => r.signal.addEventListener('abort', () => reject(r.signal.reason as Error), { once: true }))]).then(() => engine.runtime.apply(r));
-    const aRuntime: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? waitThen(aGate, r) : engine.runtime.apply(r)) };
+    const aRuntime: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? ((aStarted = true), waitThen(aGate, r)) : engine.runtime.apply(r)) };
     const bRuntime: Runtime = { ...engine.runtime, apply: (r) => (r.spec.kind === 'environment' ? ((bStarted = true), waitThen(bGate, r)) : engine.runtime.apply(r)) };
     const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
     const a = await startServer({ config, overrides: { runtime: aRuntime } });
-    const b = await startServer({ config, overrides: { runtime: bRuntime } });
+    let started: TestServer | undefined;
     try {
       const x = await newTenant(a);
+      const creating = x.client.raw<{ status: string }>('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
+      const row = await waitFor('the record', async () => (await a.deps.store.environments.listForTenant(x.id)).find((e) => e.status === 'creating'));
+      await waitFor("A's controller to be starting it", () => Promise.resolve(aStarted || undefined));
+      const b = await startServer({ config, overrides: { runtime: bRuntime } });
+      started = b;
       b.clock.advance(a.clock.now() - b.clock.now());
-      const creating = x.client.raw('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
-      const row = await waitFor('the record', async () => (await b.deps.store.environments.listForTenant(x.id)).find((e) => e.status === 'creating'));
-      b.clock.advance(CREATE_LEASE_MS + 1_000);
-      const finishing = b.deps.environments.reconcile();
+      b.clock.advance(WORKLOAD_LEASE_MS + 1_000);
+      b.deps.workloads.kick();
       await waitFor('B to be starting the container', () => Promise.resolve(bStarted || undefined));
-      // A comes back now: its renewal finds the creation lost, its start is aborted, it answers 503.
+      // A comes back now: its renewal finds the lease lost, its start is aborted; its create waits on.
       a.clock.advance(10_000);
-      assert.equal((await creating).status, 503);
-      assert.equal((await b.deps.store.environments.findAny(row.id))?.status, 'creating', "A's undo was refused: the record is B's to finish");
+      await waitFor("A's controller to let go", () => Promise.resolve(a.deps.workloads.idle() || undefined));
+      assert.equal((await b.deps.store.environments.findAny(row.id))?.status, 'creating', "A's create, still waiting, undid nothing: the record is B's to finish");
       bGate.open();
-      await finishing;
+      const answered = await creating;
+      assert.equal(answered.status, 201);
+      assert.equal(answered.body.status, 'running');
       assert.equal((await b.client.withKey(x.key).environment(row.id)).status, 'running');
       assert.equal((await engine.driver.list({ tenantId: x.id })).filter((w) => w.state === 'running').length, 1);
     } finally {
       aGate.open();
       bGate.open();
       await a.close();
-      await b.close();
+      await started?.close();
       await engine.driver.close();
       await db.drop();
     }

@@ -3,6 +3,8 @@
 // through the engine's exec (exec), repositories are cloned into it (sync), and its ports are
 // reached through svc's proxy (previews). At lease expiry it is stopped and marked `expired`;
 // its workspace is kept 24 hours, during which extending the lease and starting revive it.
+// Each request writes the record and the workload's desired state together; the workload
+// controller runs, stops and removes the container (workloads.ts holds the kind's rules).
 import type {
   CreateEnvironmentRequest,
   CreatePreviewRequest,
@@ -25,13 +27,17 @@ import type { ScratchSpace } from '../scratch/scratch-space.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { ExecNotStartedError, WorkloadNotRunningError, engineAnswers, isEngineFault, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { isUniqueViolation, type EnvironmentRow, type PreviewRow, type Repositories } from '../store/index.js';
+import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
+import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
+import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
 import { previewUrl, type PreviewRouting } from './previews.js';
-import { ENVIRONMENT_RESOURCES, isTemplateId, templateList } from './templates.js';
-import type { ClaimedWorkload, WarmPool } from './warm-pool.js';
+import { isTemplateId, templateList } from './templates.js';
+import type { WarmPool } from './warm-pool.js';
+import { EnvironmentWorkloads, WORKSPACE, environmentSpec, environmentWorkloadName } from './workloads.js';
+
+export { WORKSPACE, environmentWorkloadName };
 import type { Platform } from '../platform.js';
 
 export interface EnvironmentsOptions {
@@ -53,55 +59,49 @@ export interface EnvironmentsOptions {
   disk: Pick<DiskQuota, 'assertRoom'>;
 }
 
-export const WORKSPACE = '/workspace';
 /** Expired environments keep their workspace this long (DECISIONS.md). */
 export const EXPIRED_RETENTION_S = 24 * 3600;
 export const PREVIEWS_PER_ENVIRONMENT = 10;
 const SYNC_MAX_BYTES = 500 * 1024 * 1024;
 const SYNC_TIMEOUT_MS = 10 * 60_000;
-/** How long after its container stopped a running environment is judged stopped outside svc. */
-const OUTSIDE_STOP_GRACE_MS = 30_000;
-const STOP_TIMEOUT_S = 5;
-/** A started environment container runs with an address at once; past this, something is wrong with the engine. */
-const ENVIRONMENT_READY_TIMEOUT_MS = 60_000;
-const ENVIRONMENT_READY_POLL_MS = 25;
 /**
- * A creation holds a lease in the store from the transaction that inserts its record on,
- * renewed while it runs: when its svcd dies, another svcd's reconcile finishes the creation this
- * long after the last renewal.
+ * How long a create waits for the controller to run the environment: the image's pull (of an
+ * operator's template image, on first use) and its start. Past it the creation is undone (503).
  */
-export const CREATE_LEASE_MS = 30_000;
-const CREATE_RENEW_MS = 10_000;
-
-function creationLease(id: string): string {
-  return `environment.create:${id}`;
-}
-
-/** A creation attempt's hold on its lease (holdCreation). */
-interface Creation {
-  signal: AbortSignal;
-  /** Runs `fn` in a transaction that first renews the lease; null (nothing written) when it is lost. */
-  fenced<T>(fn: (tx: Repositories) => Promise<T>): Promise<T | null>;
-  release(): Promise<void>;
-}
-
-
-export function environmentWorkloadName(id: string): string {
-  return `svc-env-${id}`;
-}
+const CREATE_WAIT_MS = 10 * 60_000;
+/**
+ * How long start waits for the controller, and stop, expiry and delete for the container to be
+ * stopped or gone: they answer within the API's 30 s either way, and the controller finishes later.
+ */
+const START_WAIT_MS = 25_000;
+const SETTLE_WAIT_MS = 10_000;
 
 /** The container and volume an environment runs on: its own, or the warm one it was handed. */
 export function workloadOf(e: Pick<EnvironmentRow, 'id' | 'workload'>): string {
   return e.workload ?? environmentWorkloadName(e.id);
 }
 
+/** The id of an environment's workload row (named like its own container, whichever it runs on). */
+function workloadRowId(environmentId: string): string {
+  return environmentWorkloadName(environmentId);
+}
+
+/** Rolls back a removal that found the environment changed meanwhile (its creation finished, an expired one revived). */
+class RemovalRefused extends Error {}
+
 /** What a Environments is built from, by name. */
-export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {}
+export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
+  /** Carries out the records' requests (create, start, stop, delete) on the engine. */
+  controller: WorkloadController;
+}
 
 export class Environments implements TenantResources, DiskOverrunHalt {
   private warmPool: WarmPool | null = null;
+  private readonly workloads: EnvironmentWorkloads;
 
-  constructor(private readonly deps: EnvironmentsDeps) {}
+  constructor(private readonly deps: EnvironmentsDeps) {
+    this.workloads = new EnvironmentWorkloads({ ...deps, controller: deps.controller });
+  }
 
   /** Creates take a warm container from this pool when it has one of the template. */
   useWarmPool(pool: WarmPool): void {
@@ -118,7 +118,11 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     return t;
   }
 
-  /** Synchronous: answers once the environment runs (at once when the warm pool has one). */
+  /**
+   * Synchronous: answers once the environment runs, or (503) with nothing left behind. A warm
+   * container of the template is handed over at once when the pool has one; else the workload
+   * controller (of this svcd or any other) runs one, and this request waits for it.
+   */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
     await this.deps.disk.assertRoom(tenantId);
@@ -141,97 +145,104 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       created_at: now,
       updated_at: now,
     };
-    const holder = this.attemptHolder();
+    // This request's own hold on the new workload row while it looks in the warm pool: no
+    // controller starts a container meanwhile. Released at once when the pool has none; lapsed
+    // after WORKLOAD_LEASE_MS when this svcd dies, and then any svcd's controller creates it.
+    const holder = `${this.deps.holder}/create-${hexId(4)}`;
+    const name = workloadRowId(row.id);
     try {
       await this.deps.store.transaction(async (tx) => {
         // Held to commit: concurrent creates of this tenant count one after another.
         await tx.tenants.lockForQuota(tenantId);
         if ((await tx.environments.count(tenantId)) >= tenant.max_environments) throw new QuotaExceededError(`max_environments (${tenant.max_environments})`);
         await tx.environments.insert(row);
-        // With the record: no other svcd's reconcile may take a creation that has just begun.
-        await tx.jobLocks.tryAcquire(creationLease(row.id), holder, this.deps.clock.now(), CREATE_LEASE_MS);
+        const spec = environmentSpec(name);
+        await tx.workloads.insertPending(
+          { id: name, tenant_id: tenantId, kind: 'environment', resource_id: row.id, spec: JSON.stringify(spec) },
+          now,
+          { holder, untilMs: this.deps.clock.now() + WORKLOAD_LEASE_MS },
+        );
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`an environment named ${JSON.stringify(req.name)} exists`);
       throw err;
     }
-    const creation = this.holdCreation(row.id, holder);
-    let started: { containerId: string; address: string | null } | null = null;
-    let warm: ClaimedWorkload | null = null;
-    try {
-      // A warm container of the template when the pool has one; else one started now.
-      warm = (await this.warmPool?.claim(req.template_id, tenantId)) ?? null;
-      if (warm) row.workload = warm.workload;
-      started = warm ?? (await this.runContainer(environmentWorkloadName(row.id), row.image, tenantId, creation.signal));
-      const patch = { status: 'running' as const, workload: row.workload, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) };
-      const finished = await creation.fenced(async (tx) => {
-        if (!(await tx.environments.finishCreating(row.id, patch))) return false;
-        await this.deps.activity.record(tx, { tenantId, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: req.name, template_id: req.template_id } });
-        return true;
-      });
-      // Taken over by another svcd (this one stalled past its lease): its environment stands, and
-      // what this one started is this one's to remove, by its own reference.
-      if (!finished) await this.dropAttempt(started, warm);
-    } catch (err) {
-      // Create either gives a running environment or leaves nothing behind, while the creation is
-      // still this svcd's; taken over meanwhile, it only removes what it alone started.
-      const undone = await creation.fenced((tx) => tx.environments.delete(row.id, 'creating')).catch(() => null);
-      if (undone) await this.removeContainerAndWorkspace(row).catch(() => {});
-      else await this.dropAttempt(started, warm);
-      // The engine's words name hosts and paths of the operator's machine: they go to the log.
-      throw new UnavailableError('the environment could not start: the container engine failed to run the template; retry later', err);
-    } finally {
-      await creation.release();
+    const handedOver = await this.fromWarmPool(row, holder).catch((err: unknown) => {
+      this.deps.log.warn({ err, environment: row.id }, 'the warm pool failed; a new container is started');
+      return false;
+    });
+    if (!handedOver) {
+      // Left held when this fails (the store away): it lapses, and the wait below ends in the undo.
+      await this.deps.store.workloads
+        .release(name, holder, 1, null, null, unixSeconds(this.deps.clock))
+        .catch((err: unknown) => this.deps.log.warn({ err, environment: row.id }, 'the creation could not be handed to the controller yet'));
+      this.deps.controller.kick();
     }
-    return this.view(await this.row(tenantId, row.id));
+    return this.awaitCreation(row.id);
   }
 
   /**
-   * What a creation attempt that lost its lease started: removed by its own reference (a warm
-   * container with its volume, which only this attempt knew of; or its container, never by the
-   * name another svcd's attempt runs under).
+   * Hands a warm container of the template to the new environment: it is observed running in
+   * the transaction that makes the environment running, fenced by this request's hold on the
+   * workload row. False when the pool had none, or the hold was lost meanwhile (a controller
+   * took the row over: the warm container goes, the controller's stands).
    */
-  private async dropAttempt(started: { containerId: string } | null, warm: ClaimedWorkload | null): Promise<void> {
-    if (warm) {
+  private async fromWarmPool(row: EnvironmentRow, holder: string): Promise<boolean> {
+    const warm = await this.warmPool?.claim(row.template_id as TemplateId, row.tenant_id);
+    if (!warm) return false;
+    const now = unixSeconds(this.deps.clock);
+    const observation = {
+      observed_state: 'running' as const,
+      endpoint: warm.address,
+      driver_ref: warm.containerId,
+      last_error: null,
+      spec: JSON.stringify(environmentSpec(warm.workload)),
+    };
+    const handedOver = await this.deps.store
+      .transaction(async (tx) => {
+        if (!(await tx.workloads.observe(workloadRowId(row.id), holder, 1, observation, now))) return false;
+        await tx.environments.update(row.id, { status: 'running', workload: warm.workload, container_id: warm.containerId, address: warm.address, updated_at: now });
+        await tx.warmPool.delete(warm.workload);
+        await this.deps.activity.record(tx, { tenantId: row.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: row.name, template_id: row.template_id } });
+        return true;
+      })
+      .catch((err: unknown) => {
+        this.deps.log.warn({ err, environment: row.id }, 'a warm environment could not be recorded as handed over; a new one is started');
+        return false;
+      });
+    if (!handedOver) {
       await this.deps.runtime.remove(warm.containerId).catch(() => {});
       await this.deps.runtime.removeVolume(warm.workload).catch(() => {});
-    } else if (started) {
-      await this.deps.runtime.remove(started.containerId).catch(() => {});
+      await this.deps.store.warmPool.delete(warm.workload).catch(() => {});
     }
+    return handedOver;
   }
 
   /**
-   * One attempt's hold on a creation's lease (`holder` is the attempt's own, so that two attempts
-   * of one svcd never pass for each other): renewed every 10 s, and given up (the signal aborts)
-   * when another svcd holds it or renewals failed for two thirds of it. Every write of the
-   * attempt goes through `fenced`, which renews the lease in the write's transaction first and
-   * writes nothing once it is lost: another svcd taking it over waits for that transaction.
+   * Waits for the controller to have run the environment. Not running by then (the engine away,
+   * the wait over): the creation is undone, unless it finished in the meantime.
    */
-  private holdCreation(id: string, holder: string): Creation {
-    const controller = new AbortController();
-    const name = creationLease(id);
-    let renewedAtMs = this.deps.clock.now();
-    const renewal = this.deps.timers.setInterval(() => {
-      const now = this.deps.clock.now();
-      if (now - renewedAtMs >= (CREATE_LEASE_MS * 2) / 3) controller.abort(new Error('the creation lease could not be renewed: stopped before it lapsed'));
-      if (controller.signal.aborted) return;
-      void this.deps.store.jobLocks.renew(name, holder, now, CREATE_LEASE_MS).then(
-        (held) => (held ? (renewedAtMs = now) : controller.abort(new Error('another svcd took this creation over'))),
-        (err: unknown) => this.deps.log.warn({ err, environment: id }, 'creation lease renewal failed'),
-      );
-    }, CREATE_RENEW_MS);
-    return {
-      signal: controller.signal,
-      fenced: (fn) =>
-        this.deps.store.transaction(async (tx) => {
-          if (!(await tx.jobLocks.renew(name, holder, this.deps.clock.now(), CREATE_LEASE_MS))) return null;
-          return fn(tx);
-        }),
-      release: async () => {
-        renewal.cancel();
-        await this.deps.store.jobLocks.release(name, holder).catch(() => {});
-      },
-    };
+  private async awaitCreation(id: string): Promise<Environment> {
+    await this.deps.controller.settled('environment', id, CREATE_WAIT_MS);
+    const e = await this.deps.store.environments.findAny(id);
+    if (e?.status === 'running') return this.view(e);
+    const w = await this.deps.store.workloads.find('environment', id);
+    if (e?.status === 'creating') {
+      try {
+        await this.deps.store.transaction(async (tx) => {
+          await tx.workloads.request('environment', id, 'absent', unixSeconds(this.deps.clock));
+          if (!(await tx.environments.delete(id, 'creating'))) throw new RemovalRefused();
+        });
+        this.deps.controller.kick();
+      } catch (err) {
+        if (!(err instanceof RemovalRefused)) throw err;
+        const finished = await this.deps.store.environments.findAny(id);
+        if (finished?.status === 'running') return this.view(finished);
+      }
+    }
+    // The engine's words name hosts and paths of the operator's machine: they go to the log.
+    this.deps.log.warn({ environment: id, error: w?.last_error ?? null }, 'an environment could not be created');
+    throw new UnavailableError('the environment could not start: the container engine failed to run the template; retry later');
   }
 
   async list(tenantId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<Environment[]> {
@@ -242,17 +253,25 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     return this.view(await this.row(tenantId, id));
   }
 
+  /** Removes the environment: its record at once; its container and workspace with its workload. */
   async delete(tenantId: string, id: string): Promise<void> {
     const e = await this.row(tenantId, id);
     await this.deps.store.transaction(async (tx) => {
+      // The workload row first, in every transaction that writes both (the controller's too):
+      // two transactions then wait on each other in one order, never in a deadlock.
+      await tx.workloads.request('environment', id, 'absent', unixSeconds(this.deps.clock));
       if (!(await tx.environments.delete(id))) throw new NotFoundError('environment');
       await this.deps.activity.record(tx, { tenantId, action: 'environment.deleted', resourceType: 'environment', resourceId: id, details: { name: e.name } });
     });
-    await this.removeContainerAndWorkspace(e);
     this.deps.routesChanged();
+    await this.deps.controller.settled('environment', id, SETTLE_WAIT_MS);
   }
 
-  /** Runs a stopped environment again (its container, or a new one on the same workspace). */
+  /**
+   * Runs a stopped environment again (its container, or a new one on the same workspace), and
+   * answers once it runs; one that did not start by then stays stopped (503, saying why), so
+   * that a start never outlives its answer.
+   */
   async start(tenantId: string, id: string): Promise<Environment> {
     const e = await this.row(tenantId, id);
     if (e.status === 'running') return this.view(e);
@@ -260,20 +279,45 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     if (e.lease_expires_at <= unixSeconds(this.deps.clock)) {
       throw new ConflictError(`the lease has ended: extend it (POST /v1/environments/${id}/lease) and start again`);
     }
-    const started = await this.bringUp(e);
-    await this.deps.store.environments.update(id, { status: 'running', expired_at: null, container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.deps.clock) });
-    await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.started', resourceType: 'environment', resourceId: id });
-    this.deps.routesChanged();
+    // A start already under way (a retried request) is waited for, not begun again.
+    const w = await this.deps.store.workloads.find('environment', id);
+    const pending = w?.desired_state === 'running' && w.observed_generation < w.generation ? w.generation : null;
+    const generation = pending ?? (await this.deps.store.workloads.request('environment', id, 'running', unixSeconds(this.deps.clock)));
+    await this.deps.controller.settled('environment', id, START_WAIT_MS);
+    const now = await this.row(tenantId, id);
+    if (now.status === 'running') return this.view(now);
+    const outcome = await this.deps.store.workloads.find('environment', id);
+    if (outcome?.observed_state === 'failed' && outcome.observed_generation === outcome.generation) {
+      // It did not start (the outcome wrote why on the record).
+      throw new UnavailableError(now.last_error ?? 'the environment did not start');
+    }
+    // Not started in time (the engine away or slow): asked to stay stopped, unless a newer request came.
+    const why = 'the environment did not start in time: the container engine did not answer; start it again later';
+    if (generation !== null) {
+      await this.deps.store.transaction(async (tx) => {
+        if ((await tx.workloads.request('environment', id, 'stopped', unixSeconds(this.deps.clock), { ifGeneration: generation })) === null) return;
+        await tx.environments.update(id, { last_error: why, updated_at: unixSeconds(this.deps.clock) });
+      });
+      this.deps.controller.kick();
+    }
+    throw new UnavailableError(why);
+  }
+
+  /** Stops the environment (also one whose start is under way); answers once the container is down. */
+  async stop(tenantId: string, id: string): Promise<Environment> {
+    const e = await this.row(tenantId, id);
+    if (await this.isUp(e)) {
+      await this.halt(e, 'stopped', { action: 'environment.stopped' });
+      await this.deps.controller.settled('environment', id, SETTLE_WAIT_MS);
+    }
     return this.get(tenantId, id);
   }
 
-  async stop(tenantId: string, id: string): Promise<Environment> {
-    const e = await this.row(tenantId, id);
-    if (e.status === 'running') {
-      await this.halt(e, 'stopped');
-      await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: id });
-    }
-    return this.get(tenantId, id);
+  /** Running, or asked to run (a start under way): what a stop, the disk limit or a suspension stops. */
+  private async isUp(e: EnvironmentRow): Promise<boolean> {
+    if (e.status === 'running') return true;
+    if (e.status === 'creating') return false;
+    return (await this.deps.store.workloads.find('environment', e.id))?.desired_state === 'running';
   }
 
   /** The lease runs `seconds` from now; an expired environment is revived (stopped, start it). */
@@ -409,21 +453,34 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   /** Past the tenant's hard disk limit: its running environments stop (workspaces kept), saying why. */
   async haltForDisk(tenantId: string, reason: string): Promise<number> {
-    let stopped = 0;
+    const halted: string[] = [];
     for (const e of await this.deps.store.environments.listForTenant(tenantId)) {
-      if (e.status !== 'running') continue;
-      await this.halt(e, 'stopped', reason);
-      await this.deps.activity.record(this.deps.store, { tenantId, action: 'environment.stopped', resourceType: 'environment', resourceId: e.id, details: { reason } });
-      stopped++;
+      if (!(await this.isUp(e))) continue;
+      await this.halt(e, 'stopped', { action: 'environment.stopped', details: { reason } }, reason);
+      halted.push(e.id);
     }
-    return stopped;
+    await Promise.all(halted.map((id) => this.deps.controller.settled('environment', id, SETTLE_WAIT_MS)));
+    return halted.length;
   }
 
-  /** Suspension stops every running environment of the tenant (workspaces kept). */
+  /** Suspension stops every running environment of the tenant (workspaces kept); creations under way are undone. */
   async suspend(tenantId: string): Promise<void> {
-    for (const e of await this.deps.store.environments.listForTenant(tenantId)) {
-      if (e.status === 'running') await this.halt(e, 'stopped');
+    const environments = await this.deps.store.environments.listForTenant(tenantId);
+    for (const e of environments) {
+      if (await this.isUp(e)) await this.halt(e, 'stopped');
+      if (e.status === 'creating') {
+        await this.deps.store.transaction(async (tx) => {
+          await tx.workloads.request('environment', e.id, 'absent', unixSeconds(this.deps.clock));
+          if (!(await tx.environments.delete(e.id, 'creating'))) throw new RemovalRefused();
+        }).catch(async (err: unknown) => {
+          if (!(err instanceof RemovalRefused)) throw err;
+          // Finished meanwhile: stopped like the others.
+          const now = await this.deps.store.environments.findAny(e.id);
+          if (now?.status === 'running') await this.halt(now, 'stopped');
+        });
+      }
     }
+    await Promise.all(environments.map((e) => this.deps.controller.settled('environment', e.id, SETTLE_WAIT_MS)));
   }
 
   /**
@@ -433,183 +490,54 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    */
   async reap(): Promise<void> {
     const now = unixSeconds(this.deps.clock);
+    const changed: string[] = [];
     for (const e of await this.deps.store.environments.leaseEnded(now)) {
-      await this.halt(e, 'expired');
-      await this.deps.activity.record(this.deps.store, { tenantId: e.tenant_id, action: 'environment.expired', resourceType: 'environment', resourceId: e.id });
+      await this.halt(e, 'expired', { action: 'environment.expired' });
+      changed.push(e.id);
       this.deps.log.info({ environment: e.id }, 'environment lease ended: stopped, workspace kept 24 h');
     }
     for (const e of await this.deps.store.environments.expiredBefore(now - EXPIRED_RETENTION_S)) {
-      await this.deps.store.transaction(async (tx) => {
-        if (!(await tx.environments.delete(e.id))) return;
-        await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.removed', resourceType: 'environment', resourceId: e.id, details: { name: e.name } });
-      });
-      await this.removeContainerAndWorkspace(e);
+      // Only while still expired: one revived since the list (its lease extended) stays.
+      const removed = await this.deps.store
+        .transaction(async (tx) => {
+          await tx.workloads.request('environment', e.id, 'absent', now);
+          if (!(await tx.environments.delete(e.id, 'expired'))) throw new RemovalRefused();
+          await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.removed', resourceType: 'environment', resourceId: e.id, details: { name: e.name } });
+          return true;
+        })
+        .catch((err: unknown) => {
+          if (err instanceof RemovalRefused) return false;
+          throw err;
+        });
+      if (!removed) continue;
+      changed.push(e.id);
       this.deps.routesChanged();
     }
+    this.deps.controller.kick();
+    // A run ends once the containers are stopped or gone (or the wait is over): the next run
+    // does not find them half done.
+    await Promise.all(changed.map((id) => this.deps.controller.settled('environment', id, SETTLE_WAIT_MS)));
+  }
+
+  /** Runs an unassigned environment container for the warm pool (the environment's own spec, on the pool's network). */
+  runWarm(name: string, image: string, signal: AbortSignal): Promise<Applied> {
+    return this.workloads.run({ name, image, tenantId: null, resourceId: name, signal });
   }
 
   /**
-   * Records and engine together (start and every 30 s): a creation whose svcd died (its lease
-   * lapsed) is finished here; an environment whose container stopped behind svc's back (a host
-   * restart) is started again.
+   * Stops the environment: its record says so (with `why`, when given, as its last_error) in the
+   * transaction that asks for its workload to stop; the controller stops the container (callers
+   * that answer a request wait for it).
    */
-  async reconcile(): Promise<void> {
-    for (const e of await this.deps.store.environments.listAll()) {
-      if (e.status === 'creating') {
-        await this.finishAbandoned(e).catch((err: unknown) => this.deps.log.warn({ err, environment: e.id }, 'an abandoned environment creation could not be finished yet'));
-      } else if (e.status === 'running') {
-        const w = await this.deps.runtime.inspect(workloadOf(e));
-        if (w?.state === 'running') {
-          // Running under its name, but not the container the record names (a creation another
-          // svcd took over replaced it): the record follows the engine, so previews route right.
-          if (w.id !== e.container_id) await this.deps.store.environments.update(e.id, { container_id: w.id, address: w.address?.host ?? null, updated_at: unixSeconds(this.deps.clock) });
-          continue;
-        }
-        // A stop of svc's own (stop, lease expiry, suspension, the disk limit) stops the container
-        // first and then writes the status: a container that stopped just now may be one of
-        // those, and the next run sees.
-        if (w?.finishedAtMs && this.deps.clock.now() - w.finishedAtMs < OUTSIDE_STOP_GRACE_MS) continue;
-        // One environment the engine cannot start keeps none of the others from being looked at.
-        await this.restartStopped(e).catch((err: unknown) => this.deps.log.warn({ err, environment: e.id }, 'an environment stopped outside svc did not start again'));
-      }
-    }
-  }
-
-  /**
-   * Finishes a creation whose svcd died: its lease lapsed (or it never had one: a record from
-   * before leases). The tenant asked for it and was counted for it; the engine's refusal undoes
-   * it as a create's would, the engine's absence leaves it for the next reconcile.
-   */
-  private async finishAbandoned(listed: EnvironmentRow): Promise<void> {
-    // A record without a lease may be a creation of a svcd from before leases (a rolling
-    // upgrade): it gets a lease's time before it counts as abandoned.
-    if (unixSeconds(this.deps.clock) - listed.created_at < CREATE_LEASE_MS / 1000) return;
-    const holder = this.attemptHolder();
-    if (!(await this.deps.store.jobLocks.tryAcquire(creationLease(listed.id), holder, this.deps.clock.now(), CREATE_LEASE_MS))) return;
-    const creation = this.holdCreation(listed.id, holder);
-    try {
-      const e = await this.deps.store.environments.findAny(listed.id);
-      if (e?.status !== 'creating') return;
-      const undo = async () => {
-        if (await creation.fenced((tx) => tx.environments.delete(e.id, 'creating'))) await this.removeContainerAndWorkspace(e);
-      };
-      // A tenant suspended meanwhile gets no new container: the creation is undone.
-      if ((await this.deps.store.tenants.findById(e.tenant_id))?.status !== 'active') {
-        await undo();
-        return;
-      }
-      let started: { containerId: string; address: string | null };
-      try {
-        started = await this.runContainer(environmentWorkloadName(e.id), e.image, e.tenant_id, creation.signal);
-      } catch (err) {
-        if (creation.signal.aborted) return;
-        if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) throw err;
-        await undo();
-        this.deps.log.warn({ err, environment: e.id }, 'an environment whose creation was abandoned could not start; removed');
-        return;
-      }
-      const patch = { status: 'running' as const, container_id: started.containerId, address: started.address, updated_at: unixSeconds(this.deps.clock) };
-      const finished = await creation.fenced(async (tx) => {
-        if (!(await tx.environments.finishCreating(e.id, patch))) return false;
-        await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: e.id, details: { name: e.name, template_id: e.template_id, finished_by: 'reconcile' } });
-        return true;
-      });
-      if (!finished) {
-        await this.dropAttempt(started, null);
-        return;
-      }
-      this.deps.log.warn({ environment: e.id }, 'finished an environment creation whose svcd stopped');
-      this.deps.routesChanged();
-    } finally {
-      await creation.release();
-    }
-  }
-
-  /** A lease holder of one creation attempt: this svcd's holder and a nonce. */
-  private attemptHolder(): string {
-    return `${this.deps.holder}/create-${hexId(4)}`;
-  }
-
-  /**
-   * A running environment whose container stopped outside svc (the engine restarted, someone on
-   * the host stopped it) starts again while its lease runs: its workspace is on its volume. When
-   * the engine itself fails, the next reconcile tries again; anything else stops it, saying why.
-   */
-  private async restartStopped(listed: EnvironmentRow): Promise<void> {
-    // Read again: a stop or a delete since the list is the tenant's, and wins.
-    const e = await this.deps.store.environments.findAny(listed.id);
-    if (e?.status !== 'running' || e.updated_at !== listed.updated_at || e.lease_expires_at <= unixSeconds(this.deps.clock)) return;
-    try {
-      const started = await this.bringUp(e);
-      const now = await this.deps.store.environments.findAny(e.id);
-      if (now?.status !== 'running' || now.updated_at !== e.updated_at) {
-        // Stopped or deleted while it started: what was started goes again.
-        if (now) await this.deps.runtime.stop(started.containerId, STOP_TIMEOUT_S);
-        else await this.removeContainerAndWorkspace(e);
-        return;
-      }
-      await this.deps.store.environments.update(e.id, { container_id: started.containerId, address: started.address, last_error: null, updated_at: unixSeconds(this.deps.clock) });
-      this.deps.log.warn({ environment: e.id }, 'started an environment whose container stopped outside svc');
-    } catch (err) {
-      if (isEngineFault(err) || !(await engineAnswers(this.deps.runtime))) throw err;
-      await this.deps.store.environments.update(e.id, { status: 'stopped', address: null, last_error: `the container stopped outside svc and did not start again: ${(err as Error).message}`, updated_at: unixSeconds(this.deps.clock) });
-    }
-    this.deps.routesChanged();
-  }
-
-  /** Starts the environment's container again, or a new one on its workspace volume when it is gone. */
-  private async bringUp(e: EnvironmentRow): Promise<{ containerId: string; address: string | null }> {
-    const w = await this.deps.runtime.inspect(workloadOf(e));
-    if (!w) return this.runContainer(workloadOf(e), e.image, e.tenant_id);
-    const endpoint = await this.deps.runtime.start(w.id);
-    return { containerId: w.id, address: endpoint?.host ?? null };
-  }
-
-  /**
-   * Starts an environment container with a workspace volume of the same name: on the tenant's
-   * network, or (tenantId null) unassigned in the warm pool.
-   */
-  async runContainer(name: string, image: string, tenantId: string | null, signal: AbortSignal = new AbortController().signal): Promise<{ containerId: string; address: string | null }> {
-    const applied = await this.deps.runtime.apply({
-      spec: {
-        name,
-        image,
-        env: {},
-        tenantId: tenantId ?? '',
-        warmPool: tenantId === null,
-        kind: 'environment',
-        resourceId: name,
-        limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
-        sandbox: await this.deps.sandbox(),
-        // Idle until told otherwise; an init reaps what exec'd commands leave behind (svc-init, as
-        // tenant code: what those commands print to the container's output is held to the log rate).
-        entrypoint: ['sleep'],
-        cmd: ['infinity'],
-        init: true,
-        tenantCode: true,
-        volumes: [{ name, target: WORKSPACE }],
-      },
-      pull: 'missing',
-      // No port: ready once it runs on its network.
-      ready: { timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS, everyMs: ENVIRONMENT_READY_POLL_MS, probeTimeoutMs: ENVIRONMENT_READY_TIMEOUT_MS },
-      // A creation another svcd took over (this one stalled past its lease) stops here.
-      signal,
-    });
-    return { containerId: applied.ref, address: applied.endpoint.host };
-  }
-
-  /** Stops the environment's container; `why`, when given, is its last_error from the moment it reads stopped. */
-  private async halt(e: EnvironmentRow, status: 'stopped' | 'expired', why?: string): Promise<void> {
-    await this.deps.runtime.stop(workloadOf(e), STOP_TIMEOUT_S);
+  private async halt(e: EnvironmentRow, status: 'stopped' | 'expired', entry?: { action: string; details?: Record<string, unknown> }, why?: string): Promise<void> {
     const now = unixSeconds(this.deps.clock);
-    await this.deps.store.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), ...(why === undefined ? {} : { last_error: why }), updated_at: now });
+    await this.deps.store.transaction(async (tx) => {
+      await tx.workloads.request('environment', e.id, 'stopped', now);
+      await tx.environments.update(e.id, { status, address: null, ...(status === 'expired' ? { expired_at: now } : {}), ...(why === undefined ? {} : { last_error: why }), updated_at: now });
+      if (entry) await this.deps.activity.record(tx, { tenantId: e.tenant_id, resourceType: 'environment', resourceId: e.id, ...entry });
+    });
     this.deps.routesChanged();
-  }
-
-  private async removeContainerAndWorkspace(e: Pick<EnvironmentRow, 'id' | 'tenant_id' | 'workload'>): Promise<void> {
-    await this.deps.runtime.remove(workloadOf(e));
-    await this.deps.runtime.removeVolume(workloadOf(e));
-    await this.deps.runtime.releaseTenant(e.tenant_id);
+    this.deps.controller.kick();
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */

@@ -1,13 +1,19 @@
 // The warm pool: per template, a few environment containers started ahead of time and owned by
-// no tenant, on svc's internal warm-pool network (no way out, no way to each other). A create
-// claims one under a conditional update in the store, so two creates (or two svcd processes)
-// never get the same one, and moves it onto the tenant's network: the environment runs at once.
-// A claimed container has never run anything, so there is no state to reset; the pool is
-// refilled in the background.
+// no tenant, on svc's internal warm-pool network (no way out, no way to each other). Each is a
+// workload of the `warm` kind: the refill (a periodic job) writes its pool row and its workload
+// row in one transaction, and the workload controller of any svcd starts it (a svcd dying
+// midway is taken over like any workload). A create claims a ready one under a conditional
+// update in the store, so two creates (or two svcd processes) never get the same one; from the
+// claim on it is the environment's (its `warm` row goes in the claim's transaction), moved onto
+// the tenant's network: the environment runs at once. A claimed container has never run
+// anything, so there is no state to reset.
 import type { TemplateId } from '@svc/contract';
 import { TEMPLATE_IDS } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
 import { hexId } from '../ids.js';
+import { WARM_POOL_TENANT, type Applied } from '../runtime/index.js';
+import type { Repositories, WorkloadRow } from '../store/index.js';
+import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import type { Platform } from '../platform.js';
 
 export interface WarmPoolOptions {
@@ -15,13 +21,14 @@ export interface WarmPoolOptions {
   size: number;
   images: Record<TemplateId, string>;
   /** Starts a container for the pool (the environment's own spec, on the warm-pool network). */
-  start(workload: string, image: string): Promise<string>;
-  /** A container was taken: top the pool up soon (the caller runs refill under its lease). */
+  start(workload: string, image: string, signal: AbortSignal): Promise<Applied>;
+  /** A container was taken or became ready: top the pool up soon (the caller runs refill under its lease). */
   taken(): void;
+  controller: WorkloadController;
 }
 
-/** A pool container still starting (or being handed over) after this long was left by a dead svcd. */
-const STARTING_STALE_S = 600;
+/** A hand-over still unfinished after this long was left by a dead svcd (so is a starting row of before the controller). */
+const STALE_S = 600;
 
 export interface ClaimedWorkload {
   workload: string;
@@ -32,24 +39,39 @@ export interface ClaimedWorkload {
 /** What a WarmPool is built from, by name. */
 export interface WarmPoolDeps extends WarmPoolOptions, Pick<Platform, 'store' | 'runtime' | 'clock' | 'log'> {}
 
-export class WarmPool {
+export class WarmPool implements WorkloadRules {
   private inFlight: Promise<void> | null = null;
   private again = false;
 
-  constructor(private readonly deps: WarmPoolDeps) {}
+  constructor(private readonly deps: WarmPoolDeps) {
+    deps.controller.handle('warm', this);
+  }
 
   /** A ready container of the template, now on the tenant's network; null when none is ready. */
   async claim(templateId: TemplateId, tenantId: string): Promise<ClaimedWorkload | null> {
     for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId])) {
-      if (!(await this.deps.store.warmPool.claim(w.workload))) continue; // another create took it
+      // Its workload row goes with the claim: no controller restarts or removes it from now on.
+      // One a controller works on (reconcile found it stopped) is left to it. The workload row
+      // first, as in every transaction that writes both.
+      const claimed = await this.deps.store
+        .transaction(async (tx) => {
+          if (!(await tx.workloads.forgetSettled('warm', w.workload))) return false; // another create took it, or a controller has it
+          if (!(await tx.warmPool.claim(w.workload, unixSeconds(this.deps.clock)))) throw new NotClaimable();
+          return true;
+        })
+        .catch((err: unknown) => {
+          if (err instanceof NotClaimable) return false;
+          throw err;
+        });
+      if (!claimed) continue;
       try {
         const address = await this.deps.runtime.assign(w.container_id, tenantId);
-        await this.deps.store.warmPool.delete(w.workload);
         this.deps.taken();
+        // Its pool row stays `claimed` until the environment's transaction takes it over.
         return { workload: w.workload, containerId: w.container_id, address };
       } catch (err) {
         this.deps.log.warn({ err, workload: w.workload }, 'a warm environment could not be handed over; discarded');
-        await this.discard(w.workload);
+        await this.removeClaimed(w.workload);
       }
     }
     return null;
@@ -58,6 +80,8 @@ export class WarmPool {
   /**
    * Tops every template up to the pool size (a periodic job under its store lease, which keeps
    * other svcd processes out; within this one, a refill asked for while one runs runs after it).
+   * It only writes rows: the controller starts the containers, one per template at a time
+   * (starting one takes both cores here for a moment).
    */
   refill(): Promise<void> {
     if (this.inFlight) {
@@ -76,44 +100,100 @@ export class WarmPool {
 
   private async fill(): Promise<void> {
     const now = unixSeconds(this.deps.clock);
-    for (const w of await this.deps.store.warmPool.all()) {
-      const stale = w.created_at < now - STARTING_STALE_S;
+    const rows = await this.deps.store.warmPool.all();
+    for (const w of rows) {
+      const stale = (w.claimed_at ?? w.created_at) < now - STALE_S;
       if (w.status === 'claimed') {
         // A hand-over a dead svcd did not finish: the container goes unless an environment has it.
-        if (stale && !(await this.deps.store.environments.usesWorkload(w.workload))) await this.discard(w.workload);
+        if (stale && !(await this.deps.store.environments.usesWorkload(w.workload))) await this.removeClaimed(w.workload);
         else if (stale) await this.deps.store.warmPool.delete(w.workload);
         continue;
       }
       // An image flag changed, or the pool shrank: what is not wanted any more goes.
       const outdated = w.image !== this.deps.images[w.template_id as TemplateId] || this.deps.size === 0;
-      if (outdated || (w.status === 'starting' && stale)) await this.discard(w.workload);
+      // A starting row with no workload row is from a svcd of before the controller.
+      const orphaned = w.status === 'starting' && stale && !(await this.deps.store.workloads.find('warm', w.workload));
+      if (outdated || orphaned) await this.discard(w.workload);
     }
+    await this.removeStrays(new Set(rows.map((w) => w.workload)));
     if (this.deps.size === 0) return;
     const kept = await this.deps.store.warmPool.all();
+    let added = false;
     for (const templateId of TEMPLATE_IDS) {
-      const image = this.deps.images[templateId];
-      const have = kept.filter((w) => w.template_id === templateId && w.status !== 'claimed').length;
-      for (let i = have; i < this.deps.size; i++) {
-        const workload = `svc-env-${hexId(12)}`;
-        await this.deps.store.warmPool.insert({ workload, template_id: templateId, image, container_id: '', status: 'starting', created_at: now });
-        try {
-          const containerId = await this.deps.start(workload, image);
-          // One command first: the first exec in a new container (under gVisor above all) is
-          // slower than the rest, and it is paid here rather than by the tenant.
-          await this.deps.runtime.exec(containerId, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
-          await this.deps.store.warmPool.markReady(workload, containerId);
-        } catch (err) {
-          this.deps.log.warn({ err, template: templateId }, 'a warm environment could not be started');
-          await this.discard(workload);
-          break;
-        }
-      }
+      const ofTemplate = kept.filter((w) => w.template_id === templateId && w.status !== 'claimed');
+      if (ofTemplate.length >= this.deps.size || ofTemplate.some((w) => w.status === 'starting')) continue;
+      const workload = `svc-env-${hexId(12)}`;
+      const spec: WorkloadSpecRecord = { name: workload, volumes: [workload] };
+      await this.deps.store.transaction(async (tx) => {
+        await tx.warmPool.insert({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'starting', created_at: now, claimed_at: null });
+        await tx.workloads.insertPending({ id: workload, tenant_id: WARM_POOL_TENANT, kind: 'warm', resource_id: workload, spec: JSON.stringify(spec) }, now);
+      });
+      added = true;
+    }
+    if (added) this.deps.controller.kick();
+  }
+
+  /** Starts a pool container of its row's template, and runs one command in it. */
+  async apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
+    const row = await this.deps.store.warmPool.find(w.resource_id);
+    if (!row) throw new Error('the warm pool row is gone');
+    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, signal);
+    // One command first: the first exec in a new container (under gVisor above all) is slower
+    // than the rest, and it is paid here rather than by the tenant.
+    await this.deps.runtime.exec(applied.ref, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
+    return applied;
+  }
+
+  async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
+    switch (outcome.state) {
+      case 'running':
+        await tx.warmPool.markReady(w.resource_id, outcome.applied.ref);
+        // The next one of its template may start.
+        tx.afterCommit(() => this.deps.taken());
+        return;
+      case 'failed':
+        // Not tried again: the next refill starts another (a template image that cannot run keeps failing, logged).
+        await tx.workloads.request('warm', w.resource_id, 'absent', unixSeconds(this.deps.clock));
+        await tx.warmPool.delete(w.resource_id);
+        return;
+      case 'waiting':
+      case 'stopped':
+      case 'absent':
+        return;
     }
   }
 
+  /** A pool container not taken: it goes with its workload (the controller removes it and its volume). */
   private async discard(workload: string): Promise<void> {
+    await this.deps.store.transaction(async (tx) => {
+      await tx.workloads.request('warm', workload, 'absent', unixSeconds(this.deps.clock));
+      await tx.warmPool.delete(workload);
+    });
+    this.deps.controller.kick();
+  }
+
+  /**
+   * Containers labelled for the pool that nothing owns: no pool row (listed before them), no
+   * `warm` workload row, no environment running on them (a hand-over whose svcd died between the
+   * claim and its end, or a removal that failed). The controller's orphan removal leaves the
+   * pool's containers to the pool.
+   */
+  private async removeStrays(listed: Set<string>): Promise<void> {
+    for (const c of await this.deps.runtime.list({ tenantId: WARM_POOL_TENANT })) {
+      if (listed.has(c.name) || (await this.deps.store.warmPool.find(c.name))) continue;
+      if ((await this.deps.store.workloads.find('warm', c.name)) || (await this.deps.store.environments.usesWorkload(c.name))) continue;
+      await this.removeClaimed(c.name);
+      this.deps.log.info({ container: c.id, workload: c.name }, 'removed a warm-pool container nothing owns');
+    }
+  }
+
+  /** A claimed container no environment got: its workload row went with the claim, so it is removed here. */
+  private async removeClaimed(workload: string): Promise<void> {
     await this.deps.runtime.remove(workload).catch(() => {});
     await this.deps.runtime.removeVolume(workload).catch(() => {});
     await this.deps.store.warmPool.delete(workload);
   }
 }
+
+/** Rolls back a claim of a pool container whose workload a controller works on. */
+class NotClaimable extends Error {}

@@ -300,6 +300,8 @@ export interface WarmEnvironmentsTable {
   container_id: string;
   status: 'starting' | 'ready' | 'claimed';
   created_at: number;
+  /** When a create claimed it (migration 0017): a hand-over unfinished long after was left by a dead svcd. */
+  claimed_at: number | null;
 }
 export type WarmEnvironmentRow = Selectable<WarmEnvironmentsTable>;
 
@@ -361,7 +363,7 @@ export interface SettingsTable {
 export interface WorkloadsTable {
   id: string;
   tenant_id: string;
-  kind: 'service' | 'database' | 'kanban';
+  kind: 'service' | 'database' | 'kanban' | 'environment' | 'warm';
   resource_id: string;
   /** JSON WorkloadSpecRecord. */
   spec: string;

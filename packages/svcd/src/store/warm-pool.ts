@@ -9,8 +9,13 @@ export class WarmPoolStore {
     await this.db.insertInto('warm_environments').values(row).execute();
   }
 
+  /** Ready on that container (a ready one started again after it was lost runs on a new one); not once claimed. */
   async markReady(workload: string, containerId: string): Promise<void> {
-    await this.db.updateTable('warm_environments').set({ status: 'ready', container_id: containerId }).where('workload', '=', workload).execute();
+    await this.db.updateTable('warm_environments').set({ status: 'ready', container_id: containerId }).where('workload', '=', workload).where('status', '!=', 'claimed').execute();
+  }
+
+  async find(workload: string): Promise<WarmEnvironmentRow | undefined> {
+    return this.db.selectFrom('warm_environments').selectAll().where('workload', '=', workload).executeTakeFirst();
   }
 
   /** Ready containers of a template and image, oldest first. */
@@ -19,8 +24,8 @@ export class WarmPoolStore {
   }
 
   /** Takes a ready container; false when someone else took it first (the condition settles it). */
-  async claim(workload: string): Promise<boolean> {
-    const r = await this.db.updateTable('warm_environments').set({ status: 'claimed' }).where('workload', '=', workload).where('status', '=', 'ready').executeTakeFirst();
+  async claim(workload: string, now: number): Promise<boolean> {
+    const r = await this.db.updateTable('warm_environments').set({ status: 'claimed', claimed_at: now }).where('workload', '=', workload).where('status', '=', 'ready').executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }
 

@@ -7,6 +7,8 @@ export interface WorkloadObservation {
   endpoint?: string | null;
   driver_ref?: string | null;
   last_error: string | null;
+  /** A new spec, observed with it (a warm-pool container handed to an environment is named otherwise). */
+  spec?: string;
 }
 
 /**
@@ -17,8 +19,16 @@ export interface WorkloadObservation {
 export class WorkloadStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** A new workload, to be run: generation 1, desired running, nothing observed yet. */
-  async insertPending(w: Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>, now: number): Promise<void> {
+  /**
+   * A new workload, to be run: generation 1, desired running, nothing observed yet. With `lease`,
+   * claimed from the start by the request that inserts it (it may yet observe the workload
+   * itself; the controller takes it once the lease is released or lapses).
+   */
+  async insertPending(
+    w: Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>,
+    now: number,
+    lease?: { holder: string; untilMs: number },
+  ): Promise<void> {
     const row: NewWorkloadRow = {
       ...w,
       generation: 1,
@@ -27,8 +37,8 @@ export class WorkloadStore {
       observed_state: 'pending',
       endpoint: null,
       driver_ref: null,
-      lease_holder: null,
-      lease_expires_at_ms: null,
+      lease_holder: lease?.holder ?? null,
+      lease_expires_at_ms: lease?.untilMs ?? null,
       retry_at_ms: null,
       last_error: null,
       created_at: now,
@@ -189,6 +199,22 @@ export class WorkloadStore {
       .returning('generation')
       .executeTakeFirst();
     return row?.generation === generation;
+  }
+
+  /**
+   * Deletes the row of a workload that is observed at its generation and that no controller
+   * works on (a warm-pool container taken by an environment: from then on it is the
+   * environment's); false when one does, or it moved on.
+   */
+  async forgetSettled(kind: WorkloadRow['kind'], resourceId: string): Promise<boolean> {
+    const r = await this.db
+      .deleteFrom('workloads')
+      .where('kind', '=', kind)
+      .where('resource_id', '=', resourceId)
+      .where('lease_holder', 'is', null)
+      .whereRef('observed_generation', '=', 'generation')
+      .executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
   }
 
   /** Deletes an absent workload the holder removed at its latest generation. */

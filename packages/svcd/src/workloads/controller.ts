@@ -7,10 +7,10 @@
 // svcd killed at any point leaves a lease that lapses; any other svcd's controller takes the row
 // over, and the driver's apply, idempotent by name, makes the result the same.
 //
-// Services (services/deployer.ts), databases and task boards run under it
-// (provisioning/lifecycle.ts holds the rules of the last two).
+// Services (services/deployer.ts), databases and task boards (provisioning/lifecycle.ts) and
+// environments (environments/workloads.ts) run under it.
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, WARM_POOL_TENANT, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
 
@@ -36,6 +36,11 @@ export interface WorkloadSpecRecord {
   volumes: string[];
   /** Stopped with this grace period before it is removed (the workload shuts down cleanly); absent: removed at once. */
   stopTimeoutS?: number;
+  /**
+   * Stopped, it keeps its container (an environment: what its commands installed outside the
+   * workspace is still there when it starts again); removed only when it is to be absent.
+   */
+  keepStopped?: boolean;
 }
 
 /** What the controller observed, for the resource's own record. */
@@ -89,6 +94,8 @@ export class WorkloadController {
   private readonly rules = new Map<WorkloadRow['kind'], WorkloadRules>();
   /** Rows this process works on now, to await them on close (ownership is the lease in the store). */
   private readonly working = new Map<string, { row: WorkloadRow; controller: AbortController; done: Promise<void> }>();
+  /** settled() polls waiting here to read the store again (a hint only: the store says what is done). */
+  private readonly workEnded = new Set<() => void>();
   private ticker: TimerHandle | null = null;
   private pass: Promise<void> | null = null;
   private passAgain = false;
@@ -143,9 +150,25 @@ export class WorkloadController {
       const w = await this.deps.store.workloads.find(kind, resourceId);
       if (!w || w.observed_generation >= w.generation) return true;
       if (w.attempts > 0 || Date.now() >= until || this.closed) return false;
-      // Real time: this paces a caller's wait on other processes, like a poll of the engine.
-      await new Promise((r) => setTimeout(r, pauseMs));
+      await this.nextChange(pauseMs);
     }
+  }
+
+  /**
+   * A pause of the settled() poll, ended early when work of this process ends (the store is
+   * read again then): a request answered by its own svcd's controller does not wait out a pause.
+   * Real time: this paces a caller's wait on other processes, like a poll of the engine.
+   */
+  private nextChange(pauseMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.workEnded.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, pauseMs);
+      this.workEnded.add(done);
+    });
   }
 
   /**
@@ -184,17 +207,35 @@ export class WorkloadController {
    * Containers of the kinds under this controller whose workload row is gone (their resource
    * was deleted while a svcd died before removing them, or something outside svc started them
    * with svc's labels). A row is deleted only after its containers were removed, so a container
-   * listed while its row exists is never taken.
+   * listed while its row exists is never taken. A container is its row's by the resource it is
+   * labelled with, or by its name (the row's id; an environment's container is labelled with its
+   * name). Warm-pool containers, labelled for no tenant, are the warm pool's: it discards its own,
+   * and one handed to an environment keeps the pool's labels (the environment's row has its id).
    */
   private async removeOrphans(): Promise<void> {
     for (const kind of this.rules.keys()) {
+      // Warm-pool containers are labelled as the environments they become.
+      if (kind === 'warm') continue;
       for (const c of await this.deps.runtime.list({ kind })) {
         const resourceId = c.labels[LABELS.resource];
+        if (c.labels[LABELS.tenant] === WARM_POOL_TENANT) continue;
         if (resourceId !== undefined && (await this.deps.store.workloads.find(kind, resourceId))) continue;
+        if (await this.deps.store.workloads.findById(c.name)) continue;
         await this.deps.runtime.remove(c.id);
         this.deps.log.info({ container: c.id, kind, resource: resourceId }, 'removed an orphan container');
       }
     }
+  }
+
+  /** Kicks, and resolves once the passes that follow have claimed what they could (tests wait for a pass to have looked). */
+  async passNow(): Promise<void> {
+    this.kick();
+    while (this.pass) await this.pass;
+  }
+
+  /** True while this process works on no row (tests wait for an aborted apply to have ended). */
+  idle(): boolean {
+    return this.working.size === 0;
   }
 
   /** Stops claiming; work under way is aborted and its leases freed, for another svcd to take over. */
@@ -269,6 +310,7 @@ export class WorkloadController {
       watch.cancel();
       // Whatever is left of the lease (an outcome not written, a row that moved on) is freed.
       await this.deps.store.workloads.release(w.id, this.deps.holder, w.generation, null, null, unixSeconds(this.deps.clock)).catch(() => {});
+      for (const wake of [...this.workEnded]) wake();
       if (!this.closed) this.kick();
     }
   }
@@ -287,6 +329,9 @@ export class WorkloadController {
     }
     const spec = parseSpecRecord(w);
     if (spec.stopTimeoutS !== undefined) await this.deps.runtime.stop(w.driver_ref ?? spec.name, spec.stopTimeoutS);
+    if (w.desired_state === 'stopped' && spec.keepStopped) {
+      return { row: { observed_state: 'stopped', endpoint: null, driver_ref: w.driver_ref, last_error: null }, outcome: { state: 'stopped' } };
+    }
     await this.deps.runtime.remove(w.driver_ref ?? spec.name);
     if (w.driver_ref) await this.deps.runtime.remove(spec.name);
     if (w.desired_state === 'stopped') return { row: { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, outcome: { state: 'stopped' } };

@@ -16,6 +16,7 @@ import { resourceSafety } from './0013_resource_safety.js';
 import { workloads } from './0014_workloads.js';
 import { serviceWorkloads } from './0015_service_workloads.js';
 import { buildBaseImages } from './0016_build_base_images.js';
+import { environmentWorkloads } from './0017_environment_workloads.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -39,6 +40,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0014_workloads': workloads,
     '0015_service_workloads': serviceWorkloads,
     '0016_build_base_images': buildBaseImages,
+    '0017_environment_workloads': environmentWorkloads,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

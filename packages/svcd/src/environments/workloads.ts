@@ -1,0 +1,165 @@
+// The `environment` kind's rules for the workload controller (workloads/controller.ts). Requests
+// (create, start, stop, lease expiry, the disk limit, suspension, delete) write the environment's
+// record and its workload's desired state in one transaction (environments.ts); the controller of
+// whichever svcd claims the row brings the container there, and its outcome lands here. Stopped,
+// an environment keeps its container (what its commands installed outside the workspace is still
+// there when it starts again); it is removed, with its workspace volume, only when deleted.
+import { unixSeconds } from '../clock.js';
+import type { Activity } from '../activity/activity.js';
+import type { Applied } from '../runtime/index.js';
+import type { Repositories, WorkloadRow } from '../store/index.js';
+import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
+import { ENVIRONMENT_RESOURCES } from './templates.js';
+import type { Platform } from '../platform.js';
+
+export const WORKSPACE = '/workspace';
+const STOP_TIMEOUT_S = 5;
+/** A started environment container runs with an address at once; past this, something is wrong with the engine. */
+const ENVIRONMENT_READY_TIMEOUT_MS = 60_000;
+const ENVIRONMENT_READY_POLL_MS = 25;
+
+/** A record's last_error while the engine is away: svc starts it when the engine answers. */
+const ENGINE_AWAY = 'container engine unavailable; svc starts the environment when the engine answers';
+
+/** The engine name of an environment's own container (and of its workspace volume). */
+export function environmentWorkloadName(id: string): string {
+  return `svc-env-${id}`;
+}
+
+/** The workload spec of an environment whose container and workspace volume are named `name`. */
+export function environmentSpec(name: string): WorkloadSpecRecord {
+  return { name, volumes: [name], stopTimeoutS: STOP_TIMEOUT_S, keepStopped: true };
+}
+
+export interface EnvironmentWorkloadsDeps extends Pick<Platform, 'store' | 'runtime' | 'clock'> {
+  controller: WorkloadController;
+  activity: Activity;
+  sandbox: () => Promise<boolean>;
+  /** An environment's address changed (it started, stopped or went): previews route anew. */
+  routesChanged: () => void;
+}
+
+export class EnvironmentWorkloads implements WorkloadRules {
+  constructor(private readonly deps: EnvironmentWorkloadsDeps) {
+    deps.controller.handle('environment', this);
+  }
+
+  /**
+   * Its container started again when it is the one observed last (stopped by a request, or by
+   * the engine going away: its file system is kept), else a new one on its workspace volume. A
+   * container under its name that this row never observed (one a dead svcd's apply started, and
+   * that apply may yet remove when it ends) is replaced, not adopted.
+   */
+  async apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
+    const e = await this.deps.store.environments.findAny(w.resource_id);
+    if (!e) throw new Error('the environment record is gone');
+    // A suspension stops every environment of the tenant; one applied after it does not run.
+    if ((await this.deps.store.tenants.findById(e.tenant_id))?.status !== 'active') throw new Error('the tenant is suspended');
+    const name = parseSpecRecord(w).name;
+    const existing = await this.deps.runtime.inspect(name);
+    if (existing && existing.id === w.driver_ref) {
+      if (existing.state === 'running') return { ref: existing.id, endpoint: { host: existing.address?.host ?? '', port: null } };
+      const endpoint = await this.deps.runtime.start(existing.id);
+      return { ref: existing.id, endpoint: { host: endpoint?.host ?? '', port: null } };
+    }
+    return this.run({ name, image: e.image, tenantId: e.tenant_id, resourceId: e.id, signal });
+  }
+
+  async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
+    const e = await tx.environments.findAny(w.resource_id);
+    if (!e) return;
+    const now = unixSeconds(this.deps.clock);
+    switch (outcome.state) {
+      case 'running':
+        // Started for a tenant suspended while it started: a creation is undone, anything else
+        // stopped again, as the suspension did to the rest.
+        if ((await tx.tenants.findById(e.tenant_id))?.status !== 'active') {
+          if (e.status === 'creating') {
+            await tx.workloads.request('environment', e.id, 'absent', now);
+            await tx.environments.delete(e.id, 'creating');
+          } else {
+            await tx.workloads.request('environment', e.id, 'stopped', now);
+            await tx.environments.update(e.id, { status: e.status === 'expired' ? 'expired' : 'stopped', container_id: outcome.applied.ref, address: null, updated_at: now });
+          }
+          tx.afterCommit(() => this.deps.controller.kick());
+          return;
+        }
+        await tx.environments.update(e.id, {
+          status: 'running',
+          container_id: outcome.applied.ref,
+          address: outcome.applied.endpoint.host || null,
+          expired_at: null,
+          last_error: null,
+          updated_at: now,
+        });
+        // Recorded with the outcome: a start that did not happen is not in the feed.
+        if (e.status === 'creating') {
+          await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: e.id, details: { name: e.name, template_id: e.template_id } });
+        } else if (e.status !== 'running') {
+          await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.started', resourceType: 'environment', resourceId: e.id });
+        }
+        tx.afterCommit(this.deps.routesChanged);
+        return;
+      case 'failed':
+        if (e.status === 'creating') {
+          // A create gives a running environment or leaves nothing: the record goes now, the
+          // container and the workspace with the workload (the creator answers 503).
+          await tx.workloads.request('environment', e.id, 'absent', now);
+          await tx.environments.delete(e.id, 'creating');
+          return;
+        }
+        await tx.environments.update(e.id, {
+          status: 'stopped',
+          address: null,
+          last_error:
+            w.observed_state === 'lost' ? `the container stopped outside svc and did not start again: ${outcome.error}` : `the environment did not start: ${outcome.error}`,
+          updated_at: now,
+        });
+        tx.afterCommit(this.deps.routesChanged);
+        return;
+      case 'waiting':
+        // The engine's fault, not the tenant's: the controller tries again once it answers.
+        await tx.environments.update(e.id, { last_error: `${ENGINE_AWAY}: ${outcome.error}`, updated_at: now });
+        return;
+      case 'stopped':
+      case 'absent':
+        // The request wrote the record (stopped, expired, or deleted) with the desired state.
+        return;
+    }
+  }
+
+  /**
+   * Runs an environment container with a workspace volume of the same name: on the tenant's
+   * network, labelled with its environment; or (tenantId null) unassigned in the warm pool,
+   * labelled with its own name until an environment takes it.
+   */
+  async run(o: { name: string; image: string; tenantId: string | null; resourceId: string; signal: AbortSignal }): Promise<Applied> {
+    const { name, image, tenantId, signal } = o;
+    const applied = await this.deps.runtime.apply({
+      spec: {
+        name,
+        image,
+        env: {},
+        tenantId: tenantId ?? '',
+        warmPool: tenantId === null,
+        kind: 'environment',
+        resourceId: o.resourceId,
+        limits: { memoryMb: ENVIRONMENT_RESOURCES.memory_mb, cpus: ENVIRONMENT_RESOURCES.cpu_cores, pids: ENVIRONMENT_RESOURCES.pids },
+        sandbox: await this.deps.sandbox(),
+        // Idle until told otherwise; an init reaps what exec'd commands leave behind (svc-init, as
+        // tenant code: what those commands print to the container's output is held to the log rate).
+        entrypoint: ['sleep'],
+        cmd: ['infinity'],
+        init: true,
+        tenantCode: true,
+        volumes: [{ name, target: WORKSPACE }],
+      },
+      pull: 'missing',
+      // No port: ready once it runs on its network.
+      ready: { timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS, everyMs: ENVIRONMENT_READY_POLL_MS, probeTimeoutMs: ENVIRONMENT_READY_TIMEOUT_MS },
+      // A newer request (a delete), or the controller losing its lease, stops it here.
+      signal,
+    });
+    return applied;
+  }
+}

@@ -1,0 +1,188 @@
+// Environments and the warm pool as workloads of the controller, through the API on the
+// in-memory workload driver: what each request writes, what the controller observes, and what is
+// left on the "engine" (environments.test.ts tests the same on the real engine, end to end).
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
+import { RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
+import { environmentWorkloadName } from '../src/environments/environments.js';
+import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { memoryRuntime } from './memory-runtime.js';
+
+const REGISTRY = '127.0.0.1:5999/memory';
+const TEMPLATE = `${REGISTRY}/env:1`;
+/** The `node` template here: an image no registry has (an operator's typo in --env-image-node). */
+const MISSING = `${REGISTRY}/env-missing:1`;
+const IMAGES: Record<string, MemoryImage> = { [TEMPLATE]: {} };
+const environmentImages = { default: TEMPLATE, node: MISSING, python: TEMPLATE, go: TEMPLATE };
+
+eachStore((kind) => {
+  describe(`environments as workloads on the memory driver (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+
+    /** While set, the "engine" does not answer: its info and a start of a container fail as a stopped dockerd's would. */
+    let engineAway = false;
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      const away = () => Promise.reject(new RuntimeUnavailableError('container engine unavailable'));
+      const runtime: Runtime = {
+        ...mem.runtime,
+        info: () => (engineAway ? away() : mem.runtime.info()),
+        start: (ref) => (engineAway ? away() : mem.runtime.start(ref)),
+      };
+      t = await startServer({ store: kind, config: { environmentImages }, overrides: { runtime } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test('create waits for the controller; stop keeps the container, start runs the same one again; delete removes container, workspace and row', async () => {
+      const a = await newTenant(t);
+      const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
+      assert.equal(env.status, 'running');
+      const name = environmentWorkloadName(env.id);
+      const w = await t.deps.store.workloads.find('environment', env.id);
+      const [running] = await mem.driver.list({ tenantId: a.id });
+      assert.equal(running?.name, name);
+      assert.deepEqual(w && [w.id, w.desired_state, w.generation, w.observed_generation, w.observed_state, w.driver_ref], [name, 'running', 1, 1, 'running', running.id]);
+      assert.equal((await t.deps.store.environments.findAny(env.id))?.container_id, running.id);
+      assert.equal((await a.client.activity({ resource_type: 'environment' })).filter((e) => e.action === 'environment.created').length, 1);
+
+      const stopped = await a.client.stopEnvironment(env.id);
+      assert.equal(stopped.status, 'stopped');
+      assert.deepEqual((await mem.driver.list({ tenantId: a.id })).map((c) => [c.id, c.state]), [[running.id, 'exited']], 'stopped, not removed');
+      assert.deepEqual((await t.deps.store.workloads.find('environment', env.id))?.observed_state, 'stopped');
+
+      const started = await a.client.startEnvironment(env.id);
+      assert.equal(started.status, 'running');
+      assert.deepEqual((await mem.driver.list({ tenantId: a.id })).map((c) => [c.id, c.state]), [[running.id, 'running']], 'the same container');
+      assert.equal((await a.client.exec(env.id, { command: ['true'] })).exit_code, 0);
+
+      await a.client.deleteEnvironment(env.id);
+      assert.deepEqual(await mem.driver.list({ tenantId: a.id }), []);
+      assert.equal(await t.deps.store.workloads.find('environment', env.id), undefined, 'its row went once the container was removed');
+    });
+
+    test('a template whose image cannot be pulled: create answers 503 and leaves nothing (no record, container or row)', async () => {
+      const a = await newTenant(t);
+      const r = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'broken', template_id: 'node' } });
+      assert.equal(r.status, 503);
+      assert.match(r.body.error, /could not start/);
+      assert.doesNotMatch(r.body.error, /env-missing/, "the engine's words go to the log");
+      assert.deepEqual(await a.client.environments(), []);
+      assert.deepEqual(await mem.driver.list({ tenantId: a.id }), []);
+      assert.equal((await t.deps.store.workloads.lagging(Number.MAX_SAFE_INTEGER, 100)).filter((w) => w.kind === 'environment').length, 0);
+      // Nothing of it counts against the quota: two more fit.
+      await a.client.createEnvironment({ name: 'one', template_id: 'default' });
+      await a.client.createEnvironment({ name: 'two', template_id: 'default' });
+    });
+
+    test('a start the engine does not answer is 503 and stays stopped: nothing starts it behind the tenant\'s back later', async () => {
+      const a = await newTenant(t);
+      const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
+      await a.client.stopEnvironment(env.id);
+      const [c] = await mem.driver.list({ tenantId: a.id });
+      assert.ok(c);
+      engineAway = true;
+      try {
+        const r = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/start`);
+        assert.equal(r.status, 503);
+        assert.match(r.body.error, /did not start in time/);
+      } finally {
+        engineAway = false;
+      }
+      const after = await a.client.environment(env.id);
+      assert.equal(after.status, 'stopped');
+      assert.match(after.last_error ?? '', /did not start in time/);
+      assert.equal((await t.deps.store.workloads.find('environment', env.id))?.desired_state, 'stopped', 'asked to stay stopped');
+      // The engine is back and the controller works through what is asked: the container stays down.
+      t.clock.advance(60_000);
+      await t.deps.workloads.passNow();
+      await waitFor('the controller to be done', () => Promise.resolve(t.deps.workloads.idle() || undefined));
+      assert.equal((await mem.driver.inspect(c.id))?.state, 'exited');
+      assert.equal((await a.client.activity({ resource_type: 'environment' })).filter((e) => e.action === 'environment.started').length, 0, 'no start in the feed');
+      // A start now runs it.
+      assert.equal((await a.client.startEnvironment(env.id)).status, 'running');
+      assert.equal((await a.client.activity({ resource_type: 'environment' })).filter((e) => e.action === 'environment.started').length, 1);
+    });
+
+    test("a container stopped outside svc is started again by reconcile, the same container; the lease's expiry stops it for good", async () => {
+      const a = await newTenant(t);
+      const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
+      const [c] = await mem.driver.list({ tenantId: a.id });
+      assert.ok(c);
+      await mem.driver.stop(c.id);
+      await t.deps.workloads.reconcile();
+      await waitFor('the controller to start it again', async () => ((await mem.driver.inspect(c.id))?.state === 'running' ? true : undefined));
+      assert.equal((await a.client.environment(env.id)).status, 'running');
+
+      // Its lease ends: the reaper stops it, and reconcile leaves it stopped.
+      t.clock.advance(3600_000 + 1_000);
+      await t.deps.environments.reap();
+      assert.equal((await a.client.environment(env.id)).status, 'expired');
+      assert.equal((await mem.driver.inspect(c.id))?.state, 'exited');
+      await t.deps.workloads.reconcile();
+      assert.equal((await mem.driver.inspect(c.id))?.state, 'exited', 'not started again');
+    });
+  });
+
+  describe(`the warm pool as workloads on the memory driver (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      t = await startServer({ store: kind, realTime: true, config: { environmentImages: { ...environmentImages, node: TEMPLATE }, environmentWarmPool: 1 }, overrides: { runtime: mem.runtime } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test('the controller starts the pool; a create takes a ready one (its warm row goes with the claim) and the pool refills', async () => {
+      const ready = () => t.deps.store.warmPool.ready('default', TEMPLATE);
+      const [pooled] = await waitFor('the pool to fill', async () => {
+        const r = await ready();
+        return r.length === 1 ? r : undefined;
+      });
+      assert.ok(pooled);
+      assert.equal(pooled.status, 'ready');
+      const warm = await t.deps.store.workloads.find('warm', pooled.workload);
+      assert.deepEqual(warm && [warm.observed_generation, warm.observed_state, warm.driver_ref], [1, 'running', pooled.container_id], 'observed by the controller');
+
+      const a = await newTenant(t);
+      const env = await a.client.createEnvironment({ name: 'warm', template_id: 'default' });
+      assert.equal(env.status, 'running');
+      assert.equal((await t.deps.store.environments.findAny(env.id))?.workload, pooled.workload);
+      assert.equal(await t.deps.store.workloads.find('warm', pooled.workload), undefined, 'no longer the pool\'s');
+      const w = await t.deps.store.workloads.find('environment', env.id);
+      assert.deepEqual(w && [w.observed_generation, w.observed_state, w.driver_ref, (JSON.parse(w.spec) as { name: string }).name], [1, 'running', pooled.container_id, pooled.workload]);
+      await waitFor('the pool to refill', async () => ((await ready()).some((r) => r.workload !== pooled.workload) ? true : undefined));
+
+      // Reconcile takes neither the waiting one nor the handed-over one for an orphan.
+      await t.deps.workloads.reconcile();
+      assert.equal((await mem.driver.inspect(pooled.container_id))?.state, 'running');
+      assert.equal((await ready()).length, 1);
+
+      // Its container lost (removed on the host): the controller runs a new one under the pool
+      // container's name, which reconcile then leaves alone (it is the environment's, by label).
+      await mem.driver.remove(pooled.container_id);
+      await t.deps.workloads.reconcile();
+      const again = await waitFor('a new container', async () => {
+        const c = await mem.driver.inspect(pooled.workload);
+        return c?.state === 'running' ? c : undefined;
+      });
+      await waitFor('the environment to be observed on it', async () => ((await t.deps.store.environments.findAny(env.id))?.container_id === again.id ? true : undefined));
+      await t.deps.workloads.reconcile();
+      await t.deps.workloads.reconcile();
+      assert.equal((await mem.driver.inspect(pooled.workload))?.id, again.id, 'not taken for an orphan');
+      assert.equal((await a.client.exec(env.id, { command: ['true'] })).exit_code, 0);
+
+      await a.client.deleteEnvironment(env.id);
+      assert.equal(await mem.driver.inspect(pooled.workload), null, 'the environment took it with it');
+    });
+  });
+});
