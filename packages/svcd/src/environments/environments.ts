@@ -171,13 +171,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       this.deps.log.warn({ err, environment: row.id }, 'the warm pool failed; a new container is started');
       return false;
     });
-    if (!handedOver) {
-      // Left held when this fails (the store away): it lapses, and the wait below ends in the undo.
-      await this.deps.store.workloads
-        .release(name, holder, 1, null, null, unixSeconds(this.deps.clock))
-        .catch((err: unknown) => this.deps.log.warn({ err, environment: row.id }, 'the creation could not be handed to the controller yet'));
-      this.deps.controller.kick();
-    }
+    if (handedOver) return this.get(tenantId, row.id);
+    // Left held when this fails (the store away): it lapses, and the wait below ends in the undo.
+    await this.deps.store.workloads
+      .release(name, holder, 1, null, null, unixSeconds(this.deps.clock))
+      .catch((err: unknown) => this.deps.log.warn({ err, environment: row.id }, 'the creation could not be handed to the controller yet'));
+    this.deps.controller.kick();
     return this.awaitCreation(row.id);
   }
 

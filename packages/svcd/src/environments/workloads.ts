@@ -56,7 +56,8 @@ export class EnvironmentWorkloads implements WorkloadRules {
     // A suspension stops every environment of the tenant; one applied after it does not run.
     if ((await this.deps.store.tenants.findById(e.tenant_id))?.status !== 'active') throw new Error('the tenant is suspended');
     const name = parseSpecRecord(w).name;
-    const existing = await this.deps.runtime.inspect(name);
+    // Never observed (a creation): nothing to start again, and apply replaces what runs under the name.
+    const existing = w.driver_ref === null ? null : await this.deps.runtime.inspect(name);
     if (existing && existing.id === w.driver_ref) {
       if (existing.state === 'running') return { ref: existing.id, endpoint: { host: existing.address?.host ?? '', port: null } };
       const endpoint = await this.deps.runtime.start(existing.id);

@@ -154,6 +154,10 @@ export class WorkloadController {
     }
   }
 
+  private wakeWaiters(): void {
+    for (const wake of [...this.workEnded]) wake();
+  }
+
   /**
    * A pause of the settled() poll, ended early when work of this process ends (the store is
    * read again then): a request answered by its own svcd's controller does not wait out a pause.
@@ -300,6 +304,8 @@ export class WorkloadController {
       if (observation === 'deleted') return;
       try {
         await this.commit(w, rules, observation.row, observation.outcome);
+        // A request waiting on this row reads it now, not after the lease is released.
+        this.wakeWaiters();
       } catch (err) {
         // The store's trouble, not the workload's: tried again after a pause, not at once.
         const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
@@ -310,7 +316,7 @@ export class WorkloadController {
       watch.cancel();
       // Whatever is left of the lease (an outcome not written, a row that moved on) is freed.
       await this.deps.store.workloads.release(w.id, this.deps.holder, w.generation, null, null, unixSeconds(this.deps.clock)).catch(() => {});
-      for (const wake of [...this.workEnded]) wake();
+      this.wakeWaiters();
       if (!this.closed) this.kick();
     }
   }
