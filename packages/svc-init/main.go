@@ -47,6 +47,7 @@ func run(args []string) int {
 	flags := flag.NewFlagSet("svc-init", flag.ContinueOnError)
 	linesPerSecond := flags.Int("lines-per-second", 500, "lines of output the container's log takes a second (both streams together)")
 	bytesPerSecond := flags.Int("bytes-per-second", 512*1024, "bytes of output the container's log takes a second (both streams together)")
+	agentPort := flags.Int("agent-port", 0, "serve the agent (agent.go) on this port, with the token in $"+agentTokenEnv+" (0: no agent)")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -88,6 +89,10 @@ func run(args []string) int {
 		return 126
 	}
 
+	// The agent's token is svcd's, not the command's: out of the environment before anything starts.
+	agentToken := os.Getenv(agentTokenEnv)
+	_ = os.Unsetenv(agentTokenEnv)
+
 	child := exec.Command(argv[0], argv[1:]...)
 	// Found through a relative entry of PATH ("." or empty): the engine's runtime would run it, so do we.
 	if errors.Is(child.Err, exec.ErrDot) {
@@ -111,8 +116,15 @@ func run(args []string) int {
 	go func() { out.copy(stdoutR, false); copied <- struct{}{} }()
 	go func() { out.copy(stderrR, true); copied <- struct{}{} }()
 
-	exited := make(chan int, 1)
-	go reapUntil(child.Process.Pid, exited)
+	reaper := newReaper()
+	exited := reaper.wait(child.Process.Pid)
+	go reaper.loop()
+	if *agentPort > 0 && agentToken != "" {
+		if err := serveAgent(*agentPort, agentToken, reaper); err != nil {
+			// svcd uses the engine's exec instead.
+			fmt.Fprintf(os.Stderr, "svc-init: the agent does not listen: %v\n", err)
+		}
+	}
 	code := supervise(child.Process.Pid, signals, exited)
 
 	// Whatever the child printed last is still in the pipes: read it, for a moment at most.
@@ -144,34 +156,6 @@ func supervise(pid int, signals <-chan os.Signal, exited <-chan int) int {
 			default:
 				_ = syscall.Kill(pid, s)
 			}
-		}
-	}
-}
-
-// reapUntil waits for every process that ends (orphans come to PID 1), until the main child has:
-// then it sends the child's exit code (128 + the signal when a signal ended it, as a shell says).
-func reapUntil(pid int, exited chan<- int) {
-	for {
-		var status syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &status, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			// ECHILD: nothing left to wait for, the main child among it (cannot happen before it is reaped).
-			exited <- 1
-			return
-		}
-		if got != pid {
-			continue
-		}
-		switch {
-		case status.Exited():
-			exited <- status.ExitStatus()
-			return
-		case status.Signaled():
-			exited <- 128 + int(status.Signal())
-			return
 		}
 	}
 }

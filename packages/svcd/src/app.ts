@@ -285,8 +285,9 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ...core,
     size: config.environmentWarmPool,
     images: config.environmentImages,
-    start: (workload, image, signal) => environments.runWarm(workload, image, signal),
+    start: (workload, image, agentToken, signal) => environments.runWarm(workload, image, agentToken, signal),
     controller: workloads,
+    agentSupported: () => environments.agentSupported(),
     // Refill soon rather than at the next tick (after a take, or a start that ended), under the
     // job's lease like every run; not at once: starting a container takes both cores here for a
     // moment, and the new owner's first commands come right after the hand-over.

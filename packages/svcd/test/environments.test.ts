@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Environment, ExecResult } from '@svc/client';
 import { environmentWorkloadName, workloadOf } from '../src/environments/environments.js';
+import { AGENT_PORT } from '../src/environments/agent.js';
 import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { docker, engineTenants } from './images.js';
 import { startHttpsGitServer, type HttpsGitServer } from './git-fixtures.js';
@@ -12,6 +13,8 @@ import { TEMPLATE_IMAGES, ensureTemplateImages } from './operator-images.js';
 
 describe('environments', () => {
   let t: TestServer;
+  /** svcd's log lines (exec says which way each command went). */
+  const lines: string[] = [];
   let git: HttpsGitServer;
   let proxyPort: number;
   const tenants = engineTenants(() => t);
@@ -24,6 +27,7 @@ describe('environments', () => {
       realTime: true,
       config: { adminTokens: [ADMIN_TOKEN], gitCaFile: git.caFile, proxyListen: `127.0.0.1:${proxyPort}` },
       overrides: { environmentReapEveryMs: 300 },
+      logLines: lines,
     });
     t.client.adminToken = ADMIN_TOKEN;
   });
@@ -116,6 +120,39 @@ describe('environments', () => {
     const [x, y] = [await once(), await once()];
     assert.notEqual(x.body.stdout, y.body.stdout);
     assert.equal(y.headers.get('idempotent-replayed'), null);
+  });
+
+  test("exec goes through the environment's agent, which answers only with its token; when the agent is not reached, through the engine", async () => {
+    const a = await tenant();
+    const env = await a.client.createEnvironment({ name: 'agent', template_id: 'default' });
+    const row = await t.deps.store.environments.findAny(env.id);
+    assert.ok(row?.agent_token && row.address);
+    const token = t.deps.sealer.open(row.agent_token);
+    // What anything on the tenant's network reaches: refused without the token, a command run with it.
+    const ask = (bearer: string) =>
+      fetch(`http://${row.address}:${AGENT_PORT}/exec`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ argv: ['echo', 'hi'], work_dir: '/', timeout_seconds: 5, max_output_bytes: 100 }),
+      });
+    assert.equal((await ask('not-the-token')).status, 401);
+    const allowed = await ask(token);
+    assert.equal(allowed.status, 200);
+    assert.equal(((await allowed.json()) as { stdout: string }).stdout, 'hi\n');
+
+    const execs = () => lines.filter((l) => l.includes('"msg":"environment exec"'));
+    lines.length = 0;
+    assert.equal((await a.client.exec(env.id, { command: ['echo', 'x'] })).stdout, 'x\n');
+    assert.match(execs().at(-1) ?? '', /"via":"agent"/);
+    assert.equal((await a.client.exec(env.id, { command: ['sh', '-c', 'echo ${SVC_AGENT_TOKEN:-none}'] })).stdout, 'none\n', 'commands do not see the token');
+
+    // A token the agent does not take (as a container that is not this environment's would):
+    // nothing ran there, so the engine runs it, and the log says why.
+    await t.deps.store.environments.update(env.id, { agent_token: t.deps.sealer.seal('not-the-token') });
+    lines.length = 0;
+    assert.equal((await a.client.exec(env.id, { command: ['echo', 'y'] })).stdout, 'y\n');
+    assert.match(execs().at(-1) ?? '', /"via":"engine"/);
+    assert.ok(lines.some((l) => l.includes('agent was not reached')));
   });
 
   test('stop keeps the workspace; start runs it again; exec on a stopped environment is 409', async () => {

@@ -225,7 +225,7 @@ eachStore((kind) => {
       await store.tenants.insert(tenantRow('et2', 'envother'));
       const row = (id: string, tenant: string, name: string, lease: number, status: 'creating' | 'running' | 'stopped' | 'expired' = 'running', expired: number | null = null) => ({
         id, tenant_id: tenant, name, template_id: 'default', image: 'ubuntu:24.04', status, lease_expires_at: lease, expired_at: expired,
-        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null,
       });
       await store.environments.insert(row('e1', 'et1', 'dev', T + 10));
       await store.environments.insert(row('e2', 'et2', 'dev', T - 5, 'stopped')); // same name, other tenant: fine
@@ -246,7 +246,7 @@ eachStore((kind) => {
     });
 
     test('warm pool: a ready container is claimed once, even by two stores at once', async () => {
-      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at, claimed_at: null });
+      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at, claimed_at: null, agent_token: null });
       await store.warmPool.insert(row('w1', 'ready', T + 1));
       await store.warmPool.insert(row('w2', 'starting'));
       await store.warmPool.insert(row('w0', 'ready', T));
@@ -280,7 +280,7 @@ eachStore((kind) => {
 
       const env = (id: string) => ({
         id, tenant_id: 'h2', name: id, template_id: 'default', image: 'ubuntu:24.04', status: 'running' as const, lease_expires_at: T + 60, expired_at: null,
-        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null,
       });
       await store.environments.insert(env('he1'));
       for (const [id, name] of [['hp1', 'web'], ['hp2', 'api']] as const) {

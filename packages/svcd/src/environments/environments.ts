@@ -28,6 +28,7 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
+import { AgentUnreachableError, execThroughAgent, newAgentToken } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -90,17 +91,33 @@ function workloadRowId(environmentId: string): string {
 class RemovalRefused extends Error {}
 
 /** What a Environments is built from, by name. */
-export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
+export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
   /** Carries out the records' requests (create, start, stop, delete) on the engine. */
   controller: WorkloadController;
 }
 
 export class Environments implements TenantResources, DiskOverrunHalt {
   private warmPool: WarmPool | null = null;
+  private agentSupport: Promise<boolean> | null = null;
   private readonly workloads: EnvironmentWorkloads;
 
   constructor(private readonly deps: EnvironmentsDeps) {
     this.workloads = new EnvironmentWorkloads({ ...deps, controller: deps.controller });
+  }
+
+  /**
+   * Whether environments get an agent: the driver runs tenant code under svc-init. Asked of the
+   * driver once (an engine that does not answer is asked again next time).
+   */
+  agentSupported(): Promise<boolean> {
+    this.agentSupport ??= this.deps.runtime.capabilities().then(
+      (c) => c.agent,
+      () => {
+        this.agentSupport = null;
+        return false;
+      },
+    );
+    return this.agentSupport;
   }
 
   /** Creates take a warm container from this pool when it has one of the template. */
@@ -144,6 +161,8 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       last_error: null,
       created_at: now,
       updated_at: now,
+      // A warm container comes with its own (taken over below).
+      agent_token: (await this.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null,
     };
     // This request's own hold on the new workload row while it looks in the warm pool: no
     // controller starts a container meanwhile. Released at once when the pool has none; lapsed
@@ -200,7 +219,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const handedOver = await this.deps.store
       .transaction(async (tx) => {
         if (!(await tx.workloads.observe(workloadRowId(row.id), holder, 1, observation, now))) return false;
-        await tx.environments.update(row.id, { status: 'running', workload: warm.workload, container_id: warm.containerId, address: warm.address, updated_at: now });
+        await tx.environments.update(row.id, { status: 'running', workload: warm.workload, container_id: warm.containerId, address: warm.address, agent_token: warm.agentToken, updated_at: now });
         await tx.warmPool.delete(warm.workload);
         await this.deps.activity.record(tx, { tenantId: row.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: row.name, template_id: row.template_id } });
         return true;
@@ -337,18 +356,19 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const e = await this.running(tenantId, id);
     const workDir = req.work_dir ?? WORKSPACE;
     if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
-    const out = await this.deps.sessions.within(tenantId, 'exec', () => this.execIn(workloadOf(e), {
+    let via: 'agent' | 'engine' = 'engine';
+    const out = await this.deps.sessions.within(tenantId, 'exec', () => this.execPreferringAgent(e, {
       cmd: req.command,
       workDir,
       timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
       maxOutputBytes: EXEC_OUTPUT_MAX_BYTES,
-    }).catch((err: unknown) => {
+    }, (path) => (via = path)).catch((err: unknown) => {
       // The engine refused before anything ran: a work_dir that does not exist is the caller's.
       // (runc says "chdir to cwd", gVisor "initial working directory").
       if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${workDir} is not a directory in the environment`);
       throw err;
     }));
-    this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut }, 'environment exec');
+    this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut, via }, 'environment exec');
     return { exit_code: out.exitCode, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
   }
 
@@ -519,8 +539,8 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   }
 
   /** Runs an unassigned environment container for the warm pool (the environment's own spec, on the pool's network). */
-  runWarm(name: string, image: string, signal: AbortSignal): Promise<Applied> {
-    return this.workloads.run({ name, image, tenantId: null, resourceId: name, signal });
+  runWarm(name: string, image: string, agentToken: string | null, signal: AbortSignal): Promise<Applied> {
+    return this.workloads.run({ name, image, tenantId: null, resourceId: name, agentToken, signal });
   }
 
   /**
@@ -537,6 +557,29 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     });
     this.deps.routesChanged();
     this.deps.controller.kick();
+  }
+
+  /**
+   * Runs through the environment's agent when it has one, else (or when the agent was not
+   * reached: nothing ran) through the engine's exec, saying why in the log.
+   */
+  private async execPreferringAgent(e: EnvironmentRow, spec: ExecSpec, took: (path: 'agent' | 'engine') => void): Promise<ExecOutcome> {
+    if (e.agent_token !== null && e.address !== null && spec.stdin === undefined) {
+      try {
+        const out = await execThroughAgent({ host: e.address, token: this.deps.sealer.open(e.agent_token) }, spec, this.deps.timers);
+        took('agent');
+        return out;
+      } catch (err) {
+        if (!(err instanceof AgentUnreachableError)) {
+          if (err instanceof ExecNotStartedError) throw err;
+          // It may have run: not run again through the engine. Its words stay in the log.
+          throw new UnavailableError("the environment's agent failed while the command ran; its outcome is unknown", err);
+        }
+        this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine");
+      }
+    }
+    took('engine');
+    return this.execIn(workloadOf(e), spec);
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */

@@ -15,13 +15,16 @@ import { WARM_POOL_TENANT, type Applied } from '../runtime/index.js';
 import type { Repositories, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import type { Platform } from '../platform.js';
+import { newAgentToken } from './agent.js';
 
 export interface WarmPoolOptions {
   /** Ready containers to keep per template. */
   size: number;
   images: Record<TemplateId, string>;
   /** Starts a container for the pool (the environment's own spec, on the warm-pool network). */
-  start(workload: string, image: string, signal: AbortSignal): Promise<Applied>;
+  start(workload: string, image: string, agentToken: string | null, signal: AbortSignal): Promise<Applied>;
+  /** Whether pool containers get an agent (environments.ts). */
+  agentSupported(): Promise<boolean>;
   /** A container was taken or became ready: top the pool up soon (the caller runs refill under its lease). */
   taken(): void;
   controller: WorkloadController;
@@ -34,10 +37,12 @@ export interface ClaimedWorkload {
   workload: string;
   containerId: string;
   address: string | null;
+  /** Its agent's token, sealed, for the environment's record. */
+  agentToken: string | null;
 }
 
 /** What a WarmPool is built from, by name. */
-export interface WarmPoolDeps extends WarmPoolOptions, Pick<Platform, 'store' | 'runtime' | 'clock' | 'log'> {}
+export interface WarmPoolDeps extends WarmPoolOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'clock' | 'log'> {}
 
 export class WarmPool implements WorkloadRules {
   private inFlight: Promise<void> | null = null;
@@ -68,7 +73,7 @@ export class WarmPool implements WorkloadRules {
         const address = await this.deps.runtime.assign(w.container_id, tenantId);
         this.deps.taken();
         // Its pool row stays `claimed` until the environment's transaction takes it over.
-        return { workload: w.workload, containerId: w.container_id, address };
+        return { workload: w.workload, containerId: w.container_id, address, agentToken: w.agent_token };
       } catch (err) {
         this.deps.log.warn({ err, workload: w.workload }, 'a warm environment could not be handed over; discarded');
         await this.removeClaimed(w.workload);
@@ -124,8 +129,9 @@ export class WarmPool implements WorkloadRules {
       if (ofTemplate.length >= this.deps.size || ofTemplate.some((w) => w.status === 'starting')) continue;
       const workload = `svc-env-${hexId(12)}`;
       const spec: WorkloadSpecRecord = { name: workload, volumes: [workload] };
+      const token = (await this.deps.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null;
       await this.deps.store.transaction(async (tx) => {
-        await tx.warmPool.insert({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'starting', created_at: now, claimed_at: null });
+        await tx.warmPool.insert({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'starting', created_at: now, claimed_at: null, agent_token: token });
         await tx.workloads.insertPending({ id: workload, tenant_id: WARM_POOL_TENANT, kind: 'warm', resource_id: workload, spec: JSON.stringify(spec) }, now);
       });
       added = true;
@@ -137,10 +143,11 @@ export class WarmPool implements WorkloadRules {
   async apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
     const row = await this.deps.store.warmPool.find(w.resource_id);
     if (!row) throw new Error('the warm pool row is gone');
-    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, signal);
-    // One command first: the first exec in a new container (under gVisor above all) is slower
-    // than the rest, and it is paid here rather than by the tenant.
-    await this.deps.runtime.exec(applied.ref, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
+    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, row.agent_token === null ? null : this.deps.sealer.open(row.agent_token), signal);
+    // Its agent answered before start resolved (readiness). Without one (a row of before agents),
+    // one command first: the first engine exec in a new container (under gVisor above all) is
+    // slower than the rest, and it is paid here rather than by the tenant.
+    if (row.agent_token === null) await this.deps.runtime.exec(applied.ref, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
     return applied;
   }
 

@@ -6,10 +6,11 @@
 // there when it starts again); it is removed, with its workspace volume, only when deleted.
 import { unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import type { Applied } from '../runtime/index.js';
+import type { Applied, Endpoint } from '../runtime/index.js';
 import type { Repositories, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { ENVIRONMENT_RESOURCES } from './templates.js';
+import { AGENT_PORT, agentAnswers } from './agent.js';
 import type { Platform } from '../platform.js';
 
 export const WORKSPACE = '/workspace';
@@ -17,6 +18,8 @@ const STOP_TIMEOUT_S = 5;
 /** A started environment container runs with an address at once; past this, something is wrong with the engine. */
 const ENVIRONMENT_READY_TIMEOUT_MS = 60_000;
 const ENVIRONMENT_READY_POLL_MS = 25;
+/** One health check of the agent: on a local bridge it answers in a millisecond or not at all. */
+const AGENT_PROBE_TIMEOUT_MS = 1_000;
 
 /** A record's last_error while the engine is away: svc starts it when the engine answers. */
 const ENGINE_AWAY = 'container engine unavailable; svc starts the environment when the engine answers';
@@ -31,7 +34,7 @@ export function environmentSpec(name: string): WorkloadSpecRecord {
   return { name, volumes: [name], stopTimeoutS: STOP_TIMEOUT_S, keepStopped: true };
 }
 
-export interface EnvironmentWorkloadsDeps extends Pick<Platform, 'store' | 'runtime' | 'clock'> {
+export interface EnvironmentWorkloadsDeps extends Pick<Platform, 'store' | 'runtime' | 'clock' | 'sealer'> {
   controller: WorkloadController;
   activity: Activity;
   sandbox: () => Promise<boolean>;
@@ -63,7 +66,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
       const endpoint = await this.deps.runtime.start(existing.id);
       return { ref: existing.id, endpoint: { host: endpoint?.host ?? '', port: null } };
     }
-    return this.run({ name, image: e.image, tenantId: e.tenant_id, resourceId: e.id, signal });
+    return this.run({ name, image: e.image, tenantId: e.tenant_id, resourceId: e.id, agentToken: e.agent_token === null ? null : this.deps.sealer.open(e.agent_token), signal });
   }
 
   async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
@@ -134,13 +137,16 @@ export class EnvironmentWorkloads implements WorkloadRules {
    * network, labelled with its environment; or (tenantId null) unassigned in the warm pool,
    * labelled with its own name until an environment takes it.
    */
-  async run(o: { name: string; image: string; tenantId: string | null; resourceId: string; signal: AbortSignal }): Promise<Applied> {
-    const { name, image, tenantId, signal } = o;
+  async run(o: { name: string; image: string; tenantId: string | null; resourceId: string; agentToken: string | null; signal: AbortSignal }): Promise<Applied> {
+    const { name, image, tenantId, signal, agentToken } = o;
     const applied = await this.deps.runtime.apply({
       spec: {
         name,
         image,
-        env: {},
+        // The agent's token: svc-init takes it out of the environment before anything starts (an
+        // environment of before agents has none, and its exec goes through the engine).
+        env: o.agentToken === null ? {} : { SVC_AGENT_TOKEN: o.agentToken },
+        ...(o.agentToken === null ? {} : { agentPort: AGENT_PORT }),
         tenantId: tenantId ?? '',
         warmPool: tenantId === null,
         kind: 'environment',
@@ -156,8 +162,13 @@ export class EnvironmentWorkloads implements WorkloadRules {
         volumes: [{ name, target: WORKSPACE }],
       },
       pull: 'missing',
-      // No port: ready once it runs on its network.
-      ready: { timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS, everyMs: ENVIRONMENT_READY_POLL_MS, probeTimeoutMs: ENVIRONMENT_READY_TIMEOUT_MS },
+      // No port: ready once it runs on its network, and its agent (when it has one) answers there.
+      ready: {
+        timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS,
+        everyMs: ENVIRONMENT_READY_POLL_MS,
+        probeTimeoutMs: AGENT_PROBE_TIMEOUT_MS,
+        ...(agentToken === null ? {} : { probe: (at: Endpoint) => agentAnswers({ host: at.host, token: agentToken }, AGENT_PROBE_TIMEOUT_MS) }),
+      },
       // A newer request (a delete), or the controller losing its lease, stops it here.
       signal,
     });

@@ -43,6 +43,11 @@ export interface WorkloadSpec {
    * its output to the installation's log rate (tenant-init.ts) and reaps orphans.
    */
   tenantCode?: boolean;
+  /**
+   * svc-init serves its agent (exec without the engine) on this port of the workload's address,
+   * to requests with the token in `env.SVC_AGENT_TOKEN` (tenant code only; an environment).
+   */
+  agentPort?: number;
   /** Run as this user of the image (name or uid) instead of the image's default. */
   user?: string;
   /** Named volumes (created with the workload's labels when missing) and where they mount. */
@@ -165,6 +170,8 @@ export interface DriverCapabilities {
   hostPorts: boolean;
   /** Workloads can be started unassigned and handed to a tenant later (environments' warm pool). */
   warmPool: boolean;
+  /** Tenant code runs under svc-init, which serves an environment's agent (`agentPort`). */
+  agent: boolean;
 }
 
 export interface WorkloadDriver {

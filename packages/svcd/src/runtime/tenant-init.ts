@@ -56,10 +56,16 @@ export function runsOnlyAsPid1(argv: string[]): boolean {
   return argv[0] !== undefined && PID1_ONLY.has(argv[0]);
 }
 
-/** The container's ENTRYPOINT and CMD that run `argv` under svc-init. */
-export function underTenantInit(argv: string[], rate: LogRate): { entrypoint: string[]; cmd: string[] } {
+/** The container's ENTRYPOINT and CMD that run `argv` under svc-init (serving its agent on `agentPort`, when given). */
+export function underTenantInit(argv: string[], rate: LogRate, agentPort?: number): { entrypoint: string[]; cmd: string[] } {
   return {
-    entrypoint: [TENANT_INIT_PATH, `--lines-per-second=${rate.linesPerSecond}`, `--bytes-per-second=${rate.bytesPerSecond}`, '--'],
+    entrypoint: [
+      TENANT_INIT_PATH,
+      `--lines-per-second=${rate.linesPerSecond}`,
+      `--bytes-per-second=${rate.bytesPerSecond}`,
+      ...(agentPort === undefined ? [] : [`--agent-port=${agentPort}`]),
+      '--',
+    ],
     cmd: argv,
   };
 }

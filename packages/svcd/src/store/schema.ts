@@ -265,6 +265,8 @@ export interface EnvironmentsTable {
   last_error: string | null;
   created_at: number;
   updated_at: number;
+  /** Its agent's token, sealed (migration 0018); null: exec goes through the engine. */
+  agent_token: string | null;
 }
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 
@@ -302,6 +304,8 @@ export interface WarmEnvironmentsTable {
   created_at: number;
   /** When a create claimed it (migration 0017): a hand-over unfinished long after was left by a dead svcd. */
   claimed_at: number | null;
+  /** Its agent's token, sealed (migration 0018); the environment that takes it takes the token. */
+  agent_token: string | null;
 }
 export type WarmEnvironmentRow = Selectable<WarmEnvironmentsTable>;
 

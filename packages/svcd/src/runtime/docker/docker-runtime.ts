@@ -402,7 +402,7 @@ export class DockerRuntime implements Runtime {
 
   async capabilities(): Promise<DriverCapabilities> {
     const info = await this.info();
-    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true };
+    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true, agent: this.tenantInit !== null };
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), on the Docker Engine. */
@@ -505,7 +505,7 @@ export class DockerRuntime implements Runtime {
     // The engine's own refusal, before a container exists (svc-init would start and exit 127).
     if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
     if (runsOnlyAsPid1(argv)) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
-    return { ...underTenantInit(argv, this.tenantInit.rate), underInit: this.tenantInit.binary };
+    return { ...underTenantInit(argv, this.tenantInit.rate, spec.agentPort), underInit: this.tenantInit.binary };
   }
 
   async assign(id: string, tenantId: string): Promise<string | null> {

@@ -101,7 +101,8 @@ export class MemoryDriver implements WorkloadDriver {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, hostPorts: true, warmPool: true });
+    // No agent: its exec is the driver's own.
+    return Promise.resolve({ sandbox: false, hostPorts: true, warmPool: true, agent: false });
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), in memory. */

@@ -17,6 +17,7 @@ import { workloads } from './0014_workloads.js';
 import { serviceWorkloads } from './0015_service_workloads.js';
 import { buildBaseImages } from './0016_build_base_images.js';
 import { environmentWorkloads } from './0017_environment_workloads.js';
+import { environmentAgents } from './0018_environment_agents.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -41,6 +42,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0015_service_workloads': serviceWorkloads,
     '0016_build_base_images': buildBaseImages,
     '0017_environment_workloads': environmentWorkloads,
+    '0018_environment_agents': environmentAgents,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startAgent runs svc-init (the test binary as init) with its agent on a free port, idling.
+func startAgent(t *testing.T, token string) (string, *exec.Cmd) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(os.Args[0], fmt.Sprintf("--agent-port=%d", port), "--", "sleep", "60")
+	cmd.Env = append(os.Environ(), "SVC_INIT_TEST_AS_INIT=1", agentTokenEnv+"="+token)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return base, cmd
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the agent never listened")
+	return "", nil
+}
+
+func call(t *testing.T, base, token, method, path string, body interface{}) (int, map[string]interface{}) {
+	t.Helper()
+	var buf bytes.Buffer
+	if body != nil {
+		_ = json.NewEncoder(&buf).Encode(body)
+	}
+	req, _ := http.NewRequest(method, base+path, &buf)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]interface{}
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+func execOf(argv []string, timeout, max int) map[string]interface{} {
+	return map[string]interface{}{"argv": argv, "work_dir": "/", "timeout_seconds": timeout, "max_output_bytes": max}
+}
+
+func TestAgentAnswersOnlyWithItsToken(t *testing.T) {
+	base, _ := startAgent(t, "s3cret-token")
+	if code, _ := call(t, base, "", "GET", "/health", nil); code != 401 {
+		t.Fatalf("no token: %d, want 401", code)
+	}
+	if code, _ := call(t, base, "s3cret-tokeX", "GET", "/health", nil); code != 401 {
+		t.Fatalf("a wrong token: %d, want 401", code)
+	}
+	if code, _ := call(t, base, "s3cret-token", "POST", "/exec", execOf([]string{"true"}, 5, 100)); code != 200 {
+		t.Fatalf("the token: %d, want 200", code)
+	}
+	if code, _ := call(t, base, "", "POST", "/exec", execOf([]string{"true"}, 5, 100)); code != 401 {
+		t.Fatalf("exec without the token: %d, want 401", code)
+	}
+}
+
+func TestAgentExecRunsArgvAsGiven(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	code, out := call(t, base, "tok", "POST", "/exec", execOf([]string{"sh", "-c", `echo out; echo err >&2; echo "token:${SVC_AGENT_TOKEN:-none}"; exit 3`}, 5, 1000))
+	if code != 200 || out["exit_code"] != 3.0 || out["stdout"] != "out\ntoken:none\n" || out["stderr"] != "err\n" || out["timed_out"] != false || out["truncated"] != false {
+		t.Fatalf("got %d %v", code, out)
+	}
+	_, out = call(t, base, "tok", "POST", "/exec", execOf([]string{"no-such-command-here"}, 5, 1000))
+	if out["exit_code"] != 127.0 {
+		t.Fatalf("a missing command: %v, want 127", out)
+	}
+	code, out = call(t, base, "tok", "POST", "/exec", map[string]interface{}{"argv": []string{"true"}, "work_dir": "/no/such/dir", "timeout_seconds": 5, "max_output_bytes": 10})
+	if code != 422 || !strings.Contains(fmt.Sprint(out["error"]), "chdir") {
+		t.Fatalf("a missing work_dir: %d %v", code, out)
+	}
+	_, out = call(t, base, "tok", "POST", "/exec", map[string]interface{}{"argv": []string{"pwd"}, "work_dir": "/tmp", "timeout_seconds": 5, "max_output_bytes": 100})
+	if out["stdout"] != "/tmp\n" {
+		t.Fatalf("work_dir: %v", out)
+	}
+}
+
+func TestAgentExecCapsOutputAndKillsTheGroupAtTheTimeout(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	_, out := call(t, base, "tok", "POST", "/exec", execOf([]string{"sh", "-c", "head -c 5000 /dev/zero; echo x >&2"}, 5, 1000))
+	if len(fmt.Sprint(out["stdout"])) != 1000 || out["truncated"] != true || out["stderr"] != "x\n" {
+		t.Fatalf("the cap: %d bytes, %v", len(fmt.Sprint(out["stdout"])), out["truncated"])
+	}
+	started := time.Now()
+	// A child in the background holds the output open: the whole group goes at the timeout.
+	_, out = call(t, base, "tok", "POST", "/exec", execOf([]string{"sh", "-c", "echo begun; sleep 30 & sleep 30"}, 1, 1000))
+	if out["timed_out"] != true || out["exit_code"] != 137.0 || out["stdout"] != "begun\n" {
+		t.Fatalf("the timeout: %v", out)
+	}
+	if took := time.Since(started); took > 4*time.Second {
+		t.Fatalf("the timeout took %v: the group was not killed", took)
+	}
+}
