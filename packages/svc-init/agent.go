@@ -44,31 +44,83 @@ type execRequest struct {
 	MaxOutputBytes int      `json:"max_output_bytes"`
 }
 
+// Output goes as base64 (Go's encoding of []byte): JSON would escape a byte of output into as
+// many as six, and the answer is held whole on both sides.
 type execResponse struct {
 	ExitCode   int    `json:"exit_code"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
+	Stdout     []byte `json:"stdout"`
+	Stderr     []byte `json:"stderr"`
 	Truncated  bool   `json:"truncated"`
 	TimedOut   bool   `json:"timed_out"`
 	DurationMs int64  `json:"duration_ms"`
 }
+
+// A work_dir the command cannot start in: the caller's error (svcd answers 400, as on the engine path).
+type workDirError struct{ dir string }
+
+func (e workDirError) Error() string {
+	return "chdir to cwd: " + e.dir + " is not a directory the command can enter"
+}
+
+// Connections served at once: svcd's execs of one environment are few (the tenant's exec slots),
+// and anything else on the tenant's network gets no more than this.
+const maxAgentConnections = 32
 
 type agent struct {
 	token  []byte
 	reaper *reaper
 }
 
-// serveAgent listens on port of every address of the container; it returns once listening (or
-// failing to: svcd then uses the engine's exec).
-func serveAgent(port int, token string, r *reaper) error {
+// listenAgent takes the agent's port on every address of the container, before the image's
+// command starts (so that nothing of the tenant's can take it first).
+func listenAgent(port int) (net.Listener, error) {
 	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, maxAgentConnections)}, nil
+}
+
+// serveAgent answers on ln from now on.
+func serveAgent(ln net.Listener, token string, r *reaper) {
 	a := &agent{token: []byte(token), reaper: r}
-	server := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	server := &http.Server{
+		Handler:           a,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A request is a command line; a connection left idle (keep-alive) goes.
+		ReadTimeout:    30 * time.Second,
+		IdleTimeout:    30 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+	}
 	go func() { _ = server.Serve(ln) }()
-	return nil
+}
+
+// limitedListener accepts at most cap(slots) connections at once; the next waits for one to close.
+type limitedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,12 +142,13 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "argv, an absolute work_dir and a timeout are required"})
 			return
 		}
-		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
-			// The engine path's wording, so that svcd maps both alike (a 400 of its own).
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "chdir to cwd: " + req.WorkDir + " is not a directory"})
+		out, err := a.exec(req)
+		if err != nil {
+			// The engine path's wording ("chdir", "cwd"), so that svcd maps both alike (a 400 of its own).
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, a.exec(req))
+		writeJSON(w, http.StatusOK, out)
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 	}
@@ -107,39 +160,61 @@ func writeJSON(w http.ResponseWriter, status int, body interface{}) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// exec runs one command to its end (or its timeout) and answers what it printed.
-func (a *agent) exec(req execRequest) execResponse {
+// usableDir: a directory the command can enter.
+func usableDir(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir() && syscall.Access(dir, 1 /* X_OK */) == nil
+}
+
+// exec runs one command to its end (or its timeout) and answers what it printed; a workDirError
+// when it could not start in work_dir.
+func (a *agent) exec(req execRequest) (execResponse, error) {
+	if !usableDir(req.WorkDir) {
+		return execResponse{}, workDirError{req.WorkDir}
+	}
 	started := time.Now()
 	deadline := started.Add(time.Duration(req.TimeoutSeconds) * time.Second)
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
-		return failedStart(started, err)
+		return failedStart(started, err), nil
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		stdoutR.Close()
 		stdoutW.Close()
-		return failedStart(started, err)
+		return failedStart(started, err), nil
 	}
-	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	if errors.Is(cmd.Err, exec.ErrDot) {
-		cmd.Err = nil
+	command := func(argv []string) *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if errors.Is(cmd.Err, exec.ErrDot) {
+			cmd.Err = nil
+		}
+		cmd.Dir = req.WorkDir
+		cmd.Stdout = stdoutW
+		cmd.Stderr = stderrW
+		// Its own process group: the timeout kills the command and what it started, as coreutils'
+		// timeout does on the engine path.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
 	}
-	cmd.Dir = req.WorkDir
-	cmd.Stdout = stdoutW
-	cmd.Stderr = stderrW
-	// Its own process group: the timeout kills the command and what it started, as coreutils'
-	// timeout does on the engine path.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	startErr := cmd.Start()
+	cmd := command(req.Argv)
+	exited, startErr := a.reaper.start(cmd)
+	if errors.Is(startErr, syscall.ENOEXEC) {
+		// A script without a #! line: run by /bin/sh, as execvp (the engine path's timeout) does.
+		cmd = command(append([]string{"/bin/sh", cmd.Path}, req.Argv[1:]...))
+		exited, startErr = a.reaper.start(cmd)
+	}
 	stdoutW.Close()
 	stderrW.Close()
 	if startErr != nil {
 		stdoutR.Close()
 		stderrR.Close()
-		return failedStart(started, startErr)
+		// The directory went (or changed) since it was checked: the child could not enter it.
+		if !usableDir(req.WorkDir) {
+			return execResponse{}, workDirError{req.WorkDir}
+		}
+		return failedStart(started, startErr), nil
 	}
-	exited := a.reaper.wait(cmd.Process.Pid)
 
 	out := capture(stdoutR, req.MaxOutputBytes)
 	errOut := capture(stderrR, req.MaxOutputBytes)
@@ -156,6 +231,7 @@ func (a *agent) exec(req execRequest) execResponse {
 		case code = <-exited:
 		case <-time.After(strayOutputGrace):
 			// Its exit was not seen (dropped among a flood of others): it was killed all the same.
+			a.reaper.forget(cmd.Process.Pid)
 			code = 128 + int(syscall.SIGKILL)
 		}
 	}
@@ -170,13 +246,14 @@ func (a *agent) exec(req execRequest) execResponse {
 	stdoutR.Close()
 	stderrR.Close()
 	return execResponse{
-		ExitCode:   code,
-		Stdout:     string(o.data),
-		Stderr:     string(e.data),
-		Truncated:  o.truncated || e.truncated,
-		TimedOut:   timedOut,
+		ExitCode:  code,
+		Stdout:    o.data,
+		Stderr:    e.data,
+		Truncated: o.truncated || e.truncated,
+		// Output held open past the deadline was given up on: the deadline passed (as the engine path says).
+		TimedOut:   timedOut || o.cutOff || e.cutOff,
 		DurationMs: time.Since(started).Milliseconds(),
-	}
+	}, nil
 }
 
 // failedStart answers as a shell would: 127 for a command that does not exist, 126 otherwise.
@@ -185,12 +262,14 @@ func failedStart(started time.Time, err error) execResponse {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 		code = 127
 	}
-	return execResponse{ExitCode: code, Stderr: err.Error() + "\n", DurationMs: time.Since(started).Milliseconds()}
+	return execResponse{ExitCode: code, Stderr: []byte(err.Error() + "\n"), DurationMs: time.Since(started).Milliseconds()}
 }
 
 type captured struct {
 	data      []byte
 	truncated bool
+	// Reading ended at the read deadline, not at the end of the output.
+	cutOff bool
 }
 
 // capture reads r to its end (or its read deadline), keeping at most max bytes.
@@ -212,6 +291,7 @@ func capture(r io.Reader, max int) <-chan captured {
 				}
 			}
 			if err != nil {
+				c.cutOff = errors.Is(err, os.ErrDeadlineExceeded)
 				done <- c
 				return
 			}
@@ -244,6 +324,29 @@ const (
 
 func newReaper() *reaper {
 	return &reaper{waiting: map[int]chan int{}, early: map[int]earlyExit{}}
+}
+
+// start starts cmd and answers its exit code to come. The reaper cannot hand the exit on before
+// the pid is registered (it takes the lock to), and an exit kept for an earlier process of the
+// same pid is not this one's.
+func (r *reaper) start(cmd *exec.Cmd) (<-chan int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	pid := cmd.Process.Pid
+	delete(r.early, pid)
+	ch := make(chan int, 1)
+	r.waiting[pid] = ch
+	return ch, nil
+}
+
+// forget drops a wait given up on.
+func (r *reaper) forget(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiting, pid)
 }
 
 // wait answers the exit code of pid (128 + the signal when a signal ended it, as a shell says).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -61,6 +62,16 @@ func call(t *testing.T, base, token, method, path string, body interface{}) (int
 	defer res.Body.Close()
 	var out map[string]interface{}
 	_ = json.NewDecoder(res.Body).Decode(&out)
+	// Output comes as base64 (bytes, not JSON text).
+	for _, k := range []string{"stdout", "stderr"} {
+		if v, ok := out[k].(string); ok {
+			b, err := base64.StdEncoding.DecodeString(v)
+			if err != nil {
+				t.Fatalf("%s is not base64: %v", k, err)
+			}
+			out[k] = string(b)
+		}
+	}
 	return res.StatusCode, out
 }
 
@@ -102,6 +113,21 @@ func TestAgentExecRunsArgvAsGiven(t *testing.T) {
 	if out["stdout"] != "/tmp\n" {
 		t.Fatalf("work_dir: %v", out)
 	}
+	// A script without a #! line runs under /bin/sh, as execvp runs it on the engine path.
+	dir := t.TempDir()
+	script := dir + "/plain-script"
+	if err := os.WriteFile(script, []byte("echo from-script\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, out = call(t, base, "tok", "POST", "/exec", execOf([]string{script}, 5, 100))
+	if out["exit_code"] != 0.0 || out["stdout"] != "from-script\n" {
+		t.Fatalf("a script without #!: %v", out)
+	}
+	// Bytes that are not text come back as they were.
+	_, out = call(t, base, "tok", "POST", "/exec", execOf([]string{"printf", "\\377<&>"}, 5, 100))
+	if out["stdout"] != "\xff<&>" {
+		t.Fatalf("raw bytes: %q", out["stdout"])
+	}
 }
 
 func TestAgentExecCapsOutputAndKillsTheGroupAtTheTimeout(t *testing.T) {
@@ -118,5 +144,15 @@ func TestAgentExecCapsOutputAndKillsTheGroupAtTheTimeout(t *testing.T) {
 	}
 	if took := time.Since(started); took > 4*time.Second {
 		t.Fatalf("the timeout took %v: the group was not killed", took)
+	}
+	// A child that left its own group holds the output open past the deadline: given up on 5 s
+	// after it, and reported as past the deadline.
+	started = time.Now()
+	_, out = call(t, base, "tok", "POST", "/exec", execOf([]string{"sh", "-c", "setsid sleep 30 & echo started"}, 1, 1000))
+	if out["exit_code"] != 0.0 || out["timed_out"] != true || out["stdout"] != "started\n" {
+		t.Fatalf("output held open: %v", out)
+	}
+	if took := time.Since(started); took < 5*time.Second || took > 9*time.Second {
+		t.Fatalf("output held open was given up on after %v, want the deadline and 5 s", took)
 	}
 }

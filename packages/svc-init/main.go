@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -92,6 +93,17 @@ func run(args []string) int {
 	// The agent's token is svcd's, not the command's: out of the environment before anything starts.
 	agentToken := os.Getenv(agentTokenEnv)
 	_ = os.Unsetenv(agentTokenEnv)
+	// Its port is taken before the command starts, so that nothing of the tenant's holds it; an
+	// agent that cannot listen is a container that does not start (svcd says why).
+	var agentListener net.Listener
+	if *agentPort > 0 && agentToken != "" {
+		ln, err := listenAgent(*agentPort)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "svc-init: the agent cannot listen: %v\n", err)
+			return 126
+		}
+		agentListener = ln
+	}
 
 	child := exec.Command(argv[0], argv[1:]...)
 	// Found through a relative entry of PATH ("." or empty): the engine's runtime would run it, so do we.
@@ -119,11 +131,8 @@ func run(args []string) int {
 	reaper := newReaper()
 	exited := reaper.wait(child.Process.Pid)
 	go reaper.loop()
-	if *agentPort > 0 && agentToken != "" {
-		if err := serveAgent(*agentPort, agentToken, reaper); err != nil {
-			// svcd uses the engine's exec instead.
-			fmt.Fprintf(os.Stderr, "svc-init: the agent does not listen: %v\n", err)
-		}
+	if agentListener != nil {
+		serveAgent(agentListener, agentToken, reaper)
 	}
 	code := supervise(child.Process.Pid, signals, exited)
 

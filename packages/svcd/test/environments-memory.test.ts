@@ -183,6 +183,16 @@ eachStore((kind) => {
 
       await a.client.deleteEnvironment(env.id);
       assert.equal(await mem.driver.inspect(pooled.workload), null, 'the environment took it with it');
+
+      // A pool container nothing owns (its hand-over's svcd died after the claim): the refill removes it.
+      await mem.runtime.apply({
+        spec: { name: 'svc-env-stray', image: TEMPLATE, env: {}, tenantId: '', warmPool: true, kind: 'environment', resourceId: 'svc-env-stray', limits: { memoryMb: 64, cpus: 0.1, pids: 64 }, sandbox: false },
+        pull: 'missing',
+        ready: { timeoutMs: 5_000, everyMs: 10, probeTimeoutMs: 1_000 },
+        signal: new AbortController().signal,
+      });
+      await waitFor('the stray to go', async () => ((await mem.driver.inspect('svc-env-stray')) === null ? true : undefined), 20_000);
+      assert.equal((await ready()).length, 1, "the pool's own stay");
     });
   });
 });

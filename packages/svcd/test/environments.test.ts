@@ -138,7 +138,8 @@ describe('environments', () => {
     assert.equal((await ask('not-the-token')).status, 401);
     const allowed = await ask(token);
     assert.equal(allowed.status, 200);
-    assert.equal(((await allowed.json()) as { stdout: string }).stdout, 'hi\n');
+    // Output comes as base64 (bytes, not JSON text).
+    assert.equal(Buffer.from(((await allowed.json()) as { stdout: string }).stdout, 'base64').toString(), 'hi\n');
 
     const execs = () => lines.filter((l) => l.includes('"msg":"environment exec"'));
     lines.length = 0;
@@ -153,6 +154,18 @@ describe('environments', () => {
     assert.equal((await a.client.exec(env.id, { command: ['echo', 'y'] })).stdout, 'y\n');
     assert.match(execs().at(-1) ?? '', /"via":"engine"/);
     assert.ok(lines.some((l) => l.includes('agent was not reached')));
+    // The engine's exec gets the container's environment, where svc-init's token is: taken out.
+    assert.equal((await a.client.exec(env.id, { command: ['sh', '-c', 'echo ${SVC_AGENT_TOKEN:-none}'] })).stdout, 'none\n', 'not on the engine path either');
+    assert.match(execs().at(-1) ?? '', /"via":"engine"/);
+
+    // The environment stopped while a command runs through the agent: 409, not a server error.
+    await t.deps.store.environments.update(env.id, { agent_token: row.agent_token });
+    const running = a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['sleep', '20'] } });
+    await new Promise((r) => setTimeout(r, 500));
+    await a.client.stopEnvironment(env.id);
+    const cut = await running;
+    assert.equal(cut.status, 409);
+    assert.match(cut.body.error, /stopped while the command ran/);
   });
 
   test('stop keeps the workspace; start runs it again; exec on a stopped environment is 409', async () => {

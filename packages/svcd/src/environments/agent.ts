@@ -31,10 +31,11 @@ export interface AgentAddress {
 /** Runs the spec through the agent at `at`; rejects with AgentUnreachableError when it never got the request. */
 export function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timers): Promise<ExecOutcome> {
   const body = JSON.stringify({ argv: spec.cmd, work_dir: spec.workDir, timeout_seconds: spec.timeoutSeconds, max_output_bytes: spec.maxOutputBytes });
-  // JSON escapes a byte as at most six characters: the answer is bounded by the caps it was given.
-  const maxAnswerBytes = 2 * 6 * spec.maxOutputBytes + 64 * 1024;
+  // Output comes as base64 (4 characters for 3 bytes): the answer is bounded by the caps it was given.
+  const maxAnswerBytes = 2 * Math.ceil((spec.maxOutputBytes * 4) / 3) + 64 * 1024;
   return new Promise<ExecOutcome>((resolve, reject) => {
     let connected = false;
+    let settled = false;
     const req = request({
       host: at.host,
       port: AGENT_PORT,
@@ -44,51 +45,54 @@ export function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timer
       // One connection per command: nothing is pooled towards containers that come and go.
       agent: false,
     });
-    const connectTimer = timers.setTimeout(() => {
-      if (!connected) req.destroy(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
-    }, CONNECT_TIMEOUT_MS);
-    const answerTimer = timers.setTimeout(() => req.destroy(new Error('the agent did not answer in time')), spec.timeoutSeconds * 1000 + ANSWER_GRACE_MS);
-    const done = () => {
+    // Every way this ends settles it once, here, and lets go of the connection.
+    const finish = (outcome: ExecOutcome | Error) => {
+      if (settled) return;
+      settled = true;
       connectTimer.cancel();
       answerTimer.cancel();
+      req.destroy();
+      if (outcome instanceof Error) reject(outcome);
+      else resolve(outcome);
     };
+    const connectTimer = timers.setTimeout(() => {
+      if (!connected) finish(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
+    }, CONNECT_TIMEOUT_MS);
+    const answerTimer = timers.setTimeout(() => finish(new Error('the agent did not answer in time')), spec.timeoutSeconds * 1000 + ANSWER_GRACE_MS);
     req.on('socket', (socket) => {
       socket.once('connect', () => {
         connected = true;
         connectTimer.cancel();
       });
     });
-    req.on('error', (err) => {
-      done();
-      reject(connected || err instanceof AgentUnreachableError ? err : new AgentUnreachableError(err.message));
-    });
+    req.on('error', (err) => finish(connected ? err : new AgentUnreachableError(err.message)));
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > maxAnswerBytes) req.destroy(new Error('the agent answered more than the output caps allow'));
+        if (size > maxAnswerBytes) finish(new Error('the agent answered more than the output caps allow'));
         else chunks.push(chunk);
       });
+      res.on('error', (err) => finish(err));
+      // The connection closed before the answer ended (the container stopped meanwhile).
+      res.on('close', () => {
+        if (!res.complete) finish(new Error('the agent\'s connection closed before its answer ended'));
+      });
       res.on('end', () => {
-        done();
         const status = res.statusCode ?? 0;
         let answer: unknown;
         try {
           answer = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         } catch {
-          reject(new Error(`the agent answered ${status} with no JSON`));
+          finish(new Error(`the agent answered ${status} with no JSON`));
           return;
         }
         // The token refused (a container that is not this environment's any more): nothing ran.
-        if (status === 401) reject(new AgentUnreachableError('the agent refused the environment\'s token'));
-        else if (status === 422) reject(new ExecNotStartedError(errorOf(answer)));
-        else if (status !== 200) reject(new Error(`the agent answered ${status}: ${errorOf(answer)}`));
-        else {
-          const outcome = outcomeOf(answer);
-          if (outcome instanceof Error) reject(outcome);
-          else resolve(outcome);
-        }
+        if (status === 401) finish(new AgentUnreachableError("the agent refused the environment's token"));
+        else if (status === 422) finish(new ExecNotStartedError(errorOf(answer)));
+        else if (status !== 200) finish(new Error(`the agent answered ${status}: ${errorOf(answer)}`));
+        else finish(outcomeOf(answer));
       });
     });
     req.end(body);
@@ -105,7 +109,8 @@ export function agentAnswers(at: AgentAddress, timeoutMs: number): Promise<void>
     req.on('timeout', () => req.destroy(new Error('the agent did not answer its health check in time')));
     req.on('error', reject);
     req.on('response', (res) => {
-      res.resume();
+      // The status is the answer: nothing more is read.
+      res.destroy();
       if (res.statusCode === 200) resolve();
       else reject(new Error(`the agent answered its health check with ${res.statusCode ?? 0}`));
     });
@@ -118,12 +123,15 @@ function errorOf(answer: unknown): string {
   return typeof error === 'string' ? error : 'no reason given';
 }
 
-/** The answer's outcome, or what is wrong with it. */
+/** The answer's outcome (output sent as base64, decoded as the engine path decodes it), or what is wrong with it. */
 function outcomeOf(answer: unknown): ExecOutcome | Error {
   const a = answer as Record<string, unknown>;
   const { exit_code: exitCode, stdout, stderr, truncated, timed_out: timedOut, duration_ms: durationMs } = a;
-  if (typeof exitCode !== 'number' || typeof stdout !== 'string' || typeof stderr !== 'string' || typeof truncated !== 'boolean' || typeof timedOut !== 'boolean' || typeof durationMs !== 'number') {
+  const text = (v: unknown) => (v === null ? '' : typeof v === 'string' ? Buffer.from(v, 'base64').toString('utf8') : null);
+  const out = text(stdout);
+  const err = text(stderr);
+  if (!Number.isInteger(exitCode) || (exitCode as number) < 0 || (exitCode as number) > 255 || !Number.isInteger(durationMs) || out === null || err === null || typeof truncated !== 'boolean' || typeof timedOut !== 'boolean') {
     return new Error('the agent answered an exec without its fields');
   }
-  return { exitCode, stdout, stderr, truncated, timedOut, durationMs };
+  return { exitCode: exitCode as number, stdout: out, stderr: err, truncated, timedOut, durationMs: durationMs as number };
 }

@@ -572,7 +572,13 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       } catch (err) {
         if (!(err instanceof AgentUnreachableError)) {
           if (err instanceof ExecNotStartedError) throw err;
-          // It may have run: not run again through the engine. Its words stay in the log.
+          // It may have run: not run again through the engine. A container that stopped under it
+          // (a stop, the disk limit) is the caller's 409, as when it stops while a command starts.
+          // The record says stopped first (the request's transaction), the container follows.
+          const record = await this.deps.store.environments.findAny(e.id);
+          const container = await this.deps.runtime.inspect(workloadOf(e)).catch(() => null);
+          if (record?.status !== 'running' || container?.state !== 'running') throw new ConflictError('the environment stopped while the command ran: its outcome is unknown');
+          // Its words stay in the log.
           throw new UnavailableError("the environment's agent failed while the command ran; its outcome is unknown", err);
         }
         this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine");

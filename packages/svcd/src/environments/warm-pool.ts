@@ -181,14 +181,16 @@ export class WarmPool implements WorkloadRules {
 
   /**
    * Containers labelled for the pool that nothing owns: no pool row (listed before them), no
-   * `warm` workload row, no environment running on them (a hand-over whose svcd died between the
-   * claim and its end, or a removal that failed). The controller's orphan removal leaves the
-   * pool's containers to the pool.
+   * `warm` workload row, no environment running on them, no workload observed on them (an
+   * environment deleted a moment ago keeps its row until the controller has removed it), such as
+   * a hand-over whose svcd died between the claim and its end, or a removal that failed. The
+   * controller's orphan removal leaves the pool's containers to the pool.
    */
   private async removeStrays(listed: Set<string>): Promise<void> {
     for (const c of await this.deps.runtime.list({ tenantId: WARM_POOL_TENANT })) {
       if (listed.has(c.name) || (await this.deps.store.warmPool.find(c.name))) continue;
       if ((await this.deps.store.workloads.find('warm', c.name)) || (await this.deps.store.environments.usesWorkload(c.name))) continue;
+      if (await this.deps.store.workloads.findByDriverRef(c.id)) continue;
       await this.removeClaimed(c.name);
       this.deps.log.info({ container: c.id, workload: c.name }, 'removed a warm-pool container nothing owns');
     }

@@ -6,11 +6,11 @@
 // there when it starts again); it is removed, with its workspace volume, only when deleted.
 import { unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import type { Applied, Endpoint } from '../runtime/index.js';
+import { AGENT_TOKEN_ENV, type Applied, type Endpoint } from '../runtime/index.js';
 import type { Repositories, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { ENVIRONMENT_RESOURCES } from './templates.js';
-import { AGENT_PORT, agentAnswers } from './agent.js';
+import { AGENT_PORT, agentAnswers, type AgentAddress } from './agent.js';
 import type { Platform } from '../platform.js';
 
 export const WORKSPACE = '/workspace';
@@ -64,9 +64,29 @@ export class EnvironmentWorkloads implements WorkloadRules {
     if (existing && existing.id === w.driver_ref) {
       if (existing.state === 'running') return { ref: existing.id, endpoint: { host: existing.address?.host ?? '', port: null } };
       const endpoint = await this.deps.runtime.start(existing.id);
-      return { ref: existing.id, endpoint: { host: endpoint?.host ?? '', port: null } };
+      const host = endpoint?.host ?? '';
+      // Started again: ready once its agent answers, as a new one is (its first command then
+      // does not find it still starting and go through the engine).
+      if (e.agent_token !== null && host) await this.agentUp({ host, token: this.deps.sealer.open(e.agent_token) }, signal);
+      return { ref: existing.id, endpoint: { host, port: null } };
     }
     return this.run({ name, image: e.image, tenantId: e.tenant_id, resourceId: e.id, agentToken: e.agent_token === null ? null : this.deps.sealer.open(e.agent_token), signal });
+  }
+
+  /** Waits for the agent of a container started again (svc-init listens before anything else starts: a moment). */
+  private async agentUp(at: AgentAddress, signal: AbortSignal): Promise<void> {
+    // Real time: this paces a wait on a process starting, like the engine's own readiness wait.
+    const until = Date.now() + ENVIRONMENT_READY_TIMEOUT_MS;
+    for (;;) {
+      if (signal.aborted) throw signal.reason;
+      try {
+        await agentAnswers(at, AGENT_PROBE_TIMEOUT_MS);
+        return;
+      } catch (err) {
+        if (Date.now() >= until) throw new Error(`the environment's agent did not answer: ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, ENVIRONMENT_READY_POLL_MS));
+    }
   }
 
   async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
@@ -145,7 +165,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
         image,
         // The agent's token: svc-init takes it out of the environment before anything starts (an
         // environment of before agents has none, and its exec goes through the engine).
-        env: o.agentToken === null ? {} : { SVC_AGENT_TOKEN: o.agentToken },
+        env: o.agentToken === null ? {} : { [AGENT_TOKEN_ENV]: o.agentToken },
         ...(o.agentToken === null ? {} : { agentPort: AGENT_PORT }),
         tenantId: tenantId ?? '',
         warmPool: tenantId === null,

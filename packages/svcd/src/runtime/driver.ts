@@ -45,7 +45,7 @@ export interface WorkloadSpec {
   tenantCode?: boolean;
   /**
    * svc-init serves its agent (exec without the engine) on this port of the workload's address,
-   * to requests with the token in `env.SVC_AGENT_TOKEN` (tenant code only; an environment).
+   * to requests with the token in `env[AGENT_TOKEN_ENV]` (tenant code only; an environment).
    */
   agentPort?: number;
   /** Run as this user of the image (name or uid) instead of the image's default. */

@@ -14,6 +14,9 @@ export const WARM_POOL_NETWORK = 'svc-warm-pool';
 /** The tenant label of warm-pool workloads (their labels cannot change when a tenant gets one). */
 export const WARM_POOL_TENANT = 'warm-pool';
 
+/** The variable svc-init takes its agent's token from (`WorkloadSpec.agentPort`). */
+export const AGENT_TOKEN_ENV = 'SVC_AGENT_TOKEN';
+
 export interface EngineInfo {
   version: string;
   /** OCI runtimes the engine has registered (runc, runsc, ...). */

@@ -51,6 +51,11 @@ export class WorkloadStore {
     return this.db.selectFrom('workloads').selectAll().where('kind', '=', kind).where('resource_id', '=', resourceId).executeTakeFirst();
   }
 
+  /** The workload observed on this driver reference (a container id), of any kind. */
+  findByDriverRef(ref: string): Promise<WorkloadRow | undefined> {
+    return this.db.selectFrom('workloads').selectAll().where('driver_ref', '=', ref).executeTakeFirst();
+  }
+
   findById(id: string): Promise<WorkloadRow | undefined> {
     return this.db.selectFrom('workloads').selectAll().where('id', '=', id).executeTakeFirst();
   }

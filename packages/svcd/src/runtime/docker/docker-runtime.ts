@@ -11,6 +11,7 @@ import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
 import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from '../tenant-init.js';
 import {
+  AGENT_TOKEN_ENV,
   LABELS,
   ExecNotStartedError,
   WorkloadNotRunningError,
@@ -678,6 +679,9 @@ export class DockerRuntime implements Runtime {
       // runs the command in its own process group and kills the group at the deadline.
       Cmd: ['timeout', '--signal=KILL', `${spec.timeoutSeconds}s`, ...spec.cmd],
       WorkingDir: spec.workDir,
+      // An exec gets the container's environment, which holds the agent's token for svc-init: a
+      // name without a value takes it out (svc-init takes it out of its own children's).
+      Env: [AGENT_TOKEN_ENV],
       AttachStdin: spec.stdin !== undefined,
       AttachStdout: true,
       AttachStderr: true,
