@@ -185,10 +185,7 @@ func (a *agent) exec(req execRequest) (execResponse, error) {
 		return failedStart(started, err), nil
 	}
 	command := func(argv []string) *exec.Cmd {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		if errors.Is(cmd.Err, exec.ErrDot) {
-			cmd.Err = nil
-		}
+		cmd := commandOf(argv)
 		cmd.Dir = req.WorkDir
 		cmd.Stdout = stdoutW
 		cmd.Stderr = stderrW

@@ -105,11 +105,7 @@ func run(args []string) int {
 		agentListener = ln
 	}
 
-	child := exec.Command(argv[0], argv[1:]...)
-	// Found through a relative entry of PATH ("." or empty): the engine's runtime would run it, so do we.
-	if errors.Is(child.Err, exec.ErrDot) {
-		child.Err = nil
-	}
+	child := commandOf(argv)
 	child.Stdin = os.Stdin
 	child.Stdout = stdoutW
 	child.Stderr = stderrW
@@ -145,6 +141,16 @@ func run(args []string) int {
 	}
 	out.flushNotice()
 	return code
+}
+
+// commandOf is argv to run as given; one found through a relative entry of PATH ("." or empty)
+// runs too, as the engine's runtime would run it.
+func commandOf(argv []string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if errors.Is(cmd.Err, exec.ErrDot) {
+		cmd.Err = nil
+	}
+	return cmd
 }
 
 // supervise forwards signals to the child until it has exited, and answers its exit code.
