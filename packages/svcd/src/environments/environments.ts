@@ -87,7 +87,7 @@ function workloadRowId(environmentId: string): string {
   return environmentWorkloadName(environmentId);
 }
 
-/** Rolls back a removal that found the environment changed meanwhile (its creation finished, an expired one revived). */
+/** Rolls back a removal that found the environment in another status (its creation finished, an expired one revived). */
 class RemovalRefused extends Error {}
 
 /** What a Environments is built from, by name. */
@@ -102,7 +102,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   private readonly workloads: EnvironmentWorkloads;
 
   constructor(private readonly deps: EnvironmentsDeps) {
-    this.workloads = new EnvironmentWorkloads({ ...deps, controller: deps.controller });
+    this.workloads = new EnvironmentWorkloads(deps);
   }
 
   /**
@@ -245,18 +245,9 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const e = await this.deps.store.environments.findAny(id);
     if (e?.status === 'running') return this.view(e);
     const w = await this.deps.store.workloads.find('environment', id);
-    if (e?.status === 'creating') {
-      try {
-        await this.deps.store.transaction(async (tx) => {
-          await tx.workloads.request('environment', id, 'absent', unixSeconds(this.deps.clock));
-          if (!(await tx.environments.delete(id, 'creating'))) throw new RemovalRefused();
-        });
-        this.deps.controller.kick();
-      } catch (err) {
-        if (!(err instanceof RemovalRefused)) throw err;
-        const finished = await this.deps.store.environments.findAny(id);
-        if (finished?.status === 'running') return this.view(finished);
-      }
+    if (e?.status === 'creating' && !(await this.removeWhile(e, 'creating'))) {
+      const finished = await this.deps.store.environments.findAny(id);
+      if (finished?.status === 'running') return this.view(finished);
     }
     // The engine's words name hosts and paths of the operator's machine: they go to the log.
     this.deps.log.warn({ environment: id, error: w?.last_error ?? null }, 'an environment could not be created');
@@ -356,13 +347,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const e = await this.running(tenantId, id);
     const workDir = req.work_dir ?? WORKSPACE;
     if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
-    let via: 'agent' | 'engine' = 'engine';
-    const out = await this.deps.sessions.within(tenantId, 'exec', () => this.execPreferringAgent(e, {
+    const { out, via } = await this.deps.sessions.within(tenantId, 'exec', () => this.execPreferringAgent(e, {
       cmd: req.command,
       workDir,
       timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
       maxOutputBytes: EXEC_OUTPUT_MAX_BYTES,
-    }, (path) => (via = path)).catch((err: unknown) => {
+    }).catch((err: unknown) => {
       // The engine refused before anything ran: a work_dir that does not exist is the caller's.
       // (runc says "chdir to cwd", gVisor "initial working directory").
       if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${workDir} is not a directory in the environment`);
@@ -487,16 +477,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     const environments = await this.deps.store.environments.listForTenant(tenantId);
     for (const e of environments) {
       if (await this.isUp(e)) await this.halt(e, 'stopped');
-      if (e.status === 'creating') {
-        await this.deps.store.transaction(async (tx) => {
-          await tx.workloads.request('environment', e.id, 'absent', unixSeconds(this.deps.clock));
-          if (!(await tx.environments.delete(e.id, 'creating'))) throw new RemovalRefused();
-        }).catch(async (err: unknown) => {
-          if (!(err instanceof RemovalRefused)) throw err;
-          // Finished meanwhile: stopped like the others.
-          const now = await this.deps.store.environments.findAny(e.id);
-          if (now?.status === 'running') await this.halt(now, 'stopped');
-        });
+      if (e.status === 'creating' && !(await this.removeWhile(e, 'creating'))) {
+        // Finished meanwhile: stopped like the others.
+        const now = await this.deps.store.environments.findAny(e.id);
+        if (now?.status === 'running') await this.halt(now, 'stopped');
       }
     }
     await Promise.all(environments.map((e) => this.deps.controller.settled('environment', e.id, SETTLE_WAIT_MS)));
@@ -517,18 +501,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     }
     for (const e of await this.deps.store.environments.expiredBefore(now - EXPIRED_RETENTION_S)) {
       // Only while still expired: one revived since the list (its lease extended) stays.
-      const removed = await this.deps.store
-        .transaction(async (tx) => {
-          await tx.workloads.request('environment', e.id, 'absent', now);
-          if (!(await tx.environments.delete(e.id, 'expired'))) throw new RemovalRefused();
-          await this.deps.activity.record(tx, { tenantId: e.tenant_id, action: 'environment.removed', resourceType: 'environment', resourceId: e.id, details: { name: e.name } });
-          return true;
-        })
-        .catch((err: unknown) => {
-          if (err instanceof RemovalRefused) return false;
-          throw err;
-        });
-      if (!removed) continue;
+      if (!(await this.removeWhile(e, 'expired', { action: 'environment.removed', details: { name: e.name } }))) continue;
       changed.push(e.id);
       this.deps.routesChanged();
     }
@@ -536,6 +509,29 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     // A run ends once the containers are stopped or gone (or the wait is over): the next run
     // does not find them half done.
     await Promise.all(changed.map((id) => this.deps.controller.settled('environment', id, SETTLE_WAIT_MS)));
+  }
+
+  /**
+   * Removes the environment in one transaction, only while it is in `status` (a creation not
+   * finished, an expired one not revived): its workload is to go (the controller removes the
+   * container and the workspace), its record goes, with `entry` in the feed. False, nothing
+   * written, when it is in another status by now.
+   */
+  private async removeWhile(e: Pick<EnvironmentRow, 'id' | 'tenant_id'>, status: EnvironmentRow['status'], entry?: { action: string; details?: Record<string, unknown> }): Promise<boolean> {
+    const removed = await this.deps.store
+      .transaction(async (tx) => {
+        // The workload row first, as in every transaction that writes both.
+        await tx.workloads.request('environment', e.id, 'absent', unixSeconds(this.deps.clock));
+        if (!(await tx.environments.delete(e.id, status))) throw new RemovalRefused();
+        if (entry) await this.deps.activity.record(tx, { tenantId: e.tenant_id, resourceType: 'environment', resourceId: e.id, ...entry });
+        return true;
+      })
+      .catch((err: unknown) => {
+        if (err instanceof RemovalRefused) return false;
+        throw err;
+      });
+    if (removed) this.deps.controller.kick();
+    return removed;
   }
 
   /** Runs an unassigned environment container for the warm pool (the environment's own spec, on the pool's network). */
@@ -563,12 +559,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * Runs through the environment's agent when it has one, else (or when the agent was not
    * reached: nothing ran) through the engine's exec, saying why in the log.
    */
-  private async execPreferringAgent(e: EnvironmentRow, spec: ExecSpec, took: (path: 'agent' | 'engine') => void): Promise<ExecOutcome> {
+  private async execPreferringAgent(e: EnvironmentRow, spec: ExecSpec): Promise<{ out: ExecOutcome; via: 'agent' | 'engine' }> {
     if (e.agent_token !== null && e.address !== null && spec.stdin === undefined) {
       try {
-        const out = await execThroughAgent({ host: e.address, token: this.deps.sealer.open(e.agent_token) }, spec, this.deps.timers);
-        took('agent');
-        return out;
+        return { out: await execThroughAgent({ host: e.address, token: this.deps.sealer.open(e.agent_token) }, spec, this.deps.timers), via: 'agent' };
       } catch (err) {
         if (!(err instanceof AgentUnreachableError)) {
           if (err instanceof ExecNotStartedError) throw err;
@@ -584,8 +578,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine");
       }
     }
-    took('engine');
-    return this.execIn(workloadOf(e), spec);
+    return { out: await this.execIn(workloadOf(e), spec), via: 'engine' };
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */

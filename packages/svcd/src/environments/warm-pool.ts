@@ -139,7 +139,7 @@ export class WarmPool implements WorkloadRules {
     if (added) this.deps.controller.kick();
   }
 
-  /** Starts a pool container of its row's template, and runs one command in it. */
+  /** Starts a pool container of its row's template (ready once its agent answers; without one, after a first engine exec). */
   async apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
     const row = await this.deps.store.warmPool.find(w.resource_id);
     if (!row) throw new Error('the warm pool row is gone');

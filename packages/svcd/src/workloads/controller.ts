@@ -212,9 +212,10 @@ export class WorkloadController {
    * was deleted while a svcd died before removing them, or something outside svc started them
    * with svc's labels). A row is deleted only after its containers were removed, so a container
    * listed while its row exists is never taken. A container is its row's by the resource it is
-   * labelled with, or by its name (the row's id; an environment's container is labelled with its
-   * name). Warm-pool containers, labelled for no tenant, are the warm pool's: it discards its own,
-   * and one handed to an environment keeps the pool's labels (the environment's row has its id).
+   * labelled with, or by its name (the row's id: an environment's container from before
+   * migration 0017 is labelled with its name). Warm-pool containers, labelled for no tenant, are
+   * the warm pool's: it removes its own, and one handed to an environment keeps the pool's
+   * labels (the environment's row has its id as driver_ref).
    */
   private async removeOrphans(): Promise<void> {
     for (const kind of this.rules.keys()) {
