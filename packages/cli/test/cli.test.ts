@@ -1,7 +1,7 @@
 // The built bin/svc against a real svcd (started in-process on loopback).
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -123,8 +123,18 @@ async function cliTenant(t: TestServer, name: string) {
   const env = { PATH: process.env.PATH, SVC_CONFIG: config };
   const svc = (...args: string[]) => run(SVC, args, { env, maxBuffer: 16 * 1024 * 1024 });
   const json = async <T>(...args: string[]) => JSON.parse((await svc('--json', ...args)).stdout) as T;
+  /** svc with `input` on its stdin (execFile cannot give one). */
+  const fed = (input: string, ...args: string[]) =>
+    new Promise<{ stdout: string; code: number | null }>((resolve, reject) => {
+      const child = spawn(SVC, args, { env, stdio: ['pipe', 'pipe', 'inherit'] });
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ stdout, code }));
+      child.stdin.end(input);
+    });
   const { tenant_id } = await json<{ tenant_id: string }>('register', '--url', t.url, '--name', name, '--email', `${name}@x.io`);
-  return { id: tenant_id, env, svc, json };
+  return { id: tenant_id, env, svc, json, fed };
 }
 
 describe('svc on the real engine: services, env, logs, snapshots, builds, databases, environments', () => {
@@ -247,6 +257,23 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     });
     const asJson = await c.json<{ exit_code: number; stdout: string }>('env', 'exec', e.id, '--workdir', '/tmp', '--', 'pwd');
     assert.deepEqual([asJson.exit_code, asJson.stdout], [0, '/tmp\n']);
+    // Variables and this terminal's stdin.
+    const fed = await c.fed('piped in\n', 'env', 'exec', e.id, '-e', 'GREETING=hi', '-i', '--', 'sh', '-c', 'echo "$GREETING"; cat');
+    assert.deepEqual([fed.code, fed.stdout], [0, 'hi\npiped in\n']);
+
+    // Files both ways, a listing and a removal.
+    const dir = mkdtempSync(join(tmpdir(), 'svc-cli-cp-'));
+    writeFileSync(join(dir, 'local.txt'), 'from the laptop\n', { mode: 0o640 });
+    await c.svc('env', 'cp', join(dir, 'local.txt'), `${e.id}:notes/remote.txt`);
+    assert.equal((await c.svc('env', 'exec', e.id, '--', 'cat', '/workspace/notes/remote.txt')).stdout, 'from the laptop\n');
+    const listed = await c.json<{ entries: Array<{ name: string; mode: string; size: number }> }>('env', 'ls', e.id, '/workspace/notes');
+    assert.deepEqual(listed.entries.map((f) => [f.name, f.mode, f.size]), [['remote.txt', '0640', 16]], 'the local mode goes with it');
+    await c.svc('env', 'cp', `${e.id}:/workspace/notes/remote.txt`, dir);
+    assert.equal(readFileSync(join(dir, 'remote.txt'), 'utf8'), 'from the laptop\n');
+    assert.match((await c.svc('env', 'ls', e.id, 'notes')).stdout, /remote\.txt\s+file\s+16/);
+    await c.svc('env', 'rm', e.id, '-r', 'notes');
+    await assert.rejects(c.svc('env', 'ls', e.id, 'notes'), (err: { stderr?: string }) => /not found \(HTTP 404\)/.test(err.stderr ?? ''));
+    await assert.rejects(c.svc('env', 'cp', join(dir, 'local.txt'), join(dir, 'other.txt')), (err: { stderr?: string }) => /one side of a copy is ENV:path/.test(err.stderr ?? ''));
     assert.match((await c.svc('environments', 'list')).stdout, /dev\s+default/);
     await c.svc('environments', 'delete', e.id);
   });

@@ -4,8 +4,11 @@ import type {
   CreateEnvironmentRequest,
   CreatePreviewRequest,
   Environment,
+  ExecEvent,
   ExecRequest,
   ExecResult,
+  FileInfo,
+  FileList,
   Preview,
   SyncRequest,
   SyncResult,
@@ -46,6 +49,8 @@ import type {
 } from '@svc/contract';
 
 export type * from '@svc/contract';
+/** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
+export { FILE_MAX_BYTES } from '@svc/contract';
 
 /** An answer other than 2xx, carrying the API's {error} message. */
 export class ApiError extends Error {
@@ -74,7 +79,7 @@ export interface RawResponse<T = unknown> {
 export interface RequestOptions {
   body?: unknown;
   /** Sent as is (not JSON-encoded): for malformed-body tests and raw payloads. */
-  rawBody?: string;
+  rawBody?: string | Uint8Array<ArrayBuffer>;
   query?: Record<string, string | number | boolean | undefined>;
   headers?: Record<string, string>;
   /** false: no Authorization header even when the client has a key. */
@@ -129,7 +134,7 @@ export class SvcClient {
     for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { ...o.headers };
     if (o.auth !== false && this.apiKey && !('authorization' in headers)) headers.authorization = `Bearer ${this.apiKey}`;
-    let body: string | undefined = o.rawBody;
+    let body: string | Uint8Array<ArrayBuffer> | undefined = o.rawBody;
     if (o.body !== undefined) body = JSON.stringify(o.body);
     if (body !== undefined && !('content-type' in headers)) headers['content-type'] = 'application/json';
     return fetch(url, { method, headers, body, signal: o.signal });
@@ -150,16 +155,16 @@ export class SvcClient {
    * A request whose answer is read as it comes (followed logs): the body stream once the status
    * is 2xx, else ApiError with the API's message.
    */
-  async stream(path: string, o: RequestOptions = {}): Promise<ReadableStream<Uint8Array>> {
-    const res = await this.send('GET', path, o);
+  async stream(path: string, o: RequestOptions = {}, method = 'GET'): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.send(method, path, o);
     const contentType = res.headers.get('content-type') ?? '';
     if (res.status < 200 || res.status >= 300 || !res.body) {
       const text = await res.text();
       const body: unknown = contentType.includes('json') && text !== '' ? JSON.parse(text) : text;
-      this.observe?.({ method: 'GET', path, status: res.status, contentType, body });
+      this.observe?.({ method, path, status: res.status, contentType, body });
       throw new ApiError(res.status, errorMessage(body, text), res.headers);
     }
-    this.observe?.({ method: 'GET', path, status: res.status, contentType, body: null });
+    this.observe?.({ method, path, status: res.status, contentType, body: null });
     return res.body;
   }
 
@@ -382,6 +387,45 @@ export class SvcClient {
   }
   exec(id: string, req: ExecRequest): Promise<ExecResult> {
     return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/exec`, { body: req });
+  }
+  /** exec with `stream: true`: the events as they come (the last is `exit`, or `error` when the outcome is unknown). */
+  async *execStream(id: string, req: Omit<ExecRequest, 'stream'>, signal?: AbortSignal): AsyncGenerator<ExecEvent> {
+    const body = await this.stream(`/v1/environments/${encodeURIComponent(id)}/exec`, { body: { ...req, stream: true }, signal }, 'POST');
+    const decoder = new TextDecoder();
+    let pending = '';
+    const reader = body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      pending += decoder.decode(value, { stream: true });
+      let newline: number;
+      while ((newline = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, newline);
+        pending = pending.slice(newline + 1);
+        if (line.trim() !== '') yield JSON.parse(line) as ExecEvent;
+      }
+    }
+  }
+  /** A file of the environment: path absolute or relative to /workspace. */
+  statFile(id: string, path: string): Promise<FileInfo> {
+    return this.call('GET', `/v1/environments/${encodeURIComponent(id)}/files/stat`, { query: { path } });
+  }
+  listFiles(id: string, path: string): Promise<FileList> {
+    return this.call('GET', `/v1/environments/${encodeURIComponent(id)}/files/list`, { query: { path } });
+  }
+  /** A file's content as it comes (at most 100 MiB). */
+  readFile(id: string, path: string, signal?: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+    return this.stream(`/v1/environments/${encodeURIComponent(id)}/files`, { query: { path }, signal });
+  }
+  writeFile(id: string, path: string, content: Uint8Array<ArrayBuffer> | string, mode?: string): Promise<FileInfo> {
+    return this.call('PUT', `/v1/environments/${encodeURIComponent(id)}/files`, {
+      query: { path, mode },
+      rawBody: content,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+  }
+  async removeFile(id: string, path: string, recursive = false): Promise<void> {
+    await this.call('DELETE', `/v1/environments/${encodeURIComponent(id)}/files`, { query: { path, recursive: recursive || undefined } });
   }
   sync(id: string, req: SyncRequest): Promise<SyncResult> {
     return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/sync`, { body: req });

@@ -10,6 +10,10 @@ export const PREVIEW_NAME_PATTERN = '^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}$';
 export const EXEC_TIMEOUT_DEFAULT_S = 60;
 export const EXEC_TIMEOUT_MAX_S = 300;
 export const EXEC_OUTPUT_MAX_BYTES = 1024 * 1024;
+/** stdin given with an exec (beyond the spec): text, within the API's 1 MiB request body. */
+export const EXEC_STDIN_MAX_BYTES = 512 * 1024;
+/** The files API (beyond the spec) reads and writes files of at most this size. */
+export const FILE_MAX_BYTES = 100 * 1024 * 1024;
 export const LEASE_DEFAULT_S = 3600;
 /** Longest lease one call may ask for: 30 days. */
 export const LEASE_MAX_S = 30 * 24 * 3600;
@@ -58,8 +62,36 @@ export const ExecRequest = Type.Object({
   command: Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 1024, description: 'argv, run as given: no shell is added' }),
   work_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'default /workspace' })),
   timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: EXEC_TIMEOUT_MAX_S, description: `seconds; default ${EXEC_TIMEOUT_DEFAULT_S}` })),
+  // Beyond the spec (additive): environment variables, stdin and a streamed answer.
+  env: Type.Optional(
+    Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 }), Type.String({ maxLength: 65536 }), {
+      maxProperties: 100,
+      description: "variables added to the environment's own for this command (beyond the spec)",
+    }),
+  ),
+  stdin: Type.Optional(Type.String({ maxLength: EXEC_STDIN_MAX_BYTES, description: 'text given to the command on its stdin, which then closes (default: an empty stdin; beyond the spec)' })),
+  stream: Type.Optional(
+    Type.Boolean({
+      description: 'answer with application/x-ndjson, one ExecEvent per line as the output comes (stdout and stderr pieces, then one exit event, or one error event when the outcome cannot be known); the same caps and timeout hold (beyond the spec)',
+    }),
+  ),
 });
 export type ExecRequest = Static<typeof ExecRequest>;
+
+/** One line of a streamed exec. */
+export const ExecEvent = Type.Union([
+  Type.Object({ type: Type.Literal('stdout'), data: Type.String({ description: 'output as it came (UTF-8 text)' }) }),
+  Type.Object({ type: Type.Literal('stderr'), data: Type.String() }),
+  Type.Object({
+    type: Type.Literal('exit'),
+    exit_code: Type.Integer(),
+    truncated: Type.Boolean({ description: 'stdout or stderr went past 1 MiB; what followed was not sent' }),
+    timed_out: Type.Boolean(),
+    duration_ms: Type.Integer(),
+  }),
+  Type.Object({ type: Type.Literal('error'), error: Type.String({ description: 'the stream broke before the command ended; its outcome is unknown' }) }),
+]);
+export type ExecEvent = Static<typeof ExecEvent>;
 
 export const ExecResult = Type.Object({
   exit_code: Type.Integer(),
@@ -102,3 +134,35 @@ export type Preview = Static<typeof Preview>;
 export const PreviewList = Type.Array(Preview);
 // The spec writes {id} in the preview paths and {envID} elsewhere: one segment, one name here.
 export const PreviewParams = Type.Object({ envID: Type.String({ minLength: 1, maxLength: 64 }), previewID: Type.String({ minLength: 1, maxLength: 64 }) });
+
+// The files API (beyond the spec): a running environment's files, read and written through its agent.
+export const FileQuery = Type.Object({
+  path: Type.String({ minLength: 1, maxLength: 4096, description: 'absolute, or relative to /workspace' }),
+});
+export type FileQuery = Static<typeof FileQuery>;
+export const FileWriteQuery = Type.Object({
+  path: FileQuery.properties.path,
+  mode: Type.Optional(Type.String({ pattern: '^0?[0-7]{3,4}$', description: 'octal permissions; default 0644' })),
+});
+export type FileWriteQuery = Static<typeof FileWriteQuery>;
+export const FileDeleteQuery = Type.Object({
+  path: FileQuery.properties.path,
+  recursive: Type.Optional(Type.Boolean({ description: 'a directory and everything in it (a directory with entries is 409 without it)' })),
+});
+export type FileDeleteQuery = Static<typeof FileDeleteQuery>;
+export const FileInfo = Type.Object({
+  path: Type.String(),
+  name: Type.String(),
+  type: Type.Union([Type.Literal('file'), Type.Literal('directory'), Type.Literal('symlink'), Type.Literal('other')]),
+  size: Type.Integer(),
+  mode: Type.String({ description: 'octal permissions' }),
+  modified_at: UnixSeconds,
+  link_target: Type.Optional(Type.String()),
+});
+export type FileInfo = Static<typeof FileInfo>;
+export const FileList = Type.Object({
+  path: Type.String(),
+  entries: Type.Array(FileInfo, { description: 'sorted by name; links are not followed' }),
+  truncated: Type.Boolean({ description: 'the directory has more than 10,000 entries; the first 10,000 (in the directory\'s order) are listed' }),
+});
+export type FileList = Static<typeof FileList>;

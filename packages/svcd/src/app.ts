@@ -21,6 +21,7 @@ import { Kanban } from './kanban/kanban.js';
 import { RECONCILE_EVERY_MS, WorkloadController } from './workloads/controller.js';
 import { KanbanImage } from './kanban/image.js';
 import { Environments } from './environments/environments.js';
+import { EnvironmentFiles } from './environments/files.js';
 import { previewRouteTargets } from './environments/previews.js';
 import { WarmPool } from './environments/warm-pool.js';
 import { writeCaBundle } from './sources/git.js';
@@ -79,6 +80,8 @@ export interface Deps {
   workloads: WorkloadController;
   kanban: Kanban;
   environments: Environments;
+  /** Environments' files, through their agents (beyond the spec). */
+  environmentFiles: EnvironmentFiles;
   /** Usage samples and rollups: svc's store, or a database of its own. */
   meteringStore: MeteringStore;
   metering: Metering;
@@ -353,6 +356,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     workloads,
     kanban,
     environments,
+    environmentFiles: new EnvironmentFiles({ ...core, environments, sessions }),
     meteringStore,
     metering,
     sampler,

@@ -59,6 +59,13 @@ export class QuotaExceededError extends ConflictError {
   }
 }
 
+/** 413: a body or a file past a cap the route states. */
+export class TooLargeError extends AppError {
+  constructor(message: string) {
+    super(413, message);
+  }
+}
+
 /** 422: registration uniqueness; the message is vague on purpose. */
 export class UnprocessableError extends AppError {
   constructor(message: string) {

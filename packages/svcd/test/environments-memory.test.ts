@@ -66,6 +66,23 @@ eachStore((kind) => {
       assert.equal(await t.deps.store.workloads.find('environment', env.id), undefined, 'its row went once the container was removed');
     });
 
+    test('a driver without an agent: a streamed exec runs through the driver (its output at the end), the files API is 503 and says why', async () => {
+      const a = await newTenant(t);
+      const env = await a.client.createEnvironment({ name: 'noagent', template_id: 'default' });
+      const events = [];
+      for await (const e of a.client.execStream(env.id, { command: ['echo', 'hi'] })) events.push(e);
+      assert.deepEqual(events, [{ type: 'stdout', data: 'hi\n' }, { type: 'exit', exit_code: 0, truncated: false, timed_out: false, duration_ms: 0 }]);
+      const files = await a.client.raw<{ error: string }>('GET', `/v1/environments/${env.id}/files/stat`, { query: { path: '/' } });
+      assert.equal(files.status, 503);
+      assert.match(files.body.error, /no agent/);
+      // Refusals before anything: a foreign environment is 404, a stopped one 409.
+      const b = await newTenant(t);
+      assert.equal((await b.client.raw('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['true'], stream: true } })).status, 404);
+      await a.client.stopEnvironment(env.id);
+      assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['true'], stream: true } })).status, 409);
+      assert.equal((await a.client.raw('GET', `/v1/environments/${env.id}/files/stat`, { query: { path: '/' } })).status, 409);
+    });
+
     test('a template whose image cannot be pulled: create answers 503 and leaves nothing (no record, container or row)', async () => {
       const a = await newTenant(t);
       const r = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'broken', template_id: 'node' } });

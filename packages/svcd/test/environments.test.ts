@@ -3,7 +3,10 @@
 // with its own certificate, and previews through a real Caddy.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Environment, ExecResult } from '@svc/client';
+import { createHash, randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import type { Environment, ExecEvent, ExecRequest, ExecResult } from '@svc/client';
+import { FILE_MAX_BYTES } from '@svc/contract';
 import { environmentWorkloadName, workloadOf } from '../src/environments/environments.js';
 import { AGENT_PORT } from '../src/environments/agent.js';
 import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
@@ -167,6 +170,149 @@ describe('environments', () => {
     assert.equal(cut.status, 409);
     assert.match(cut.body.error, /stopped while the command ran/);
   });
+
+  test('streamed exec: output as it comes and the exit last; env and stdin; a reader that leaves kills the command; through the engine, output at the end', async () => {
+    const a = await tenant();
+    const env = await a.client.createEnvironment({ name: 'stream', template_id: 'default' });
+    const collect = async (req: Omit<ExecRequest, 'stream'>) => {
+      const started = performance.now();
+      const events: Array<ExecEvent & { at: number }> = [];
+      for await (const e of a.client.execStream(env.id, req)) events.push({ ...e, at: performance.now() - started });
+      return events;
+    };
+    const events = await collect({ command: ['sh', '-c', 'echo first; sleep 2; echo second >&2; exit 3'] });
+    assert.deepEqual(events.map((e) => (e.type === 'exit' ? { type: e.type, exit_code: e.exit_code, timed_out: e.timed_out } : { type: e.type, ...('data' in e ? { data: e.data } : {}) })), [
+      { type: 'stdout', data: 'first\n' },
+      { type: 'stderr', data: 'second\n' },
+      { type: 'exit', exit_code: 3, timed_out: false },
+    ]);
+    // The first line came while the command still slept: streamed, not held to the end.
+    assert.ok(events[0]!.at < 1_500 && events[2]!.at >= 2_000, `first at ${events[0]!.at} ms, exit at ${events[2]!.at} ms`);
+
+    // A character split between two pieces of output comes whole: its first byte is printed,
+    // then its second half a second later.
+    const split = await collect({ command: ['sh', '-c', "printf 'a\\303'; sleep 0.5; printf '\\251b'"] });
+    assert.deepEqual(split.filter((e) => e.type === 'stdout').map((e) => (e as { data: string }).data), ['a', 'éb']);
+
+    // env and stdin, beyond the spec, on both exec forms.
+    const withInput = { command: ['sh', '-c', 'echo "$GREETING"; cat'], env: { GREETING: 'hello' }, stdin: 'from stdin' };
+    assert.equal((await a.client.exec(env.id, withInput)).stdout, 'hello\nfrom stdin');
+    assert.deepEqual((await collect(withInput)).filter((e) => e.type === 'stdout').map((e) => (e as { data: string }).data).join(''), 'hello\nfrom stdin');
+
+    // Refusals come before the stream, as statuses of their own.
+    const refused = await a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['true'], work_dir: '/nonexistent', stream: true } });
+    assert.equal(refused.status, 400);
+    assert.match(refused.body.error, /work_dir/);
+
+    // A reader that leaves: the command is killed, not left running (the marker stops moving).
+    const leaving = new AbortController();
+    const ticking = a.client.execStream(env.id, { command: ['sh', '-c', 'while :; do date +%s%N > /workspace/alive; echo tick; sleep 0.1; done'], timeout: 120 }, leaving.signal);
+    const firstTick: IteratorResult<ExecEvent> = await ticking.next();
+    assert.equal(firstTick.done ? null : firstTick.value.type, 'stdout');
+    leaving.abort();
+    await assert.rejects(ticking.next());
+    await new Promise((r) => setTimeout(r, 1_500));
+    const first = (await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout;
+    await new Promise((r) => setTimeout(r, 700));
+    assert.equal((await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout, first, 'the command still runs after its reader left');
+
+    // The agent not reached (a token it does not take): the engine runs it, its output at the end.
+    const row = await t.deps.store.environments.findAny(env.id);
+    await t.deps.store.environments.update(env.id, { agent_token: t.deps.sealer.seal('not-the-token') });
+    lines.length = 0;
+    const viaEngine = await collect(withInput);
+    assert.deepEqual(viaEngine.map((e) => e.type), ['stdout', 'exit']);
+    assert.equal((viaEngine[0] as { data: string }).data, 'hello\nfrom stdin');
+    assert.match(lines.filter((l) => l.includes('"msg":"environment exec"')).at(-1) ?? '', /"via":"engine".*"stream":true/);
+    await t.deps.store.environments.update(env.id, { agent_token: row!.agent_token });
+  });
+
+  test('files: write, stat, list, read and remove through the agent; binary content whole; caps; devices; errors the caller can act on; other tenants see nothing', async () => {
+    const a = await tenant();
+    const b = await tenant();
+    const env = await a.client.createEnvironment({ name: 'files', template_id: 'default' });
+
+    const written = await a.client.writeFile(env.id, 'notes/todo.txt', 'write the tests\n', '0600');
+    assert.deepEqual([written.path, written.type, written.size, written.mode], ['/workspace/notes/todo.txt', 'file', 16, '0600']);
+    assert.equal((await a.client.exec(env.id, { command: ['cat', '/workspace/notes/todo.txt'] })).stdout, 'write the tests\n', 'commands see what was written');
+    assert.equal(await new Response(await a.client.readFile(env.id, '/workspace/notes/todo.txt')).text(), 'write the tests\n');
+
+    // Binary content, 3 MiB of it, comes back byte for byte.
+    const bytes = new Uint8Array(randomBytes(3 * 1024 * 1024));
+    await a.client.writeFile(env.id, '/tmp/blob', bytes);
+    const back = Buffer.from(await new Response(await a.client.readFile(env.id, '/tmp/blob')).arrayBuffer());
+    assert.ok(back.equals(Buffer.from(bytes)), 'the blob came back changed');
+    assert.equal((await a.client.exec(env.id, { command: ['sha256sum', '/tmp/blob'] })).stdout.split(' ')[0], createHash('sha256').update(bytes).digest('hex'));
+
+    await a.client.exec(env.id, { command: ['ln', '-s', 'todo.txt', '/workspace/notes/link'] });
+    const list = await a.client.listFiles(env.id, 'notes');
+    assert.deepEqual(list.entries.map((e) => [e.name, e.type, e.link_target ?? null]), [['link', 'symlink', 'todo.txt'], ['todo.txt', 'file', null]]);
+    assert.equal((await a.client.statFile(env.id, '/workspace/notes')).type, 'directory');
+
+    const status = async (method: string, path: string, query: Record<string, string>) => (await a.client.raw<{ error: string }>(method, `/v1/environments/${env.id}${path}`, { query })).status;
+    assert.equal(await status('GET', '/files/stat', { path: 'nothing-here' }), 404);
+    assert.equal(await status('GET', '/files', { path: '/dev/zero' }), 400, 'a device would never end');
+    assert.equal(await status('GET', '/files', { path: '/workspace/notes' }), 400, 'a directory is listed, not read');
+    assert.equal(await status('DELETE', '/files', { path: '/workspace/notes' }), 409, 'a directory with entries needs recursive');
+    assert.equal(await status('DELETE', '/files', { path: '/workspace/notes', recursive: 'true' }), 204);
+    assert.equal(await status('GET', '/files/stat', { path: '/workspace/notes' }), 404);
+    assert.equal(await status('DELETE', '/files', { path: '/' }), 400);
+
+    // Past the cap: refused on its declared length before anything is read, and cut when it streams past it.
+    assert.equal(await uploadStatus(env.id, a.key, { declared: FILE_MAX_BYTES + 1, send: 0 }), 413);
+    assert.equal(await uploadStatus(env.id, a.key, { send: FILE_MAX_BYTES + 1024 * 1024 }), 413);
+    assert.equal(await status('GET', '/files/stat', { path: '/workspace/big' }), 404, 'nothing of a refused upload is left');
+    assert.equal((await a.client.exec(env.id, { command: ['sh', '-c', 'ls -A /workspace | grep -c svc-upload || true'] })).stdout.trim(), '0');
+
+    // Another tenant: the same 404 as for an environment that does not exist.
+    assert.equal((await b.client.raw('GET', `/v1/environments/${env.id}/files/stat`, { query: { path: '/' } })).status, 404);
+    assert.equal((await b.client.raw('PUT', `/v1/environments/${env.id}/files`, { query: { path: '/tmp/x' }, rawBody: 'x' })).status, 404);
+
+    // The agent not reached: 503 that says so (files have no engine path); a stopped environment: 409.
+    const row = await t.deps.store.environments.findAny(env.id);
+    await t.deps.store.environments.update(env.id, { agent_token: t.deps.sealer.seal('not-the-token') });
+    const unreachable = await a.client.raw<{ error: string }>('GET', `/v1/environments/${env.id}/files/stat`, { query: { path: '/' } });
+    assert.equal(unreachable.status, 503);
+    assert.match(unreachable.body.error, /agent does not answer/);
+    await t.deps.store.environments.update(env.id, { agent_token: row!.agent_token });
+    await a.client.stopEnvironment(env.id);
+    assert.equal(await status('GET', '/files/stat', { path: '/' }), 409);
+  });
+
+  /** An upload on a raw connection: a declared length, or bytes sent chunked until svcd answers. */
+  function uploadStatus(envId: string, key: string, o: { declared?: number; send: number }): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const url = new URL(`${t.url}/v1/environments/${envId}/files?path=/workspace/big`);
+      const req = httpRequest(url, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', ...(o.declared === undefined ? {} : { 'content-length': String(o.declared) }) },
+      });
+      let answered = false;
+      req.on('response', (res) => {
+        answered = true;
+        res.resume();
+        resolve(res.statusCode ?? 0);
+        req.destroy();
+      });
+      req.on('error', (err) => {
+        if (!answered) reject(err);
+      });
+      const chunk = Buffer.alloc(1024 * 1024, 7);
+      let sent = 0;
+      const pump = () => {
+        while (!answered && sent < o.send) {
+          sent += chunk.length;
+          if (!req.write(chunk)) {
+            req.once('drain', pump);
+            return;
+          }
+        }
+        if (!answered && o.declared === undefined) req.end();
+      };
+      if (o.declared !== undefined) req.flushHeaders();
+      else pump();
+    });
+  }
 
   test('stop keeps the workspace; start runs it again; exec on a stopped environment is 409', async () => {
     const a = await tenant();

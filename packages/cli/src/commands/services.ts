@@ -1,7 +1,12 @@
 // Services: create (from an image or a snapshot), lifecycle with --wait, logs (-f), deployments,
 // metrics, snapshots, and `svc env`: a service's variables, and exec in a developer environment.
+import { createWriteStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
-import type { Service } from '@svc/client';
+import { FILE_MAX_BYTES, type Service } from '@svc/client';
 import type { Cli } from '../context.js';
 import { action, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
 import { metricsOptions, type MetricsOptions } from './metrics-options.js';
@@ -124,19 +129,90 @@ export function envCommands(program: Command, { out, client }: Cli): void {
     );
   env
     .command('exec <environmentID> <command...>')
-    .description('run a command in a developer environment: `svc env exec ENV -- CMD ARGS...`; exits with its exit code')
+    .description('run a command in a developer environment: `svc env exec ENV -- CMD ARGS...`; its output streams as it comes; exits with its exit code')
     .option('--workdir <dir>', 'working directory (default /workspace)')
     .option('--timeout <seconds>', 'kill it after this long', integer)
+    .option('-e, --env <KEY=VALUE...>', 'variables for this command')
+    .option('-i, --stdin', "give this terminal's stdin to the command (read whole first, at most 512 KiB)")
     .action(
-      action(out, async (id: string, command: string[], o: { workdir?: string; timeout?: number }) => {
-        const r = await client().exec(id, { command, work_dir: o.workdir, timeout: o.timeout });
-        if (out.json()) return r;
-        process.stdout.write(r.stdout);
-        process.stderr.write(r.stderr);
-        if (r.truncated) out.note('svc: output truncated at 1 MiB');
-        if (r.timed_out) out.note('svc: killed at the timeout');
-        process.exitCode = r.exit_code;
+      action(out, async (id: string, command: string[], o: { workdir?: string; timeout?: number; env?: string[]; stdin?: boolean }) => {
+        const req = {
+          command,
+          work_dir: o.workdir,
+          timeout: o.timeout,
+          ...(o.env ? { env: keyValues(o.env) } : {}),
+          ...(o.stdin ? { stdin: await readStdin() } : {}),
+        };
+        // --json: the whole outcome as one object, as the API's plain exec answers it.
+        if (out.json()) return client().exec(id, req);
+        for await (const e of client().execStream(id, req)) {
+          if (e.type === 'stdout') process.stdout.write(e.data);
+          else if (e.type === 'stderr') process.stderr.write(e.data);
+          else if (e.type === 'error') {
+            out.note(`svc: ${e.error}`);
+            process.exitCode = 1;
+          } else {
+            if (e.truncated) out.note('svc: output truncated at 1 MiB');
+            if (e.timed_out) out.note('svc: killed at the timeout');
+            process.exitCode = e.exit_code;
+          }
+        }
         return undefined;
       }),
     );
+  env
+    .command('cp <source> <destination>')
+    .description('copy a file to or from a developer environment: `svc env cp ./local ENV:/path` or `svc env cp ENV:path ./local` (a remote path is absolute or relative to /workspace; at most 100 MiB; a local path with a colon starts with ./)')
+    .action(
+      action(out, async (source: string, destination: string) => {
+        const from = remoteOf(source);
+        const to = remoteOf(destination);
+        if (to && !from) {
+          const local = await stat(source);
+          if (!local.isFile()) throw new Error(`${source} is not a file (directories: svc env sync, or tar through svc env exec -i)`);
+          if (local.size > FILE_MAX_BYTES) throw new Error(`${source} is larger than the files API's ${FILE_MAX_BYTES / (1024 * 1024)} MiB`);
+          const info = await client().writeFile(to.id, to.path, new Uint8Array(await readFile(source)), `0${(local.mode & 0o7777).toString(8)}`);
+          out.note(`${source} -> ${to.id}:${info.path} (${info.size} bytes)`);
+          return out.json() ? info : undefined;
+        }
+        if (!from || to) throw new Error('one side of a copy is ENV:path and the other a local path');
+        const remote = from;
+        const target = (await stat(destination).catch(() => null))?.isDirectory() ? join(destination, basename(remote.path)) : destination;
+        await pipeline(Readable.fromWeb(await client().readFile(remote.id, remote.path)), createWriteStream(target));
+        out.note(`${remote.id}:${remote.path} -> ${target}`);
+        return undefined;
+      }),
+    );
+  env
+    .command('ls <environmentID> [path]')
+    .description("list a directory of a developer environment (default /workspace)")
+    .action(
+      action(out, async (id: string, path?: string) => {
+        const list = await client().listFiles(id, path ?? '/workspace');
+        if (list.truncated) out.note('svc: more than 10,000 entries; the first 10,000 are listed');
+        return out.json() ? list : list.entries.map((e) => ({ name: e.type === 'directory' ? `${e.name}/` : e.name, type: e.type, size: e.size, mode: e.mode, modified: new Date(e.modified_at * 1000).toISOString() }));
+      }),
+    );
+  env
+    .command('rm <environmentID> <path>')
+    .description('remove a file (or, with -r, a directory and everything in it) in a developer environment')
+    .option('-r, --recursive', 'a directory and its entries')
+    .action(
+      action(out, async (id: string, path: string, o: { recursive?: boolean }) => {
+        await client().removeFile(id, path, o.recursive === true);
+        out.note(`removed ${path}`);
+      }),
+    );
+}
+
+/** `ENV:path` names a file of an environment; anything else (./a:b included) is local. */
+function remoteOf(arg: string): { id: string; path: string } | null {
+  const m = /^(?<id>[A-Za-z0-9_-]+):(?<path>.+)$/.exec(arg);
+  return m?.groups?.id && m.groups.path ? { id: m.groups.id, path: m.groups.path } : null;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }

@@ -21,6 +21,7 @@ import { buildRoutes } from './routes/builds.js';
 import { databaseRoutes } from './routes/databases.js';
 import { kanbanRoutes } from './routes/kanban.js';
 import { environmentRoutes } from './routes/environments.js';
+import { environmentFileRoutes } from './routes/environment-files.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -199,6 +200,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(databaseRoutes(deps));
   await app.register(kanbanRoutes(deps));
   await app.register(environmentRoutes(deps));
+  await app.register(environmentFileRoutes(deps));
   await app.register(meteringRoutes(deps));
   openApiRoute(app);
   await app.ready();

@@ -4,7 +4,10 @@
 // not fetch: svcd must know whether the agent was reached at all, since only a request that never
 // reached it may go to the engine's exec instead (anything else could run the command twice).
 import { randomBytes } from 'node:crypto';
-import { request } from 'node:http';
+import { request, type IncomingMessage } from 'node:http';
+import { pipeline, Transform, type TransformCallback } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import type { ExecEvent } from '@svc/contract';
 import type { Timers } from '../clock.js';
 import { ExecNotStartedError, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
 
@@ -30,7 +33,7 @@ export interface AgentAddress {
 
 /** Runs the spec through the agent at `at`; rejects with AgentUnreachableError when it never got the request. */
 export function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timers): Promise<ExecOutcome> {
-  const body = JSON.stringify({ argv: spec.cmd, work_dir: spec.workDir, timeout_seconds: spec.timeoutSeconds, max_output_bytes: spec.maxOutputBytes });
+  const body = execBody(spec, false);
   // Output comes as base64 (4 characters for 3 bytes): the answer is bounded by the caps it was given.
   const maxAnswerBytes = 2 * Math.ceil((spec.maxOutputBytes * 4) / 3) + 64 * 1024;
   return new Promise<ExecOutcome>((resolve, reject) => {
@@ -58,7 +61,7 @@ export function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timer
     const connectTimer = timers.setTimeout(() => {
       if (!connected) finish(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
     }, CONNECT_TIMEOUT_MS);
-    const answerTimer = timers.setTimeout(() => finish(new Error('the agent did not answer in time')), spec.timeoutSeconds * 1000 + ANSWER_GRACE_MS);
+    const answerTimer = timers.setTimeout(() => finish(new Error('the agent did not answer in time')), answerDeadlineMs(spec));
     req.on('socket', (socket) => {
       socket.once('connect', () => {
         connected = true;
@@ -99,6 +102,29 @@ export function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timer
   });
 }
 
+/** The agent's exec request for `spec` (whose stdin, if any, is bytes: see canRunOnAgent). */
+export function execBody(spec: ExecSpec, stream: boolean): string {
+  return JSON.stringify({
+    argv: spec.cmd,
+    work_dir: spec.workDir,
+    timeout_seconds: spec.timeoutSeconds,
+    max_output_bytes: spec.maxOutputBytes,
+    env: spec.env,
+    stdin: Buffer.isBuffer(spec.stdin) ? spec.stdin.toString('base64') : undefined,
+    stream,
+  });
+}
+
+/** The agent takes stdin as bytes in its request; a stream (sync's archive) goes through the engine. */
+export function canRunOnAgent(spec: ExecSpec): boolean {
+  return spec.stdin === undefined || Buffer.isBuffer(spec.stdin);
+}
+
+/** How long past its timeout a command's answer may take: the agent kills it at the timeout and answers within its grace. */
+export function answerDeadlineMs(spec: ExecSpec): number {
+  return spec.timeoutSeconds * 1000 + ANSWER_GRACE_MS;
+}
+
 /**
  * Resolves once the agent at `at` answers its health check with the token (an environment's
  * readiness: its first command must not find the agent still starting); rejects otherwise.
@@ -135,3 +161,183 @@ function outcomeOf(answer: unknown): ExecOutcome | Error {
   }
   return { exitCode: exitCode as number, stdout: out, stderr: err, truncated, timedOut, durationMs: durationMs as number };
 }
+
+/** The agent answered, with a status other than success: what it said, for the caller to map. */
+export class AgentRefusal extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface AgentCall {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** Path and query. */
+  path: string;
+  body?: string | NodeJS.ReadableStream;
+  contentType?: string;
+  /** The answer's status and headers must come within this (the body then takes as long as it takes). */
+  headersWithinMs: number;
+}
+
+/** The JSON error of a refusal is small; more is not read. */
+const REFUSAL_MAX_BYTES = 64 * 1024;
+
+/**
+ * Sends one request to the agent and resolves with its answer once a success status and its
+ * headers came, the body left to the caller (to stream or to read). Rejects with
+ * AgentUnreachableError when the agent was not reached or refused the token (nothing was done),
+ * with AgentRefusal for any other status, and with a plain Error when the connection failed after
+ * it was reached.
+ */
+export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Promise<IncomingMessage> {
+  return new Promise<IncomingMessage>((resolve, reject) => {
+    let connected = false;
+    let settled = false;
+    const req = request({
+      host: at.host,
+      port: AGENT_PORT,
+      method: call.method,
+      path: call.path,
+      headers: { authorization: `Bearer ${at.token}`, ...(call.contentType ? { 'content-type': call.contentType } : {}) },
+      agent: false,
+    });
+    const fail = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      connectTimer.cancel();
+      headersTimer.cancel();
+      req.destroy();
+      reject(err);
+    };
+    const connectTimer = timers.setTimeout(() => {
+      if (!connected) fail(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
+    }, CONNECT_TIMEOUT_MS);
+    const headersTimer = timers.setTimeout(() => fail(new Error('the agent did not answer in time')), call.headersWithinMs);
+    req.on('socket', (socket) => {
+      socket.once('connect', () => {
+        connected = true;
+        connectTimer.cancel();
+      });
+    });
+    req.on('error', (err) => fail(connected ? err : new AgentUnreachableError(err.message)));
+    req.on('response', (res) => {
+      connectTimer.cancel();
+      headersTimer.cancel();
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) {
+        settled = true;
+        resolve(res);
+        return;
+      }
+      readCapped(res, REFUSAL_MAX_BYTES)
+        .then((text) => {
+          let answer: unknown = null;
+          try {
+            answer = JSON.parse(text);
+          } catch {
+            // No JSON: the status says it.
+          }
+          fail(status === 401 ? new AgentUnreachableError("the agent refused the environment's token") : new AgentRefusal(status, errorOf(answer)));
+        })
+        .catch((err: unknown) => fail(err instanceof Error ? err : new Error(String(err))));
+    });
+    if (call.body === undefined) req.end();
+    else if (typeof call.body === 'string') req.end(call.body);
+    else {
+      // An upload: a failure of the source (the client went, the cap) ends the request, unfinished.
+      pipeline(call.body, req, (err) => {
+        if (err) fail(err);
+      });
+    }
+  });
+}
+
+/** Reads a whole answer of at most `max` bytes as text; more is an error. */
+export function readCapped(res: NodeJS.ReadableStream & { destroy(): void }, max: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) {
+        res.destroy();
+        reject(new Error(`the agent answered more than ${max} bytes`));
+      } else chunks.push(chunk);
+    });
+    res.on('error', reject);
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('close', () => reject(new Error("the agent's connection closed before its answer ended")));
+  });
+}
+
+/**
+ * Turns the agent's streamed exec (a JSON line per piece of output, base64, and one exit line)
+ * into the API's ExecEvent lines: output as text, decoded per stream so that a character split
+ * between two pieces comes whole, and an `error` event when the agent's answer ended without its
+ * exit line (the outcome is unknown). A line longer than any the agent writes is an error too.
+ */
+export class AgentEventDecoder extends Transform {
+  private pending = '';
+  private readonly text = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+  private exited = false;
+
+  constructor(private readonly onExit: (exit: Extract<ExecEvent, { type: 'exit' }>) => void) {
+    super({ readableObjectMode: false });
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.pending += chunk.toString('latin1');
+    let newline: number;
+    while ((newline = this.pending.indexOf('\n')) >= 0) {
+      const line = this.pending.slice(0, newline);
+      this.pending = this.pending.slice(newline + 1);
+      if (line.trim() !== '') this.line(line);
+    }
+    if (this.pending.length > AGENT_LINE_MAX_BYTES) {
+      done(new Error('the agent streamed a line longer than it writes'));
+      return;
+    }
+    done();
+  }
+
+  override _flush(done: TransformCallback): void {
+    if (!this.exited) this.emitEvent({ type: 'error', error: "the environment's agent stopped answering before the command ended; its outcome is unknown" });
+    done();
+  }
+
+  private line(line: string): void {
+    let event: { type?: unknown; data?: unknown };
+    try {
+      event = JSON.parse(line) as typeof event;
+    } catch {
+      return;
+    }
+    if ((event.type === 'stdout' || event.type === 'stderr') && typeof event.data === 'string') {
+      const data = this.text[event.type].write(Buffer.from(event.data, 'base64'));
+      if (data !== '') this.emitEvent({ type: event.type, data });
+      return;
+    }
+    if (event.type === 'exit' && !this.exited) {
+      const outcome = outcomeOf({ ...event, stdout: null, stderr: null });
+      if (outcome instanceof Error) return;
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const rest = this.text[stream].end();
+        if (rest !== '') this.emitEvent({ type: stream, data: rest });
+      }
+      this.exited = true;
+      const exit = { type: 'exit' as const, exit_code: outcome.exitCode, truncated: outcome.truncated, timed_out: outcome.timedOut, duration_ms: outcome.durationMs };
+      this.onExit(exit);
+      this.emitEvent(exit);
+    }
+  }
+
+  private emitEvent(event: ExecEvent): void {
+    this.push(`${JSON.stringify(event)}\n`);
+  }
+}
+
+/** The agent reads output 32 KiB at a time: a line is that in base64 and a little JSON. */
+const AGENT_LINE_MAX_BYTES = 64 * 1024;

@@ -9,6 +9,7 @@ import type {
   CreateEnvironmentRequest,
   CreatePreviewRequest,
   Environment,
+  ExecEvent,
   ExecRequest,
   ExecResult,
   Preview,
@@ -19,16 +20,18 @@ import type {
 } from '@svc/contract';
 import { EXEC_OUTPUT_MAX_BYTES, EXEC_TIMEOUT_DEFAULT_S, LEASE_DEFAULT_S, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import { pack } from 'tar-fs';
+import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
 import { CloneError, cloneAt } from '../sources/git.js';
 import { checkSourceRef, checkSourceUrl, resolveWithSystem, type CheckedSource, type ResolveHost } from '../sources/sources.js';
 import { unixSeconds } from '../clock.js';
-import type { SessionLimits } from '../sessions/session-limits.js';
+import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
 import type { ScratchSpace } from '../scratch/scratch-space.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { AgentUnreachableError, execThroughAgent, newAgentToken } from './agent.js';
+import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, answerDeadlineMs, callAgent, canRunOnAgent, execBody, execThroughAgent, newAgentToken, type AgentAddress } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -55,7 +58,7 @@ export interface EnvironmentsOptions {
   /** Previews moved (created, deleted, their environment started or stopped): re-push routes. */
   routesChanged: () => void;
   /** An exec or a sync holds one of the tenant's slots of its kind while it runs. */
-  sessions: Pick<SessionLimits, 'within'>;
+  sessions: Pick<SessionLimits, 'within' | 'acquire'>;
   /** New environments are refused while the tenant is at its disk quota. */
   disk: Pick<DiskQuota, 'assertRoom'>;
 }
@@ -64,6 +67,10 @@ export interface EnvironmentsOptions {
 export const EXPIRED_RETENTION_S = 24 * 3600;
 export const PREVIEWS_PER_ENVIRONMENT = 10;
 const SYNC_MAX_BYTES = 500 * 1024 * 1024;
+/** A streamed exec's agent answers once the command started: at once, short of a machine in trouble. */
+const STREAM_START_WITHIN_MS = 15_000;
+/** The agent holds a streamed answer for a slow reader this long past the command's answer deadline (exec.go). */
+const STREAM_WRITE_GRACE_MS = 15_000;
 const SYNC_TIMEOUT_MS = 10 * 60_000;
 /**
  * How long a create waits for the controller to run the environment: the image's pull (of an
@@ -345,21 +352,36 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   /** Runs the command as given (no shell), in work_dir, killed at the timeout; output capped. */
   async exec(tenantId: string, id: string, req: ExecRequest): Promise<ExecResult> {
     const e = await this.running(tenantId, id);
-    const workDir = req.work_dir ?? WORKSPACE;
-    if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
-    const { out, via } = await this.deps.sessions.within(tenantId, 'exec', () => this.execPreferringAgent(e, {
-      cmd: req.command,
-      workDir,
-      timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
-      maxOutputBytes: EXEC_OUTPUT_MAX_BYTES,
-    }).catch((err: unknown) => {
-      // The engine refused before anything ran: a work_dir that does not exist is the caller's.
-      // (runc says "chdir to cwd", gVisor "initial working directory").
-      if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${workDir} is not a directory in the environment`);
-      throw err;
-    }));
+    const spec = execSpecOf(req);
+    const { out, via } = await this.deps.sessions.within(tenantId, 'exec', () => this.execPreferringAgent(e, spec).catch(workDirRefused(spec)));
     this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: out.exitCode, duration_ms: out.durationMs, timed_out: out.timedOut, via }, 'environment exec');
     return { exit_code: out.exitCode, stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
+  }
+
+  /**
+   * exec with `stream`: answers, once the command runs, a stream of ExecEvent lines (output as it
+   * comes, then its exit), under the same caps and timeout; the tenant's exec slot is held until
+   * the stream ends. Through the agent; an environment whose agent was not reached runs it through
+   * the engine's exec, whose output then comes whole at the end (the log says why).
+   */
+  async execStream(tenantId: string, id: string, req: ExecRequest): Promise<NodeJS.ReadableStream> {
+    const e = await this.running(tenantId, id);
+    const spec = execSpecOf(req);
+    const slot = await this.deps.sessions.acquire(tenantId, 'exec');
+    try {
+      const logExit = (exit: { exit_code: number; duration_ms: number; timed_out: boolean }, via: 'agent' | 'engine') =>
+        this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: exit.exit_code, duration_ms: exit.duration_ms, timed_out: exit.timed_out, via, stream: true }, 'environment exec');
+      const streamed = await this.streamThroughAgent(e, spec, (exit) => logExit(exit, 'agent')).catch(workDirRefused(spec));
+      if (streamed) return holdWhileOpen(slot, streamed);
+      const out = await this.execIn(workloadOf(e), spec).catch(workDirRefused(spec));
+      const exit = { type: 'exit' as const, exit_code: out.exitCode, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
+      logExit(exit, 'engine');
+      const events: ExecEvent[] = [...(out.stdout ? [{ type: 'stdout' as const, data: out.stdout }] : []), ...(out.stderr ? [{ type: 'stderr' as const, data: out.stderr }] : []), exit];
+      return holdWhileOpen(slot, Readable.from(events.map((event) => `${JSON.stringify(event)}\n`)));
+    } catch (err) {
+      await slot.release();
+      throw err;
+    }
   }
 
   /**
@@ -560,25 +582,81 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * reached: nothing ran) through the engine's exec, saying why in the log.
    */
   private async execPreferringAgent(e: EnvironmentRow, spec: ExecSpec): Promise<{ out: ExecOutcome; via: 'agent' | 'engine' }> {
-    if (e.agent_token !== null && e.address !== null && spec.stdin === undefined) {
+    const at = this.agentAt(e);
+    if (at && canRunOnAgent(spec)) {
       try {
-        return { out: await execThroughAgent({ host: e.address, token: this.deps.sealer.open(e.agent_token) }, spec, this.deps.timers), via: 'agent' };
+        return { out: await execThroughAgent(at, spec, this.deps.timers), via: 'agent' };
       } catch (err) {
-        if (!(err instanceof AgentUnreachableError)) {
-          if (err instanceof ExecNotStartedError) throw err;
-          // It may have run: not run again through the engine. A container that stopped under it
-          // (a stop, the disk limit) is the caller's 409, as when it stops while a command starts.
-          // The record says stopped first (the request's transaction), the container follows.
-          const record = await this.deps.store.environments.findAny(e.id);
-          const container = await this.deps.runtime.inspect(workloadOf(e)).catch(() => null);
-          if (record?.status !== 'running' || container?.state !== 'running') throw new ConflictError('the environment stopped while the command ran: its outcome is unknown');
-          // Its words stay in the log.
-          throw new UnavailableError("the environment's agent failed while the command ran; its outcome is unknown", err);
-        }
+        if (!(err instanceof AgentUnreachableError)) throw await this.agentFailed(e, err);
         this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine");
       }
     }
     return { out: await this.execIn(workloadOf(e), spec), via: 'engine' };
+  }
+
+  /**
+   * The agent's streamed exec, as ExecEvent lines (null: the agent was not reached, or there is
+   * none: nothing ran). The stream is cut when the command's deadline and the agent's grace
+   * have passed (a client that stopped reading holds it no longer), and its end or the client's
+   * leaving closes the agent's answer (the agent then kills the command).
+   */
+  private async streamThroughAgent(e: EnvironmentRow, spec: ExecSpec, onExit: (exit: Extract<ExecEvent, { type: 'exit' }>) => void): Promise<NodeJS.ReadableStream | null> {
+    const at = this.agentAt(e);
+    if (!at || !canRunOnAgent(spec)) return null;
+    let answer: IncomingMessage;
+    try {
+      answer = await callAgent(at, { method: 'POST', path: '/exec', body: execBody(spec, true), contentType: 'application/json', headersWithinMs: STREAM_START_WITHIN_MS }, this.deps.timers);
+    } catch (err) {
+      if (err instanceof AgentUnreachableError) {
+        this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine, its output at the end");
+        return null;
+      }
+      if (err instanceof AgentRefusal && err.status === 422) throw new ExecNotStartedError(err.message);
+      throw await this.agentFailed(e, err);
+    }
+    const events = new AgentEventDecoder(onExit);
+    const cut = this.deps.timers.setTimeout(() => answer.destroy(), answerDeadlineMs(spec) + STREAM_WRITE_GRACE_MS);
+    // The answer cut short (the container stopped, the deadline) ends the events with an error event.
+    answer.on('error', () => {});
+    answer.on('close', () => {
+      cut.cancel();
+      if (!answer.complete) events.end();
+    });
+    events.on('close', () => answer.destroy());
+    answer.pipe(events);
+    return events;
+  }
+
+  /** The agent of a running environment of the tenant's: the files API has no other way in. */
+  async agentFor(tenantId: string, id: string): Promise<AgentAddress> {
+    const e = await this.running(tenantId, id);
+    const at = this.agentAt(e);
+    if (!at) throw new UnavailableError('this environment has no agent, which the files API needs (exec works without it)');
+    return at;
+  }
+
+  /** What to answer for a call to the agent of the tenant's environment that failed after it was reached (agentFailed). */
+  async agentFailure(tenantId: string, id: string, err: unknown): Promise<Error> {
+    return this.agentFailed(await this.row(tenantId, id), err);
+  }
+
+  /** Where the environment's agent answers, when it has one and runs. */
+  private agentAt(e: EnvironmentRow): AgentAddress | null {
+    return e.agent_token !== null && e.address !== null ? { host: e.address, token: this.deps.sealer.open(e.agent_token) } : null;
+  }
+
+  /**
+   * The error for an agent that was reached and then failed: the command may have run, so it is
+   * not run again through the engine. A container that stopped under it (a stop, the disk limit)
+   * is the caller's 409, as when it stops while a command starts (the record says stopped first,
+   * in the request's transaction; the container follows). The agent's words stay in the log.
+   */
+  private async agentFailed(e: EnvironmentRow, err: unknown): Promise<Error> {
+    if (err instanceof ExecNotStartedError) return err;
+    const record = await this.deps.store.environments.findAny(e.id);
+    const container = await this.deps.runtime.inspect(workloadOf(e)).catch(() => null);
+    if (record?.status !== 'running' || container?.state !== 'running') return new ConflictError('the environment stopped while the command ran: its outcome is unknown');
+    return new UnavailableError("the environment's agent failed while the command ran; its outcome is unknown", err);
   }
 
   /** Runs in the environment's container; one that stopped meanwhile (a stop, the disk limit) is the caller's 409. */
@@ -627,4 +705,29 @@ export function repositoryDirectory(url: string): string {
   const last = new URL(url).pathname.split('/').filter(Boolean).at(-1) ?? '';
   const name = last.replace(/\.git$/, '');
   return /^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name) ? name : 'repository';
+}
+
+/** The exec's spec from the request (the spec's fields and the additive env and stdin). */
+function execSpecOf(req: ExecRequest): ExecSpec {
+  const workDir = req.work_dir ?? WORKSPACE;
+  if (!workDir.startsWith('/')) throw new ValidationError('work_dir must be an absolute path');
+  return {
+    cmd: req.command,
+    workDir,
+    timeoutSeconds: req.timeout ?? EXEC_TIMEOUT_DEFAULT_S,
+    maxOutputBytes: EXEC_OUTPUT_MAX_BYTES,
+    ...(req.env === undefined ? {} : { env: req.env }),
+    ...(req.stdin === undefined ? {} : { stdin: Buffer.from(req.stdin, 'utf8') }),
+  };
+}
+
+/**
+ * The engine or the agent refused before anything ran: a work_dir that does not exist is the
+ * caller's (runc says "chdir to cwd", gVisor "initial working directory", the agent as runc).
+ */
+function workDirRefused(spec: ExecSpec) {
+  return (err: unknown): never => {
+    if (err instanceof ExecNotStartedError && /chdir|cwd|working directory/i.test(err.message)) throw new ValidationError(`work_dir ${spec.workDir} is not a directory in the environment`);
+    throw err;
+  };
 }

@@ -83,8 +83,10 @@ export interface ExecSpec {
   timeoutSeconds: number;
   /** stdout and stderr are each kept up to this many bytes; the rest is read and dropped. */
   maxOutputBytes: number;
-  /** Fed to the process's stdin, which closes when it ends. */
-  stdin?: NodeJS.ReadableStream;
+  /** Fed to the process's stdin, which closes when it ends (without it, stdin is empty). */
+  stdin?: NodeJS.ReadableStream | Buffer;
+  /** Variables added to the workload's own for this process. */
+  env?: Record<string, string>;
 }
 
 export interface ExecOutcome {

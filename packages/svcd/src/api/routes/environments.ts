@@ -5,6 +5,7 @@ import {
   EnvironmentList,
   EnvironmentListQuery,
   EnvironmentParams,
+  ExecEvent,
   ExecRequest,
   ExecResult,
   LeaseRequest,
@@ -24,6 +25,7 @@ import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { routePlugin } from './plugin.js';
+import { streamFollow } from '../streaming.js';
 
 export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { environments } = deps;
@@ -104,14 +106,21 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         // Never replayed: a command is run each time it is asked for (spec 8).
         config: { svc: { auth: 'key', longRunning: true, noIdempotency: true } },
         schema: {
-          summary: `Runs a command (argv, no shell) in the running environment; killed at timeout (default 60 s, at most 300 s); stdout and stderr each capped at 1 MiB. A tenant runs at most ${TENANT_SESSION_CAPS.exec} at once (409 \`quota exceeded\`), a server ${SVCD_SESSION_CAPS.exec} (503 \`server busy\`)`,
+          summary: `Runs a command (argv, no shell) in the running environment; killed at timeout (default 60 s, at most 300 s); stdout and stderr each capped at 1 MiB. A tenant runs at most ${TENANT_SESSION_CAPS.exec} at once (409 \`quota exceeded\`), a server ${SVCD_SESSION_CAPS.exec} (503 \`server busy\`). Beyond the spec: \`env\`, \`stdin\`, and \`stream: true\`, which answers application/x-ndjson, one ExecEvent per line as the output comes (an environment whose agent does not answer runs the command through the engine, and its output comes at the end)`,
           tags,
           params: EnvironmentParams,
           body: ExecRequest,
-          response: { 200: ExecResult, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+          response: { 200: { content: { 'application/json': { schema: ExecResult }, 'application/x-ndjson': { schema: ExecEvent } } }, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
         },
       },
-      async (request) => environments.exec(tenantOf(request), request.params.envID, request.body),
+      async (request, reply) => {
+        const { envID } = request.params;
+        if (request.body.stream !== true) return reply.type('application/json').send(await environments.exec(tenantOf(request), envID, request.body));
+        // Everything that can refuse the command (a stopped environment, a work_dir, the slots) does so before the 200.
+        const events = await environments.execStream(tenantOf(request), envID, request.body);
+        void reply.type('application/x-ndjson');
+        streamFollow(reply, events);
+      },
     );
     app.post(
       '/v1/environments/:envID/sync',

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
@@ -681,7 +681,7 @@ export class DockerRuntime implements Runtime {
       WorkingDir: spec.workDir,
       // An exec gets the container's environment, which holds the agent's token for svc-init: a
       // name without a value takes it out (svc-init takes it out of its own children's).
-      Env: [AGENT_TOKEN_ENV],
+      Env: [AGENT_TOKEN_ENV, ...Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`)],
       AttachStdin: spec.stdin !== undefined,
       AttachStdout: true,
       AttachStderr: true,
@@ -690,7 +690,7 @@ export class DockerRuntime implements Runtime {
     const started = performance.now();
     const stream = (await exec.start({ hijack: true, stdin: spec.stdin !== undefined }).catch(notRunning)) as NodeJS.ReadWriteStream & { destroy(): void };
     // The end of the input half-closes the connection: the process sees the end of its stdin.
-    spec.stdin?.pipe(stream);
+    if (spec.stdin !== undefined) (Buffer.isBuffer(spec.stdin) ? Readable.from([spec.stdin]) : spec.stdin).pipe(stream);
     const stdout = new CappedText(spec.maxOutputBytes);
     const stderr = new CappedText(spec.maxOutputBytes);
     this.docker.modem.demuxStream(stream, stdout, stderr);
