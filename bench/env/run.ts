@@ -1,12 +1,15 @@
 // bench/env: create -> first successful exec (`true`), p50 and p95 over ROUNDS, from the warm
 // pool and cold (two svcd processes on one engine: one keeps a warm pool, one none; the rounds
 // alternate); and the exec round trip of `true` through svc's API against the bare Engine exec
-// (create, start, inspect) of `true` in the same container, alternating. Environments run on
+// (create, start, inspect) of `true` in the same container, alternating; 1 MB written and read
+// back through the files API against the Engine's archive API, alternating. Environments run on
 // the template stand-ins (test/operator-images.ts) under the engine's sandbox runtime.
 // Run: make bench-env; --smoke: 2 rounds of each (bench/smoke.ts).
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pack } from 'tar-stream';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
@@ -63,7 +66,7 @@ async function createToExec(c: SvcClient, name: string): Promise<{ ms: number; c
 await ensureTemplateImages(['default']);
 const warm = await startSvc('warm', POOL);
 const cold = await startSvc('cold', 0);
-const times = { warm: [] as number[], warmCreate: [] as number[], cold: [] as number[], coldCreate: [] as number[], svcExec: [] as number[], bareExec: [] as number[] };
+const times = { warm: [] as number[], warmCreate: [] as number[], cold: [] as number[], coldCreate: [] as number[], svcExec: [] as number[], bareExec: [] as number[], svcFiles: [] as number[], bareFiles: [] as number[] };
 const poolWorkloads = new Set<string>();
 try {
   for (let i = 0; i < ROUNDS; i++) {
@@ -99,6 +102,36 @@ try {
     await cold.client.exec(env.id, { command: ['true'] });
     await bareExec();
   }
+  // Files: 1 MB written and read back through svc's files API, against the Engine's archive API
+  // (a tar of the file put into the workspace volume and got back).
+  const blob = new Uint8Array(randomBytes(1024 * 1024));
+  const svcFiles = async () => {
+    await cold.client.writeFile(env.id, '/workspace/bench.bin', blob);
+    const back = await new Response(await cold.client.readFile(env.id, '/workspace/bench.bin')).arrayBuffer();
+    if (back.byteLength !== blob.length) throw new Error('the file came back short');
+  };
+  const bareFiles = async () => {
+    const tar = pack();
+    tar.entry({ name: 'bare.bin' }, Buffer.from(blob));
+    tar.finalize();
+    await container.putArchive(tar, { path: '/workspace' });
+    const got = await container.getArchive({ path: '/workspace/bare.bin' });
+    let size = 0;
+    for await (const chunk of got) size += (chunk as Buffer).length;
+    if (size < blob.length) throw new Error('the archive came back short');
+  };
+  for (let i = 0; i < 2; i++) {
+    await svcFiles();
+    await bareFiles();
+  }
+  for (let i = 0; i < ROUNDS; i++) {
+    let t0 = performance.now();
+    await svcFiles();
+    times.svcFiles.push(performance.now() - t0);
+    t0 = performance.now();
+    await bareFiles();
+    times.bareFiles.push(performance.now() - t0);
+  }
   for (let i = 0; i < ROUNDS; i++) {
     let t0 = performance.now();
     await cold.client.exec(env.id, { command: ['true'] });
@@ -128,4 +161,6 @@ console.log(`| cold | ${ms(median(times.cold))} | ${ms(p95(times.cold))} | ${ms(
 const ratio = median(times.svcExec) / median(times.bareExec);
 console.log(`\n| exec of \`true\`, median of ${ROUNDS} | svc API ms | bare Engine exec ms | ratio (target at most 1.2) |\n|---|---|---|---|`);
 console.log(`| round trip | ${median(times.svcExec).toFixed(1)} | ${median(times.bareExec).toFixed(1)} | ${ratio.toFixed(2)} |`);
+console.log(`\n| 1 MB written and read back, median of ${ROUNDS} | svc files API ms | Engine archive API ms | ratio |\n|---|---|---|---|`);
+console.log(`| round trip | ${median(times.svcFiles).toFixed(1)} | ${median(times.bareFiles).toFixed(1)} | ${(median(times.svcFiles) / median(times.bareFiles)).toFixed(2)} |`);
 if (SMOKE) smokeVerdict('bench-env', Object.entries(times).flatMap(([what, xs]) => sampleProblems(what, xs, ROUNDS)));

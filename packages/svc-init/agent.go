@@ -14,6 +14,7 @@ package main
 //   GET /files/content?path=    a regular file's bytes
 //   PUT /files/content?path=    a file written whole (atomically: a temporary file renamed over it)
 //   DELETE /files?path=         a file, or a directory (recursive=true for one with entries)
+//   GET /terminal               an interactive terminal on a pseudo-terminal (terminal.go)
 //
 // svcd sets the caps (output, file sizes) in each request; the agent holds them.
 
@@ -107,6 +108,8 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	case r.Method == http.MethodPost && r.URL.Path == "/exec":
 		a.serveExec(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == "/terminal":
+		serveTerminal(w, r, a.reaper)
 	case strings.HasPrefix(r.URL.Path, "/files"):
 		serveFiles(w, r)
 	default:

@@ -17,12 +17,18 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// A directory lists at most this many entries (sorted by name), with truncated set past it.
-const maxListEntries = 10_000
+// A directory lists at most this many entries (sorted by name), and at most about this much of
+// them, with truncated set past either: names and link targets can be long, and svcd holds the
+// answer whole.
+const (
+	maxListEntries = 10_000
+	maxListBytes   = 2 << 20
+)
 
 // An upload whose body stops coming is given up after this long.
 const uploadDeadline = 10 * time.Minute
@@ -60,6 +66,10 @@ func infoOf(path string, st fs.FileInfo) fileInfo {
 		Size:       st.Size(),
 		Mode:       "0" + strconv.FormatUint(uint64(st.Mode().Perm()), 8),
 		ModifiedAt: st.ModTime().Unix(),
+	}
+	// A time before 1970 (touch -d 1960-01-01) is said as 0: the API's times are unsigned.
+	if info.ModifiedAt < 0 {
+		info.ModifiedAt = 0
 	}
 	if kind == "symlink" {
 		info.LinkTarget, _ = os.Readlink(path)
@@ -121,7 +131,8 @@ func fileError(w http.ResponseWriter, path string, err error) {
 }
 
 func listDir(w http.ResponseWriter, path string) {
-	dir, err := os.Open(path)
+	// O_NONBLOCK and O_DIRECTORY: a FIFO is not waited on (for a writer that may never come), it is not a directory.
+	dir, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		fileError(w, path, err)
 		return
@@ -137,12 +148,20 @@ func listDir(w http.ResponseWriter, path string) {
 	if len(entries) > maxListEntries {
 		entries, list.Truncated = entries[:maxListEntries], true
 	}
+	size := 0
 	for _, e := range entries {
 		st, err := e.Info()
 		if err != nil {
 			continue // gone since it was listed
 		}
-		list.Entries = append(list.Entries, infoOf(filepath.Join(path, e.Name()), st))
+		info := infoOf(filepath.Join(path, e.Name()), st)
+		// The entry's JSON: its strings and about 100 bytes of the rest.
+		size += len(info.Path) + len(info.Name) + len(info.LinkTarget) + 100
+		if size > maxListBytes {
+			list.Truncated = true
+			break
+		}
+		list.Entries = append(list.Entries, info)
 	}
 	// Read this way (with a cap) the entries come in the directory's order, not sorted.
 	sort.Slice(list.Entries, func(i, j int) bool { return list.Entries[i].Name < list.Entries[j].Name })
@@ -150,6 +169,13 @@ func listDir(w http.ResponseWriter, path string) {
 }
 
 func readFile(w http.ResponseWriter, path string, maxBytes int64) {
+	// /proc is the processes' own view, svc-init's included: read by the agent (PID 1 itself, as
+	// its own user), /proc/1/environ would be svc-init's initial environment, the agent's token in
+	// it. Its files say size 0 and would read as empty here anyway; they are refused outright.
+	if real, err := filepath.EvalSymlinks(path); err == nil && (real == "/proc" || strings.HasPrefix(real, "/proc/")) {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": path + " is under /proc, which the files API does not read (exec can)"})
+		return
+	}
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -178,6 +181,27 @@ func TestAgentFiles(t *testing.T) {
 	if res := rawCall(t, base, "tok", "GET", "/files/content?"+q(fifo, "max_bytes", "100"), nil); res.StatusCode != 400 {
 		t.Fatalf("a FIFO: %d, want 400", res.StatusCode)
 	}
+	// Listing a FIFO is not waited on either (it would wait for a writer).
+	started := time.Now()
+	if res := rawCall(t, base, "tok", "GET", "/files/list?"+q(fifo), nil); res.StatusCode != 400 || time.Since(started) > 2*time.Second {
+		t.Fatalf("listing a FIFO: %d after %v, want 400 at once", res.StatusCode, time.Since(started))
+	}
+	// /proc is not read: the agent's own environment (its token) is there. A link to it neither.
+	_ = os.Symlink("/proc/self/environ", filepath.Join(dir, "environ"))
+	for _, p := range []string{"/proc/self/environ", "/proc/1/environ", filepath.Join(dir, "environ")} {
+		if res := rawCall(t, base, "tok", "GET", "/files/content?"+q(p, "max_bytes", "100000"), nil); res.StatusCode != 403 {
+			t.Fatalf("%s: %d, want 403", p, res.StatusCode)
+		}
+	}
+	// A time before 1970 is said as 0 (the API's times are unsigned).
+	old := filepath.Join(dir, "old")
+	_ = os.WriteFile(old, nil, 0o644)
+	_ = os.Chtimes(old, time.Unix(-315619200, 0), time.Unix(-315619200, 0))
+	res = rawCall(t, base, "tok", "GET", "/files/stat?"+q(old), nil)
+	_ = json.NewDecoder(res.Body).Decode(&info)
+	if info.ModifiedAt != 0 {
+		t.Fatalf("a file of 1960: modified_at %d, want 0", info.ModifiedAt)
+	}
 	if res := rawCall(t, base, "tok", "GET", "/files/content?"+q(filepath.Join(dir, "missing"), "max_bytes", "100"), nil); res.StatusCode != 404 {
 		t.Fatalf("a missing file: %d, want 404", res.StatusCode)
 	}
@@ -204,5 +228,96 @@ func TestAgentFiles(t *testing.T) {
 	// And nothing without the token.
 	if res := rawCall(t, base, "wrong", "GET", "/files/stat?"+q(dir), nil); res.StatusCode != 401 {
 		t.Fatalf("no token: %d, want 401", res.StatusCode)
+	}
+}
+
+func TestAgentListStopsAtItsByteBudget(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	dir := t.TempDir()
+	// 4,000 entries with 250-byte names, twice over (name and path): past the 2 MiB budget.
+	for i := 0; i < 4000; i++ {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%04d-%s", i, strings.Repeat("n", 245))), nil, 0o644)
+	}
+	res := rawCall(t, base, "tok", "GET", "/files/list?"+q(dir), nil)
+	body, _ := io.ReadAll(res.Body)
+	var list fileList
+	_ = json.Unmarshal(body, &list)
+	if !list.Truncated || len(list.Entries) == 0 || len(list.Entries) >= 4000 || len(body) > maxListBytes {
+		t.Fatalf("%d entries, truncated %v, %d bytes", len(list.Entries), list.Truncated, len(body))
+	}
+}
+
+func TestAgentTerminal(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	dir := t.TempDir()
+	fmt.Fprintf(conn, "GET /terminal?arg=/bin/sh&cols=80&rows=24&work_dir=%s HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer tok\r\nConnection: Upgrade\r\nUpgrade: svc-terminal\r\n\r\n", url.QueryEscape(dir))
+	r := bufio.NewReader(conn)
+	status, _ := r.ReadString('\n')
+	if !strings.Contains(status, "101") {
+		t.Fatalf("status line %q", status)
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil || line == "\r\n" {
+			break
+		}
+	}
+	frame := func(kind byte, payload []byte) {
+		header := make([]byte, 5)
+		header[0] = kind
+		binary.BigEndian.PutUint32(header[1:], uint32(len(payload)))
+		_, _ = conn.Write(append(header, payload...))
+	}
+	size := make([]byte, 4)
+	binary.BigEndian.PutUint16(size, 100)
+	binary.BigEndian.PutUint16(size[2:], 30)
+	frame(1, size)
+	frame(0, []byte("echo hi-$((1+1)); stty size; tty; pwd; exit 3\n"))
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var out bytes.Buffer
+	code := -1
+	readFrames(r, func(kind byte, payload []byte) error {
+		if kind == 0 {
+			out.Write(payload)
+			return nil
+		}
+		code = int(int32(binary.BigEndian.Uint32(payload)))
+		return io.EOF
+	})
+	text := out.String()
+	if code != 3 || !strings.Contains(text, "hi-2") || !strings.Contains(text, "30 100") || !strings.Contains(text, "/dev/pts/") || !strings.Contains(text, dir) {
+		t.Fatalf("exit %d, output %q", code, text)
+	}
+}
+
+func TestAgentTerminalHangsUpWhenTheConnectionGoes(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "alive")
+	fmt.Fprintf(conn, "GET /terminal?arg=/bin/sh&arg=-c&arg=%s&cols=80&rows=24&work_dir=/ HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer tok\r\nConnection: Upgrade\r\nUpgrade: svc-terminal\r\n\r\n",
+		url.QueryEscape("trap '' HUP; while :; do touch "+marker+"; sleep 0.1; done"))
+	status, _ := bufio.NewReader(conn).ReadString('\n')
+	if !strings.Contains(status, "101") {
+		t.Fatalf("status line %q", status)
+	}
+	time.Sleep(300 * time.Millisecond)
+	conn.Close()
+	// It ignores the hang-up: killed after the grace.
+	time.Sleep(hangupGrace + 1500*time.Millisecond)
+	st1, err := os.Stat(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if st2, _ := os.Stat(marker); !st2.ModTime().Equal(st1.ModTime()) {
+		t.Fatal("the command outlived its terminal")
 	}
 }

@@ -261,6 +261,11 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     const fed = await c.fed('piped in\n', 'env', 'exec', e.id, '-e', 'GREETING=hi', '-i', '--', 'sh', '-c', 'echo "$GREETING"; cat');
     assert.deepEqual([fed.code, fed.stdout], [0, 'hi\npiped in\n']);
 
+    // A terminal: piped input goes to the shell as typed, its exit code is svc's.
+    const shell = await c.fed('echo in-the-shell-$((6*7)); exit 9\n', 'env', 'shell', e.id);
+    assert.equal(shell.code, 9);
+    assert.match(shell.stdout, /in-the-shell-42/);
+
     // Files both ways, a listing and a removal.
     const dir = mkdtempSync(join(tmpdir(), 'svc-cli-cp-'));
     writeFileSync(join(dir, 'local.txt'), 'from the laptop\n', { mode: 0o640 });

@@ -279,6 +279,86 @@ describe('environments', () => {
     assert.equal(await status('GET', '/files/stat', { path: '/' }), 409);
   });
 
+  test('terminal: a WebSocket to a login shell on a pseudo-terminal, with resize and the exit code; refused before the upgrade with a status; the shell hung up when the client leaves', async () => {
+    const a = await tenant();
+    const b = await tenant();
+    const env = await a.client.createEnvironment({ name: 'term', template_id: 'default' });
+    const session = (client: typeof a.client) =>
+      new Promise<{ output: string; exit: number | null; code: number }>((resolve, reject) => {
+        const socket = client.terminal(env.id, { cols: 80, rows: 24 });
+        let output = '';
+        let exit: number | null = null;
+        socket.addEventListener('open', () => {
+          socket.send(JSON.stringify({ type: 'resize', cols: 120, rows: 40 }));
+          socket.send(new TextEncoder().encode('stty size; tty; pwd; echo hi-$((2+3)); exit 5\n'));
+        });
+        socket.addEventListener('message', (event: MessageEvent) => {
+          if (typeof event.data === 'string') exit = (JSON.parse(event.data) as { exit_code: number }).exit_code;
+          else output += Buffer.from(event.data as ArrayBuffer).toString();
+        });
+        socket.addEventListener('error', () => reject(new Error('the terminal failed')));
+        socket.addEventListener('close', (event: CloseEvent) => resolve({ output, exit, code: event.code }));
+      });
+    const done = await session(a.client);
+    assert.equal(done.exit, 5);
+    assert.equal(done.code, 1000);
+    assert.match(done.output, /40 120/, 'the resize reached the terminal');
+    assert.match(done.output, /\/dev\/pts\/\d+/);
+    assert.match(done.output, /\/workspace/);
+    assert.match(done.output, /hi-5/);
+
+    // Refused before the upgrade, with the statuses of every route: another tenant's 404, no key
+    // 401; and the refused connection is closed by svcd (a refused upgrade cannot be reused, and
+    // one left open would be a socket held for good).
+    const upgrade = (key: string | null) =>
+      new Promise<{ status: number; closedBySvcd: boolean }>((resolve, reject) => {
+        const req = httpRequest(`${t.url}/v1/environments/${env.id}/terminal`, {
+          agent: false,
+          headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': randomBytes(16).toString('base64'), ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        });
+        req.on('upgrade', (res, socket) => {
+          socket.destroy();
+          resolve({ status: res.statusCode ?? 0, closedBySvcd: false });
+        });
+        req.on('response', (res) => {
+          res.resume();
+          const socket = req.socket;
+          const timer = setTimeout(() => {
+            socket?.destroy();
+            resolve({ status: res.statusCode ?? 0, closedBySvcd: false });
+          }, 3_000);
+          socket?.once('close', () => {
+            clearTimeout(timer);
+            resolve({ status: res.statusCode ?? 0, closedBySvcd: true });
+          });
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    assert.equal((await upgrade(a.key)).status, 101, 'the probe itself upgrades with the right key');
+    assert.deepEqual(await upgrade(b.key), { status: 404, closedBySvcd: true });
+    assert.deepEqual(await upgrade(null), { status: 401, closedBySvcd: true });
+    // A plain GET is told what the route needs.
+    const plain = await a.client.raw<{ error: string }>('GET', `/v1/environments/${env.id}/terminal`);
+    assert.equal(plain.status, 426);
+    assert.match(plain.body.error, /WebSocket/);
+
+    // A client that leaves: the shell is hung up (a command ignoring SIGHUP is killed after a grace).
+    const leaving = a.client.terminal(env.id, { cols: 80, rows: 24 });
+    await new Promise((r) => leaving.addEventListener('open', r));
+    leaving.send(new TextEncoder().encode("trap '' HUP; while :; do date +%s%N > /workspace/alive; sleep 0.1; done\n"));
+    await new Promise((r) => setTimeout(r, 800));
+    leaving.close();
+    await new Promise((r) => setTimeout(r, 4_000));
+    const first = (await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout;
+    await new Promise((r) => setTimeout(r, 700));
+    assert.notEqual(first, '');
+    assert.equal((await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout, first, 'the shell outlived its terminal');
+
+    await a.client.stopEnvironment(env.id);
+    assert.deepEqual(await upgrade(a.key), { status: 409, closedBySvcd: true });
+  });
+
   /** An upload on a raw connection: a declared length, or bytes sent chunked until svcd answers. */
   function uploadStatus(envId: string, key: string, o: { declared?: number; send: number }): Promise<number> {
     return new Promise((resolve, reject) => {

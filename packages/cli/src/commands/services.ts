@@ -1,12 +1,12 @@
 // Services: create (from an image or a snapshot), lifecycle with --wait, logs (-f), deployments,
 // metrics, snapshots, and `svc env`: a service's variables, and exec in a developer environment.
 import { createWriteStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, rename, rm, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
-import { FILE_MAX_BYTES, type Service } from '@svc/client';
+import { FILE_MAX_BYTES, type Service, type SvcClient } from '@svc/client';
 import type { Cli } from '../context.js';
 import { action, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
 import { metricsOptions, type MetricsOptions } from './metrics-options.js';
@@ -161,6 +161,15 @@ export function envCommands(program: Command, { out, client }: Cli): void {
       }),
     );
   env
+    .command('shell <environmentID>')
+    .description('an interactive terminal in a developer environment (a login shell in /workspace); exits with its exit code')
+    .action(
+      action(out, async (id: string) => {
+        process.exitCode = await shell(client(), id, out);
+        return undefined;
+      }),
+    );
+  env
     .command('cp <source> <destination>')
     .description('copy a file to or from a developer environment: `svc env cp ./local ENV:/path` or `svc env cp ENV:path ./local` (a remote path is absolute or relative to /workspace; at most 100 MiB; a local path with a colon starts with ./)')
     .action(
@@ -178,7 +187,15 @@ export function envCommands(program: Command, { out, client }: Cli): void {
         if (!from || to) throw new Error('one side of a copy is ENV:path and the other a local path');
         const remote = from;
         const target = (await stat(destination).catch(() => null))?.isDirectory() ? join(destination, basename(remote.path)) : destination;
-        await pipeline(Readable.fromWeb(await client().readFile(remote.id, remote.path)), createWriteStream(target));
+        // Written beside the target and renamed over it once whole: a copy cut midway leaves what was there.
+        const partial = `${target}.svc-partial-${process.pid}`;
+        try {
+          await pipeline(Readable.fromWeb(await client().readFile(remote.id, remote.path)), createWriteStream(partial, { flags: 'wx' }));
+          await rename(partial, target);
+        } catch (err) {
+          await rm(partial, { force: true });
+          throw err;
+        }
         out.note(`${remote.id}:${remote.path} -> ${target}`);
         return undefined;
       }),
@@ -215,4 +232,57 @@ async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Carries this terminal to the environment's and back until the shell ends, and answers its exit
+ * code. On a terminal, stdin goes raw (every key as typed, ^C included, to the remote shell) and
+ * window resizes follow; piped stdin is sent as it comes and its end as ^D.
+ */
+function shell(api: SvcClient, id: string, out: Output): Promise<number> {
+  const tty = process.stdin.isTTY && process.stdout.isTTY;
+  const size = () => ({ cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 });
+  const socket = api.terminal(id, size());
+  return new Promise<number>((resolve) => {
+    let exitCode: number | null = null;
+    let opened = false;
+    const input = (chunk: Buffer) => socket.send(chunk);
+    const inputEnded = () => socket.send(new Uint8Array([4]));
+    const resized = () => socket.send(JSON.stringify({ type: 'resize', ...size() }));
+    socket.addEventListener('open', () => {
+      opened = true;
+      if (tty) {
+        process.stdin.setRawMode(true);
+        process.stdout.on('resize', resized);
+      }
+      process.stdin.on('data', input);
+      process.stdin.on('end', inputEnded);
+      process.stdin.resume();
+    });
+    socket.addEventListener('message', (event: MessageEvent) => {
+      if (typeof event.data === 'string') {
+        const m = JSON.parse(event.data) as { type?: string; exit_code?: number };
+        if (m.type === 'exit' && typeof m.exit_code === 'number') exitCode = m.exit_code;
+        return;
+      }
+      process.stdout.write(new Uint8Array(event.data as ArrayBuffer));
+    });
+    socket.addEventListener('close', (event: CloseEvent) => {
+      if (tty) process.stdin.setRawMode(false);
+      process.stdin.off('data', input);
+      process.stdin.off('end', inputEnded);
+      process.stdout.off('resize', resized);
+      process.stdin.pause();
+      if (!opened) {
+        // The upgrade was refused; the status is not visible here, the environment says why.
+        void api.environment(id).then(
+          (e) => out.note(e.status === 'running' ? 'svc: the terminal could not be opened (is its agent running? svc env exec still works)' : `svc: the environment is ${e.status}: start it first`),
+          (err: unknown) => out.note(`svc: ${err instanceof Error ? err.message : String(err)}`),
+        ).finally(() => resolve(1));
+        return;
+      }
+      if (exitCode === null) out.note(`svc: the terminal closed without the shell's exit (${event.code}${event.reason ? `: ${event.reason}` : ''})`);
+      resolve(exitCode ?? 1);
+    });
+  });
 }

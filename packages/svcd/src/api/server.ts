@@ -5,6 +5,7 @@ import http from 'node:http';
 import { Ajv, type Options as AjvOptions } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import fastifyWebsocket from '@fastify/websocket';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from '../app.js';
@@ -22,6 +23,7 @@ import { databaseRoutes } from './routes/databases.js';
 import { kanbanRoutes } from './routes/kanban.js';
 import { environmentRoutes } from './routes/environments.js';
 import { environmentFileRoutes } from './routes/environment-files.js';
+import { environmentTerminalRoutes } from './routes/environment-terminal.js';
 import { keyRoutes } from './routes/keys.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -113,6 +115,12 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
       return logger.child(clientId === undefined ? bindings : { ...bindings, client_request_id: clientId }, opts);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  // WebSockets (an environment's terminal): Fastify's plugin, so that an upgrade passes the same
+  // hooks (request id, credentials, limits) as every request. Registered before those hooks: its
+  // own first hook marks the request as an upgrade, and only a marked one has its connection
+  // closed after a refusal (a 401 from a later hook would otherwise leave the socket open for
+  // good). A frame from a client is input or a resize: 64 KiB at most.
+  await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   app.setValidatorCompiler(validatorCompiler());
   app.setErrorHandler(errorHandler);
   // The fields the access pipeline sets on a request (route-config.ts), declared up front so that
@@ -201,6 +209,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(kanbanRoutes(deps));
   await app.register(environmentRoutes(deps));
   await app.register(environmentFileRoutes(deps));
+  await app.register(environmentTerminalRoutes(deps));
   await app.register(meteringRoutes(deps));
   openApiRoute(app);
   await app.ready();

@@ -5,7 +5,7 @@
 // reached it may go to the engine's exec instead (anything else could run the command twice).
 import { randomBytes } from 'node:crypto';
 import { request, type IncomingMessage } from 'node:http';
-import { pipeline, Transform, type TransformCallback } from 'node:stream';
+import { pipeline, Transform, type Duplex, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { ExecEvent } from '@svc/contract';
 import type { Timers } from '../clock.js';
@@ -151,6 +151,7 @@ function errorOf(answer: unknown): string {
 
 /** The answer's outcome (output sent as base64, decoded as the engine path decodes it), or what is wrong with it. */
 function outcomeOf(answer: unknown): ExecOutcome | Error {
+  if (typeof answer !== 'object' || answer === null) return new Error('the agent answered an exec with something that is not an object');
   const a = answer as Record<string, unknown>;
   const { exit_code: exitCode, stdout, stderr, truncated, timed_out: timedOut, duration_ms: durationMs } = a;
   const text = (v: unknown) => (v === null ? '' : typeof v === 'string' ? Buffer.from(v, 'base64').toString('utf8') : null);
@@ -232,7 +233,7 @@ export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Pr
         resolve(res);
         return;
       }
-      readCapped(res, REFUSAL_MAX_BYTES)
+      readCapped(res, REFUSAL_MAX_BYTES, timers)
         .then((text) => {
           let answer: unknown = null;
           try {
@@ -255,23 +256,40 @@ export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Pr
   });
 }
 
-/** Reads a whole answer of at most `max` bytes as text; more is an error. */
-export function readCapped(res: NodeJS.ReadableStream & { destroy(): void }, max: number): Promise<string> {
+/** The agent's small answers (errors, metadata) come whole at once; one that trickles is given up. */
+const SMALL_ANSWER_WITHIN_MS = 30_000;
+
+/** Reads a whole answer of at most `max` bytes as text within SMALL_ANSWER_WITHIN_MS; more, or later, is an error. */
+export function readCapped(res: NodeJS.ReadableStream & { destroy(): void }, max: number, timers: Timers): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const timer = timers.setTimeout(() => {
+      res.destroy();
+      reject(new Error(`the agent's answer did not end within ${SMALL_ANSWER_WITHIN_MS} ms`));
+    }, SMALL_ANSWER_WITHIN_MS);
     res.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > max) {
+        timer.cancel();
         res.destroy();
-        reject(new Error(`the agent answered more than ${max} bytes`));
+        reject(new AgentAnswerTooLarge(`the agent answered more than ${max} bytes`));
       } else chunks.push(chunk);
     });
     res.on('error', reject);
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    res.on('close', () => reject(new Error("the agent's connection closed before its answer ended")));
+    res.on('end', () => {
+      timer.cancel();
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    });
+    res.on('close', () => {
+      timer.cancel();
+      reject(new Error("the agent's connection closed before its answer ended"));
+    });
   });
 }
+
+/** An answer past what svcd reads of one (a listing of a directory with very long names). */
+export class AgentAnswerTooLarge extends Error {}
 
 /**
  * Turns the agent's streamed exec (a JSON line per piece of output, base64, and one exit line)
@@ -294,9 +312,10 @@ export class AgentEventDecoder extends Transform {
     while ((newline = this.pending.indexOf('\n')) >= 0) {
       const line = this.pending.slice(0, newline);
       this.pending = this.pending.slice(newline + 1);
+      if (line.length > AGENT_LINE_MAX_BYTES) break;
       if (line.trim() !== '') this.line(line);
     }
-    if (this.pending.length > AGENT_LINE_MAX_BYTES) {
+    if (newline >= 0 || this.pending.length > AGENT_LINE_MAX_BYTES) {
       done(new Error('the agent streamed a line longer than it writes'));
       return;
     }
@@ -308,19 +327,23 @@ export class AgentEventDecoder extends Transform {
     done();
   }
 
+  /** One line of the agent's: anything that is not one of its events is skipped (nothing here may throw). */
   private line(line: string): void {
-    let event: { type?: unknown; data?: unknown };
+    let parsed: unknown;
     try {
-      event = JSON.parse(line) as typeof event;
+      parsed = JSON.parse(line);
     } catch {
       return;
     }
+    // What comes after the exit is not the command's.
+    if (typeof parsed !== 'object' || parsed === null || this.exited) return;
+    const event = parsed as { type?: unknown; data?: unknown };
     if ((event.type === 'stdout' || event.type === 'stderr') && typeof event.data === 'string') {
       const data = this.text[event.type].write(Buffer.from(event.data, 'base64'));
       if (data !== '') this.emitEvent({ type: event.type, data });
       return;
     }
-    if (event.type === 'exit' && !this.exited) {
+    if (event.type === 'exit') {
       const outcome = outcomeOf({ ...event, stdout: null, stderr: null });
       if (outcome instanceof Error) return;
       for (const stream of ['stdout', 'stderr'] as const) {
@@ -341,3 +364,159 @@ export class AgentEventDecoder extends Transform {
 
 /** The agent reads output 32 KiB at a time: a line is that in base64 and a little JSON. */
 const AGENT_LINE_MAX_BYTES = 64 * 1024;
+
+export interface TerminalSize {
+  cols: number;
+  rows: number;
+}
+
+/** The frame types of the agent's terminal protocol (packages/svc-init/terminal.go). */
+export const TERMINAL_FRAME = { data: 0, resize: 1, exit: 2 } as const;
+/** The agent takes frames of at most this payload; larger input is sent in pieces. */
+export const TERMINAL_FRAME_MAX_BYTES = 64 * 1024;
+
+/** One frame of the agent's terminal protocol: a type byte, a big-endian uint32 length, the payload. */
+export function terminalFrame(type: number, payload: Buffer): Buffer {
+  const header = Buffer.alloc(5);
+  header.writeUInt8(type, 0);
+  header.writeUInt32BE(payload.length, 1);
+  return Buffer.concat([header, payload]);
+}
+
+/**
+ * Opens a terminal on the agent at `at`: resolves with the upgraded connection, carrying the
+ * agent's frames both ways, once the command runs on its pseudo-terminal. Rejects as callAgent
+ * does (AgentUnreachableError when nothing was reached, AgentRefusal for a refusal).
+ */
+export function openAgentTerminal(at: AgentAddress, o: TerminalSize & { workDir: string }, timers: Timers): Promise<Duplex> {
+  const query = new URLSearchParams({ cols: String(o.cols), rows: String(o.rows), work_dir: o.workDir });
+  return new Promise<Duplex>((resolve, reject) => {
+    let connected = false;
+    let settled = false;
+    const req = request({
+      host: at.host,
+      port: AGENT_PORT,
+      method: 'GET',
+      path: `/terminal?${query.toString()}`,
+      headers: { authorization: `Bearer ${at.token}`, connection: 'Upgrade', upgrade: 'svc-terminal' },
+      agent: false,
+    });
+    const fail = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      connectTimer.cancel();
+      answerTimer.cancel();
+      req.destroy();
+      reject(err);
+    };
+    const connectTimer = timers.setTimeout(() => {
+      if (!connected) fail(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
+    }, CONNECT_TIMEOUT_MS);
+    const answerTimer = timers.setTimeout(() => fail(new Error('the agent did not open the terminal in time')), ANSWER_GRACE_MS);
+    req.on('socket', (socket) => socket.once('connect', () => (connected = true)));
+    req.on('error', (err) => fail(connected ? err : new AgentUnreachableError(err.message)));
+    req.on('upgrade', (_res, socket, head) => {
+      if (settled) {
+        socket.destroy();
+        return;
+      }
+      settled = true;
+      connectTimer.cancel();
+      answerTimer.cancel();
+      // Bytes that came with the answer's head are the first frames.
+      if (head.length > 0) socket.unshift(head);
+      resolve(socket);
+    });
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      readCapped(res, REFUSAL_MAX_BYTES, timers)
+        .then((text) => {
+          let answer: unknown = null;
+          try {
+            answer = JSON.parse(text);
+          } catch {
+            // No JSON: the status says it.
+          }
+          fail(status === 401 ? new AgentUnreachableError("the agent refused the environment's token") : new AgentRefusal(status, errorOf(answer)));
+        })
+        .catch((err: unknown) => fail(err instanceof Error ? err : new Error(String(err))));
+    });
+    req.end();
+  });
+}
+
+/**
+ * Reads the agent's terminal frames (output, exit) from its connection: hands output on as it
+ * comes and the exit code once. A frame larger than the agent writes ends the reading with an error.
+ */
+export class TerminalFrameReader extends Transform {
+  private pending: Buffer = Buffer.alloc(0);
+
+  constructor(private readonly onExit: (exitCode: number) => void) {
+    super({ readableObjectMode: false });
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    while (this.pending.length >= 5) {
+      const type = this.pending.readUInt8(0);
+      const size = this.pending.readUInt32BE(1);
+      // The agent reads the terminal 32 KiB at a time.
+      if (size > TERMINAL_FRAME_MAX_BYTES) {
+        done(new Error('the agent sent a terminal frame larger than it writes'));
+        return;
+      }
+      if (this.pending.length < 5 + size) break;
+      const payload = this.pending.subarray(5, 5 + size);
+      this.pending = this.pending.subarray(5 + size);
+      if (type === TERMINAL_FRAME.data) this.push(Buffer.from(payload));
+      else if (type === TERMINAL_FRAME.exit && size === 4) this.onExit(payload.readInt32BE(0));
+    }
+    done();
+  }
+}
+
+/**
+ * A terminal open on an agent, as the API sees it: output bytes as they come (a stream, paused by
+ * whoever cannot take more), input and resizes, the exit code once the command ended (null while
+ * it runs, and when the connection ended without one), and close.
+ */
+export class AgentTerminal {
+  readonly output: Transform;
+  exitCode: number | null = null;
+
+  constructor(private readonly connection: Duplex) {
+    this.output = new TerminalFrameReader((code) => (this.exitCode = code));
+    connection.on('error', () => this.output.destroy());
+    connection.pipe(this.output);
+  }
+
+  /** Sends input; false when the connection's buffer is full (wait for onDrain before more). */
+  write(input: Buffer): boolean {
+    let room = true;
+    for (let at = 0; at < input.length; at += TERMINAL_FRAME_MAX_BYTES) {
+      room = this.connection.write(terminalFrame(TERMINAL_FRAME.data, input.subarray(at, at + TERMINAL_FRAME_MAX_BYTES)));
+    }
+    return room;
+  }
+
+  onDrain(fn: () => void): void {
+    this.connection.once('drain', fn);
+  }
+
+  resize(size: TerminalSize): void {
+    const payload = Buffer.alloc(4);
+    payload.writeUInt16BE(size.cols, 0);
+    payload.writeUInt16BE(size.rows, 2);
+    this.connection.write(terminalFrame(TERMINAL_FRAME.resize, payload));
+  }
+
+  /** Hangs the terminal up (the agent sends SIGHUP to its command). */
+  close(): void {
+    this.connection.destroy();
+  }
+
+  onClose(fn: () => void): void {
+    this.connection.once('close', fn);
+  }
+}

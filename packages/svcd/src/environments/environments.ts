@@ -31,7 +31,7 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, answerDeadlineMs, callAgent, canRunOnAgent, execBody, execThroughAgent, newAgentToken, type AgentAddress } from './agent.js';
+import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, answerDeadlineMs, callAgent, canRunOnAgent, execBody, execThroughAgent, newAgentToken, openAgentTerminal, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -615,7 +615,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       throw await this.agentFailed(e, err);
     }
     const events = new AgentEventDecoder(onExit);
-    const cut = this.deps.timers.setTimeout(() => answer.destroy(), answerDeadlineMs(spec) + STREAM_WRITE_GRACE_MS);
+    // Past the deadline the events go too (not only the answer): a client that stopped reading
+    // holds them, and with them its exec slot, until they close.
+    const cut = this.deps.timers.setTimeout(() => {
+      answer.destroy();
+      events.destroy(new Error('the command ran past its deadline and the agent\'s grace'));
+    }, answerDeadlineMs(spec) + STREAM_WRITE_GRACE_MS);
     // The answer cut short (the container stopped, the deadline) ends the events with an error event.
     answer.on('error', () => {});
     answer.on('close', () => {
@@ -625,6 +630,28 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     events.on('close', () => answer.destroy());
     answer.pipe(events);
     return events;
+  }
+
+  /**
+   * Opens an interactive terminal (a login shell on a pseudo-terminal, in /workspace) in the
+   * running environment, through its agent: resolves with the terminal once the shell runs. The tenant's exec slot is held until the connection closes.
+   * There is no engine path: an environment whose agent does not answer is 503.
+   */
+  async openTerminal(tenantId: string, id: string, size: TerminalSize): Promise<AgentTerminal> {
+    const at = await this.agentFor(tenantId, id);
+    const slot = await this.deps.sessions.acquire(tenantId, 'exec');
+    try {
+      const connection = await openAgentTerminal(at, { ...size, workDir: WORKSPACE }, this.deps.timers);
+      this.deps.log.info({ environment: id, ...size }, 'environment terminal opened');
+      connection.once('close', () => this.deps.log.info({ environment: id }, 'environment terminal closed'));
+      connection.once('close', () => void slot.release());
+      return new AgentTerminal(connection);
+    } catch (err) {
+      await slot.release();
+      if (err instanceof AgentUnreachableError) throw new UnavailableError("the environment's agent does not answer; a terminal needs it (exec still works)", err);
+      if (err instanceof AgentRefusal) throw new UnavailableError(`the environment's agent could not open a terminal: ${err.message}`, err);
+      throw await this.agentFailed(await this.row(tenantId, id), err);
+    }
   }
 
   /** The agent of a running environment of the tenant's: the files API has no other way in. */

@@ -10,23 +10,30 @@
 // environment, path and size. Content streams through svcd with backpressure: a client that
 // stops reading, or an upload that comes slowly, costs a socket buffer, never the file.
 import { posix } from 'node:path';
-import { Transform, type TransformCallback } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
+import { pipeline, Transform, type TransformCallback } from 'node:stream';
 import { FileInfo, FileList, FILE_MAX_BYTES } from '@svc/contract';
 import type { Static, TSchema } from 'typebox';
 import { Check } from 'typebox/value';
 import { ConflictError, ForbiddenError, NotFoundError, TooLargeError, UnavailableError, ValidationError } from '../errors.js';
 import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
 import type { Platform } from '../platform.js';
-import { AgentRefusal, AgentUnreachableError, callAgent, readCapped, type AgentAddress, type AgentCall } from './agent.js';
+import { AgentAnswerTooLarge, AgentRefusal, AgentUnreachableError, callAgent, readCapped, type AgentAddress, type AgentCall } from './agent.js';
+import type { TimerHandle, Timers } from '../clock.js';
 import type { Environments } from './environments.js';
 import { WORKSPACE } from './workloads.js';
 
-/** A list of 10,000 entries with long names fits; an answer past this is not the agent's. */
-const LIST_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
+/** The agent stops listing at 2 MiB of entries (files.go); an answer past this is not the agent's. */
+const LIST_ANSWER_MAX_BYTES = 4 * 1024 * 1024;
 const INFO_ANSWER_MAX_BYTES = 64 * 1024;
 /** The agent answers a metadata call at once; a read or a write's headers once the file is open, or once the upload is in. */
 const ANSWER_WITHIN_MS = 15_000;
 const UPLOAD_ANSWER_WITHIN_MS = 10 * 60_000;
+/**
+ * A download that does not move for this long is cut: a client that stopped reading (or an agent
+ * that stopped sending) must not hold its exec slot for good.
+ */
+const DOWNLOAD_STALL_MS = 60_000;
 const DEFAULT_MODE = '0644';
 
 export interface EnvironmentFilesDeps extends Pick<Platform, 'timers' | 'log'> {
@@ -66,7 +73,9 @@ export class EnvironmentFiles {
         throw new UnavailableError("the environment's agent answered a read without its size");
       }
       this.deps.log.info({ environment: id, op: 'read', path: at, bytes: size }, 'environment files');
-      return { size, content: holdWhileOpen(slot, answer) };
+      const content = new StallGuard(this.deps.timers, DOWNLOAD_STALL_MS);
+      pipeline(answer, content, () => {});
+      return { size, content: holdWhileOpen(slot, content) };
     } catch (err) {
       await slot.release();
       throw err;
@@ -82,6 +91,8 @@ export class EnvironmentFiles {
     const at = absolute(path);
     if (declaredBytes !== undefined && declaredBytes > FILE_MAX_BYTES) throw tooLarge();
     const counted = new ByteCap(FILE_MAX_BYTES);
+    // A client that goes midway ends the upload (and so the agent's request) at once.
+    pipeline(body, counted, () => {});
     const info = await this.deps.sessions.within(tenantId, 'exec', async () => {
       const answer = await this.call(
         tenantId,
@@ -89,7 +100,7 @@ export class EnvironmentFiles {
         {
           method: 'PUT',
           path: `/files/content?${query({ path: at, mode: mode ?? DEFAULT_MODE, max_bytes: String(FILE_MAX_BYTES) })}`,
-          body: body.pipe(counted),
+          body: counted,
           contentType: 'application/octet-stream',
           headersWithinMs: UPLOAD_ANSWER_WITHIN_MS,
         },
@@ -99,7 +110,7 @@ export class EnvironmentFiles {
         if (counted.exceeded) throw tooLarge();
         throw err;
       });
-      return checked(FileInfo, JSON.parse(await readCapped(answer, INFO_ANSWER_MAX_BYTES)) as unknown);
+      return checked(FileInfo, await this.answerOf(tenantId, id, answer, INFO_ANSWER_MAX_BYTES, at));
     });
     this.deps.log.info({ environment: id, op: 'write', path: at, bytes: counted.bytes }, 'environment files');
     return info;
@@ -117,7 +128,22 @@ export class EnvironmentFiles {
   /** A metadata call in an exec slot, its JSON answer read whole. */
   private json(tenantId: string, id: string, call: AgentCall, max: number): Promise<unknown> {
     const path = new URLSearchParams(call.path.slice(call.path.indexOf('?') + 1)).get('path') ?? '';
-    return this.deps.sessions.within(tenantId, 'exec', async () => JSON.parse(await readCapped(await this.call(tenantId, id, call, path), max)) as unknown);
+    return this.deps.sessions.within(tenantId, 'exec', async () => this.answerOf(tenantId, id, await this.call(tenantId, id, call, path), max, path));
+  }
+
+  /** The agent's JSON answer, read whole (capped, with a deadline); its failures as the API's errors. */
+  private async answerOf(tenantId: string, id: string, answer: IncomingMessage, max: number, path: string): Promise<unknown> {
+    let text: string;
+    try {
+      text = await readCapped(answer, max, this.deps.timers);
+    } catch (err) {
+      throw await this.errorOf(tenantId, id, err, path);
+    }
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw new UnavailableError("the environment's agent answered something that is not JSON");
+    }
   }
 
   /** One call to the environment's agent, its refusals and failures as the API's errors. */
@@ -152,6 +178,7 @@ export class EnvironmentFiles {
           return new UnavailableError(`the environment's agent answered ${err.status}`, err);
       }
     }
+    if (err instanceof AgentAnswerTooLarge) return new UnavailableError("the environment's agent answered more than svc reads of one", err);
     return this.deps.environments.agentFailure(tenantId, id, err);
   }
 }
@@ -194,5 +221,42 @@ class ByteCap extends Transform {
       return;
     }
     done(null, chunk);
+  }
+}
+
+/**
+ * Passes a download on while it moves, and cuts it when no piece has gone through for `ms`. A
+ * piece goes through only when the reader downstream has room (backpressure), so a client that
+ * stopped reading and an agent that stopped sending both stall it.
+ */
+export class StallGuard extends Transform {
+  private timer: TimerHandle | null = null;
+
+  constructor(
+    private readonly timers: Timers,
+    private readonly ms: number,
+  ) {
+    super();
+    this.arm();
+  }
+
+  private arm(): void {
+    this.timer?.cancel();
+    this.timer = this.timers.setTimeout(() => this.destroy(new Error(`the download did not move for ${this.ms} ms`)), this.ms);
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.arm();
+    done(null, chunk);
+  }
+
+  override _flush(done: TransformCallback): void {
+    this.timer?.cancel();
+    done();
+  }
+
+  override _destroy(err: Error | null, done: (err: Error | null) => void): void {
+    this.timer?.cancel();
+    done(err);
   }
 }

@@ -63,7 +63,8 @@ export function environmentFileRoutes(deps: Deps): FastifyPluginAsyncTypeboxOf {
     app.delete(
       '/v1/environments/:envID/files',
       {
-        config: key,
+        // A recursive removal of a large tree takes as long as it takes (the agent allows it 10 minutes).
+        config: { svc: { auth: 'key', longRunning: true } },
         schema: {
           summary: `Removes a file, a link or an empty directory (204); a directory with entries needs recursive=true (409 without it). ${SHARED}`,
           tags,
