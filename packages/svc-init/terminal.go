@@ -34,6 +34,8 @@ const (
 	maxFrameBytes = 64 << 10
 	// After the hang-up, the command gets this long to go before it is killed.
 	hangupGrace = 2 * time.Second
+	// svcd not taking output (or the terminal not taking input) for this long is a terminal gone.
+	stalledFor = 60 * time.Second
 )
 
 // Linux's pseudo-terminal ioctls (asm-generic/ioctls.h); the syscall package has no names for them.
@@ -111,6 +113,7 @@ func serveTerminal(w http.ResponseWriter, r *http.Request, reaper *reaper) {
 		header := make([]byte, 5)
 		header[0] = kind
 		binary.BigEndian.PutUint32(header[1:], uint32(len(payload)))
+		_ = conn.SetWriteDeadline(time.Now().Add(stalledFor))
 		if _, err := conn.Write(append(header, payload...)); err != nil {
 			return err
 		}
@@ -124,6 +127,9 @@ func serveTerminal(w http.ResponseWriter, r *http.Request, reaper *reaper) {
 		readFrames(buffered.Reader, func(kind byte, payload []byte) error {
 			switch kind {
 			case frameInput:
+				// A program that does not read its input for this long with the terminal's buffer
+				// full: the terminal is given up (the hang-up below), not held.
+				_ = master.SetWriteDeadline(time.Now().Add(stalledFor))
 				_, err := master.Write(payload)
 				return err
 			case frameResize:
@@ -151,15 +157,21 @@ func serveTerminal(w http.ResponseWriter, r *http.Request, reaper *reaper) {
 	}()
 
 	var code int
+	ended := false
 	select {
 	case code = <-exited:
-		// The command ended: what it printed last is read (briefly: a process it left behind may hold the terminal).
-		_ = master.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		<-printed
-		exit := make([]byte, 4)
-		binary.BigEndian.PutUint32(exit, uint32(int32(code)))
-		_ = send(frameExit, exit)
+		ended = true
+	case <-printed:
+		// The output ended: the terminal has no process left (its exit follows at once), or
+		// svcd stopped taking output (a failed write: gone).
+		select {
+		case code = <-exited:
+			ended = true
+		case <-time.After(time.Second):
+		}
 	case <-gone:
+	}
+	if !ended {
 		// svcd (the user) went: hang up, as closing a terminal window does.
 		_ = syscall.Kill(-pgid, syscall.SIGHUP)
 		select {
@@ -167,7 +179,14 @@ func serveTerminal(w http.ResponseWriter, r *http.Request, reaper *reaper) {
 		case <-time.After(hangupGrace):
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
+		return
 	}
+	// The command ended: what it printed last is read (briefly: a process it left behind may hold the terminal).
+	_ = master.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	<-printed
+	exit := make([]byte, 4)
+	binary.BigEndian.PutUint32(exit, uint32(int32(code)))
+	_ = send(frameExit, exit)
 }
 
 // The frame type of output (agent -> svcd); input shares its number in the other direction.

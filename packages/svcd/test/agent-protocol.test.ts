@@ -99,4 +99,17 @@ describe('a download that stalls', () => {
     await new Promise(setImmediate);
     assert.match(String(failed), /did not move/);
   });
+
+  test('is cut when its source ended but the reader stopped with data left', async () => {
+    const clock = new ManualClock();
+    const guard = new StallGuard(clock, 60_000);
+    let failed: Error | null = null;
+    guard.on('error', (err) => (failed = err));
+    // One piece past the reader's buffer, then the end: nobody reads it.
+    guard.end(Buffer.alloc(20_000));
+    await new Promise(setImmediate);
+    clock.advance(60_001);
+    await new Promise(setImmediate);
+    assert.match(String(failed), /did not move/);
+  });
 });

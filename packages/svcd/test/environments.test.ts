@@ -355,6 +355,25 @@ describe('environments', () => {
     assert.notEqual(first, '');
     assert.equal((await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout, first, 'the shell outlived its terminal');
 
+    // Clients that go while their terminal opens (before the upgrade completes): each terminal
+    // goes with its connection, and so does its exec slot.
+    const slots = () => t.deps.store.sessionSlots.countLive(a.id, 'exec', Date.now());
+    assert.equal(await slots(), 0);
+    for (let i = 0; i < 3; i++) {
+      lines.length = 0;
+      const req = httpRequest(`${t.url}/v1/environments/${env.id}/terminal`, {
+        agent: false,
+        headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': randomBytes(16).toString('base64'), authorization: `Bearer ${a.key}` },
+      });
+      req.on('error', () => {});
+      req.end();
+      // Gone once svcd has the request, while the terminal opens (the agent's shell takes longer than that).
+      while (!lines.some((l) => l.includes('incoming request') && l.includes('/terminal'))) await new Promise(setImmediate);
+      req.destroy();
+    }
+    assert.ok(lines.some((l) => l.includes('environment terminal opened')) || (await new Promise((r) => setTimeout(r, 500)), lines.some((l) => l.includes('environment terminal opened'))), 'the terminal did open');
+    await waitFor('the slots of terminals whose clients left', async () => (await slots()) === 0, 10_000);
+
     await a.client.stopEnvironment(env.id);
     assert.deepEqual(await upgrade(a.key), { status: 409, closedBySvcd: true });
   });

@@ -488,6 +488,9 @@ export class AgentTerminal {
   constructor(private readonly connection: Duplex) {
     this.output = new TerminalFrameReader((code) => (this.exitCode = code));
     connection.on('error', () => this.output.destroy());
+    // A frame the agent does not write (past the cap) fails the reader: the connection goes, and
+    // nothing is thrown (the bridge, when there is one, closes the client's side).
+    this.output.on('error', () => connection.destroy());
     connection.pipe(this.output);
   }
 

@@ -624,10 +624,14 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     // The answer cut short (the container stopped, the deadline) ends the events with an error event.
     answer.on('error', () => {});
     answer.on('close', () => {
-      cut.cancel();
       if (!answer.complete) events.end();
     });
-    events.on('close', () => answer.destroy());
+    // Only once the events are read to their end (or destroyed) is the cut no longer needed: what
+    // they still hold for a client that stopped reading would hold the slot.
+    events.on('close', () => {
+      cut.cancel();
+      answer.destroy();
+    });
     answer.pipe(events);
     return events;
   }
@@ -649,8 +653,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     } catch (err) {
       await slot.release();
       if (err instanceof AgentUnreachableError) throw new UnavailableError("the environment's agent does not answer; a terminal needs it (exec still works)", err);
+      // 422: the environment's own state (its /workspace gone, no shell to run): the tenant's to fix.
+      if (err instanceof AgentRefusal && err.status === 422) throw new ConflictError(`the environment cannot open a terminal: ${err.message}`);
       if (err instanceof AgentRefusal) throw new UnavailableError(`the environment's agent could not open a terminal: ${err.message}`, err);
-      throw await this.agentFailed(await this.row(tenantId, id), err);
+      const e = await this.row(tenantId, id);
+      if (e.status !== 'running') throw new ConflictError(`the environment is ${e.status}: start it first`);
+      throw new UnavailableError("the environment's agent failed while opening the terminal", err);
     }
   }
 

@@ -11,7 +11,7 @@
 // stops reading, or an upload that comes slowly, costs a socket buffer, never the file.
 import { posix } from 'node:path';
 import type { IncomingMessage } from 'node:http';
-import { pipeline, Transform, type TransformCallback } from 'node:stream';
+import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { FileInfo, FileList, FILE_MAX_BYTES } from '@svc/contract';
 import type { Static, TSchema } from 'typebox';
 import { Check } from 'typebox/value';
@@ -87,12 +87,16 @@ export class EnvironmentFiles {
    * there: a cut upload leaves the old file), creating missing directories. `declaredBytes` (the
    * request's Content-Length) past the cap is refused before anything is read.
    */
-  async write(tenantId: string, id: string, path: string, mode: string | undefined, body: NodeJS.ReadableStream, declaredBytes: number | undefined): Promise<FileInfo> {
+  async write(tenantId: string, id: string, path: string, mode: string | undefined, body: Readable, declaredBytes: number | undefined): Promise<FileInfo> {
     const at = absolute(path);
     if (declaredBytes !== undefined && declaredBytes > FILE_MAX_BYTES) throw tooLarge();
     const counted = new ByteCap(FILE_MAX_BYTES);
-    // A client that goes midway ends the upload (and so the agent's request) at once.
-    pipeline(body, counted, () => {});
+    // A client that goes midway ends the upload (and so the agent's request) at once. Not
+    // pipeline(): at the cap the request must stay, so that the 413 can still be sent on it.
+    body.pipe(counted);
+    body.once('close', () => {
+      if (!body.readableEnded) counted.destroy(new Error('the upload was cut by its client'));
+    });
     const info = await this.deps.sessions.within(tenantId, 'exec', async () => {
       const answer = await this.call(
         tenantId,
@@ -238,6 +242,11 @@ export class StallGuard extends Transform {
   ) {
     super();
     this.arm();
+    // Read to its end: nothing is left to stall.
+    this.once('end', () => {
+      this.timer?.cancel();
+      this.timer = null;
+    });
   }
 
   private arm(): void {
@@ -250,9 +259,10 @@ export class StallGuard extends Transform {
     done(null, chunk);
   }
 
-  override _flush(done: TransformCallback): void {
-    this.timer?.cancel();
-    done();
+  /** The reader took some: progress too (after the source's end, what is left is only read). */
+  override _read(size: number): void {
+    if (!this.readableEnded && this.timer) this.arm();
+    super._read(size);
   }
 
   override _destroy(err: Error | null, done: (err: Error | null) => void): void {

@@ -1,5 +1,6 @@
 // The files API of environments (beyond the spec): environments/files.ts holds the rules.
 import { EnvironmentParams, FileDeleteQuery, FileInfo, FileList, FileQuery, FileWriteQuery, FILE_MAX_BYTES } from '@svc/contract';
+import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
@@ -56,7 +57,7 @@ export function environmentFileRoutes(deps: Deps): FastifyPluginAsyncTypeboxOf {
       async (request) => {
         const declared = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
         // No body at all (no Content-Length, no chunks) is an empty file.
-        const body = (request.body as NodeJS.ReadableStream | undefined) ?? request.raw;
+        const body = (request.body as Readable | undefined) ?? request.raw;
         return files.write(tenantOf(request), request.params.envID, request.query.path, request.query.mode, body, declared);
       },
     );

@@ -14,7 +14,9 @@ import { EnvironmentParams } from '@svc/contract';
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../../app.js';
-import { AppError } from '../../errors.js';
+import type { Socket } from 'node:net';
+import { AppError, ValidationError } from '../../errors.js';
+import type { TimerHandle, Timers } from '../../clock.js';
 import type { AgentTerminal, TerminalSize } from '../../environments/agent.js';
 import { TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
 import { tenantOf } from '../guards.js';
@@ -38,12 +40,25 @@ export function environmentTerminalRoutes(deps: Deps): ReturnType<typeof routePl
   const openBeforeUpgrade = async (request: FastifyRequest): Promise<void> => {
     // A plain GET is not refused here: the handler says what it needs.
     if (!request.ws) return;
+    // Only a WebSocket upgrade opens a shell (ws refuses anything else after this, with no {error}).
+    const h = request.headers;
+    if (h.upgrade?.toLowerCase() !== 'websocket' || h['sec-websocket-version'] !== '13' || typeof h['sec-websocket-key'] !== 'string') {
+      throw new ValidationError('a terminal is a WebSocket upgrade (Upgrade: websocket, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)');
+    }
     const params = request.params as { envID: string };
     const query = request.query as { cols?: number; rows?: number };
+    // Taken now: the client may go while the terminal opens, and its close must not be missed
+    // (in practice Node notices a client gone from an upgrade only when it next writes to it, after
+    // this; the check is for the case it noticed sooner).
+    const connection = request.raw.socket as Socket | undefined;
     const terminal = await environments.openTerminal(tenantOf(request), params.envID, { cols: query.cols ?? 80, rows: query.rows ?? 24 });
+    if (!connection || connection.destroyed) {
+      terminal.close();
+      return;
+    }
     opened.set(request, terminal);
     // However the upgrade ends (the client gone before it completed), the terminal goes with the connection.
-    request.raw.socket.once('close', () => terminal.close());
+    connection.once('close', () => terminal.close());
   };
   return routePlugin((app) => {
     app.route({
@@ -57,7 +72,7 @@ export function environmentTerminalRoutes(deps: Deps): ReturnType<typeof routePl
             socket.close(1011, 'the terminal was not opened');
             return;
           }
-          bridge(socket, terminal);
+          bridge(socket, terminal, deps.timers);
         },
         config: { svc: { auth: 'key', longRunning: true } },
         schema: {
@@ -75,14 +90,28 @@ export function environmentTerminalRoutes(deps: Deps): ReturnType<typeof routePl
   });
 }
 
+/** A terminal whose client has not answered a ping since the last one is gone (it vanished without a close). */
+const PING_EVERY_MS = 30_000;
+/** Output held back this long for a client that does not read ends the terminal: its slot is not held for good. */
+const PAUSED_OUTPUT_MAX_MS = 60_000;
+
 /** Carries the terminal over the WebSocket both ways, with backpressure, until either ends. */
-function bridge(socket: WebSocket, terminal: AgentTerminal): void {
+function bridge(socket: WebSocket, terminal: AgentTerminal, timers: Timers): void {
   const output = terminal.output;
+  let pausedSince: TimerHandle | null = null;
+  const resume = () => {
+    pausedSince?.cancel();
+    pausedSince = null;
+    output.resume();
+  };
   output.on('data', (chunk: Buffer) => {
     socket.send(chunk, { binary: true }, () => {
-      if (output.isPaused() && socket.bufferedAmount < OUTPUT_BUFFERED_MAX_BYTES) output.resume();
+      if (output.isPaused() && socket.bufferedAmount < OUTPUT_BUFFERED_MAX_BYTES) resume();
     });
-    if (socket.bufferedAmount >= OUTPUT_BUFFERED_MAX_BYTES) output.pause();
+    if (socket.bufferedAmount >= OUTPUT_BUFFERED_MAX_BYTES && !output.isPaused()) {
+      output.pause();
+      pausedSince = timers.setTimeout(() => socket.terminate(), PAUSED_OUTPUT_MAX_MS);
+    }
   });
   output.on('end', () => {
     if (terminal.exitCode === null) {
@@ -91,26 +120,53 @@ function bridge(socket: WebSocket, terminal: AgentTerminal): void {
     }
     socket.send(JSON.stringify({ type: 'exit', exit_code: terminal.exitCode }), () => socket.close(1000));
   });
+  // Ended without its end (the agent's connection failed): the client is told, not left waiting.
+  output.on('close', () => {
+    if (!output.readableEnded) socket.close(1011, 'the terminal connection failed');
+  });
   output.on('error', () => socket.close(1011, 'the terminal connection failed'));
   terminal.onClose(() => {
     // Output read to its end first ('end' above closes the socket with the exit code).
     if (!output.readableEnded) output.resume();
   });
 
+  // Input waits for the agent's connection to drain; ws may still deliver frames it had read
+  // before the pause, so one wait is registered, not one per frame.
+  let waitingForDrain = false;
   socket.on('message', (data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
-    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
     if (isBinary) {
-      if (!terminal.write(bytes)) {
+      if (!terminal.write(bytes) && !waitingForDrain) {
+        waitingForDrain = true;
         socket.pause();
-        terminal.onDrain(() => socket.resume());
+        terminal.onDrain(() => {
+          waitingForDrain = false;
+          socket.resume();
+        });
       }
       return;
     }
     const size = resizeOf(bytes.toString('utf8'));
     if (size) terminal.resize(size);
   });
-  socket.on('close', () => terminal.close());
-  socket.on('error', () => terminal.close());
+
+  let answered = true;
+  socket.on('pong', () => (answered = true));
+  const ping = timers.setInterval(() => {
+    if (!answered) {
+      socket.terminate();
+      return;
+    }
+    answered = false;
+    socket.ping();
+  }, PING_EVERY_MS);
+  const end = () => {
+    ping.cancel();
+    pausedSince?.cancel();
+    terminal.close();
+  };
+  socket.on('close', end);
+  socket.on('error', end);
 }
 
 /** A resize message, or null for a text frame that is not one (ignored: text frames are control only). */
