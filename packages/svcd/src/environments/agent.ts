@@ -181,6 +181,8 @@ export interface AgentCall {
   contentType?: string;
   /** The answer's status and headers must come within this (the body then takes as long as it takes). */
   headersWithinMs: number;
+  /** An upgrade to this protocol (the terminal): the connection itself is the answer. */
+  upgrade?: 'svc-terminal';
 }
 
 /** The JSON error of a refusal is small; more is not read. */
@@ -193,8 +195,16 @@ const REFUSAL_MAX_BYTES = 64 * 1024;
  * with AgentRefusal for any other status, and with a plain Error when the connection failed after
  * it was reached.
  */
-export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Promise<IncomingMessage> {
-  return new Promise<IncomingMessage>((resolve, reject) => {
+export async function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Promise<IncomingMessage> {
+  const answer = await sendToAgent(at, call, timers);
+  if ('response' in answer) return answer.response;
+  answer.upgraded.destroy();
+  throw new Error('the agent upgraded a plain request');
+}
+
+/** A request to the agent and its answer: a response with a success status, or the upgraded connection. */
+function sendToAgent(at: AgentAddress, call: AgentCall, timers: Timers): Promise<{ response: IncomingMessage } | { upgraded: Duplex }> {
+  return new Promise((resolve, reject) => {
     let connected = false;
     let settled = false;
     const req = request({
@@ -202,7 +212,11 @@ export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Pr
       port: AGENT_PORT,
       method: call.method,
       path: call.path,
-      headers: { authorization: `Bearer ${at.token}`, ...(call.contentType ? { 'content-type': call.contentType } : {}) },
+      headers: {
+        authorization: `Bearer ${at.token}`,
+        ...(call.contentType ? { 'content-type': call.contentType } : {}),
+        ...(call.upgrade ? { connection: 'Upgrade', upgrade: call.upgrade } : {}),
+      },
       agent: false,
     });
     const fail = (err: Error) => {
@@ -212,6 +226,12 @@ export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Pr
       headersTimer.cancel();
       req.destroy();
       reject(err);
+    };
+    const succeed = (answer: { response: IncomingMessage } | { upgraded: Duplex }) => {
+      settled = true;
+      connectTimer.cancel();
+      headersTimer.cancel();
+      resolve(answer);
     };
     const connectTimer = timers.setTimeout(() => {
       if (!connected) fail(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
@@ -224,13 +244,21 @@ export function callAgent(at: AgentAddress, call: AgentCall, timers: Timers): Pr
       });
     });
     req.on('error', (err) => fail(connected ? err : new AgentUnreachableError(err.message)));
+    req.on('upgrade', (_res, socket, head) => {
+      if (settled) {
+        socket.destroy();
+        return;
+      }
+      // Bytes that came with the answer's head are the first of the connection's.
+      if (head.length > 0) socket.unshift(head);
+      succeed({ upgraded: socket });
+    });
     req.on('response', (res) => {
       connectTimer.cancel();
       headersTimer.cancel();
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) {
-        settled = true;
-        resolve(res);
+        succeed({ response: res });
         return;
       }
       readCapped(res, REFUSAL_MAX_BYTES, timers)
@@ -388,61 +416,12 @@ export function terminalFrame(type: number, payload: Buffer): Buffer {
  * agent's frames both ways, once the command runs on its pseudo-terminal. Rejects as callAgent
  * does (AgentUnreachableError when nothing was reached, AgentRefusal for a refusal).
  */
-export function openAgentTerminal(at: AgentAddress, o: TerminalSize & { workDir: string }, timers: Timers): Promise<Duplex> {
+export async function openAgentTerminal(at: AgentAddress, o: TerminalSize & { workDir: string }, timers: Timers): Promise<Duplex> {
   const query = new URLSearchParams({ cols: String(o.cols), rows: String(o.rows), work_dir: o.workDir });
-  return new Promise<Duplex>((resolve, reject) => {
-    let connected = false;
-    let settled = false;
-    const req = request({
-      host: at.host,
-      port: AGENT_PORT,
-      method: 'GET',
-      path: `/terminal?${query.toString()}`,
-      headers: { authorization: `Bearer ${at.token}`, connection: 'Upgrade', upgrade: 'svc-terminal' },
-      agent: false,
-    });
-    const fail = (err: Error) => {
-      if (settled) return;
-      settled = true;
-      connectTimer.cancel();
-      answerTimer.cancel();
-      req.destroy();
-      reject(err);
-    };
-    const connectTimer = timers.setTimeout(() => {
-      if (!connected) fail(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
-    }, CONNECT_TIMEOUT_MS);
-    const answerTimer = timers.setTimeout(() => fail(new Error('the agent did not open the terminal in time')), ANSWER_GRACE_MS);
-    req.on('socket', (socket) => socket.once('connect', () => (connected = true)));
-    req.on('error', (err) => fail(connected ? err : new AgentUnreachableError(err.message)));
-    req.on('upgrade', (_res, socket, head) => {
-      if (settled) {
-        socket.destroy();
-        return;
-      }
-      settled = true;
-      connectTimer.cancel();
-      answerTimer.cancel();
-      // Bytes that came with the answer's head are the first frames.
-      if (head.length > 0) socket.unshift(head);
-      resolve(socket);
-    });
-    req.on('response', (res) => {
-      const status = res.statusCode ?? 0;
-      readCapped(res, REFUSAL_MAX_BYTES, timers)
-        .then((text) => {
-          let answer: unknown = null;
-          try {
-            answer = JSON.parse(text);
-          } catch {
-            // No JSON: the status says it.
-          }
-          fail(status === 401 ? new AgentUnreachableError("the agent refused the environment's token") : new AgentRefusal(status, errorOf(answer)));
-        })
-        .catch((err: unknown) => fail(err instanceof Error ? err : new Error(String(err))));
-    });
-    req.end();
-  });
+  const answer = await sendToAgent(at, { method: 'GET', path: `/terminal?${query.toString()}`, upgrade: 'svc-terminal', headersWithinMs: ANSWER_GRACE_MS }, timers);
+  if ('upgraded' in answer) return answer.upgraded;
+  answer.response.destroy();
+  throw new Error('the agent answered a terminal without opening it');
 }
 
 /**
