@@ -84,7 +84,14 @@ export interface Config {
   tenantInit: { binary: string; rate: LogRate };
   /** Spec 8; only `--dev` may change them (benchmarks), production always uses the spec's. */
   rateLimits: { tenant: RateSetting; global: RateSetting };
+  /**
+   * A streamed answer (followed logs, a streamed exec) whose client has taken none of it for this
+   * long, with more waiting, is ended (--stalled-reader-seconds; api/streaming.ts).
+   */
+  stalledReaderMs: number;
 }
+
+export const DEFAULT_STALLED_READER_S = 60;
 
 export class ConfigError extends Error {}
 
@@ -140,6 +147,7 @@ export interface RawOptions {
   tenantCpuWeight?: string;
   tenantInit?: string;
   logLinesPerSecond?: string;
+  stalledReaderSeconds?: string;
   logKibPerSecond?: string;
 }
 
@@ -294,6 +302,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     },
   };
   return {
+    stalledReaderMs: 1000 * integerFlag('--stalled-reader-seconds', raw.stalledReaderSeconds, DEFAULT_STALLED_READER_S, 1, 3600),
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
     databaseUrl,

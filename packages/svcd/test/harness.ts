@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
-import { buildServer, closeDeps, createDeps, startBackground, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_STALLED_READER_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
@@ -93,6 +93,7 @@ export async function storeLocation(kind: StoreKind): Promise<{ dataDir: string;
 export function testConfig(over: Partial<Config> = {}): Config {
   return {
     listen: { host: '127.0.0.1', port: 0 },
+    stalledReaderMs: DEFAULT_STALLED_READER_S * 1000,
     dataDir: '',
     databaseUrl: null,
     baseDomain: null,

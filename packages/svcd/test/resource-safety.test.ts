@@ -112,6 +112,51 @@ describe('streams that are never read', { concurrency: false }, () => {
   });
 });
 
+describe('readers that stop reading', { concurrency: false }, () => {
+  before(ensureTestImages);
+
+  eachStore((kind) => {
+    const cleanups: Array<() => Promise<void>> = [];
+    after(async () => {
+      for (const c of cleanups) await c();
+    });
+
+    test(`${kind}: followed logs whose clients took nothing for --stalled-reader-seconds while more waited are ended, and their slots are free again; a reading client is not`, async () => {
+      const { svcd, close } = await svcdOn(kind, `stalled-${kind}`, ['--stalled-reader-seconds', '3', '--log-lines-per-second', '1000000', '--log-kib-per-second', '1048576']);
+      cleanups.push(close);
+      const created = await svcd.client.createService({ name: 'chatter', image: CHATTER_IMAGE, port: 8000 });
+      assert.equal((await settled(svcd, created.id)).status, 'running');
+      const follow = `/v1/services/${created.id}/logs?follow=true`;
+      // A reader that reads, over the same time: never cut, and still flowing at the end.
+      // (It reads on for longer than the wait below for a free slot, so its own slot is not the one that frees.)
+      const reading = readFor(svcd.url, follow, svcd.apiKey, 25_000);
+      // The tenant's cap of followed logs (10) less the reader, never read.
+      const sockets = Array.from({ length: 9 }, () => neverRead(svcd.url, follow, svcd.apiKey));
+      try {
+        await new Promise((r) => setTimeout(r, 1_000));
+        assert.equal((await svcd.client.raw('GET', follow, { signal: AbortSignal.timeout(2_000) }).catch(() => ({ status: 0 }))).status, 409, 'at the cap');
+        // The clients do not read, so they do not see their ends either: svcd's side says it,
+        // with their slots free again (a new follow is let in).
+        const letIn = async () => {
+          const again = new AbortController();
+          const res = await fetch(`${svcd.url}${follow}`, { headers: { authorization: `Bearer ${svcd.apiKey}` }, signal: again.signal });
+          again.abort();
+          return res.status;
+        };
+        let status = 0;
+        for (let i = 0; i < 15 && status !== 200; i++) {
+          await new Promise((r) => setTimeout(r, 1_000));
+          status = await letIn();
+        }
+        assert.equal(status, 200, 'the never-read streams were ended and their slots are free again');
+        assert.ok((await reading) > 10 * 1024 * 1024, 'the reading client read on');
+      } finally {
+        for (const s of sockets) s.destroy();
+      }
+    });
+  });
+});
+
 describe('a log flood', { concurrency: false }, () => {
   before(ensureTestImages);
 

@@ -152,6 +152,12 @@ describe('configuration', () => {
     assert.deepEqual(dev.rateLimits.global, { perSecond: 100000, burst: 200000 });
     assert.throws(() => buildConfig({ ...raw, dev: true, devRateLimit: 'lots' }, {}), ConfigError);
   });
+  test('--stalled-reader-seconds: 60 by default, 1 to 3600', () => {
+    assert.equal(buildConfig({ ...raw, dev: true }, {}).stalledReaderMs, 60_000);
+    assert.equal(buildConfig({ ...raw, dev: true, stalledReaderSeconds: '5' }, {}).stalledReaderMs, 5_000);
+    assert.throws(() => buildConfig({ ...raw, dev: true, stalledReaderSeconds: '0' }, {}), /--stalled-reader-seconds/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, stalledReaderSeconds: 'soon' }, {}), /--stalled-reader-seconds/);
+  });
   test('listen addresses, sandbox modes and database URLs are checked', () => {
     assert.deepEqual(parseListen('[::1]:9000'), { host: '::1', port: 9000 });
     assert.throws(() => parseListen('8080'), ConfigError);

@@ -128,7 +128,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   app.decorateRequest('principal', undefined);
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('idempotencyClaim', undefined);
-  registerFollowedStreams(app);
+  registerFollowedStreams(app, deps.timers, deps.config.stalledReaderMs);
 
   // Bodies are JSON whatever the Content-Type says (clients such as curl -d send form types);
   // the raw text is kept for the idempotency fingerprint.
