@@ -51,13 +51,13 @@ export class EnvironmentFiles {
 
   async stat(tenantId: string, id: string, path: string): Promise<FileInfo> {
     const at = absolute(path);
-    const answer = await this.json(tenantId, id, { method: 'GET', path: `/files/stat?${query({ path: at })}`, headersWithinMs: ANSWER_WITHIN_MS }, INFO_ANSWER_MAX_BYTES);
+    const answer = await this.json(tenantId, id, at, '/files/stat', INFO_ANSWER_MAX_BYTES);
     return checked(FileInfo, answer);
   }
 
   async list(tenantId: string, id: string, path: string): Promise<FileList> {
     const at = absolute(path);
-    const answer = await this.json(tenantId, id, { method: 'GET', path: `/files/list?${query({ path: at })}`, headersWithinMs: ANSWER_WITHIN_MS }, LIST_ANSWER_MAX_BYTES);
+    const answer = await this.json(tenantId, id, at, '/files/list', LIST_ANSWER_MAX_BYTES);
     return checked(FileList, answer);
   }
 
@@ -129,9 +129,9 @@ export class EnvironmentFiles {
     this.deps.log.info({ environment: id, op: 'remove', path: at, recursive }, 'environment files');
   }
 
-  /** A metadata call in an exec slot, its JSON answer read whole. */
-  private json(tenantId: string, id: string, call: AgentCall, max: number): Promise<unknown> {
-    const path = new URLSearchParams(call.path.slice(call.path.indexOf('?') + 1)).get('path') ?? '';
+  /** A metadata call (stat, list) for `path` in an exec slot, its JSON answer read whole. */
+  private json(tenantId: string, id: string, path: string, endpoint: '/files/stat' | '/files/list', max: number): Promise<unknown> {
+    const call: AgentCall = { method: 'GET', path: `${endpoint}?${query({ path })}`, headersWithinMs: ANSWER_WITHIN_MS };
     return this.deps.sessions.within(tenantId, 'exec', async () => this.answerOf(tenantId, id, await this.call(tenantId, id, call, path), max, path));
   }
 
