@@ -109,17 +109,6 @@ describe('streams that are never read', { concurrency: false }, () => {
         for (const s of sockets) s.destroy();
       }
     });
-  });
-});
-
-describe('readers that stop reading', { concurrency: false }, () => {
-  before(ensureTestImages);
-
-  eachStore((kind) => {
-    const cleanups: Array<() => Promise<void>> = [];
-    after(async () => {
-      for (const c of cleanups) await c();
-    });
 
     test(`${kind}: followed logs whose clients took nothing for --stalled-reader-seconds while more waited are ended, and their slots are free again; a reading client is not`, async () => {
       const { svcd, close } = await svcdOn(kind, `stalled-${kind}`, ['--stalled-reader-seconds', '3', '--log-lines-per-second', '1000000', '--log-kib-per-second', '1048576']);

@@ -32,78 +32,40 @@ export interface AgentAddress {
 }
 
 /** Runs the spec through the agent at `at`; rejects with AgentUnreachableError when it never got the request. */
-export function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timers): Promise<ExecOutcome> {
-  const body = execBody(spec, false);
+export async function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers: Timers): Promise<ExecOutcome> {
+  const answer = await openExec(at, spec, false, timers);
   // Output comes as base64 (4 characters for 3 bytes): the answer is bounded by the caps it was given.
-  const maxAnswerBytes = 2 * Math.ceil((spec.maxOutputBytes * 4) / 3) + 64 * 1024;
-  return new Promise<ExecOutcome>((resolve, reject) => {
-    let connected = false;
-    let settled = false;
-    const req = request({
-      host: at.host,
-      port: AGENT_PORT,
-      method: 'POST',
-      path: '/exec',
-      headers: { authorization: `Bearer ${at.token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      // One connection per command: nothing is pooled towards containers that come and go.
-      agent: false,
-    });
-    // Every way this ends settles it once, here, and lets go of the connection.
-    const finish = (outcome: ExecOutcome | Error) => {
-      if (settled) return;
-      settled = true;
-      connectTimer.cancel();
-      answerTimer.cancel();
-      req.destroy();
-      if (outcome instanceof Error) reject(outcome);
-      else resolve(outcome);
-    };
-    const connectTimer = timers.setTimeout(() => {
-      if (!connected) finish(new AgentUnreachableError(`the agent did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`));
-    }, CONNECT_TIMEOUT_MS);
-    const answerTimer = timers.setTimeout(() => finish(new Error('the agent did not answer in time')), answerDeadlineMs(spec));
-    req.on('socket', (socket) => {
-      socket.once('connect', () => {
-        connected = true;
-        connectTimer.cancel();
-      });
-    });
-    req.on('error', (err) => finish(connected ? err : new AgentUnreachableError(err.message)));
-    req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > maxAnswerBytes) finish(new Error('the agent answered more than the output caps allow'));
-        else chunks.push(chunk);
-      });
-      res.on('error', (err) => finish(err));
-      // The connection closed before the answer ended (the container stopped meanwhile).
-      res.on('close', () => {
-        if (!res.complete) finish(new Error('the agent\'s connection closed before its answer ended'));
-      });
-      res.on('end', () => {
-        const status = res.statusCode ?? 0;
-        let answer: unknown;
-        try {
-          answer = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        } catch {
-          finish(new Error(`the agent answered ${status} with no JSON`));
-          return;
-        }
-        // The token refused (a container that is not this environment's any more): nothing ran.
-        if (status === 401) finish(new AgentUnreachableError("the agent refused the environment's token"));
-        else if (status === 422) finish(new ExecNotStartedError(errorOf(answer)));
-        else if (status !== 200) finish(new Error(`the agent answered ${status}: ${errorOf(answer)}`));
-        else finish(outcomeOf(answer));
-      });
-    });
-    req.end(body);
-  });
+  const text = await readCapped(answer, 2 * Math.ceil((spec.maxOutputBytes * 4) / 3) + 64 * 1024, timers);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new Error('the agent answered an exec with no JSON');
+  }
+  const outcome = outcomeOf(parsed);
+  if (outcome instanceof Error) throw outcome;
+  return outcome;
+}
+
+/**
+ * Starts the spec's command on the agent: resolves with the agent's answer once its headers came
+ * (the whole outcome, or with `stream` a JSON line per piece of output as it comes). Rejects with
+ * AgentUnreachableError when the agent never got the request, ExecNotStartedError when the
+ * command could not start in its work_dir (nothing ran), and a plain Error otherwise (it may have
+ * run). The whole answer's headers come when the command has ended; a stream's at once.
+ */
+export async function openExec(at: AgentAddress, spec: ExecSpec, stream: boolean, timers: Timers): Promise<IncomingMessage> {
+  try {
+    return await callAgent(at, { method: 'POST', path: '/exec', body: execBody(spec, stream), contentType: 'application/json', headersWithinMs: stream ? ANSWER_GRACE_MS : answerDeadlineMs(spec) }, timers);
+  } catch (err) {
+    if (!(err instanceof AgentRefusal)) throw err;
+    if (err.status === 422) throw new ExecNotStartedError(err.message);
+    throw new Error(`the agent answered ${err.status}: ${err.message}`);
+  }
 }
 
 /** The agent's exec request for `spec` (whose stdin, if any, is bytes: see canRunOnAgent). */
-export function execBody(spec: ExecSpec, stream: boolean): string {
+function execBody(spec: ExecSpec, stream: boolean): string {
   return JSON.stringify({
     argv: spec.cmd,
     work_dir: spec.workDir,

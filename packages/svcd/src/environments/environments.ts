@@ -31,7 +31,7 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, answerDeadlineMs, callAgent, canRunOnAgent, execBody, execThroughAgent, newAgentToken, openAgentTerminal, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
+import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, answerDeadlineMs, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -67,8 +67,6 @@ export interface EnvironmentsOptions {
 export const EXPIRED_RETENTION_S = 24 * 3600;
 export const PREVIEWS_PER_ENVIRONMENT = 10;
 const SYNC_MAX_BYTES = 500 * 1024 * 1024;
-/** A streamed exec's agent answers once the command started: at once, short of a machine in trouble. */
-const STREAM_START_WITHIN_MS = 15_000;
 /** The agent holds a streamed answer for a slow reader this long past the command's answer deadline (exec.go). */
 const STREAM_WRITE_GRACE_MS = 15_000;
 const SYNC_TIMEOUT_MS = 10 * 60_000;
@@ -605,13 +603,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     if (!at || !canRunOnAgent(spec)) return null;
     let answer: IncomingMessage;
     try {
-      answer = await callAgent(at, { method: 'POST', path: '/exec', body: execBody(spec, true), contentType: 'application/json', headersWithinMs: STREAM_START_WITHIN_MS }, this.deps.timers);
+      answer = await openExec(at, spec, true, this.deps.timers);
     } catch (err) {
       if (err instanceof AgentUnreachableError) {
         this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine, its output at the end");
         return null;
       }
-      if (err instanceof AgentRefusal && err.status === 422) throw new ExecNotStartedError(err.message);
       throw await this.agentFailed(e, err);
     }
     const events = new AgentEventDecoder(onExit);
