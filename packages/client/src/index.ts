@@ -1,6 +1,7 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  SourceArchive,
   CreateEnvironmentRequest,
   CreatePreviewRequest,
   Environment,
@@ -305,6 +306,10 @@ export class SvcClient {
   // Builds
   createBuild(serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
     return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/builds`, { body: req });
+  }
+  /** Uploads a source archive (a tar, gzipped or not, with a Dockerfile at its root) to build from. */
+  uploadSource(serviceId: string, archive: Uint8Array<ArrayBuffer>): Promise<SourceArchive> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/sources`, { rawBody: archive, headers: { 'content-type': 'application/gzip' } });
   }
   builds(serviceId: string): Promise<Build[]> {
     return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds`);

@@ -4,10 +4,22 @@ import { PAGE_LIMIT_DEFAULT, pageLimit, Pagination, UnixSeconds } from './common
 /** Stored build output per build; when it grows past this, the oldest output is dropped. */
 export const BUILD_LOG_MAX_BYTES = 5 * 1024 * 1024;
 
+/** An uploaded source archive (gzipped or plain tar), as sent: larger is 413. */
+export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
+/** What an uploaded archive's files may add up to unpacked (a git clone's cap too). */
+export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
+/** Entries (files, directories, links) an archive may hold. */
+export const SOURCE_ARCHIVE_MAX_ENTRIES = 50_000;
+/** Uploads of a tenant that no build has taken yet; one more is 409. */
+export const SOURCE_ARCHIVES_UNUSED_MAX = 3;
+/** An upload no build took is removed this long after it arrived. */
+export const SOURCE_ARCHIVE_UNUSED_TTL_SECONDS = 3600;
+
 export const CreateBuildRequest = Type.Object({
-  source_type: Type.String({ description: 'git (the only source type)' }),
-  source_url: Type.String({ minLength: 1, maxLength: 2048, description: 'https:// or git:// URL of a public host' }),
-  source_ref: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'branch, tag or commit SHA; absent: the default branch' })),
+  source_type: Type.String({ description: 'git, or archive (beyond the spec: an archive uploaded to POST /v1/services/{id}/sources)' }),
+  source_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'git: https:// or git:// URL of a public host (required for git)' })),
+  source_ref: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'git: branch, tag or commit SHA; absent: the default branch' })),
+  source_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'archive: the id of an upload of this service that no build took yet (required for archive)' })),
 });
 export type CreateBuildRequest = Static<typeof CreateBuildRequest>;
 
@@ -23,7 +35,7 @@ export const Build = Type.Object({
   service_id: Type.String(),
   status: Type.String({ description: 'queued, running, succeeded, failed or cancelled' }),
   source_type: Type.String(),
-  source_url: Type.String(),
+  source_url: Type.String({ description: 'git: the URL; archive: archive:sha256:<hex of the uploaded archive>' }),
   source_ref: Type.Union([Type.String(), Type.Null()]),
   image: Type.String(),
   commit_sha: Type.Union([Type.String(), Type.Null()], { description: 'the commit built, once cloned' }),
@@ -36,6 +48,18 @@ export const Build = Type.Object({
 });
 export type Build = Static<typeof Build>;
 export const BuildList = Type.Array(Build);
+
+export const SourceArchive = Type.Object({
+  id: Type.String(),
+  service_id: Type.String(),
+  size_bytes: Type.Integer({ description: 'the archive as uploaded' }),
+  sha256: Type.String({ description: 'of the archive as uploaded (hex)' }),
+  files: Type.Integer({ description: 'regular files in it' }),
+  unpacked_bytes: Type.Integer(),
+  created_at: UnixSeconds,
+  expires_at: UnixSeconds,
+});
+export type SourceArchive = Static<typeof SourceArchive>;
 
 export const BuildParams = Type.Object({
   serviceID: Type.String({ minLength: 1, maxLength: 64 }),

@@ -23,6 +23,12 @@ export const CreateServiceRequest = Type.Object({
   image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Docker Hub or a loopback registry (127.0.0.1:PORT/..., localhost:PORT/...)' })),
   port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: '0 or absent means 8000' })),
   env: Type.Optional(EnvMap),
+  await_build: Type.Optional(
+    Type.Boolean({
+      description:
+        'beyond the spec: true creates the service without an image (leave image out), stopped, to be deployed by its first successful build (`svc deploy` of a directory); start, restart and redeploy answer 409 until then',
+    }),
+  ),
 });
 export type CreateServiceRequest = Static<typeof CreateServiceRequest>;
 

@@ -16,6 +16,7 @@ import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
 import { DockerRuntime, HostFirewall, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
+import { SourceUploads } from './builds/source-uploads.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
 import { RECONCILE_EVERY_MS, WorkloadController } from './workloads/controller.js';
@@ -75,6 +76,7 @@ export interface Deps {
   snapshots: Snapshots;
   crashes: CrashHandler;
   builds: Builds;
+  sourceUploads: SourceUploads;
   buildRunner: BuildRunner;
   databases: Databases;
   workloads: WorkloadController;
@@ -319,6 +321,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     everyMs: PRUNE_EVERY_MS,
     run: async () => {
       await retention.pruneIdempotency();
+      await retention.pruneSourceArchives();
       await store.jobLocks.pruneExpired(clock.now());
     },
   });
@@ -351,6 +354,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     snapshots,
     crashes,
     builds,
+    sourceUploads: new SourceUploads({ ...core, disk }),
     buildRunner,
     databases,
     workloads,

@@ -19,6 +19,7 @@ import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
 import { buildRoutes } from './routes/builds.js';
+import { sourceUploadRoutes } from './routes/source-uploads.js';
 import { databaseRoutes } from './routes/databases.js';
 import { kanbanRoutes } from './routes/kanban.js';
 import { environmentRoutes } from './routes/environments.js';
@@ -205,6 +206,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(activityRoutes(deps));
   await app.register(serviceRoutes(deps));
   await app.register(buildRoutes(deps));
+  await app.register(sourceUploadRoutes(deps));
   await app.register(databaseRoutes(deps));
   await app.register(kanbanRoutes(deps));
   await app.register(environmentRoutes(deps));

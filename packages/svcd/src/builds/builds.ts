@@ -1,4 +1,4 @@
-// Builds of a service from a git source: the tenant-facing rules. A build is a record in the
+// Builds of a service from a git source or an uploaded archive: the tenant-facing rules. A build is a record in the
 // store (queued -> running -> succeeded | failed | cancelled); the runner (runner.ts) takes queued
 // builds within the tenant's concurrency and runs them.
 import { Readable } from 'node:stream';
@@ -13,6 +13,7 @@ import { builtImageTag } from '../services/images.js';
 import type { BuildRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { checkSourceRef, type SourceCheck } from '../sources/sources.js';
+import { archiveSourceUrl } from './source-uploads.js';
 import type { Platform } from '../platform.js';
 
 /** Queued builds a tenant may have waiting behind its running ones; one more is 409. */
@@ -90,16 +91,7 @@ export class Builds implements TenantResources {
   constructor(private readonly deps: BuildsDeps) {}
 
   async create(tenantId: string, serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
-    if (req.source_type !== 'git') throw new ValidationError('source_type must be git');
-    await this.deps.disk.assertRoom(tenantId);
-    const ref = req.source_ref === undefined ? null : checkSourceRef(req.source_ref);
-    const service = await this.deps.store.services.find(tenantId, serviceId);
-    if (!service) throw new NotFoundError('service');
-    // Refused now with a 400; the clone checks again (the runner), and only that check counts.
-    await this.deps.checkSource(req.source_url);
-    // Stored and shown as the tenant sent it; git only ever gets the checked, rebuilt form.
-    const url = req.source_url;
-
+    const source = await this.source(tenantId, serviceId, req);
     const id = timeOrderedId(this.deps.clock.now());
     const image = builtImageTag(this.deps.buildRegistry, tenantId, serviceId, id);
     await this.deps.store.transaction(async (tx) => {
@@ -108,14 +100,19 @@ export class Builds implements TenantResources {
       if ((await tx.builds.countWithStatus(tenantId, 'queued')) >= BUILD_QUEUE_MAX) {
         throw new ConflictError(`build queue is full (${BUILD_QUEUE_MAX} builds waiting): wait for one to finish or cancel one`);
       }
+      // An archive builds once: a second build of it (or one racing this) is 409.
+      if (source.archiveId !== null && !(await tx.sourceArchives.claim(source.archiveId, id))) {
+        throw new ConflictError('this uploaded archive was built already: upload it again to build it again');
+      }
       await tx.builds.insert({
         id,
         tenant_id: tenantId,
         service_id: serviceId,
         status: 'queued',
-        source_type: 'git',
-        source_url: url,
-        source_ref: ref,
+        source_type: source.type,
+        source_url: source.url,
+        source_ref: source.ref,
+        source_id: source.archiveId,
         image,
         commit_sha: null,
         last_error: null,
@@ -135,11 +132,37 @@ export class Builds implements TenantResources {
         resourceType: 'build',
         resourceId: id,
         serviceId,
-        details: { source_url: url, source_ref: ref },
+        details: { source_url: source.url, source_ref: source.ref },
       });
     });
     this.deps.execution.kick();
     return { build_id: id, status: 'queued', image };
+  }
+
+  /**
+   * What a build request builds from, checked: a git URL the operator's rules allow (the clone
+   * checks again, and only that check counts), or an upload of this service no build took yet.
+   */
+  private async source(tenantId: string, serviceId: string, req: CreateBuildRequest): Promise<{ type: 'git' | 'archive'; url: string; ref: string | null; archiveId: string | null }> {
+    if (req.source_type !== 'git' && req.source_type !== 'archive') throw new ValidationError('source_type must be git or archive');
+    await this.deps.disk.assertRoom(tenantId);
+    if (req.source_type === 'archive') {
+      if (req.source_url !== undefined || req.source_ref !== undefined) throw new ValidationError('an archive build takes source_id, not source_url or source_ref');
+      if (req.source_id === undefined) throw new ValidationError('body: source_id is required for an archive build (upload the archive to POST /v1/services/{id}/sources first)');
+      await this.service(tenantId, serviceId);
+      const archive = await this.deps.store.sourceArchives.find(tenantId, serviceId, req.source_id);
+      if (!archive) throw new NotFoundError('source archive');
+      if (archive.sha256 === '') throw new ConflictError('this archive is still being uploaded');
+      return { type: 'archive', url: archiveSourceUrl(archive.sha256), ref: null, archiveId: archive.id };
+    }
+    if (req.source_id !== undefined) throw new ValidationError('a git build takes source_url, not source_id');
+    if (req.source_url === undefined) throw new ValidationError('body: source_url is required for a git build');
+    const ref = req.source_ref === undefined ? null : checkSourceRef(req.source_ref);
+    await this.service(tenantId, serviceId);
+    // Refused now with a 400; the clone checks again (the runner), and only that check counts.
+    await this.deps.checkSource(req.source_url);
+    // Stored and shown as the tenant sent it; git only ever gets the checked, rebuilt form.
+    return { type: 'git', url: req.source_url, ref, archiveId: null };
   }
 
   async list(tenantId: string, serviceId: string, limit = PAGE_LIMIT_DEFAULT, offset = 0): Promise<Build[]> {

@@ -1,4 +1,5 @@
-// Runs queued builds: clone, image build through the engine, then a deployment of the result.
+// Runs queued builds: clone (or unpack an upload), image build through the engine, then a
+// deployment of the result.
 //
 // Like the other workers it takes its tick from the injected timers and can be closed. Every
 // step that two svcd processes could race on goes through the store: a build is taken by moving
@@ -17,6 +18,8 @@ import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
 import { cloneAt } from '../sources/git.js';
+import { readArchive } from '../sources/archive.js';
+import { ARCHIVE_LIMITS, storedArchive } from './source-uploads.js';
 import { checkDockerfile } from './dockerfile.js';
 import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
@@ -267,6 +270,8 @@ export class BuildRunner implements BuildExecution {
         // What the build started and did not wait for (base images pulled ahead and not used) ends with it.
         controller.abort(new Error('the build ended'));
         await area.release().catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not remove a clone'));
+        // The uploaded archive has been built (or failed to): it is not kept (retention removes it should this fail).
+        if (b.source_id !== null) await this.deps.store.sourceArchives.delete(b.source_id).catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not remove an uploaded archive'));
         this.running.delete(b.id);
         this.kick(); // a slot is free
       });
@@ -340,22 +345,7 @@ export class BuildRunner implements BuildExecution {
     sandboxCheck.catch(() => {});
     const prefetched = this.prefetchBaseImages(b.tenant_id, b.service_id, signal);
     try {
-      // Checked again now, not trusted from when the build was queued: the clone connects to
-      // the addresses this check found and judged, pinned, whatever DNS answers next.
-      const source = await this.deps.checkSource(b.source_url);
-      output.line(`==> cloning ${source.url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
-      const sha = await cloneAt({
-        source,
-        ref: b.source_ref,
-        dir,
-        maxBytes: this.deps.cloneMaxBytes ?? CLONE_MAX_BYTES,
-        signal,
-        timers: this.deps.timers,
-        caBundle: this.deps.gitCaBundle,
-        onOutput: (l) => output.line(l),
-      });
-      await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { commit_sha: sha });
-      output.line(`==> commit ${sha}`);
+      await this.fetchSource(b, dir, signal, output);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
       const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
       await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
@@ -397,6 +387,36 @@ export class BuildRunner implements BuildExecution {
       watch.cancel();
       await output.close();
     }
+  }
+
+  /**
+   * Puts the build's source in `dir`: the git clone at its ref, or the uploaded archive unpacked
+   * (checked again as it is written: only this pass writes, and only what it has judged).
+   */
+  private async fetchSource(b: BuildRow, dir: string, signal: AbortSignal, output: LogBatcher): Promise<void> {
+    if (b.source_type === 'archive') {
+      if (b.source_id === null) throw new Error('the build names no uploaded archive');
+      output.line(`==> unpacking the uploaded ${b.source_url}`);
+      const summary = await readArchive(storedArchive(this.deps.store, b.source_id), ARCHIVE_LIMITS, dir, signal);
+      output.line(`==> ${summary.files} files, ${(summary.unpackedBytes / 1024 ** 2).toFixed(1)} MB`);
+      return;
+    }
+    // Checked again now, not trusted from when the build was queued: the clone connects to the
+    // addresses this check found and judged, pinned, whatever DNS answers next.
+    const source = await this.deps.checkSource(b.source_url);
+    output.line(`==> cloning ${source.url}${b.source_ref ? ` at ${b.source_ref}` : ''}`);
+    const sha = await cloneAt({
+      source,
+      ref: b.source_ref,
+      dir,
+      maxBytes: this.deps.cloneMaxBytes ?? CLONE_MAX_BYTES,
+      signal,
+      timers: this.deps.timers,
+      caBundle: this.deps.gitCaBundle,
+      onOutput: (l) => output.line(l),
+    });
+    await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { commit_sha: sha });
+    output.line(`==> commit ${sha}`);
   }
 
   /**

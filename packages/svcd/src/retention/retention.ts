@@ -5,6 +5,7 @@
 // Deletes go in bounded batches (never one statement over a whole backlog, which would hold
 // SQLite's write lock for seconds), and a run stops a rule after a bounded number of batches:
 // a backlog (the first sweep of an old installation) is worked off over several runs.
+import { SOURCE_ARCHIVE_UNUSED_TTL_SECONDS } from '@svc/contract';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { type Clock, unixSeconds } from '../clock.js';
@@ -75,6 +76,19 @@ export class Retention {
   async pruneIdempotency(): Promise<number> {
     const now = unixSeconds(this.clock);
     return this.drain({ left: BATCHES_PER_RULE }, (limit) => this.store.idempotency.pruneExpired(now, limit));
+  }
+
+  /**
+   * Uploaded source archives no build took within their hour, and those of finished builds that
+   * the build's own clean-up missed (its svcd died). Run with pruneIdempotency: archives are large.
+   */
+  async pruneSourceArchives(): Promise<number> {
+    const unusedBefore = unixSeconds(this.clock) - SOURCE_ARCHIVE_UNUSED_TTL_SECONDS;
+    return this.drain({ left: BATCHES_PER_RULE }, async (limit) => {
+      const due = await this.store.sourceArchives.listDue(unusedBefore, limit);
+      for (const id of due) await this.store.sourceArchives.delete(id);
+      return due.length;
+    });
   }
 
   /** Older than the window; then past the per-tenant cap, oldest first. */

@@ -68,6 +68,10 @@ export interface ImageOwnership {
   buildRegistry: string | null;
 }
 
+/** The image of a service created with await_build until its first build deploys it. */
+export const NO_IMAGE = '';
+export const AWAITS_BUILD = 'the service has no image yet: it is deployed by its first successful build (svc deploy, or POST /v1/services/{id}/sources then /builds)';
+
 /**
  * Why a tenant may not run or build FROM this image, or null when it may: the registry rule,
  * image IDs (the engine would take them as a local image of anybody's), and build outputs of

@@ -16,7 +16,7 @@ import type { TenantResources } from '../tenants/tenants.js';
 import type { WorkloadController } from '../workloads/controller.js';
 import { deploymentRow, requestCancel, requestDeployment, requestStop, serviceWorkloadSpec } from './deployer.js';
 import { claimHostName, dnsLabelFor } from './dns-labels.js';
-import { builtImageRepository, tenantImageRefusal } from './images.js';
+import { AWAITS_BUILD, builtImageRepository, NO_IMAGE, tenantImageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
 import type { Snapshots } from './snapshots.js';
 import type { Platform } from '../platform.js';
@@ -84,7 +84,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
 
   /** A service from a snapshot: the snapshot gives image, port and env; the body only the name. */
   async createFromSnapshot(tenantId: string, snapshotId: string, req: CreateServiceRequest): Promise<Service> {
-    if (req.image !== undefined || req.port !== undefined || req.env !== undefined) {
+    if (req.image !== undefined || req.port !== undefined || req.env !== undefined || req.await_build !== undefined) {
       throw new ValidationError('with from_snapshot, the body takes only name: image, port and env come from the snapshot');
     }
     const c = await this.deps.snapshots.contents(tenantId, snapshotId);
@@ -92,10 +92,15 @@ export class Services implements TenantResources, DiskOverrunHalt {
   }
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
-    const { image } = req;
+    // Without an image (await_build), the service waits stopped for its first build to deploy it.
+    const awaitsBuild = req.await_build === true;
+    if (awaitsBuild && req.image !== undefined) throw new ValidationError('await_build creates a service without an image: leave image out (its first build deploys it)');
+    const image = awaitsBuild ? NO_IMAGE : req.image;
     if (image === undefined) throw new ValidationError('body: image is required');
-    const refusal = tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry ?? null });
-    if (refusal) throw new ValidationError(refusal);
+    if (!awaitsBuild) {
+      const refusal = tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry ?? null });
+      if (refusal) throw new ValidationError(refusal);
+    }
     const name = req.name.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
     const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
@@ -123,8 +128,8 @@ export class Services implements TenantResources, DiskOverrunHalt {
           name_key: name.toLowerCase(),
           image,
           port,
-          status: 'deploying',
-          desired_state: 'running',
+          status: awaitsBuild ? 'stopped' : 'deploying',
+          desired_state: awaitsBuild ? 'stopped' : 'running',
           dns_label: dnsLabel,
           last_error: null,
           container_id: null,
@@ -142,11 +147,13 @@ export class Services implements TenantResources, DiskOverrunHalt {
           await claimHostName(tx, { hostname: dnsLabel, tenantId, kind: 'service', resourceId: id, now }, `the DNS label ${JSON.stringify(dnsLabel)} is taken; choose another name`);
         }
         for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.deps.sealer.seal(v), now);
-        await this.deps.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: { name, image } });
-        // Its workload, generation 1, and the deployment that carries it out.
+        await this.deps.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: awaitsBuild ? { name, await_build: true } : { name, image } });
+        // Its workload, generation 1, and the deployment that carries it out; a service that
+        // awaits its build has a workload that is to stay stopped, and no deployment yet.
         const spec = serviceWorkloadSpec(id);
         await tx.workloads.insertPending({ id: spec.name, tenant_id: tenantId, kind: 'service', resource_id: id, spec: JSON.stringify(spec) }, now);
-        await tx.deployments.insert(deploymentRow(this.deps.clock, { tenantId, serviceId: id, image, reason: 'create', generation: 1 }));
+        if (awaitsBuild) await tx.workloads.request('service', id, 'stopped', now);
+        else await tx.deployments.insert(deploymentRow(this.deps.clock, { tenantId, serviceId: id, image, reason: 'create', generation: 1 }));
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
@@ -202,6 +209,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
   /** start, restart, redeploy and reset: a new deployment (restart recreates, so env changes apply). */
   async deploy(tenantId: string, id: string, reason: 'start' | 'restart' | 'redeploy' | 'reset'): Promise<LifecycleResponse> {
     const s = await this.row(tenantId, id);
+    if (s.image === NO_IMAGE) throw new ConflictError(AWAITS_BUILD);
     if (reason === 'start' && s.status === 'running') throw new ConflictError('service is already running');
     if (reason !== 'reset' && s.circuit_open_at !== null) {
       throw new ConflictError('the crash circuit is open: reset the service to deploy it again');

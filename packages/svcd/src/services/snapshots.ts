@@ -4,7 +4,8 @@ import type { CreateSnapshotRequest, Snapshot } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, unixSeconds } from '../clock.js';
-import { NotFoundError, QuotaExceededError } from '../errors.js';
+import { ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
+import { AWAITS_BUILD, NO_IMAGE } from './images.js';
 import { hexId } from '../ids.js';
 import type { Sealer } from '../secrets/sealer.js';
 import type { SnapshotRow, Store } from '../store/index.js';
@@ -42,6 +43,7 @@ export class Snapshots {
     await this.store.transaction(async (tx) => {
       const s = await tx.services.find(tenantId, serviceId);
       if (!s) throw new NotFoundError('service');
+      if (s.image === NO_IMAGE) throw new ConflictError(AWAITS_BUILD);
       // Held to commit: concurrent creates of this tenant count one after another.
       await tx.tenants.lockForQuota(tenantId);
       if ((await tx.snapshots.countForTenant(tenantId)) >= SNAPSHOTS_PER_TENANT_MAX) {

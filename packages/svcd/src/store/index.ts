@@ -24,6 +24,7 @@ import { DeploymentStore } from './deployments.js';
 import { SettingsStore } from './settings.js';
 import { SnapshotStore } from './snapshots.js';
 import { BuildStore } from './builds.js';
+import { SourceArchiveStore } from './source-archives.js';
 import { DatabaseStore } from './databases.js';
 import { KanbanStore } from './kanban.js';
 import { EnvironmentStore } from './environments.js';
@@ -61,6 +62,7 @@ export interface Repositories {
   settings: SettingsStore;
   snapshots: SnapshotStore;
   builds: BuildStore;
+  sourceArchives: SourceArchiveStore;
   databases: DatabaseStore;
   kanban: KanbanStore;
   environments: EnvironmentStore;
@@ -101,6 +103,7 @@ function repositories(db: Kysely<Database>): Omit<Repositories, 'afterCommit'> {
     settings: new SettingsStore(db),
     snapshots: new SnapshotStore(db),
     builds: new BuildStore(db),
+    sourceArchives: new SourceArchiveStore(db),
     databases: new DatabaseStore(db),
     kanban: new KanbanStore(db),
     environments: new EnvironmentStore(db),

@@ -198,9 +198,31 @@ export interface BuildsTable {
   log_pruned_at: number | null;
   /** JSON: the images its Dockerfile named, once checked (migration 0016); the next build pulls them while git clones. */
   base_images: string | null;
+  /** The uploaded archive an archive build is made from (migration 0019); null for git builds. */
+  source_id: string | null;
 }
 export type BuildRow = Selectable<BuildsTable>;
 export type NewBuildRow = Insertable<BuildsTable>;
+
+/** An uploaded source archive (migration 0019), kept until the build that took it has run. */
+export interface SourceArchivesTable {
+  id: string;
+  tenant_id: string;
+  service_id: string;
+  size_bytes: number;
+  sha256: string;
+  files: number;
+  unpacked_bytes: number;
+  build_id: string | null;
+  created_at: number;
+}
+export type SourceArchiveRow = Selectable<SourceArchivesTable>;
+
+export interface SourceArchiveChunksTable {
+  source_id: string;
+  seq: number;
+  data: Buffer;
+}
 
 export interface BuildLogsTable {
   build_id: string;
@@ -403,6 +425,8 @@ export interface Database {
   snapshots: SnapshotsTable;
   builds: BuildsTable;
   build_logs: BuildLogsTable;
+  source_archives: SourceArchivesTable;
+  source_archive_chunks: SourceArchiveChunksTable;
   databases: DatabasesTable;
   kanban_boards: KanbanBoardsTable;
   environments: EnvironmentsTable;

@@ -18,6 +18,7 @@ import { serviceWorkloads } from './0015_service_workloads.js';
 import { buildBaseImages } from './0016_build_base_images.js';
 import { environmentWorkloads } from './0017_environment_workloads.js';
 import { environmentAgents } from './0018_environment_agents.js';
+import { sourceArchives } from './0019_source_archives.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -43,6 +44,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0016_build_base_images': buildBaseImages,
     '0017_environment_workloads': environmentWorkloads,
     '0018_environment_agents': environmentAgents,
+    '0019_source_archives': sourceArchives(dialect),
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

@@ -1,0 +1,44 @@
+// Uploads of source archives to build from (beyond the spec): builds/source-uploads.ts holds the rules.
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVE_MAX_ENTRIES, SOURCE_ARCHIVE_UNUSED_TTL_SECONDS, SOURCE_ARCHIVES_UNUSED_MAX, SOURCE_UNPACKED_MAX_BYTES, ServiceIdParams, SourceArchive } from '@svc/contract';
+import type { Readable } from 'node:stream';
+import type { Deps } from '../../app.js';
+import { tenantOf } from '../guards.js';
+import { errors, KEY_ROUTE_ERRORS } from './responses.js';
+import { routePlugin } from './plugin.js';
+
+const MB = 1024 * 1024;
+
+export function sourceUploadRoutes(deps: Deps): ReturnType<typeof routePlugin> {
+  const { sourceUploads } = deps;
+  return routePlugin((app) => {
+    // The archive is the body, not JSON: in this plugin (Fastify scopes parsers to it) a body of
+    // any type reaches the route as the request's stream, read with backpressure and capped by
+    // the domain. It has to arrive within svcd's request read timeout (10 s).
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+    app.post(
+      '/v1/services/:serviceID/sources',
+      {
+        // The body is not kept, so a replay could not tell two uploads apart: never replayed (an
+        // upload that is sent again is stored again, and expires unused).
+        config: { svc: { auth: 'key', longRunning: true, noIdempotency: true } },
+        schema: {
+          summary:
+            `Uploads a source archive to build the service from (201), the first step of a build from a directory (\`svc deploy\`): a tar, gzipped or not (any content type), with a Dockerfile at its root. ` +
+            `At most ${SOURCE_ARCHIVE_MAX_BYTES / MB} MB as sent and ${SOURCE_UNPACKED_MAX_BYTES / MB} MB unpacked (413), ${SOURCE_ARCHIVE_MAX_ENTRIES} entries; ` +
+            'names must be relative without `..`, links must stay inside the archive, and only files, directories and links are allowed (400 with the reason). ' +
+            `Then POST /v1/services/{id}/builds with source_type archive and this id. At most ${SOURCE_ARCHIVES_UNUSED_MAX} uploads of a tenant may wait for a build (409 \`quota exceeded\`); one no build took is removed ${SOURCE_ARCHIVE_UNUSED_TTL_SECONDS / 60} minutes after its upload, and a build's archive when the build ends`,
+          tags: ['builds'],
+          params: ServiceIdParams,
+          response: { 201: SourceArchive, ...errors(...KEY_ROUTE_ERRORS, 404, 409, 413) },
+        },
+      },
+      async (request, reply) => {
+        const declared = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
+        const body = (request.body as Readable | undefined) ?? request.raw;
+        return reply.code(201).send(await sourceUploads.upload(tenantOf(request), request.params.serviceID, body, declared));
+      },
+    );
+  });
+}

@@ -1,0 +1,196 @@
+// Uploads of source archives to build from (issue 25, beyond the spec): the first of two steps
+// of a build from a directory (`svc deploy`). The archive is checked as it arrives (sources/
+// archive.ts: a bad one is refused with the reason and nothing is kept) and stored in the store
+// in chunks, so that any svcd can run the build that takes it (POST builds with source_type
+// archive and its id). Unused uploads expire; a build's archive is removed once the build ends.
+import { createHash } from 'node:crypto';
+import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
+import {
+  SOURCE_ARCHIVE_MAX_BYTES,
+  SOURCE_ARCHIVE_MAX_ENTRIES,
+  SOURCE_ARCHIVE_UNUSED_TTL_SECONDS,
+  SOURCE_ARCHIVES_UNUSED_MAX,
+  SOURCE_UNPACKED_MAX_BYTES,
+  type SourceArchive,
+} from '@svc/contract';
+import { unixSeconds } from '../clock.js';
+import type { DiskQuota } from '../disk/disk-quota.js';
+import { NotFoundError, QuotaExceededError, TooLargeError, ValidationError } from '../errors.js';
+import { hexId } from '../ids.js';
+import type { Platform } from '../platform.js';
+import { readArchive, type ArchiveLimits } from '../sources/archive.js';
+import type { SourceArchiveRow, Store } from '../store/index.js';
+
+/** Stored chunk size: a reader (the build) holds one or a few, never the archive. */
+const CHUNK_BYTES = 1024 * 1024;
+/** Chunks a build reads from the store at once. */
+const CHUNKS_PER_READ = 4;
+export const ARCHIVE_LIMITS: ArchiveLimits = { maxUnpackedBytes: SOURCE_UNPACKED_MAX_BYTES, maxEntries: SOURCE_ARCHIVE_MAX_ENTRIES };
+
+export function sourceArchiveView(r: SourceArchiveRow): SourceArchive {
+  return {
+    id: r.id,
+    service_id: r.service_id,
+    size_bytes: r.size_bytes,
+    sha256: r.sha256,
+    files: r.files,
+    unpacked_bytes: r.unpacked_bytes,
+    created_at: r.created_at,
+    expires_at: r.created_at + SOURCE_ARCHIVE_UNUSED_TTL_SECONDS,
+  };
+}
+
+/** What a build calls its archive (the build's source_url). */
+export function archiveSourceUrl(sha256: string): string {
+  return `archive:sha256:${sha256}`;
+}
+
+/** The stored archive's bytes, in order, a few chunks at a time. */
+export async function* storedArchive(store: Pick<Store, 'sourceArchives'>, sourceId: string): AsyncGenerator<Buffer> {
+  for (let seq = 0; ; ) {
+    const page = await store.sourceArchives.chunks(sourceId, seq, CHUNKS_PER_READ);
+    for (const c of page) {
+      seq = c.seq;
+      yield c.data;
+    }
+    if (page.length < CHUNKS_PER_READ) return;
+  }
+}
+
+export interface SourceUploadsDeps extends Pick<Platform, 'store' | 'activity' | 'clock' | 'log'> {
+  disk: Pick<DiskQuota, 'assertRoom'>;
+}
+
+export class SourceUploads {
+  constructor(private readonly deps: SourceUploadsDeps) {}
+
+  /**
+   * Stores the archive `body` for a build of the service. `declaredBytes` (the request's
+   * Content-Length) past the cap is refused before anything is read.
+   */
+  async upload(tenantId: string, serviceId: string, body: Readable, declaredBytes: number | undefined): Promise<SourceArchive> {
+    if (declaredBytes !== undefined && declaredBytes > SOURCE_ARCHIVE_MAX_BYTES) throw tooLarge();
+    if (!(await this.deps.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
+    await this.deps.disk.assertRoom(tenantId);
+    const id = hexId(12);
+    const now = unixSeconds(this.deps.clock);
+    // The row first (its chunks refer to it), counted with the tenant's other unused uploads.
+    await this.deps.store.transaction(async (tx) => {
+      await tx.tenants.lockForQuota(tenantId);
+      if ((await tx.sourceArchives.countUnused(tenantId)) >= SOURCE_ARCHIVES_UNUSED_MAX) {
+        throw new QuotaExceededError(`at most ${SOURCE_ARCHIVES_UNUSED_MAX} uploaded archives may wait for a build; build one, or wait for one to expire (${SOURCE_ARCHIVE_UNUSED_TTL_SECONDS / 60} minutes after its upload)`);
+      }
+      await tx.sourceArchives.insert({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: 0, sha256: '', files: 0, unpacked_bytes: 0, created_at: now });
+    });
+    const stored = new StoredChunks(this.deps.store, id);
+    try {
+      // Not pipeline(): on a refusal the request must stay open, so that the 4xx can still be sent on it.
+      const checked = new PassThrough();
+      body.pipe(stored).pipe(checked);
+      body.once('close', () => {
+        if (!body.readableEnded) stored.destroy(new ValidationError('the upload was cut by its client'));
+      });
+      stored.once('error', (err) => checked.destroy(err));
+      const summary = await readArchive(checked, ARCHIVE_LIMITS);
+      await stored.done;
+      if (!summary.hasDockerfile) throw new ValidationError('the archive has no Dockerfile at its root (a regular file named Dockerfile)');
+      const sha256 = stored.sha256();
+      await this.deps.store.transaction(async (tx) => {
+        await tx.sourceArchives.describe(id, { size_bytes: stored.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes });
+        await this.deps.activity.record(tx, {
+          tenantId,
+          action: 'source.uploaded',
+          resourceType: 'source_archive',
+          resourceId: id,
+          serviceId,
+          details: { size_bytes: stored.bytes, sha256, files: summary.files },
+        });
+      });
+    } catch (err) {
+      body.unpipe(stored);
+      stored.destroy();
+      await this.deps.store.sourceArchives.delete(id).catch((e: unknown) => this.deps.log.warn({ err: e, source: id }, 'could not remove a refused upload (retention will)'));
+      throw stored.exceeded ? tooLarge() : err;
+    }
+    const row = await this.deps.store.sourceArchives.findAny(id);
+    if (!row) throw new NotFoundError('source archive');
+    return sourceArchiveView(row);
+  }
+}
+
+function tooLarge(): TooLargeError {
+  return new TooLargeError(`the archive is larger than ${SOURCE_ARCHIVE_MAX_BYTES / 1024 ** 2} MB`);
+}
+
+/**
+ * Passes the upload on to the archive check while writing it to the store in chunks, with
+ * backpressure (a chunk is written before more is taken), hashing and counting it; past the cap
+ * it fails.
+ */
+class StoredChunks extends Transform {
+  bytes = 0;
+  exceeded = false;
+  private seq = 0;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private readonly hash = createHash('sha256');
+  private finished!: (err?: Error) => void;
+  /** Resolves once every chunk is in the store. */
+  readonly done: Promise<void>;
+
+  constructor(
+    private readonly store: Pick<Store, 'sourceArchives'>,
+    private readonly sourceId: string,
+  ) {
+    super();
+    this.done = new Promise<void>((resolve, reject) => (this.finished = (err) => (err ? reject(err) : resolve())));
+    this.done.catch(() => {});
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
+    this.bytes += chunk.length;
+    if (this.bytes > SOURCE_ARCHIVE_MAX_BYTES) {
+      this.exceeded = true;
+      callback(tooLarge());
+      return;
+    }
+    this.hash.update(chunk);
+    this.pending.push(chunk);
+    this.pendingBytes += chunk.length;
+    if (this.pendingBytes < CHUNK_BYTES) {
+      callback(null, chunk);
+      return;
+    }
+    this.writePending().then(() => callback(null, chunk), (err: unknown) => callback(err as Error));
+  }
+
+  override _flush(callback: TransformCallback): void {
+    this.writePending().then(
+      () => {
+        this.finished();
+        callback();
+      },
+      (err: unknown) => {
+        this.finished(err as Error);
+        callback(err as Error);
+      },
+    );
+  }
+
+  override _destroy(err: Error | null, callback: (err: Error | null) => void): void {
+    this.finished(err ?? new Error('the upload ended early'));
+    callback(err);
+  }
+
+  sha256(): string {
+    return this.hash.digest('hex');
+  }
+
+  private async writePending(): Promise<void> {
+    if (this.pendingBytes === 0) return;
+    const data = Buffer.concat(this.pending, this.pendingBytes);
+    this.pending = [];
+    this.pendingBytes = 0;
+    await this.store.sourceArchives.appendChunk(this.sourceId, ++this.seq, data);
+  }
+}

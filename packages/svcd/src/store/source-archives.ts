@@ -1,0 +1,83 @@
+import type { Kysely } from 'kysely';
+import type { Database, SourceArchiveRow, SourceArchivesTable } from './schema.js';
+
+/** Uploaded source archives and their bytes, in chunks in upload order (seq from 1). */
+export class SourceArchiveStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: Omit<SourceArchivesTable, 'build_id'>): Promise<void> {
+    await this.db.insertInto('source_archives').values({ ...row, build_id: null }).execute();
+  }
+
+  /** What the upload turned out to be, once all of it is stored and checked. */
+  async describe(id: string, d: Pick<SourceArchivesTable, 'size_bytes' | 'sha256' | 'files' | 'unpacked_bytes'>): Promise<void> {
+    await this.db.updateTable('source_archives').set(d).where('id', '=', id).execute();
+  }
+
+  async appendChunk(sourceId: string, seq: number, data: Buffer): Promise<void> {
+    await this.db.insertInto('source_archive_chunks').values({ source_id: sourceId, seq, data }).execute();
+  }
+
+  /** Scoped by tenant and service: a foreign upload and a missing one are the same undefined. */
+  find(tenantId: string, serviceId: string, id: string): Promise<SourceArchiveRow | undefined> {
+    return this.db.selectFrom('source_archives').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId).where('service_id', '=', serviceId).executeTakeFirst();
+  }
+
+  findAny(id: string): Promise<SourceArchiveRow | undefined> {
+    return this.db.selectFrom('source_archives').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** Uploads of the tenant that no build took yet (the per-tenant cap counts them). */
+  async countUnused(tenantId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('source_archives')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('tenant_id', '=', tenantId)
+      .where('build_id', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  /** The build takes the archive; false when another build took it first. */
+  async claim(id: string, buildId: string): Promise<boolean> {
+    const r = await this.db.updateTable('source_archives').set({ build_id: buildId }).where('id', '=', id).where('build_id', 'is', null).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Chunks after `afterSeq`, in order, at most `limit` (a reader holds a few, never the archive). */
+  chunks(sourceId: string, afterSeq: number, limit: number): Promise<Array<{ seq: number; data: Buffer }>> {
+    return this.db
+      .selectFrom('source_archive_chunks')
+      .select(['seq', 'data'])
+      .where('source_id', '=', sourceId)
+      .where('seq', '>', afterSeq)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.db.deleteFrom('source_archive_chunks').where('source_id', '=', id).execute();
+    await this.db.deleteFrom('source_archives').where('id', '=', id).execute();
+  }
+
+  /**
+   * Archives due for removal, at most `limit`: unused ones uploaded before `unusedBefore`, and those
+   * whose build has finished (or is gone), which the build's own clean-up missed (its svcd died).
+   */
+  async listDue(unusedBefore: number, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('source_archives as a')
+      .leftJoin('builds as b', 'b.id', 'a.build_id')
+      .select('a.id')
+      .where((eb) =>
+        eb.or([
+          eb.and([eb('a.build_id', 'is', null), eb('a.created_at', '<', unusedBefore)]),
+          eb.and([eb('a.build_id', 'is not', null), eb.or([eb('b.id', 'is', null), eb('b.status', 'not in', ['queued', 'running'])])]),
+        ]),
+      )
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.id);
+  }
+}

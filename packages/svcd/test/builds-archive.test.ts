@@ -1,0 +1,203 @@
+// Builds from an uploaded source archive (issue 25) against the real engine, on both stores: the
+// upload's checks answer hostile archives with a clear 4xx and keep nothing; the build's own
+// unpacking checks again (an archive put in the store behind the upload's back is refused too)
+// and writes nothing outside its scratch area; a good archive builds, deploys a service created
+// without an image, and answers through the proxy.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVES_UNUSED_MAX, type SourceArchive } from '@svc/contract';
+import { ADMIN_TOKEN, eachStore, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from './images.js';
+import { tarOf, type ArchiveEntry } from './archive-fixtures.js';
+import { finishedBuild } from './service-fixtures.js';
+import { ManualClock } from './manual-clock.js';
+import { Retention } from '../src/retention/retention.js';
+import { DEFAULT_RETENTION } from '../src/retention/rules.js';
+import pino from 'pino';
+
+type Tenant = Awaited<ReturnType<typeof newTenant>>;
+
+const site = (text: string): ArchiveEntry[] => [
+  { name: 'Dockerfile', body: `FROM ${BUSYBOX_IMAGE}\nCOPY index.html /www/index.html\n` },
+  { name: 'index.html', body: text },
+];
+
+/** A tar whose second entry's header declares `bytes` (its body never comes). */
+async function declaring(bytes: number): Promise<Buffer> {
+  const tar = await tarOf([{ name: 'Dockerfile', body: `FROM ${BUSYBOX_IMAGE}\n` }, { name: 'big', size: 0 }]);
+  const header = tar.subarray(512 * 2, 512 * 3);
+  header.write(bytes.toString(8).padStart(11, '0') + '\0', 124, 'latin1');
+  // The checksum: the header's bytes summed with its own field as spaces.
+  header.fill(' ', 148, 156);
+  let sum = 0;
+  for (const byte of header) sum += byte;
+  header.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
+  return tar;
+}
+
+eachStore((kind) => {
+  describe(`builds from an uploaded archive (${kind})`, () => {
+    let t: TestServer;
+    let proxyPort: number;
+    const tenants: string[] = [];
+    const tenant = async (): Promise<Tenant> => {
+      const a = await newTenant(t);
+      tenants.push(a.id);
+      return a;
+    };
+    const upload = (a: Tenant, serviceId: string, body: Buffer) =>
+      a.client.raw<SourceArchive & { error: string }>('POST', `/v1/services/${serviceId}/sources`, { rawBody: new Uint8Array(body), headers: { 'content-type': 'application/gzip' } });
+
+    before(async () => {
+      await ensureTestImages();
+      proxyPort = await freePort();
+      t = await startServer({ store: kind, realTime: true, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}` }, overrides: { readyTimeoutMs: 10_000 } });
+    });
+    after(async () => {
+      await t.close();
+      await removeTenantWorkloads(tenants);
+      for (const id of tenants) await removeImages(`svc/${id}/*`);
+    });
+
+    test('a service created to await its build deploys from an uploaded directory and answers through the proxy', async () => {
+      const a = await tenant();
+      const created = await a.client.raw<{ id: string; status: string; image: string; error: string }>('POST', '/v1/services', { body: { name: 'from-dir', await_build: true } });
+      assert.equal(created.status, 201, created.text);
+      assert.equal(created.body.status, 'stopped');
+      assert.equal(created.body.image, '');
+      const id = created.body.id;
+      // Nothing to start before the build; no snapshot of nothing.
+      for (const action of ['start', 'restart', 'redeploy']) {
+        const r = await a.client.raw<{ error: string }>('POST', `/v1/services/${id}/${action}`);
+        assert.equal(r.status, 409, action);
+        assert.match(r.body.error, /no image yet/);
+      }
+      assert.equal((await a.client.raw('POST', `/v1/services/${id}/snapshots`, { body: { name: 'nothing' } })).status, 409);
+      assert.equal((await a.client.raw('POST', '/v1/services', { body: { name: 'both', image: BUSYBOX_IMAGE, await_build: true } })).status, 400);
+
+      const archive = gzipSync(await tarOf(site('hello from a directory\n')));
+      const up = await upload(a, id, archive);
+      assert.equal(up.status, 201, up.text);
+      assert.equal(up.body.size_bytes, archive.length);
+      assert.equal(up.body.files, 2);
+      assert.match(up.body.sha256, /^[0-9a-f]{64}$/);
+      const b = await a.client.createBuild(id, { source_type: 'archive', source_id: up.body.id });
+      // An archive builds once: it is the build's now.
+      const again = await a.client.raw<{ error: string }>('POST', `/v1/services/${id}/builds`, { body: { source_type: 'archive', source_id: up.body.id } });
+      assert.ok(again.status === 409 || again.status === 404, again.text);
+      const done = await finishedBuild(a.client, id, b.build_id);
+      assert.equal(done.status, 'succeeded', done.last_error ?? '');
+      assert.equal(done.source_type, 'archive');
+      assert.equal(done.source_url, `archive:sha256:${up.body.sha256}`);
+      assert.match(await a.client.buildLogs(id, b.build_id), /==> unpacking the uploaded archive:sha256:[0-9a-f]{64}\n==> 2 files/);
+      await waitFor('the built service to answer through the proxy', async () => {
+        const r = await viaProxy(proxyPort, `${id}.localhost:${proxyPort}`, '/index.html').catch(() => ({ status: 0, body: '' }));
+        return r.status === 200 && r.body === 'hello from a directory\n' ? true : undefined;
+      }, 60_000);
+      assert.equal((await a.client.service(id)).status, 'running');
+      // The archive is not kept once built.
+      await waitFor('the archive to be removed', async () => ((await t.deps.store.sourceArchives.findAny(up.body.id)) === undefined ? true : undefined));
+      const actions = (await a.client.activity({ resource_type: 'source_archive' })).map((e) => e.action);
+      assert.deepEqual(actions, ['source.uploaded']);
+    });
+
+    test('hostile uploads are refused with the reason and nothing is kept', async () => {
+      const a = await tenant();
+      const s = await a.client.createService({ name: 'hostile', await_build: true });
+      const canary = `/tmp/svc-archive-canary-${randomBytes(6).toString('hex')}`;
+      const dockerfile: ArchiveEntry = { name: 'Dockerfile', body: `FROM ${BUSYBOX_IMAGE}\n` };
+      const cases: Array<[string, Buffer, number, RegExp]> = [
+        ['absolute path', await tarOf([dockerfile, { name: canary, body: 'x' }]), 400, /absolute paths are not allowed/],
+        ['..', await tarOf([dockerfile, { name: `../../../../../../..${canary}`, body: 'x' }]), 400, /"\.\." is not allowed/],
+        ['symlink out', await tarOf([dockerfile, { name: 'out', type: 'symlink', linkname: '/tmp' }]), 400, /absolute path \/tmp/],
+        ['symlink up', await tarOf([dockerfile, { name: 'a/out', type: 'symlink', linkname: '../../..' }]), 400, /points out of the archive/],
+        ['through a symlink', await tarOf([dockerfile, { name: 'd', type: 'directory' }, { name: 'l', type: 'symlink', linkname: 'd' }, { name: 'l/x', body: 'x' }]), 400, /inside the symlink/],
+        ['hard link out', await tarOf([dockerfile, { name: 'h', type: 'link', linkname: '/etc/passwd' }]), 400, /absolute paths/],
+        ['device', await tarOf([dockerfile, { name: 'mem', type: 'character-device', devmajor: 1, devminor: 1 }]), 400, /character-device/],
+        ['not a tar', Buffer.from('this is not an archive\n'.repeat(100)), 400, /not a tar archive/],
+        ['no Dockerfile', await tarOf([{ name: 'index.html', body: 'x' }]), 400, /no Dockerfile at its root/],
+        // A tar bomb: a few KB of gzip whose entry says 600 MB, refused on that header.
+        ['tar bomb', gzipSync(await declaring(600 * 1024 * 1024)), 413, /unpacks to more than 500 MB/],
+      ];
+      for (const [what, body, status, message] of cases) {
+        const r = await upload(a, s.id, body);
+        assert.equal(r.status, status, `${what}: ${r.text}`);
+        assert.match(r.body.error, message, what);
+      }
+      // Past the size cap as sent: refused on its Content-Length, before anything is read.
+      const declared = await new Promise<number>((resolve, reject) => {
+        const req = httpRequest(`${t.url}/v1/services/${s.id}/sources`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/gzip', 'content-length': String(SOURCE_ARCHIVE_MAX_BYTES + 1) },
+        });
+        req.once('response', (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+          req.destroy();
+        });
+        req.once('error', reject);
+        req.write(Buffer.alloc(1024)); // and no more: the answer comes before the rest would
+      });
+      assert.equal(declared, 413);
+      const over = await upload(a, s.id, Buffer.alloc(SOURCE_ARCHIVE_MAX_BYTES + 1024 * 1024));
+      assert.equal(over.status, 413, over.text);
+      assert.equal(existsSync(canary), false);
+      assert.equal(await t.deps.store.sourceArchives.countUnused(a.id), 0, 'no refused upload is kept');
+    });
+
+    test('the build checks again: an archive stored behind the upload\'s back fails its build and writes nothing outside', async () => {
+      const a = await tenant();
+      const s = await a.client.createService({ name: 'behind', await_build: true });
+      const canary = `/tmp/svc-archive-canary-${randomBytes(6).toString('hex')}`;
+      const hostile = gzipSync(await tarOf([...site('x'), { name: `../../../../../../..${canary}`, body: 'x' }]));
+      // Stored as an upload would be, without the upload's check.
+      const id = `sneaky${randomBytes(4).toString('hex')}`;
+      await t.deps.store.sourceArchives.insert({ id, tenant_id: a.id, service_id: s.id, size_bytes: hostile.length, sha256: 'f'.repeat(64), files: 2, unpacked_bytes: 2, created_at: Math.floor(Date.now() / 1000) });
+      await t.deps.store.sourceArchives.appendChunk(id, 1, hostile);
+      const b = await a.client.createBuild(s.id, { source_type: 'archive', source_id: id });
+      const done = await finishedBuild(a.client, s.id, b.build_id);
+      assert.equal(done.status, 'failed');
+      assert.match(done.last_error ?? '', /"\.\." is not allowed/);
+      assert.equal(existsSync(canary), false);
+      assert.equal((await a.client.service(s.id)).status, 'stopped', 'the service still awaits a build');
+    });
+
+    test('uploads are scoped to the service and tenant, and at most a few wait unused', async () => {
+      const a = await tenant();
+      const other = await tenant();
+      const s = await a.client.createService({ name: 'scoped', await_build: true });
+      const mine = await a.client.createService({ name: 'second', await_build: true });
+      const archive = gzipSync(await tarOf(site('x')));
+      const first = await upload(a, s.id, archive);
+      assert.equal(first.status, 201);
+      assert.equal((await upload(other, s.id, archive)).status, 404, "another tenant's service");
+      assert.equal((await other.client.raw('POST', `/v1/services/${s.id}/builds`, { body: { source_type: 'archive', source_id: first.body.id } })).status, 404);
+      const foreign = await other.client.createService({ name: 'theirs', await_build: true });
+      assert.equal((await other.client.raw('POST', `/v1/services/${foreign.id}/builds`, { body: { source_type: 'archive', source_id: first.body.id } })).status, 404, 'another tenant cannot build my upload');
+      assert.equal((await a.client.raw('POST', `/v1/services/${mine.id}/builds`, { body: { source_type: 'archive', source_id: first.body.id } })).status, 404, 'an upload builds only its own service');
+      for (const [body, message] of [
+        [{ source_type: 'archive' }, /source_id is required/],
+        [{ source_type: 'archive', source_id: first.body.id, source_url: 'https://example.com/x.git' }, /takes source_id, not source_url/],
+        [{ source_type: 'git', source_id: first.body.id, source_url: 'https://example.com/x.git' }, /takes source_url, not source_id/],
+      ] as const) {
+        const r = await a.client.raw<{ error: string }>('POST', `/v1/services/${s.id}/builds`, { body });
+        assert.equal(r.status, 400, JSON.stringify(body));
+        assert.match(r.body.error, message);
+      }
+      for (let i = 1; i < SOURCE_ARCHIVES_UNUSED_MAX; i++) assert.equal((await upload(a, s.id, archive)).status, 201);
+      const past = await upload(a, s.id, archive);
+      assert.equal(past.status, 409);
+      assert.match(past.body.error, /^quota exceeded: at most 3 uploaded archives/);
+      // Unused uploads expire: an hour on, the prune removes them and there is room again.
+      assert.equal(await t.deps.retention.pruneSourceArchives(), 0, 'not before their hour');
+      const anHourOn = new Retention(t.deps.store, new ManualClock(Date.now() + 3601_000), pino({ level: 'silent' }), DEFAULT_RETENTION);
+      assert.ok((await anHourOn.pruneSourceArchives()) >= SOURCE_ARCHIVES_UNUSED_MAX);
+      assert.equal(await t.deps.store.sourceArchives.countUnused(a.id), 0);
+      assert.equal((await upload(a, s.id, archive)).status, 201);
+    });
+  });
+});

@@ -1,0 +1,145 @@
+// The rules of uploaded source archives (sources/archive.ts), on real tar and gzip bytes and a
+// real directory: every hostile archive is refused with its reason and writes nothing outside
+// the directory it is unpacked into, and the same archives made harmless are accepted.
+import assert from 'node:assert/strict';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { ArchiveRefused, readArchive, type ArchiveLimits } from '../src/sources/archive.js';
+import { TooLargeError } from '../src/errors.js';
+import { tarOf, type ArchiveEntry } from './archive-fixtures.js';
+
+type Entry = ArchiveEntry;
+
+async function* chunked(buf: Buffer, size = 700): AsyncGenerator<Buffer> {
+  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
+}
+
+const LIMITS: ArchiveLimits = { maxUnpackedBytes: 1024 * 1024, maxEntries: 100 };
+const DOCKERFILE: Entry = { name: 'Dockerfile', body: 'FROM scratch\n' };
+
+let base = '';
+before(async () => {
+  base = await mkdtemp(join(tmpdir(), 'svc-archive-test-'));
+});
+after(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+/** A fresh, empty directory to unpack into, inside `base`, with a sibling that must stay empty. */
+async function area(): Promise<{ into: string; outside: string }> {
+  const root = await mkdtemp(join(base, 'case-'));
+  const into = join(root, 'context');
+  const outside = join(root, 'outside');
+  await mkdir(into);
+  await mkdir(outside);
+  return { into, outside };
+}
+
+async function refused(entries: Entry[], pattern: RegExp): Promise<void> {
+  const tar = await tarOf([DOCKERFILE, ...entries]);
+  // The check alone (as an upload arrives) and the unpacking (as a build runs) refuse alike.
+  await assert.rejects(readArchive(chunked(tar), LIMITS), (err: unknown) => err instanceof ArchiveRefused && pattern.test(err.message));
+  const { into, outside } = await area();
+  await assert.rejects(readArchive(chunked(tar), LIMITS, into), (err: unknown) => err instanceof ArchiveRefused && pattern.test(err.message));
+  assert.deepEqual(await readdir(outside), [], 'nothing was written outside the context');
+}
+
+describe('source archives', () => {
+  test('a plain and a gzipped tar unpack with files, directories, links and modes', async () => {
+    const entries: Entry[] = [
+      { name: './', type: 'directory' },
+      DOCKERFILE,
+      { name: 'src/', type: 'directory' },
+      { name: 'src/app.sh', body: 'echo hi\n', mode: 0o4755 },
+      { name: 'src/data.txt', body: 'data', mode: 0o666 },
+      { name: 'src/current', type: 'symlink', linkname: 'app.sh' },
+      { name: 'up', type: 'symlink', linkname: 'src/../src/data.txt' },
+      { name: 'again.txt', type: 'link', linkname: 'src/data.txt' },
+      { name: 'nested/deep/file', body: 'x' },
+    ];
+    for (const gzip of [false, true]) {
+      const tar = await tarOf(entries);
+      const { into, outside } = await area();
+      const summary = await readArchive(chunked(gzip ? gzipSync(tar) : tar), LIMITS, into);
+      assert.deepEqual(summary, { files: 5, unpackedBytes: 13 + 8 + 4 + 1, hasDockerfile: true });
+      assert.equal(await readFile(join(into, 'src/app.sh'), 'utf8'), 'echo hi\n');
+      // setuid dropped, the executable bit kept; world-writable reduced to 0644.
+      assert.equal((await stat(join(into, 'src/app.sh'))).mode & 0o7777, 0o755);
+      assert.equal((await stat(join(into, 'src/data.txt'))).mode & 0o7777, 0o644);
+      assert.equal(await readlink(join(into, 'src/current')), 'app.sh');
+      assert.equal(await readFile(join(into, 'again.txt'), 'utf8'), 'data');
+      assert.equal((await stat(join(into, 'again.txt'))).ino, (await stat(join(into, 'src/data.txt'))).ino);
+      assert.equal(await readFile(join(into, 'nested/deep/file'), 'utf8'), 'x');
+      assert.deepEqual(await readdir(outside), []);
+    }
+  });
+
+  test('the check alone writes nothing and tells whether a Dockerfile is at the root', async () => {
+    assert.equal((await readArchive(chunked(await tarOf([{ name: 'sub/Dockerfile', body: 'FROM scratch' }])), LIMITS)).hasDockerfile, false);
+    assert.equal((await readArchive(chunked(await tarOf([{ name: 'Dockerfile', type: 'symlink', linkname: 'x' }])), LIMITS)).hasDockerfile, false);
+    assert.equal((await readArchive(chunked(await tarOf([DOCKERFILE])), LIMITS)).hasDockerfile, true);
+  });
+
+  test('absolute names and .. are refused', async () => {
+    await refused([{ name: '/etc/passwd', body: 'x' }], /absolute paths/);
+    await refused([{ name: '../outside/x', body: 'x' }], /"\.\." is not allowed/);
+    await refused([{ name: 'a/../../outside/x', body: 'x' }], /"\.\." is not allowed/);
+  });
+
+  test('symlinks out of the archive, and writes through a symlink, are refused', async () => {
+    await refused([{ name: 'l', type: 'symlink', linkname: '/etc' }], /absolute path \/etc/);
+    await refused([{ name: 'a/l', type: 'symlink', linkname: '../../outside' }], /points out of the archive/);
+    // Even a link that points inside cannot be written through (its target could be swapped).
+    await refused([{ name: 'd', type: 'directory' }, { name: 'l', type: 'symlink', linkname: 'd' }, { name: 'l/x', body: 'x' }], /inside the symlink l/);
+  });
+
+  test('hard links only to files earlier in the archive', async () => {
+    await refused([{ name: 'h', type: 'link', linkname: '/etc/passwd' }], /absolute paths/);
+    await refused([{ name: 'h', type: 'link', linkname: '../outside/x' }], /"\.\." is not allowed/);
+    await refused([{ name: 'h', type: 'link', linkname: 'later' }, { name: 'later', body: 'x' }], /not a file earlier in the archive/);
+    await refused([{ name: 'd', type: 'directory' }, { name: 'h', type: 'link', linkname: 'd' }], /not a file earlier in the archive/);
+  });
+
+  test('devices, FIFOs and names given twice are refused', async () => {
+    await refused([{ name: 'null', type: 'character-device', devmajor: 1, devminor: 3 }], /is a character-device/);
+    await refused([{ name: 'sda', type: 'block-device', devmajor: 8, devminor: 0 }], /is a block-device/);
+    await refused([{ name: 'p', type: 'fifo' }], /is a fifo/);
+    await refused([{ name: 'x', body: 'a' }, { name: 'x', body: 'b' }], /appears twice/);
+    await refused([{ name: 'f', body: 'a' }, { name: 'f/x', body: 'b' }], /f is a file, not a directory/);
+  });
+
+  test('a tar bomb stops at the cap: unpacked size, gzip output and entries', async () => {
+    const big = await tarOf([DOCKERFILE, { name: 'zeros', body: Buffer.alloc(LIMITS.maxUnpackedBytes + 1) }]);
+    const gz = gzipSync(big);
+    assert.ok(gz.length < 10_000, 'the bomb is small');
+    const { into, outside } = await area();
+    await assert.rejects(readArchive(chunked(gz), LIMITS, into), (err: unknown) => err instanceof TooLargeError && /unpacks to more than 1 MB/.test(err.message));
+    assert.deepEqual(await readdir(outside), []);
+    // Zeros after the end of the archive are decompressed too, and capped as well.
+    const padded = gzipSync(Buffer.concat([await tarOf([DOCKERFILE]), Buffer.alloc(LIMITS.maxUnpackedBytes + LIMITS.maxEntries * 1536 + 1024)]));
+    await assert.rejects(readArchive(chunked(padded), LIMITS), TooLargeError);
+    const many = await tarOf(Array.from({ length: LIMITS.maxEntries + 1 }, (_, i) => ({ name: `f${i}`, body: '' })));
+    await assert.rejects(readArchive(chunked(many), LIMITS), /more than 100 entries/);
+  });
+
+  test('a body that is not a tar, or broken gzip, or empty, is refused with a clear reason', async () => {
+    await assert.rejects(readArchive(chunked(Buffer.from('hello, this is not a tar archive at all\n'.repeat(20))), LIMITS), (err: unknown) => err instanceof ArchiveRefused && /not a tar archive/.test(err.message));
+    const gz = gzipSync(await tarOf([DOCKERFILE]));
+    await assert.rejects(readArchive(chunked(gz.subarray(0, 30)), LIMITS), (err: unknown) => err instanceof ArchiveRefused);
+    await assert.rejects(readArchive(chunked(Buffer.concat([gz.subarray(0, 12), Buffer.alloc(200, 7)])), LIMITS), (err: unknown) => err instanceof ArchiveRefused && /not valid gzip/.test(err.message));
+    await assert.rejects(readArchive(chunked(Buffer.alloc(0)), LIMITS), /empty/);
+    // The refusal leaves no half-written file behind the context it was unpacking into, either.
+    const { into } = await area();
+    await assert.rejects(readArchive(chunked(Buffer.from('not a tar'.repeat(100))), LIMITS, into));
+    assert.ok((await lstat(into)).isDirectory());
+  });
+
+  test('an abort stops the unpacking with its reason', async () => {
+    const controller = new AbortController();
+    controller.abort(new Error('the build was cancelled'));
+    await assert.rejects(readArchive(chunked(await tarOf([DOCKERFILE])), LIMITS, undefined, controller.signal), /the build was cancelled/);
+  });
+});
