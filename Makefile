@@ -93,6 +93,7 @@ lint: deps
 run: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-caddy.sh
+	@bash scripts/ensure-example-images.sh
 	@echo "make: starting svcd in dev mode with open registration on SQLite in $(DATA_DIR): API http://$(LISTEN), services behind Caddy on http://$(PROXY_LISTEN)"
 	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN) --proxy-listen $(PROXY_LISTEN)
 

@@ -1,12 +1,13 @@
 // The built bin/svc against a real svcd (started in-process on loopback).
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, startServer, type TestServer } from '../../svcd/test/harness.js';
+import { ADMIN_TOKEN, freePort, startServer, viaProxy, type TestServer } from '../../svcd/test/harness.js';
+import { EXAMPLE_BUSYBOX_IMAGE, ensureExampleImages } from '../../../examples/base-images.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from '../../svcd/test/images.js';
 import { ensureDbImages, ensureNodeImage, ensureTemplateImages } from '../../svcd/test/operator-images.js';
 import { startGitServer, type GitServer } from '../../svcd/test/git-fixtures.js';
@@ -281,5 +282,76 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     await assert.rejects(c.svc('env', 'cp', join(dir, 'local.txt'), join(dir, 'other.txt')), (err: { stderr?: string }) => /one side of a copy is ENV:path/.test(err.stderr ?? ''));
     assert.match((await c.svc('environments', 'list')).stdout, /dev\s+default/);
     await c.svc('environments', 'delete', e.id);
+  });
+});
+
+describe('svc deploy: a directory to a URL', () => {
+  let t: TestServer;
+  let proxyPort: number;
+  const tenants: string[] = [];
+  const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
+  before(async () => {
+    await ensureExampleImages();
+    proxyPort = await freePort();
+    t = await startServer({ realTime: true, config: { proxyListen: `127.0.0.1:${proxyPort}` }, overrides: { readyTimeoutMs: 10_000 } });
+  });
+  after(async () => {
+    await t.close();
+    await removeTenantWorkloads(tenants);
+    for (const id of tenants) await removeImages(`svc/${id}/*`);
+  });
+
+  /** What the URL svc deploy printed answers through the proxy. */
+  const fetched = async (url: string) => {
+    const u = new URL(url);
+    return viaProxy(proxyPort, u.host, '/');
+  };
+
+  test('each example deploys from its directory: the service is created, built, and its URL answers 200', async () => {
+    const c = await cliTenant(t, 'cli-deploy');
+    tenants.push(c.id);
+    const hello = await c.svc('deploy', join(EXAMPLES, 'hello'));
+    assert.match(hello.stderr, /created service hello \([0-9a-f]+\)/);
+    assert.match(hello.stderr, /packed 2 files, .* without what \.dockerignore leaves out/);
+    assert.match(hello.stderr, /==> unpacking the uploaded archive:sha256:/);
+    assert.match(hello.stderr, /build: succeeded/);
+    const helloUrl = hello.stdout.trim();
+    assert.match(helloUrl, /^http:\/\/[0-9a-z-]+\.localhost:\d+$/, "the URL, alone on stdout");
+    const page = await fetched(helloUrl);
+    assert.equal(page.status, 200);
+    assert.match(page.body, /Hello from svc/);
+
+    const node = await c.svc('deploy', join(EXAMPLES, 'node-hello'));
+    const answer = await fetched(node.stdout.trim());
+    assert.equal(answer.status, 200, answer.body);
+    assert.equal((JSON.parse(answer.body) as { hello: string }).hello, 'from svc');
+    assert.match((JSON.parse(answer.body) as { node: string }).node, /^v24\./);
+
+    // Again: the service exists, so it is built and deployed anew under the same URL; --json gives the service.
+    const again = await c.json<{ name: string; status: string; url: string }>('deploy', join(EXAMPLES, 'hello'));
+    assert.deepEqual([again.name, again.status, again.url], ['hello', 'running', helloUrl]);
+    const services = await c.json<Array<{ name: string }>>('services', 'list');
+    assert.deepEqual(services.map((s) => s.name).sort(), ['hello', 'node-hello']);
+  });
+
+  test('a directory svc cannot build fails with the reason and a non-zero exit', async () => {
+    const c = await cliTenant(t, 'cli-deploy-bad');
+    tenants.push(c.id);
+    const dir = mkdtempSync(join(tmpdir(), 'svc-deploy-'));
+    await assert.rejects(c.svc('deploy', dir), (e: { code?: number; stderr?: string }) => e.code === 2 && /no Dockerfile in /.test(e.stderr ?? ''));
+    writeFileSync(join(dir, 'Dockerfile'), `FROM ${EXAMPLE_BUSYBOX_IMAGE}\nRUN echo about to fail && exit 3\n`);
+    await assert.rejects(c.svc('deploy', dir, '--name', 'broken'), (e: { code?: number; stderr?: string }) => {
+      assert.equal(e.code, 1);
+      assert.match(e.stderr ?? '', /about to fail/, "the build's log, streamed");
+      assert.match(e.stderr ?? '', /svc: build failed: /);
+      return true;
+    });
+    symlinkSync('/etc/passwd', join(dir, 'passwd'));
+    await assert.rejects(c.svc('deploy', dir, '--name', 'broken'), (e: { code?: number; stderr?: string }) => e.code === 1 && /passwd is a symlink to \/etc\/passwd, outside the directory/.test(e.stderr ?? ''));
+    // Left out by the ignore file, the link is no problem (and with no .dockerignore, .gitignore counts).
+    writeFileSync(join(dir, '.gitignore'), 'passwd\n');
+    writeFileSync(join(dir, 'Dockerfile'), `FROM ${EXAMPLE_BUSYBOX_IMAGE}\nCOPY . /www\nCMD ["httpd", "-f", "-p", "8000", "-h", "/www"]\n`);
+    const ok = await c.svc('deploy', dir, '--name', 'broken', '--no-wait');
+    assert.match(ok.stderr, /packed 2 files, .* without what \.gitignore leaves out/);
   });
 });

@@ -51,7 +51,7 @@ import type {
 
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
-export { FILE_MAX_BYTES } from '@svc/contract';
+export { FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract';
 
 /** An answer other than 2xx, carrying the API's {error} message. */
 export class ApiError extends Error {

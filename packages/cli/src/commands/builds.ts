@@ -1,11 +1,21 @@
-// Builds from git: create (with --wait, the log streamed as it is written), list, show, logs, cancel.
+// Builds from git (an uploaded directory: `svc deploy`, deploy.ts): create (with --wait, the log streamed as it is written), list, show, logs, cancel.
 import type { Command } from 'commander';
 import type { Cli } from '../context.js';
-import { action, integer, pipeToStdout, waitUntil } from '../output.js';
+import type { Build, SvcClient } from '@svc/client';
+import { action, integer, pipeToStdout, waitUntil, type Output } from '../output.js';
 
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 /** A build's own deadline on the server is 10 minutes; its deploy follows. */
 const BUILD_WAIT_MS = 20 * 60_000;
+
+/**
+ * Streams the build's log to stderr (progress, not data) until it ends, then resolves with the
+ * build when it succeeded; a failed or cancelled build fails the command with its error.
+ */
+export async function followBuild(out: Output, c: SvcClient, serviceId: string, buildId: string): Promise<Build> {
+  for await (const chunk of (await c.followBuildLogs(serviceId, buildId)) as unknown as AsyncIterable<Uint8Array>) process.stderr.write(chunk);
+  return waitUntil(out, 'build', () => c.build(serviceId, buildId), (v) => TERMINAL.includes(v.status), 'succeeded', BUILD_WAIT_MS);
+}
 
 export function buildCommands(program: Command, { out, client }: Cli): void {
   const builds = program.command('builds').alias('build').description('image builds from git');
@@ -21,9 +31,7 @@ export function buildCommands(program: Command, { out, client }: Cli): void {
         const created = await c.createBuild(serviceId, { source_type: 'git', source_url: o.gitUrl, source_ref: o.ref });
         if (!o.wait) return created;
         out.note(`build ${created.build_id} queued: ${created.image}`);
-        // The followed log ends when the build does; the log is progress, so it goes to stderr.
-        for await (const chunk of (await c.followBuildLogs(serviceId, created.build_id)) as unknown as AsyncIterable<Uint8Array>) process.stderr.write(chunk);
-        return waitUntil(out, 'build', () => c.build(serviceId, created.build_id), (v) => TERMINAL.includes(v.status), 'succeeded', BUILD_WAIT_MS);
+        return followBuild(out, c, serviceId, created.build_id);
       }),
     );
   builds

@@ -15,7 +15,7 @@ import { metricsOptions, type MetricsOptions } from './metrics-options.js';
 const DEPLOY_WAIT_MS = 10 * 60_000;
 
 /** With --wait: until the service leaves deploying; a failed or crashed deploy fails the command. */
-async function settled(out: Output, get: () => Promise<Service>): Promise<Service> {
+export async function settled(out: Output, get: () => Promise<Service>): Promise<Service> {
   const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', 'running', DEPLOY_WAIT_MS);
   if (s.url) out.note(`running at ${s.url}`);
   return s;

@@ -1,0 +1,108 @@
+// The base images the examples build FROM, made on this machine (no registry on the internet is
+// needed): Debian's static busybox, and Node 24 (the binary `make` brought, with the C libraries
+// it links) beside it, each FROM scratch, pushed to a registry on loopback, 127.0.0.1:5055
+// (Debian's docker-registry, started when none answers there). svc builds pull every FROM image by
+// its full name, and a loopback registry is one a tenant may use (DECISIONS: images).
+// `make run` runs this once (an image already in the registry is kept); so does the CLI test.
+// Run: node --import tsx examples/base-images.ts
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import Docker from 'dockerode';
+import { pack } from 'tar-fs';
+
+export const EXAMPLES_REGISTRY = process.env.SVC_EXAMPLES_REGISTRY ?? '127.0.0.1:5055';
+export const EXAMPLE_BUSYBOX_IMAGE = `${EXAMPLES_REGISTRY}/svc-examples/busybox:1`;
+export const EXAMPLE_NODE_IMAGE = `${EXAMPLES_REGISTRY}/svc-examples/node:24`;
+const REGISTRY_DIR = '/var/tmp/svc-examples-registry';
+const BUSYBOX = '/bin/busybox';
+
+const docker = new Docker({ socketPath: '/var/run/docker.sock' });
+const say = (line: string) => process.stderr.write(`examples: ${line}\n`);
+
+async function registryAnswers(): Promise<boolean> {
+  return fetch(`http://${EXAMPLES_REGISTRY}/v2/`).then((r) => r.ok, () => false);
+}
+
+async function ensureRegistry(): Promise<void> {
+  if (await registryAnswers()) return;
+  mkdirSync(REGISTRY_DIR, { recursive: true });
+  const config = join(REGISTRY_DIR, 'config.yml');
+  writeFileSync(config, ['version: 0.1', 'log: { level: error }', `storage: { filesystem: { rootdirectory: ${REGISTRY_DIR}/data } }`, `http: { addr: ${EXAMPLES_REGISTRY} }`].join('\n'));
+  spawn('docker-registry', ['serve', config], { stdio: 'ignore', detached: true }).unref();
+  for (let i = 0; i < 100 && !(await registryAnswers()); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!(await registryAnswers())) throw new Error(`no registry answers on ${EXAMPLES_REGISTRY} (Debian's docker-registry: apt-get install docker-registry)`);
+  say(`started a registry on ${EXAMPLES_REGISTRY} (Debian's docker-registry, data in ${REGISTRY_DIR})`);
+}
+
+async function inRegistry(image: string): Promise<boolean> {
+  const rest = image.slice(image.indexOf('/') + 1);
+  const [repo, tag] = [rest.slice(0, rest.lastIndexOf(':')), rest.slice(rest.lastIndexOf(':') + 1)];
+  const r = await fetch(`http://${EXAMPLES_REGISTRY}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } }).catch(() => null);
+  return r?.ok === true;
+}
+
+function finished(stream: NodeJS.ReadableStream): Promise<void> {
+  return new Promise((resolve, reject) =>
+    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ error?: string }>) => {
+      const failed = out.find((o) => o.error);
+      if (err || failed) reject(err ?? new Error(failed?.error));
+      else resolve();
+    }),
+  );
+}
+
+/** Builds `image` from a context directory `fill` writes, and pushes it. */
+async function buildAndPush(image: string, fill: (dir: string) => void): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-example-image-'));
+  try {
+    fill(dir);
+    await finished(await docker.buildImage(pack(dir), { t: image, forcerm: true }));
+    await finished(await docker.getImage(image).push({ authconfig: {} }));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function busyboxContext(dir: string): void {
+  copyFileSync(BUSYBOX, join(dir, 'busybox'));
+  writeFileSync(join(dir, 'Dockerfile'), ['FROM scratch', 'COPY busybox /bin/busybox', 'RUN ["/bin/busybox", "--install", "-s", "/bin"]', 'ENV PATH=/bin', 'WORKDIR /'].join('\n'));
+}
+
+/** Node (this very binary) and the shared libraries ldd says it needs, at their paths, plus busybox for a shell. */
+function nodeContext(dir: string): void {
+  busyboxContext(dir);
+  const libs = execFileSync('ldd', [process.execPath], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /(\/\S+) \(0x/.exec(l)?.[1])
+    .filter((p): p is string => p !== undefined);
+  for (const lib of libs) {
+    mkdirSync(join(dir, 'root', dirname(lib)), { recursive: true });
+    copyFileSync(lib, join(dir, 'root', lib));
+  }
+  mkdirSync(join(dir, 'root', 'usr/local/bin'), { recursive: true });
+  copyFileSync(process.execPath, join(dir, 'root', 'usr/local/bin/node'));
+  writeFileSync(
+    join(dir, 'Dockerfile'),
+    ['FROM scratch', 'COPY busybox /bin/busybox', 'RUN ["/bin/busybox", "--install", "-s", "/bin"]', 'COPY root /', 'ENV PATH=/usr/local/bin:/bin', 'WORKDIR /app', 'CMD ["node"]'].join('\n'),
+  );
+}
+
+export async function ensureExampleImages(): Promise<void> {
+  if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing (Debian's busybox-static: apt-get install busybox-static)`);
+  await ensureRegistry();
+  for (const [image, fill] of [
+    [EXAMPLE_BUSYBOX_IMAGE, busyboxContext],
+    [EXAMPLE_NODE_IMAGE, nodeContext],
+  ] as const) {
+    if (await inRegistry(image)) continue;
+    say(`building ${image} (FROM scratch, from this machine's files) and pushing it`);
+    await buildAndPush(image, fill);
+  }
+}
+
+if (import.meta.filename === process.argv[1]) {
+  await ensureExampleImages();
+  say(`base images ready: ${EXAMPLE_BUSYBOX_IMAGE}, ${EXAMPLE_NODE_IMAGE}`);
+}

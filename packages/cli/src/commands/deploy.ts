@@ -1,0 +1,82 @@
+// `svc deploy [DIR]`: the directory you stand in, built and running, in one command. Creates the
+// service when the tenant has none of that name (it waits for its first build), packs the
+// directory (source-archive.ts), uploads it, builds it from its Dockerfile, follows the build and
+// the deploy, and prints the URL. The exit code is the outcome's.
+import { lstat } from 'node:fs/promises';
+import { basename, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES, type Service, type SvcClient } from '@svc/client';
+import type { Cli } from '../context.js';
+import { action, CommandFailed, integer, keyValues } from '../output.js';
+import { PackError, packDirectory } from '../source-archive.js';
+import { followBuild } from './builds.js';
+import { settled } from './services.js';
+
+const PAGE = 200;
+const MB = 1024 ** 2;
+
+/** A service name from a directory's: svc's names allow letters, digits, space, `.`, `_` and `-`. */
+export function serviceNameFor(dirName: string): string {
+  const name = dirName.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '').slice(0, 63);
+  return name === '' ? 'app' : name;
+}
+
+async function findService(c: SvcClient, name: string): Promise<Service | undefined> {
+  for (let offset = 0; ; offset += PAGE) {
+    const page = await c.listServices({ limit: PAGE, offset });
+    const found = page.find((s) => s.name.toLowerCase() === name.toLowerCase());
+    if (found || page.length < PAGE) return found;
+  }
+}
+
+interface DeployOptions {
+  name?: string;
+  port?: number;
+  env?: string[];
+  wait: boolean;
+}
+
+export function deployCommand(program: Command, { out, client }: Cli): void {
+  program
+    .command('deploy [dir]')
+    .description('build a directory (a Dockerfile at its root) on svc and run it: the service of that name is created when there is none')
+    .option('--name <name>', "the service's name (default: the directory's name)")
+    .option('--port <port>', 'for a new service: the port the app listens on (default 8000)', integer)
+    .option('--env <KEY=VALUE...>', 'for a new service: environment variables')
+    .option('--no-wait', 'return once the build is queued, without following it')
+    .addHelpText('after', '\nExamples:\n  svc deploy                          # the current directory\n  svc deploy examples/hello           # prints the URL once it runs\n  svc deploy . --name api --port 3000 --env LOG_LEVEL=debug')
+    .action(
+      action(out, async (dirArg: string | undefined, o: DeployOptions) => {
+        const dir = resolve(dirArg ?? '.');
+        const info = await lstat(dir).catch(() => null);
+        if (!info?.isDirectory()) throw new CommandFailed(`${dir} is not a directory`, 2);
+        if (!(await lstat(join(dir, 'Dockerfile')).catch(() => null))?.isFile()) throw new CommandFailed(`no Dockerfile in ${dir}: svc builds the directory with it`, 2);
+        const name = o.name ?? serviceNameFor(basename(dir));
+        const c = client();
+
+        let service = await findService(c, name);
+        if (!service) {
+          service = await c.createService({ name, port: o.port, env: o.env ? keyValues(o.env) : undefined, await_build: true });
+          out.note(`created service ${service.name} (${service.id})`);
+        } else if (o.port !== undefined || o.env !== undefined) {
+          out.note(`service ${service.name} exists: --port and --env apply to a new service only (svc env set changes its variables)`);
+        }
+
+        const packed = await packDirectory(dir, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES).catch((err: unknown) => {
+          throw err instanceof PackError ? new CommandFailed(err.message) : err;
+        });
+        const ignoring = packed.ignoreFile ? `, without what ${packed.ignoreFile} leaves out` : '';
+        out.note(`packed ${packed.files} files, ${(packed.bytes / MB).toFixed(1)} MB (${(packed.archive.length / MB).toFixed(1)} MB compressed)${ignoring}`);
+        for (const skipped of packed.skipped) out.note(`left out ${skipped}: neither a file, a directory nor a symlink`);
+        const upload = await c.uploadSource(service.id, new Uint8Array(packed.archive));
+        const build = await c.createBuild(service.id, { source_type: 'archive', source_id: upload.id });
+        out.note(`build ${build.build_id} queued`);
+        if (!o.wait) return build;
+
+        await followBuild(out, c, service.id, build.build_id);
+        const running = await settled(out, () => c.service(service.id));
+        // The URL is the command's answer for people; --json gets the service.
+        return out.json() ? running : (running.url ?? `${running.name} is running (it has no URL: svcd has no proxy address)`);
+      }),
+    );
+}

@@ -1,0 +1,133 @@
+// Packs a directory into the gzipped tar `svc deploy` uploads: what Docker would send as the build
+// context. `.dockerignore` is honoured with Docker's own rules (@balena/dockerignore, a port of
+// Docker's matcher: patterns anchored at the root, `**`, `!` exceptions); without one,
+// `.gitignore` with git's (the `ignore` package: a pattern matches at any depth). `.git` is never
+// sent: it is not part of what is built and is often the largest thing in a directory.
+// Symlinks go as symlinks (svc refuses those that point out of the directory, so they are refused
+// here first, with their name); other special files are left out with a note.
+import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
+import { join, posix, relative, sep } from 'node:path';
+import { createGzip } from 'node:zlib';
+import dockerignoreModule from '@balena/dockerignore';
+import gitignore from 'ignore';
+import { pack } from 'tar-stream';
+
+export interface PackedDirectory {
+  archive: Buffer;
+  files: number;
+  /** The files' bytes, unpacked. */
+  bytes: number;
+  /** Which ignore file applied, if any. */
+  ignoreFile: '.dockerignore' | '.gitignore' | null;
+  /** Entries left out because they are neither files, directories nor symlinks. */
+  skipped: string[];
+}
+
+// @balena/dockerignore is CommonJS (module.exports = the factory) typed with a default export;
+// under NodeNext the import is the factory itself at run time.
+const dockerignore = ((dockerignoreModule as unknown as { default?: typeof dockerignoreModule.default }).default ??
+  dockerignoreModule) as unknown as typeof dockerignoreModule.default;
+
+/** Why a directory cannot be deployed as it is: told to the user as is. */
+export class PackError extends Error {}
+
+/** Whether a path (relative, with `/`) is left out. */
+type Ignored = (path: string, isDirectory: boolean) => boolean;
+
+async function ignoreRules(dir: string): Promise<{ ignored: Ignored; file: PackedDirectory['ignoreFile']; exceptions: boolean }> {
+  const read = (name: string) => readFile(join(dir, name), 'utf8').catch(() => null);
+  const docker = await read('.dockerignore');
+  if (docker !== null) {
+    const rules = dockerignore().add(docker.split(/\r?\n/));
+    return { ignored: (p) => rules.ignores(p), file: '.dockerignore', exceptions: /^\s*!/m.test(docker) };
+  }
+  const git = await read('.gitignore');
+  if (git !== null) {
+    const rules = gitignore().add(git);
+    // git's rules tell a directory by a trailing slash.
+    return { ignored: (p, isDirectory) => rules.ignores(isDirectory ? `${p}/` : p), file: '.gitignore', exceptions: /^\s*!/m.test(git) };
+  }
+  return { ignored: () => false, file: null, exceptions: false };
+}
+
+/**
+ * The directory as a gzipped tar, at most `maxBytes` compressed (PackError past it, before the
+ * whole directory is read), with no file over `maxUnpackedBytes`.
+ */
+export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBytes: number): Promise<PackedDirectory> {
+  const rules = await ignoreRules(dir);
+  const tar = pack();
+  const gzip = createGzip();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const tooLarge = () => new PackError(`the directory packs to more than ${Math.round(maxBytes / 1024 ** 2)} MB: leave out what the build does not need with a .dockerignore`);
+  const collected = new Promise<void>((resolve, reject) => {
+    gzip.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > maxBytes) {
+        gzip.destroy(tooLarge());
+        return;
+      }
+      chunks.push(c);
+    });
+    gzip.once('end', resolve);
+    gzip.once('error', reject);
+  });
+  (tar as unknown as NodeJS.ReadableStream).pipe(gzip);
+  const result: PackedDirectory = { archive: Buffer.alloc(0), files: 0, bytes: 0, ignoreFile: rules.file, skipped: [] };
+
+  // Never resolves; rejects when the compressed side fails (past the cap), so that an entry waiting
+  // for room in a stream nobody reads any more does not wait for good.
+  const failed = collected.then(() => new Promise<never>(() => {}));
+  failed.catch(() => {});
+  const entry = (header: Parameters<typeof tar.entry>[0], body?: Buffer) =>
+    Promise.race([
+      new Promise<void>((resolve, reject) => {
+        tar.entry(header, body ?? Buffer.alloc(0), (err) => (err ? reject(err) : resolve()));
+      }),
+      failed,
+    ]);
+
+  const walk = async (at: string): Promise<void> => {
+    const names = (await readdir(at)).sort();
+    for (const name of names) {
+      const full = join(at, name);
+      const rel = relative(dir, full).split(sep).join('/');
+      if (rel === '.git') continue;
+      const info = await lstat(full);
+      if (info.isDirectory()) {
+        // An ignored directory is not entered, unless an exception could take something back from it.
+        if (rules.ignored(rel, true) && !rules.exceptions) continue;
+        if (!rules.ignored(rel, true)) await entry({ name: `${rel}/`, type: 'directory', mode: 0o755, mtime: info.mtime });
+        await walk(full);
+      } else if (rules.ignored(rel, false)) {
+        continue;
+      } else if (info.isFile()) {
+        if (info.size > maxUnpackedBytes) throw new PackError(`${rel} is larger than ${Math.round(maxUnpackedBytes / 1024 ** 2)} MB, more than svc builds from: add it to .dockerignore`);
+        await entry({ name: rel, type: 'file', mode: info.mode & 0o111 ? 0o755 : 0o644, mtime: info.mtime, size: info.size }, await readFile(full));
+        result.files++;
+        result.bytes += info.size;
+      } else if (info.isSymbolicLink()) {
+        const target = await readlink(full);
+        const resolved = posix.normalize(posix.join(posix.dirname(rel), target));
+        if (target.startsWith('/') || resolved === '..' || resolved.startsWith('../')) {
+          throw new PackError(`${rel} is a symlink to ${target}, outside the directory: svc builds only what is inside it (copy the file in, or add the link to .dockerignore)`);
+        }
+        await entry({ name: rel, type: 'symlink', linkname: target, mode: 0o777, mtime: info.mtime });
+      } else {
+        result.skipped.push(rel);
+      }
+    }
+  };
+  try {
+    await walk(dir);
+    tar.finalize();
+    await collected;
+  } catch (err) {
+    tar.destroy();
+    gzip.destroy();
+    throw err;
+  }
+  result.archive = Buffer.concat(chunks);
+  return result;
+}
