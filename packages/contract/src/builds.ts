@@ -10,8 +10,8 @@ export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
 export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
 /** Entries (files, directories, links) an archive may hold. */
 export const SOURCE_ARCHIVE_MAX_ENTRIES = 50_000;
-/** Uploads of a tenant that no build has taken yet; one more is 409. */
-export const SOURCE_ARCHIVES_UNUSED_MAX = 3;
+/** Uploaded archives a tenant has in the store at once (waiting for a build, or taken by one not yet ended); one more is 409. */
+export const SOURCE_ARCHIVES_STORED_MAX = 3;
 /** An upload no build took is removed this long after it arrived. */
 export const SOURCE_ARCHIVE_UNUSED_TTL_SECONDS = 3600;
 

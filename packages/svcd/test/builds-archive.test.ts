@@ -9,10 +9,10 @@ import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVES_UNUSED_MAX, type SourceArchive } from '@svc/contract';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVES_STORED_MAX, type SourceArchive } from '@svc/contract';
 import { ADMIN_TOKEN, eachStore, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from './images.js';
-import { tarOf, type ArchiveEntry } from './archive-fixtures.js';
+import { rewriteHeader, tarOf, type ArchiveEntry } from './archive-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 import { ManualClock } from './manual-clock.js';
 import { Retention } from '../src/retention/retention.js';
@@ -29,14 +29,7 @@ const site = (text: string): ArchiveEntry[] => [
 /** A tar whose second entry's header declares `bytes` (its body never comes). */
 async function declaring(bytes: number): Promise<Buffer> {
   const tar = await tarOf([{ name: 'Dockerfile', body: `FROM ${BUSYBOX_IMAGE}\n` }, { name: 'big', size: 0 }]);
-  const header = tar.subarray(512 * 2, 512 * 3);
-  header.write(bytes.toString(8).padStart(11, '0') + '\0', 124, 'latin1');
-  // The checksum: the header's bytes summed with its own field as spaces.
-  header.fill(' ', 148, 156);
-  let sum = 0;
-  for (const byte of header) sum += byte;
-  header.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
-  return tar;
+  return rewriteHeader(tar, 512 * 2, (h) => h.write(bytes.toString(8).padStart(11, '0') + '\0', 124, 'latin1'));
 }
 
 eachStore((kind) => {
@@ -127,6 +120,7 @@ eachStore((kind) => {
         const r = await upload(a, s.id, body);
         assert.equal(r.status, status, `${what}: ${r.text}`);
         assert.match(r.body.error, message, what);
+        assert.equal(r.headers.get('connection'), 'close', `${what}: the rest of a refused body is not read`);
       }
       // Past the size cap as sent: refused on its Content-Length, before anything is read.
       const declared = await new Promise<number>((resolve, reject) => {
@@ -146,7 +140,7 @@ eachStore((kind) => {
       const over = await upload(a, s.id, Buffer.alloc(SOURCE_ARCHIVE_MAX_BYTES + 1024 * 1024));
       assert.equal(over.status, 413, over.text);
       assert.equal(existsSync(canary), false);
-      assert.equal(await t.deps.store.sourceArchives.countUnused(a.id), 0, 'no refused upload is kept');
+      assert.equal(await t.deps.store.sourceArchives.countStored(a.id), 0, 'no refused upload is kept');
     });
 
     test('the build checks again: an archive stored behind the upload\'s back fails its build and writes nothing outside', async () => {
@@ -188,15 +182,15 @@ eachStore((kind) => {
         assert.equal(r.status, 400, JSON.stringify(body));
         assert.match(r.body.error, message);
       }
-      for (let i = 1; i < SOURCE_ARCHIVES_UNUSED_MAX; i++) assert.equal((await upload(a, s.id, archive)).status, 201);
+      for (let i = 1; i < SOURCE_ARCHIVES_STORED_MAX; i++) assert.equal((await upload(a, s.id, archive)).status, 201);
       const past = await upload(a, s.id, archive);
       assert.equal(past.status, 409);
       assert.match(past.body.error, /^quota exceeded: at most 3 uploaded archives/);
       // Unused uploads expire: an hour on, the prune removes them and there is room again.
       assert.equal(await t.deps.retention.pruneSourceArchives(), 0, 'not before their hour');
       const anHourOn = new Retention(t.deps.store, new ManualClock(Date.now() + 3601_000), pino({ level: 'silent' }), DEFAULT_RETENTION);
-      assert.ok((await anHourOn.pruneSourceArchives()) >= SOURCE_ARCHIVES_UNUSED_MAX);
-      assert.equal(await t.deps.store.sourceArchives.countUnused(a.id), 0);
+      assert.ok((await anHourOn.pruneSourceArchives()) >= SOURCE_ARCHIVES_STORED_MAX);
+      assert.equal(await t.deps.store.sourceArchives.countStored(a.id), 0);
       assert.equal((await upload(a, s.id, archive)).status, 201);
     });
   });

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { ArchiveRefused, readArchive, type ArchiveLimits } from '../src/sources/archive.js';
 import { TooLargeError } from '../src/errors.js';
-import { tarOf, type ArchiveEntry } from './archive-fixtures.js';
+import { rewriteHeader, tarOf, withGlobalHeader, type ArchiveEntry } from './archive-fixtures.js';
 
 type Entry = ArchiveEntry;
 
@@ -64,7 +64,8 @@ describe('source archives', () => {
       const tar = await tarOf(entries);
       const { into, outside } = await area();
       const summary = await readArchive(chunked(gzip ? gzipSync(tar) : tar), LIMITS, into);
-      assert.deepEqual(summary, { files: 5, unpackedBytes: 13 + 8 + 4 + 1, hasDockerfile: true });
+      // The hard link counts its file's 4 bytes again: the build context sends it as a copy.
+      assert.deepEqual(summary, { files: 5, unpackedBytes: 13 + 8 + 4 + 4 + 1, hasDockerfile: true });
       assert.equal(await readFile(join(into, 'src/app.sh'), 'utf8'), 'echo hi\n');
       // setuid dropped, the executable bit kept; world-writable reduced to 0644.
       assert.equal((await stat(join(into, 'src/app.sh'))).mode & 0o7777, 0o755);
@@ -135,6 +136,56 @@ describe('source archives', () => {
     const { into } = await area();
     await assert.rejects(readArchive(chunked(Buffer.from('not a tar'.repeat(100))), LIMITS, into));
     assert.ok((await lstat(into)).isDirectory());
+  });
+
+  test('symlinks are resolved through each other, as the kernel would', async () => {
+    // Each link alone looks inside; together d/t is the context's parent.
+    await refused([{ name: 'd/l', type: 'symlink', linkname: '..' }, { name: 'd/t', type: 'symlink', linkname: 'l/..' }], /d\/t: the symlink l\/\.\. points out of the archive/);
+    await refused([{ name: 'a', type: 'symlink', linkname: 'b' }, { name: 'b', type: 'symlink', linkname: 'a' }], /more than 40 links/);
+    // Inside through each other: accepted (node_modules/.bin style).
+    const ok = await tarOf([DOCKERFILE, { name: 'pkg/bin/tool', body: 'x' }, { name: 'bin/tool', type: 'symlink', linkname: '../pkg/bin/tool' }, { name: 'alias', type: 'symlink', linkname: 'bin/tool' }]);
+    assert.equal((await readArchive(chunked(ok), LIMITS)).files, 2);
+  });
+
+  test('hard links count as the copies the build context makes of them', async () => {
+    const half = Buffer.alloc(LIMITS.maxUnpackedBytes / 2 + 1);
+    await assert.rejects(readArchive(chunked(gzipSync(await tarOf([DOCKERFILE, { name: 'big', body: half }, { name: 'copy', type: 'link', linkname: 'big' }]))), LIMITS), TooLargeError);
+  });
+
+  test('names: at most 64 parts deep and 255 bytes a part', async () => {
+    await refused([{ name: `${'d/'.repeat(65)}f`, body: 'x' }], /more than 64 directories deep/);
+    await refused([{ name: `${'n'.repeat(256)}`, body: 'x' }], /longer than 255 bytes/);
+    const deepest = `${'d/'.repeat(63)}f`;
+    assert.equal((await readArchive(chunked(await tarOf([DOCKERFILE, { name: deepest, body: 'x' }])), LIMITS)).files, 2);
+  });
+
+  test('the format\'s metadata headers are few and small: a large pax global header, a large pax header, a pax size', async () => {
+    // git archive writes one small global header (the commit id): accepted.
+    assert.equal((await readArchive(chunked(await withGlobalHeader('52 comment=0123456789abcdef0123456789abcdef01234567\n', [DOCKERFILE])), LIMITS)).hasDockerfile, true);
+    const many = Array.from({ length: 600 }, (_, i) => `k${i}=v`).map((kv) => `${kv.length + 4} ${kv}\n`).join('');
+    const refusedBytes = async (tar: Buffer, pattern: RegExp) => assert.rejects(readArchive(chunked(tar), LIMITS), (err: unknown) => err instanceof ArchiveRefused && pattern.test(err.message));
+    await refusedBytes(await withGlobalHeader(many, [DOCKERFILE]), /pax global header is larger than 1024 bytes/);
+    const twice = await withGlobalHeader('12 a=bcdefg\n', [{ name: 'second', body: '12 a=bcdefg\n' }, DOCKERFILE]);
+    await refusedBytes(rewriteHeader(twice, 1024, (h) => h.write('g', 156, 'latin1')), /or there is more than one/);
+    await refused([{ name: 'x', body: 'x', pax: { comment: 'c'.repeat(9000) } } as Entry], /larger than 8 KB/);
+    await refused([{ name: 'x', body: 'x', pax: { size: '1' } } as Entry], /sets an entry's size in a pax header/);
+    // Long names through pax (what tar-stream's pack, and svc deploy, write past 100 bytes): accepted.
+    const long = `${'long-directory-name/'.repeat(8)}file`;
+    const { into } = await area();
+    await readArchive(chunked(await tarOf([DOCKERFILE, { name: long, body: 'deep' }])), LIMITS, into);
+    assert.equal(await readFile(join(into, long), 'utf8'), 'deep');
+  });
+
+  test('an unpacking the file system refuses midway ends with the reason, and does not hang', async () => {
+    const { into } = await area();
+    await mkdir(join(into, 'taken'));
+    const tar = await tarOf([DOCKERFILE, { name: 'taken', body: 'x' }, { name: 'after', body: Buffer.alloc(4 * 1024 * 1024) }]);
+    await assert.rejects(readArchive(chunked(tar, 64 * 1024), { ...LIMITS, maxUnpackedBytes: 8 * 1024 * 1024 }, into), /taken appears twice|taken could not be unpacked \(EEXIST\)/);
+    // The same with the file first in a fresh directory but already there on disk.
+    const second = await area();
+    await mkdir(join(second.into, 'pre'));
+    const tar2 = await tarOf([DOCKERFILE, { name: 'pre', body: 'x' }, { name: 'after', body: Buffer.alloc(4 * 1024 * 1024) }]);
+    await assert.rejects(readArchive(chunked(tar2, 64 * 1024), { ...LIMITS, maxUnpackedBytes: 8 * 1024 * 1024 }, second.into), /pre could not be unpacked \(EISDIR|EEXIST\)/);
   });
 
   test('an abort stops the unpacking with its reason', async () => {

@@ -9,7 +9,7 @@ import {
   SOURCE_ARCHIVE_MAX_BYTES,
   SOURCE_ARCHIVE_MAX_ENTRIES,
   SOURCE_ARCHIVE_UNUSED_TTL_SECONDS,
-  SOURCE_ARCHIVES_UNUSED_MAX,
+  SOURCE_ARCHIVES_STORED_MAX,
   SOURCE_UNPACKED_MAX_BYTES,
   type SourceArchive,
 } from '@svc/contract';
@@ -77,8 +77,10 @@ export class SourceUploads {
     // The row first (its chunks refer to it), counted with the tenant's other unused uploads.
     await this.deps.store.transaction(async (tx) => {
       await tx.tenants.lockForQuota(tenantId);
-      if ((await tx.sourceArchives.countUnused(tenantId)) >= SOURCE_ARCHIVES_UNUSED_MAX) {
-        throw new QuotaExceededError(`at most ${SOURCE_ARCHIVES_UNUSED_MAX} uploaded archives may wait for a build; build one, or wait for one to expire (${SOURCE_ARCHIVE_UNUSED_TTL_SECONDS / 60} minutes after its upload)`);
+      if ((await tx.sourceArchives.countStored(tenantId)) >= SOURCE_ARCHIVES_STORED_MAX) {
+        throw new QuotaExceededError(
+          `at most ${SOURCE_ARCHIVES_STORED_MAX} uploaded archives are kept at once (waiting for a build, or being built): wait for a build to end, or for an unused upload to expire (${SOURCE_ARCHIVE_UNUSED_TTL_SECONDS / 60} minutes after it came)`,
+        );
       }
       await tx.sourceArchives.insert({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: 0, sha256: '', files: 0, unpacked_bytes: 0, created_at: now });
     });

@@ -86,8 +86,9 @@ export class Retention {
     const unusedBefore = unixSeconds(this.clock) - SOURCE_ARCHIVE_UNUSED_TTL_SECONDS;
     return this.drain({ left: BATCHES_PER_RULE }, async (limit) => {
       const due = await this.store.sourceArchives.listDue(unusedBefore, limit);
-      for (const id of due) await this.store.sourceArchives.delete(id);
-      return due.length;
+      let removed = 0;
+      for (const id of due) if (await this.store.sourceArchives.deleteIfDue(id, unusedBefore)) removed++;
+      return removed;
     });
   }
 

@@ -4,20 +4,24 @@
 // when the build runs, checking again: only that second pass writes, and only what it has judged.
 //
 // The rules, for an archive svc treats as hostile until read:
-// - names are relative and stay inside: no leading `/`, no `..` part, no NUL, at most 4096 bytes;
+// - names are relative and stay inside: no leading `/`, no `..` part, no NUL, at most 1024 bytes,
+//   255 a part and 64 parts deep;
 // - only regular files, directories, symlinks and hard links; devices and FIFOs are refused;
-// - a symlink points inside the archive (relative, and not out through `..`), and nothing is
-//   written through one (an entry below a symlink is refused: the classic `d -> /etc`, `d/passwd`);
-// - a hard link names a regular file that came earlier in the archive;
-// - a name appears once; modes are reduced to 0644 or 0755 (no setuid, setgid or sticky bits);
+// - a symlink resolves inside the archive, as the kernel would resolve it through the archive's
+//   other symlinks (checked once all are known), and nothing is written through one (an entry
+//   below a symlink is refused: the classic `d -> /etc`, `d/passwd`);
+// - a hard link names a regular file that came earlier in the archive, and counts its size (the
+//   build context sends each link as a full copy);
+// - a name appears once (directories excepted); modes are reduced to 0644 or 0755;
 // - the unpacked size and the number of entries are capped, and so is what the decompressor may
-//   produce (a gzip bomb stops at the cap, not at the disk's end).
-// tar-stream (already svcd's, for build contexts) parses the format and bounds its own long-name
-// and pax headers; these rules are svc's.
+//   produce (a gzip bomb stops at the cap, not at the disk's end);
+// - the format's own metadata headers (pax, GNU long names) are few and small (TarHeaderGuard):
+//   tar-stream bounds each to 4 MB but its work on them is unbounded (a large pax global header is
+//   copied into every entry after it).
+// tar-stream (already svcd's, for build contexts) parses the format; these rules are svc's.
 import { constants as fsConstants } from 'node:fs';
 import { link, mkdir, open, symlink } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
-import { once } from 'node:events';
 import { pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { extract, type Extract, type Header } from 'tar-stream';
@@ -37,7 +41,17 @@ export interface ArchiveSummary {
   hasDockerfile: boolean;
 }
 
-const NAME_MAX_BYTES = 4096;
+const NAME_MAX_BYTES = 1024;
+/** A part of a name (the file systems' own limit). */
+const NAME_PART_MAX_BYTES = 255;
+const NAME_MAX_DEPTH = 64;
+/** As the kernel: a path that takes more symlinks than this does not resolve. */
+const SYMLINK_HOPS_MAX = 40;
+const TAR_BLOCK = 512;
+/** pax headers ('x': long names, times, attributes) and GNU long names ('L', 'K') hold a few names. */
+const METADATA_HEADER_MAX_BYTES = 8 * 1024;
+/** A pax global header ('g': `git archive` writes one with the commit id) is small, and there is one. */
+const GLOBAL_HEADER_MAX_BYTES = 1024;
 /** Tar headers and padding on top of the files' own bytes: what the decompressor may produce beyond them. */
 const TAR_OVERHEAD_PER_ENTRY = 1536;
 const GZIP_MAGIC = [0x1f, 0x8b];
@@ -59,7 +73,8 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
   const cap = limits.maxUnpackedBytes + limits.maxEntries * TAR_OVERHEAD_PER_ENTRY;
   // The callback pipeline answers its last stream: a failure anywhere ends that stream's iteration with it.
   const noop = () => {};
-  const decompressed = source.gzip ? pipeline(source.stream, createGunzip(), new ByteCap(cap), noop) : pipeline(source.stream, new ByteCap(cap), noop);
+  const guard = new TarHeaderGuard(limits.maxEntries);
+  const decompressed = source.gzip ? pipeline(source.stream, createGunzip(), new ByteCap(cap), guard, noop) : pipeline(source.stream, new ByteCap(cap), guard, noop);
   const feeding = feed(decompressed, tar);
   // The feed's failure (a gzip error, the cap) ends the extract's iteration too; it is the one reported.
   feeding.catch(() => {});
@@ -71,11 +86,13 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
       else await write(into, rule, entry as AsyncIterable<Buffer>);
     }
     await feeding;
+    judge.checkSymlinks();
   } catch (err) {
-    if (err instanceof ArchiveRefused || err instanceof TooLargeError) {
-      source.stream.destroy();
-      throw err;
-    }
+    // Everything stops here, whoever failed: the extractor (so that the feed waiting on it ends)
+    // and the source (so that the input is no longer read).
+    tar.destroy(err instanceof Error ? err : new Error(String(err)));
+    decompressed.destroy();
+    if (err instanceof ArchiveRefused || err instanceof TooLargeError) throw err;
     // The extract failed because its feed did (a gzip error, the cap, an abort): that is the cause.
     const cause = (await feeding.then(() => null, (e: unknown) => e)) ?? err;
     throw refusal(cause);
@@ -88,11 +105,23 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
 /**
  * Writes the decompressed bytes into tar-stream's extractor with backpressure. By hand, not
  * pipeline(): tar-stream's streams are streamx streams, which Node's pipeline does not type.
+ * Ends when the extractor does, whatever ended it.
  */
 async function feed(from: AsyncIterable<Buffer>, tar: Extract): Promise<void> {
   try {
     for await (const chunk of from) {
-      if (!tar.write(chunk)) await once(tar, 'drain');
+      if (tar.destroyed) throw new Error('the archive reader stopped');
+      if (!tar.write(chunk)) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            tar.off('drain', done);
+            tar.off('close', done);
+            resolve();
+          };
+          tar.on('drain', done);
+          tar.on('close', done);
+        });
+      }
     }
     // streamx types end() with a final chunk it does not need: none is written.
     tar.end(undefined);
@@ -153,6 +182,118 @@ class ByteCap extends Transform {
   }
 }
 
+/**
+ * Looks at the tar's header blocks on their way to tar-stream, passing every byte on unchanged,
+ * and refuses what would make tar-stream's own work unbounded: a pax global header past 1 KB or
+ * a second one, pax and GNU long-name headers past 8 KB, more such headers than the entry cap,
+ * sizes in base-256 (past 8 GB), and pax records that set an entry's size (the ustar field holds
+ * every size below the cap; with an override this guard would lose its place in the stream).
+ * It follows the stream as tar-stream does (decodeOct, a null block, a directory's data) so that
+ * both always look at the same blocks.
+ */
+class TarHeaderGuard extends Transform {
+  private block = Buffer.alloc(0);
+  /** Data bytes (padding included) to pass before the next header. */
+  private skip = 0;
+  /** A metadata header's body being collected, then its padding skipped. */
+  private metadata: { type: string; size: number; body: Buffer[]; got: number } | null = null;
+  private metadataHeaders = 0;
+  private globals = 0;
+
+  constructor(private readonly maxHeaders: number) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    try {
+      this.look(chunk);
+      done(null, chunk);
+    } catch (err) {
+      done(err as Error);
+    }
+  }
+
+  private look(chunk: Buffer): void {
+    for (let at = 0; at < chunk.length; ) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, chunk.length - at);
+        this.skip -= n;
+        at += n;
+      } else if (this.metadata) {
+        const m = this.metadata;
+        const n = Math.min(m.size - m.got, chunk.length - at);
+        m.body.push(chunk.subarray(at, at + n));
+        m.got += n;
+        at += n;
+        if (m.got === m.size) {
+          if (m.type === 'x' || m.type === 'g') checkPaxRecords(Buffer.concat(m.body));
+          this.metadata = null;
+          this.skip = padding(m.size);
+        }
+      } else {
+        const n = Math.min(TAR_BLOCK - this.block.length, chunk.length - at);
+        this.block = Buffer.concat([this.block, chunk.subarray(at, at + n)]);
+        at += n;
+        if (this.block.length === TAR_BLOCK) {
+          const header = this.block;
+          this.block = Buffer.alloc(0);
+          this.header(header);
+        }
+      }
+    }
+  }
+
+  private header(block: Buffer): void {
+    let sum = 0;
+    for (let i = 0; i < TAR_BLOCK; i++) sum += i >= 148 && i < 156 ? 32 : (block[i] ?? 0);
+    if (sum === 8 * 32) return; // an empty block: tar-stream skips it, and so does this
+    const flag = block[156] ?? 0;
+    const type = flag === 0 ? '0' : String.fromCharCode(flag);
+    if (((block[124] ?? 0) & 0x80) !== 0) throw new TooLargeError('an entry of the archive is larger than 8 GB');
+    const size = octal(block.subarray(124, 136));
+    if (!Number.isSafeInteger(size) || size < 0) throw new ArchiveRefused('the body is not a tar archive (gzipped or not): a header has no valid size');
+    if (type === 'x' || type === 'g' || type === 'L' || type === 'K' || type === 'N') {
+      if (++this.metadataHeaders > this.maxHeaders) throw new ArchiveRefused(`the archive has more than ${this.maxHeaders} pax or long-name headers`);
+      if (type === 'g' && (++this.globals > 1 || size > GLOBAL_HEADER_MAX_BYTES)) throw new ArchiveRefused(`the archive's pax global header is larger than ${GLOBAL_HEADER_MAX_BYTES} bytes, or there is more than one`);
+      if (size > METADATA_HEADER_MAX_BYTES) throw new ArchiveRefused(`a pax or long-name header of the archive is larger than ${METADATA_HEADER_MAX_BYTES / 1024} KB`);
+      if (size > 0) this.metadata = { type, size, body: [], got: 0 };
+      return;
+    }
+    // tar-stream reads no data for a directory, whatever its size says.
+    this.skip = type === '5' ? 0 : size + padding(size);
+  }
+}
+
+/** A header's octal number as tar-stream's decodeOct reads it. */
+function octal(field: Buffer): number {
+  let start = 0;
+  while (start < field.length && field[start] === 32) start++;
+  let end = field.indexOf(32, start);
+  if (end === -1) end = field.length;
+  while (start < end && field[start] === 0) start++;
+  return start === end ? 0 : parseInt(field.subarray(start, end).toString('latin1'), 8);
+}
+
+function padding(size: number): number {
+  return (TAR_BLOCK - (size % TAR_BLOCK)) % TAR_BLOCK;
+}
+
+/** The keys of pax records, read as tar-stream's decodePax reads them: `size` is refused. */
+function checkPaxRecords(body: Buffer): void {
+  let rest = body;
+  while (rest.length > 0) {
+    let i = 0;
+    while (i < rest.length && rest[i] !== 32) i++;
+    const len = parseInt(rest.subarray(0, i).toString('latin1'), 10);
+    if (!len) return;
+    const record = rest.subarray(i + 1, len - 1).toString();
+    const eq = record.indexOf('=');
+    if (eq === -1) return;
+    if (record.slice(0, eq) === 'size') throw new ArchiveRefused('the archive sets an entry\'s size in a pax header (only files under 8 GB are accepted, whose size the header itself holds)');
+    rest = rest.subarray(len);
+  }
+}
+
 type Admitted =
   | { kind: 'skip' }
   | { kind: 'directory'; path: string }
@@ -160,57 +301,62 @@ type Admitted =
   | { kind: 'symlink'; path: string; target: string }
   | { kind: 'hardlink'; path: string; target: string };
 
+/** Steps all symlink resolutions of one archive may take together (a tangle of links is refused, not walked). */
+const SYMLINK_STEPS_MAX = 200_000;
+
 /** The rules of the header above, entry by entry, with what they need to remember. */
 class EntryRules {
-  private readonly seen = new Set<string>();
-  private readonly regularFiles = new Set<string>();
-  private readonly symlinks = new Set<string>();
+  /** Directories, named or implied by a deeper name. */
+  private readonly directories = new Set<string>();
+  /** Regular files (hard links too) and their sizes. */
+  private readonly regularFiles = new Map<string, number>();
+  /** Symlinks and their targets. */
+  private readonly symlinks = new Map<string, string>();
   private entries = 0;
   private files = 0;
   private bytes = 0;
 
   constructor(private readonly limits: ArchiveLimits) {}
 
-  /** The header as tar-stream gives it; its types say every field is there, but a null linkname is what a decoded header without one has. */
+  /** The header as tar-stream gives it; its types say every field is there, but a null linkname or type is what a decoded header can have. */
   admit(h: Partial<Header> & Pick<Header, 'name'>): Admitted {
     if (++this.entries > this.limits.maxEntries) throw new ArchiveRefused(`the archive has more than ${this.limits.maxEntries} entries`);
     const path = cleanName(h.name);
-    const type = h.type ?? 'file';
+    const type = h.type ?? null;
+    if (type === null) throw new ArchiveRefused(`${path} has a type this tar reader does not know: archives may hold only files, directories and links`);
     if (path === '') {
       if (type === 'directory') return { kind: 'skip' }; // the root itself ("./")
       throw new ArchiveRefused(`an entry of type ${type} has no name`);
     }
-    for (let parent = posix.dirname(path); parent !== '.'; parent = posix.dirname(parent)) {
-      if (this.symlinks.has(parent)) throw new ArchiveRefused(`${path}: an entry inside the symlink ${parent} (nothing is written through a link)`);
-      if (this.regularFiles.has(parent)) throw new ArchiveRefused(`${path}: ${parent} is a file, not a directory`);
+    // Names once, first: a repeated name costs nothing more.
+    if (this.directories.has(path)) {
+      // A directory named twice (or named after a deeper name implied it) is harmless; anything else would replace it.
+      if (type === 'directory') return { kind: 'skip' };
+      throw new ArchiveRefused(`${path} appears twice in the archive (as a directory and as a ${type})`);
     }
-    if (this.seen.has(path)) {
-      // A directory named twice (tar of a tree and of its subfolder) is harmless; anything else would overwrite.
-      if (type === 'directory' && !this.regularFiles.has(path) && !this.symlinks.has(path)) return { kind: 'skip' };
-      throw new ArchiveRefused(`${path} appears twice in the archive`);
-    }
-    this.seen.add(path);
+    if (this.regularFiles.has(path) || this.symlinks.has(path)) throw new ArchiveRefused(`${path} appears twice in the archive`);
+    this.parents(path);
     switch (type) {
       case 'directory':
+        this.directories.add(path);
         return { kind: 'directory', path };
       case 'file':
-      case 'contiguous-file': {
+      case 'contiguous-file':
         this.count(path, h.size ?? 0);
         return { kind: 'file', path, mode: ((h.mode ?? 0o644) & 0o111) !== 0 ? 0o755 : 0o644 };
-      }
       case 'symlink': {
         const target = h.linkname ?? '';
-        if (target === '' || target.includes('\0')) throw new ArchiveRefused(`${path}: a symlink without a target`);
+        if (target === '' || target.includes('\0') || Buffer.byteLength(target) > NAME_MAX_BYTES) throw new ArchiveRefused(`${path}: a symlink without a target, or with one longer than ${NAME_MAX_BYTES} bytes`);
         if (target.startsWith('/')) throw new ArchiveRefused(`${path}: the symlink points to the absolute path ${target} (links must stay inside the archive)`);
-        const resolved = posix.normalize(posix.join(posix.dirname(path), target));
-        if (resolved === '..' || resolved.startsWith('../')) throw new ArchiveRefused(`${path}: the symlink ${target} points out of the archive`);
-        this.symlinks.add(path);
+        this.symlinks.set(path, target);
         return { kind: 'symlink', path, target };
       }
       case 'link': {
         const target = cleanName(h.linkname ?? '');
-        if (!this.regularFiles.has(target)) throw new ArchiveRefused(`${path}: a hard link to ${h.linkname ?? ''}, which is not a file earlier in the archive`);
-        this.count(path, 0);
+        const size = this.regularFiles.get(target);
+        if (size === undefined) throw new ArchiveRefused(`${path}: a hard link to ${h.linkname ?? ''}, which is not a file earlier in the archive`);
+        // The build context sends each link as a copy of its file: it counts as one.
+        this.count(path, size);
         return { kind: 'hardlink', path, target };
       }
       default:
@@ -218,12 +364,54 @@ class EntryRules {
     }
   }
 
+  /**
+   * Once every entry is known: each symlink resolves inside the archive, followed through the
+   * archive's other symlinks as the kernel would (`d/l -> ..`, then `d/t -> l/..`, is out).
+   */
+  checkSymlinks(): void {
+    let steps = 0;
+    for (const [path, target] of this.symlinks) {
+      const resolved = path.split('/').slice(0, -1);
+      const pending = target.split('/').reverse();
+      let hops = 0;
+      for (let part = pending.pop(); part !== undefined; part = pending.pop()) {
+        if (++steps > SYMLINK_STEPS_MAX) throw new ArchiveRefused('the archive\'s symlinks take too many steps to resolve');
+        if (part === '' || part === '.') continue;
+        if (part === '..') {
+          if (resolved.length === 0) throw new ArchiveRefused(`${path}: the symlink ${target} points out of the archive`);
+          resolved.pop();
+          continue;
+        }
+        resolved.push(part);
+        const next = this.symlinks.get(resolved.join('/'));
+        if (next === undefined) continue;
+        if (++hops > SYMLINK_HOPS_MAX) throw new ArchiveRefused(`${path}: the symlink ${target} goes through more than ${SYMLINK_HOPS_MAX} links`);
+        resolved.pop();
+        for (const p of next.split('/').reverse()) pending.push(p);
+      }
+    }
+  }
+
   summary(): ArchiveSummary {
     return { files: this.files, unpackedBytes: this.bytes, hasDockerfile: this.regularFiles.has('Dockerfile') };
   }
 
+  /**
+   * Every parent of `path` is a directory, named or implied now; none is a symlink (nothing is
+   * written through one) or a file. Walks up only to the nearest directory already known.
+   */
+  private parents(path: string): void {
+    const implied: string[] = [];
+    for (let parent = posix.dirname(path); parent !== '.' && !this.directories.has(parent); parent = posix.dirname(parent)) {
+      if (this.symlinks.has(parent)) throw new ArchiveRefused(`${path}: an entry inside the symlink ${parent} (nothing is written through a link)`);
+      if (this.regularFiles.has(parent)) throw new ArchiveRefused(`${path}: ${parent} is a file, not a directory`);
+      implied.push(parent);
+    }
+    for (const d of implied) this.directories.add(d);
+  }
+
   private count(path: string, size: number): void {
-    this.regularFiles.add(path);
+    this.regularFiles.set(path, size);
     this.files++;
     this.bytes += size;
     if (this.bytes > this.limits.maxUnpackedBytes) throw new TooLargeError(`the archive unpacks to more than ${Math.round(this.limits.maxUnpackedBytes / 1024 ** 2)} MB`);
@@ -237,6 +425,8 @@ function cleanName(raw: string): string {
   if (raw.startsWith('/')) throw new ArchiveRefused(`${raw}: absolute paths are not allowed in the archive`);
   const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
   if (parts.includes('..')) throw new ArchiveRefused(`${raw}: ".." is not allowed in entry names`);
+  if (parts.length > NAME_MAX_DEPTH) throw new ArchiveRefused(`${raw}: more than ${NAME_MAX_DEPTH} directories deep`);
+  if (parts.some((p) => Buffer.byteLength(p) > NAME_PART_MAX_BYTES)) throw new ArchiveRefused(`${raw}: a part of the name is longer than ${NAME_PART_MAX_BYTES} bytes`);
   return parts.join('/');
 }
 
@@ -246,6 +436,17 @@ function cleanName(raw: string): string {
  * following a link, so nothing lands outside `root`.
  */
 async function write(root: string, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
+  try {
+    await writeEntry(root, rule, entry);
+  } catch (err) {
+    // The tenant's archive, not svc, is what the file system refused (the scratch path stays out of the message).
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string') throw new ArchiveRefused(`${rule.path} could not be unpacked (${code})`);
+    throw err;
+  }
+}
+
+async function writeEntry(root: string, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
   const path = join(root, rule.path);
   await mkdir(dirname(path), { recursive: true, mode: 0o755 });
   switch (rule.kind) {

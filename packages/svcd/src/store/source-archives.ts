@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { Database, SourceArchiveRow, SourceArchivesTable } from './schema.js';
 
 /** Uploaded source archives and their bytes, in chunks in upload order (seq from 1). */
@@ -27,13 +27,12 @@ export class SourceArchiveStore {
     return this.db.selectFrom('source_archives').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** Uploads of the tenant that no build took yet (the per-tenant cap counts them). */
-  async countUnused(tenantId: string): Promise<number> {
+  /** Archives the tenant has in the store: waiting for a build, or taken by one not yet ended (the per-tenant cap counts them). */
+  async countStored(tenantId: string): Promise<number> {
     const r = await this.db
       .selectFrom('source_archives')
       .select((eb) => eb.fn.countAll<number | string>().as('n'))
       .where('tenant_id', '=', tenantId)
-      .where('build_id', 'is', null)
       .executeTakeFirstOrThrow();
     return Number(r.n);
   }
@@ -66,18 +65,25 @@ export class SourceArchiveStore {
    * whose build has finished (or is gone), which the build's own clean-up missed (its svcd died).
    */
   async listDue(unusedBefore: number, limit: number): Promise<string[]> {
-    const rows = await this.db
-      .selectFrom('source_archives as a')
-      .leftJoin('builds as b', 'b.id', 'a.build_id')
-      .select('a.id')
-      .where((eb) =>
-        eb.or([
-          eb.and([eb('a.build_id', 'is', null), eb('a.created_at', '<', unusedBefore)]),
-          eb.and([eb('a.build_id', 'is not', null), eb.or([eb('b.id', 'is', null), eb('b.status', 'not in', ['queued', 'running'])])]),
-        ]),
-      )
-      .limit(limit)
-      .execute();
+    const rows = await this.db.selectFrom('source_archives').select('id').where((eb) => this.due(eb, unusedBefore)).limit(limit).execute();
     return rows.map((r) => r.id);
+  }
+
+  /** Removes the archive (its chunks go with it) if it is still due: a build may have taken it since it was listed. */
+  async deleteIfDue(id: string, unusedBefore: number): Promise<boolean> {
+    const r = await this.db.deleteFrom('source_archives').where('id', '=', id).where((eb) => this.due(eb, unusedBefore)).executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+
+  private due(eb: ExpressionBuilder<Database, 'source_archives'>, unusedBefore: number) {
+    const buildUnfinished = eb
+      .selectFrom('builds')
+      .select('builds.id')
+      .whereRef('builds.id', '=', 'source_archives.build_id')
+      .where('builds.status', 'in', ['queued', 'running']);
+    return eb.or([
+      eb.and([eb('source_archives.build_id', 'is', null), eb('source_archives.created_at', '<', unusedBefore)]),
+      eb.and([eb('source_archives.build_id', 'is not', null), eb.not(eb.exists(buildUnfinished))]),
+    ]);
   }
 }

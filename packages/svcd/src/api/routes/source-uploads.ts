@@ -1,5 +1,5 @@
 // Uploads of source archives to build from (beyond the spec): builds/source-uploads.ts holds the rules.
-import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVE_MAX_ENTRIES, SOURCE_ARCHIVE_UNUSED_TTL_SECONDS, SOURCE_ARCHIVES_UNUSED_MAX, SOURCE_UNPACKED_MAX_BYTES, ServiceIdParams, SourceArchive } from '@svc/contract';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVE_MAX_ENTRIES, SOURCE_ARCHIVE_UNUSED_TTL_SECONDS, SOURCE_ARCHIVES_STORED_MAX, SOURCE_UNPACKED_MAX_BYTES, ServiceIdParams, SourceArchive } from '@svc/contract';
 import type { Readable } from 'node:stream';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
@@ -28,7 +28,7 @@ export function sourceUploadRoutes(deps: Deps): ReturnType<typeof routePlugin> {
             `Uploads a source archive to build the service from (201), the first step of a build from a directory (\`svc deploy\`): a tar, gzipped or not (any content type), with a Dockerfile at its root. ` +
             `At most ${SOURCE_ARCHIVE_MAX_BYTES / MB} MB as sent and ${SOURCE_UNPACKED_MAX_BYTES / MB} MB unpacked (413), ${SOURCE_ARCHIVE_MAX_ENTRIES} entries; ` +
             'names must be relative without `..`, links must stay inside the archive, and only files, directories and links are allowed (400 with the reason). ' +
-            `Then POST /v1/services/{id}/builds with source_type archive and this id. At most ${SOURCE_ARCHIVES_UNUSED_MAX} uploads of a tenant may wait for a build (409 \`quota exceeded\`); one no build took is removed ${SOURCE_ARCHIVE_UNUSED_TTL_SECONDS / 60} minutes after its upload, and a build's archive when the build ends`,
+            `Then POST /v1/services/{id}/builds with source_type archive and this id. A tenant has at most ${SOURCE_ARCHIVES_STORED_MAX} archives stored at once, waiting for a build or being built (409 \`quota exceeded\`); one no build took is removed ${SOURCE_ARCHIVE_UNUSED_TTL_SECONDS / 60} minutes after its upload, and a build's archive when the build ends. A refusal closes the connection (the rest of the body is not read)`,
           tags: ['builds'],
           params: ServiceIdParams,
           response: { 201: SourceArchive, ...errors(...KEY_ROUTE_ERRORS, 404, 409, 413) },
@@ -37,7 +37,13 @@ export function sourceUploadRoutes(deps: Deps): ReturnType<typeof routePlugin> {
       async (request, reply) => {
         const declared = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
         const body = (request.body as Readable | undefined) ?? request.raw;
-        return reply.code(201).send(await sourceUploads.upload(tenantOf(request), request.params.serviceID, body, declared));
+        try {
+          return await reply.code(201).send(await sourceUploads.upload(tenantOf(request), request.params.serviceID, body, declared));
+        } catch (err) {
+          // What the client still sends after a refusal is not read: the connection closes after the answer.
+          void reply.header('connection', 'close');
+          throw err;
+        }
       },
     );
   });
