@@ -6,21 +6,38 @@ import { ApiError } from '@svc/client';
 export interface Output {
   /** --json was given. */
   json(): boolean;
-  print(value: unknown): void;
+  /** Tables for people: as a list view says (every field with --wide), or vertical for one object. */
+  print(value: unknown, view?: ListView): void;
   /** A line for people on stderr (progress, confirmations); never part of the data. */
   note(text: string): void;
 }
 
-export function output(isJson: () => boolean): Output {
+/** The columns a list shows people by default; `age` is derived from created_at. */
+export interface ListView {
+  columns: string[];
+}
+
+export interface OutputOptions {
+  json: () => boolean;
+  wide: () => boolean;
+  /** Colours for statuses: only on a terminal, and never with NO_COLOR (no-color.org). */
+  color: boolean;
+  now?: () => number;
+}
+
+export function output(o: OutputOptions): Output {
   return {
-    json: isJson,
-    print(value) {
-      const json = isJson();
+    json: o.json,
+    print(value, view) {
+      const json = o.json();
       if (json || typeof value !== 'object' || value === null) {
         process.stdout.write(`${typeof value === 'string' && !json ? value : JSON.stringify(value, null, json ? 2 : undefined)}\n`);
         return;
       }
-      process.stdout.write(table(Array.isArray(value) ? (value as Record<string, unknown>[]) : [value as Record<string, unknown>]));
+      const style: CellStyle = { color: o.color, now: o.now?.() ?? Date.now() };
+      process.stdout.write(
+        Array.isArray(value) ? table(value as Record<string, unknown>[], o.wide() ? undefined : view, style) : fields(value as Record<string, unknown>, style),
+      );
     },
     note(text) {
       process.stderr.write(`${text}\n`);
@@ -28,15 +45,92 @@ export function output(isJson: () => boolean): Output {
   };
 }
 
-/** Rows as aligned columns under upper-case headers; objects inside cells as JSON. */
-export function table(rows: Record<string, unknown>[]): string {
+/** Whether stdout gets colours: a terminal, and NO_COLOR unset or empty (no-color.org). */
+export function colorWanted(env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
+  return isTTY && (env.NO_COLOR === undefined || env.NO_COLOR === '') && env.TERM !== 'dumb';
+}
+
+export interface CellStyle {
+  color: boolean;
+  /** ms, for "3 min ago". */
+  now: number;
+}
+
+const ANSI = { green: '\u001b[32m', yellow: '\u001b[33m', red: '\u001b[31m', dim: '\u001b[2m', reset: '\u001b[0m' };
+const STATUS_COLORS: Record<string, keyof typeof ANSI> = {
+  running: 'green',
+  succeeded: 'green',
+  active: 'green',
+  deploying: 'yellow',
+  provisioning: 'yellow',
+  queued: 'yellow',
+  pending: 'yellow',
+  creating: 'yellow',
+  starting: 'yellow',
+  failed: 'red',
+  crashed: 'red',
+  suspended: 'red',
+  stopped: 'dim',
+  cancelled: 'dim',
+  expired: 'dim',
+};
+
+/** Unix seconds as a local date and time, to the minute. */
+export function localTime(seconds: number): string {
+  const d = new Date(seconds * 1000);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+}
+
+/** How long ago (or how soon) unix seconds are from `nowMs`: "3 min ago", "in 2 h". */
+export function relativeTime(seconds: number, nowMs: number): string {
+  const diff = Math.round(nowMs / 1000 - seconds);
+  const abs = Math.abs(diff);
+  if (abs < 10) return 'just now';
+  const amount = abs < 60 ? `${abs} s` : abs < 3600 ? `${Math.floor(abs / 60)} min` : abs < 86_400 ? `${Math.floor(abs / 3600)} h` : `${Math.floor(abs / 86_400)} d`;
+  return diff > 0 ? `${amount} ago` : `in ${amount}`;
+}
+
+/** One value for people: times as dates, usage as used/max, statuses in colour, nested objects as compact JSON. */
+export function cell(key: string, v: unknown, style: CellStyle): string {
+  if (v === null || v === undefined) return '-';
+  if (key.endsWith('_at') && typeof v === 'number') return `${localTime(v)} (${relativeTime(v, style.now)})`;
+  if (typeof v === 'object') {
+    if (!Array.isArray(v) && 'used' in v && 'max' in v && Object.keys(v).length === 2) return `${String(v.used)}/${String(v.max)}`;
+    if (Array.isArray(v) && v.every((x) => typeof x !== 'object' || x === null)) return v.map(String).join(', ') || '-';
+    return JSON.stringify(v);
+  }
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects were handled above: what is left is a string, number or boolean
+  const text = String(v);
+  const color = key === 'status' ? STATUS_COLORS[text] : undefined;
+  return style.color && color ? `${ANSI[color]}${text}${ANSI.reset}` : text;
+}
+
+/** What a column shows of a row: its field, or `age` (created_at, relative). */
+function column(row: Record<string, unknown>, col: string, style: CellStyle): string {
+  if (col === 'age') return typeof row.created_at === 'number' ? relativeTime(row.created_at, style.now).replace(/ ago$/, '') : '-';
+  return cell(col, row[col], style);
+}
+
+/** Visible width: colour codes take none. */
+const width = (s: string) => s.replace(/\u001b\[[0-9;]*m/g, '').length;
+
+/** Rows as aligned columns under upper-case headers: the view's columns, or every field. */
+export function table(rows: Record<string, unknown>[], view: ListView | undefined, style: CellStyle): string {
   if (rows.length === 0) return '(none)\n';
-  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
-  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects went to JSON.stringify: String() gets no object (the type there is still `{}`)
-  const cell = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
-  const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
-  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n') + '\n';
+  const cols = view?.columns ?? [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cells = rows.map((r) => cols.map((c) => column(r, c, style)));
+  const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => width(r[i] ?? ''))));
+  const line = (vals: string[]) => vals.map((v, i) => v + ' '.repeat(Math.max(0, (widths[i] ?? 0) - width(v)))).join('  ').trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n') + '\n';
+}
+
+/** One object for people: a field per line. */
+export function fields(obj: Record<string, unknown>, style: CellStyle): string {
+  const keys = Object.keys(obj);
+  if (keys.length === 0) return '(empty)\n';
+  const w = Math.max(...keys.map((k) => k.length));
+  return keys.map((k) => `${k.padEnd(w)}  ${cell(k, obj[k], style)}`).join('\n') + '\n';
 }
 
 /** Thrown by commands for a failure that is not an API error (a failed deploy with --wait). */
@@ -50,14 +144,14 @@ export class CommandFailed extends Error {
 }
 
 /**
- * Wraps a command's action: what it returns is printed; errors become `svc: <message>` and a
- * non-zero exit (the API's message and status for API errors).
+ * Wraps a command's action: what it returns is printed (a list as `view` says, for people);
+ * errors become `svc: <message>` and a non-zero exit (the API's message and status for API errors).
  */
-export function action<A extends unknown[]>(out: Output, fn: (...args: A) => Promise<unknown>) {
+export function action<A extends unknown[]>(out: Output, fn: (...args: A) => Promise<unknown>, view?: ListView) {
   return async (...args: A) => {
     try {
       const value = await fn(...args);
-      if (value !== undefined) out.print(value);
+      if (value !== undefined) out.print(value, view);
     } catch (err) {
       if (err instanceof ApiError) process.stderr.write(`svc: ${err.message} (HTTP ${err.status})\n`);
       else process.stderr.write(`svc: ${(err as Error).message}\n`);

@@ -105,7 +105,7 @@ describe('svc kanban', () => {
       await assert.rejects(svc('kanban', 'show'), (e: { stderr?: string }) => /kanban board not found \(HTTP 404\)/.test(e.stderr ?? ''));
       const created = JSON.parse((await svc('--json', 'kanban', 'create')).stdout) as { status: string; url: string };
       assert.deepEqual([created.status, created.url], ['provisioning', '']);
-      assert.match((await svc('kanban', 'show')).stdout, /^ID\s+STATUS\s+URL\s+HOST_PORT/);
+      assert.match((await svc('kanban', 'show')).stdout, /^id\s+\S+\nstatus\s+/, 'one object: a field per line');
       const token = JSON.parse((await svc('--json', 'kanban', 'admin-token')).stdout) as { admin_token: string };
       assert.ok(token.admin_token.length >= 40);
       const deleted = await svc('kanban', 'delete');
@@ -332,6 +332,20 @@ describe('svc deploy: a directory to a URL', () => {
     assert.deepEqual([again.name, again.status, again.url], ['hello', 'running', helloUrl]);
     const services = await c.json<Array<{ name: string }>>('services', 'list');
     assert.deepEqual(services.map((s) => s.name).sort(), ['hello', 'node-hello']);
+    // For people: a few columns, the URL among them; --wide every field.
+    const list = (await c.svc('services', 'list')).stdout.split('\n');
+    assert.match(list[0]!, /^ID\s+NAME\s+STATUS\s+URL\s+AGE$/);
+    assert.ok(list.some((l) => l.includes(helloUrl) && /\brunning\b/.test(l) && /just now|\d+ (s|min)$/.test(l)), list.join('\n'));
+    assert.ok(!list.join('\n').includes('\u001b['), 'no colours on a pipe');
+    assert.match((await c.svc('--wide', 'services', 'list')).stdout.split('\n')[0]!, /^ID\s+NAME\s+IMAGE\s+PORT\s+STATUS\s+URL\s+DNS_LABEL/);
+
+    // svc open hands the URL to $BROWSER, the service by name.
+    const opened = join(mkdtempSync(join(tmpdir(), 'svc-open-')), 'opened');
+    const browser = join(mkdtempSync(join(tmpdir(), 'svc-browser-')), 'browser');
+    writeFileSync(browser, `#!/bin/sh\necho "$1" > ${opened}\n`, { mode: 0o755 });
+    await run(SVC, ['open', 'hello'], { env: { ...c.env, BROWSER: browser } });
+    assert.equal(readFileSync(opened, 'utf8'), `${helloUrl}\n`);
+    await assert.rejects(run(SVC, ['open', 'nope'], { env: { ...c.env, BROWSER: browser } }), (e: { stderr?: string }) => /no service named or with id "nope"/.test(e.stderr ?? ''));
   });
 
   test('a directory svc cannot build fails with the reason and a non-zero exit', async () => {

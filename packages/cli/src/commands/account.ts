@@ -39,7 +39,7 @@ export function accountCommands(program: Command, { out, client }: Cli): void {
 
   const tenant = program.command('tenant').description('the tenant you are logged in as');
   tenant.command('show', { isDefault: true }).description('show the tenant').action(action(out, () => client().tenant()));
-  tenant.command('rename <name>').action(action(out, (name: string) => client().renameTenant(name)));
+  tenant.command('rename <name>').description('rename the tenant').action(action(out, (name: string) => client().renameTenant(name)));
   tenant
     .command('suspend')
     .description('suspend the tenant: its workloads stop and its keys stop working (an operator can reactivate it)')
@@ -53,13 +53,13 @@ export function accountCommands(program: Command, { out, client }: Cli): void {
     .action(action(out, (o: MetricsOptions & { service?: string }) => client().usageMetrics({ period: o.period, since: o.since, until: o.until, service_id: o.service })));
 
   const keys = program.command('keys').description('API keys');
-  keys.command('list').action(action(out, () => client().listKeys()));
+  keys.command('list').description('the API keys (their secrets are never shown again)').action(action(out, () => client().listKeys()));
   keys
-    .command('create')
+    .command('create').description('create an API key; its secret is printed once')
     .option('--name <name>')
     .option('--expires-in <seconds>', 'lifetime in seconds', integer)
     .action(action(out, (o: { name?: string; expiresIn?: number }) => client().createKey({ name: o.name, expires_in: o.expiresIn })));
-  keys.command('revoke <keyID>').action(action(out, (id: string) => client().revokeKey(id)));
+  keys.command('revoke <keyID>').description('revoke an API key at once').action(action(out, (id: string) => client().revokeKey(id)));
 
   program
     .command('activity')

@@ -38,10 +38,14 @@ export function buildCommands(program: Command, { out, client }: Cli): void {
     .command('list [serviceID]')
     .description("a service's builds, or the tenant's latest")
     .option('--limit <n>', 'tenant-wide: how many', integer)
-    .action(action(out, (serviceId: string | undefined, o: { limit?: number }) => (serviceId ? client().builds(serviceId) : client().tenantBuilds(o.limit))));
-  builds.command('show <serviceID> <buildID>').action(action(out, (s: string, b: string) => client().build(s, b)));
+    .action(
+      action(out, (serviceId: string | undefined, o: { limit?: number }) => (serviceId ? client().builds(serviceId) : client().tenantBuilds(o.limit)), {
+        columns: ['id', 'service_id', 'status', 'source_url', 'age'],
+      }),
+    );
+  builds.command('show <serviceID> <buildID>').description('one build').action(action(out, (s: string, b: string) => client().build(s, b)));
   builds
-    .command('logs <serviceID> <buildID>')
+    .command('logs <serviceID> <buildID>').description("a build's output (-f: until it ends)")
     .option('-f, --follow', 'keep printing until the build ends')
     .action(
       action(out, async (s: string, b: string, o: { follow?: boolean }) => {
@@ -49,5 +53,5 @@ export function buildCommands(program: Command, { out, client }: Cli): void {
         else process.stdout.write(await client().buildLogs(s, b));
       }),
     );
-  builds.command('cancel <serviceID> <buildID>').action(action(out, (s: string, b: string) => client().cancelBuild(s, b)));
+  builds.command('cancel <serviceID> <buildID>').description('cancel a queued or running build').action(action(out, (s: string, b: string) => client().cancelBuild(s, b)));
 }

@@ -20,8 +20,10 @@ export function databaseCommands(program: Command, { out, client }: Cli): void {
         return waitUntil(out, `database ${name}`, () => c.database(created.id), (v) => v.status !== 'provisioning', 'running', DATABASE_WAIT_MS);
       }),
     );
-  db.command('list').action(action(out, () => client().databases({ limit: 200 })));
-  db.command('show <databaseID>').action(action(out, (id: string) => client().database(id)));
+  db.command('list')
+    .description('the databases: id, name, type, status and age (--wide or --json: every field)')
+    .action(action(out, () => client().databases({ limit: 200 }), { columns: ['id', 'name', 'type', 'status', 'age'] }));
+  db.command('show <databaseID>').description('one database').action(action(out, (id: string) => client().database(id)));
   db
     .command('url <databaseID>')
     .description("the connection string from svc's host (--internal: from the tenant's services); the reveal is audit-logged")
@@ -32,7 +34,7 @@ export function databaseCommands(program: Command, { out, client }: Cli): void {
         return out.json() ? c : o.internal ? c.internal_connection_string : c.connection_string;
       }),
     );
-  db.command('delete <databaseID>').action(
+  db.command('delete <databaseID>').description('delete a database with its data').action(
     action(out, async (id: string) => {
       await client().deleteDatabase(id);
       out.note(`database ${id} deleted with its data`);

@@ -5,28 +5,19 @@
 import { lstat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES, type Service, type SvcClient } from '@svc/client';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/client';
 import type { Cli } from '../context.js';
 import { action, CommandFailed, integer, keyValues } from '../output.js';
 import { PackError, packDirectory } from '../source-archive.js';
 import { followBuild } from './builds.js';
-import { settled } from './services.js';
+import { serviceNamed, settled } from './services.js';
 
-const PAGE = 200;
 const MB = 1024 ** 2;
 
 /** A service name from a directory's: svc's names allow letters, digits, space, `.`, `_` and `-`. */
 export function serviceNameFor(dirName: string): string {
   const name = dirName.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '').slice(0, 63);
   return name === '' ? 'app' : name;
-}
-
-async function findService(c: SvcClient, name: string): Promise<Service | undefined> {
-  for (let offset = 0; ; offset += PAGE) {
-    const page = await c.listServices({ limit: PAGE, offset });
-    const found = page.find((s) => s.name.toLowerCase() === name.toLowerCase());
-    if (found || page.length < PAGE) return found;
-  }
 }
 
 interface DeployOptions {
@@ -44,7 +35,6 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
     .option('--port <port>', 'for a new service: the port the app listens on (default 8000)', integer)
     .option('--env <KEY=VALUE...>', 'for a new service: environment variables')
     .option('--no-wait', 'return once the build is queued, without following it')
-    .addHelpText('after', '\nExamples:\n  svc deploy                          # the current directory\n  svc deploy examples/hello           # prints the URL once it runs\n  svc deploy . --name api --port 3000 --env LOG_LEVEL=debug')
     .action(
       action(out, async (dirArg: string | undefined, o: DeployOptions) => {
         const dir = resolve(dirArg ?? '.');
@@ -54,7 +44,7 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
         const name = o.name ?? serviceNameFor(basename(dir));
         const c = client();
 
-        let service = await findService(c, name);
+        let service = await serviceNamed(c, name);
         if (!service) {
           service = await c.createService({ name, port: o.port, env: o.env ? keyValues(o.env) : undefined, await_build: true });
           out.note(`created service ${service.name} (${service.id})`);

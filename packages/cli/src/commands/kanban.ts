@@ -17,7 +17,7 @@ export function kanbanCommands(program: Command, { out, client }: Cli): void {
         return waitUntil(out, 'task board', () => c.kanban(), (v) => v.status !== 'provisioning', 'running', 5 * 60_000);
       }),
     );
-  kanban.command('show').action(action(out, () => client().kanban()));
+  kanban.command('show').description('the board: status, URL and address').action(action(out, () => client().kanban()));
   kanban.command('admin-token').description("reveal the board's admin token (audit-logged)").action(action(out, () => client().kanbanAdminToken()));
   kanban.command('delete').description('delete the board with its data').action(
     action(out, async () => {

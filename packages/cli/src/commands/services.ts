@@ -6,9 +6,10 @@ import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
-import { FILE_MAX_BYTES, type Service, type SvcClient } from '@svc/client';
+import { ApiError, FILE_MAX_BYTES, type Service, type SvcClient } from '@svc/client';
+import { spawn } from 'node:child_process';
 import type { Cli } from '../context.js';
-import { action, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
+import { action, CommandFailed, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
 import { metricsOptions, type MetricsOptions } from './metrics-options.js';
 
 /** Deploys run for up to 10 minutes on the server (spec). */
@@ -21,9 +22,62 @@ export async function settled(out: Output, get: () => Promise<Service>): Promise
   return s;
 }
 
+/** A service by its id, or else by its name (names are unique per tenant, case aside). */
+export async function serviceByNameOrId(c: SvcClient, which: string): Promise<Service> {
+  const byId = await c.service(which).catch((err: unknown) => {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  });
+  const named = byId ?? (await serviceNamed(c, which));
+  if (!named) throw new CommandFailed(`no service named or with id ${JSON.stringify(which)}`);
+  return named;
+}
+
+/** The tenant's service of that name (names are unique per tenant, case aside), looked for page by page. */
+export async function serviceNamed(c: SvcClient, name: string): Promise<Service | undefined> {
+  const PAGE = 200;
+  for (let offset = 0; ; offset += PAGE) {
+    const page = await c.listServices({ limit: PAGE, offset });
+    const found = page.find((s) => s.name.toLowerCase() === name.toLowerCase());
+    if (found || page.length < PAGE) return found;
+  }
+}
+
+/** Hands the URL to $BROWSER, or to the system's opener; waits until it has taken it. */
+async function openInBrowser(url: string): Promise<void> {
+  const opener = process.env.BROWSER ?? (process.platform === 'darwin' ? 'open' : 'xdg-open');
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(opener, [url], { stdio: 'ignore' });
+    child.once('error', (err) => reject(new CommandFailed(`could not run ${opener} (${err.message}): open ${url} yourself, or set BROWSER`)));
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new CommandFailed(`${opener} exited with ${String(code)}: open ${url} yourself`))));
+  });
+}
+
+const LIFECYCLE = {
+  start: 'start a stopped service (a new deployment)',
+  stop: 'stop a service (its container is removed; its configuration stays)',
+  restart: 'restart a service: a new container, with its current env',
+  redeploy: 'deploy the service again, pulling its image anew',
+  reset: 'close the crash circuit and deploy again',
+} as const;
+
 export function serviceCommands(program: Command, { out, client }: Cli): void {
   const services = program.command('services').alias('service').description('services: containers from an image or a build');
-  services.command('list').action(action(out, () => client().listServices({ limit: 200 })));
+  services
+    .command('list')
+    .description('the services: id, name, status, URL and age (--wide or --json: every field)')
+    .action(action(out, () => client().listServices({ limit: 200 }), { columns: ['id', 'name', 'status', 'url', 'age'] }));
+  program
+    .command('open <service>')
+    .description("open a service's URL in the browser ($BROWSER, else xdg-open or open); the service by name or id")
+    .action(
+      action(out, async (which: string) => {
+        const s = await serviceByNameOrId(client(), which);
+        if (!s.url) throw new CommandFailed(`${s.name} has no URL yet (status ${s.status})`);
+        out.note(`opening ${s.url}`);
+        await openInBrowser(s.url);
+      }),
+    );
   services
     .command('create <name>')
     .description('create a service (it deploys in the background; --wait follows it)')
@@ -41,9 +95,9 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
         return o.wait && created.status === 'deploying' ? settled(out, () => c.service(created.id)) : created;
       }),
     );
-  services.command('show <serviceID>').action(action(out, (id: string) => client().service(id)));
-  services.command('rename <serviceID> <name>').action(action(out, (id: string, name: string) => client().renameService(id, name)));
-  services.command('delete <serviceID>').action(
+  services.command('show <serviceID>').description('one service, every field').action(action(out, (id: string) => client().service(id)));
+  services.command('rename <serviceID> <name>').description('rename a service (its URL stays)').action(action(out, (id: string, name: string) => client().renameService(id, name)));
+  services.command('delete <serviceID>').description('delete a service, its container and its built images').action(
     action(out, async (id: string) => {
       await client().deleteService(id);
       out.note(`service ${id} deleted`);
@@ -52,6 +106,7 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
   for (const verb of ['start', 'stop', 'restart', 'redeploy', 'reset'] as const) {
     services
       .command(`${verb} <serviceID>`)
+      .description(LIFECYCLE[verb])
       .option('--wait', 'wait until the deployment it starts is done')
       .action(
         action(out, async (id: string, o: { wait?: boolean }) => {
@@ -61,9 +116,9 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
         }),
       );
   }
-  services.command('deployments <serviceID>').action(action(out, (id: string) => client().deployments(id)));
+  services.command('deployments <serviceID>').description("the service's deployments, newest first").action(action(out, (id: string) => client().deployments(id)));
   services
-    .command('cancel-deployment <serviceID> <deploymentID>')
+    .command('cancel-deployment <serviceID> <deploymentID>').description('cancel a deployment that has not finished')
     .action(action(out, (id: string, dep: string) => client().cancelDeployment(id, dep)));
   metricsOptions(services.command('metrics <serviceID>').description("the service's metered usage rollups")).action(
     action(out, (id: string, o: MetricsOptions) => client().serviceMetrics(id, o)),
@@ -82,14 +137,14 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
     );
 
   const snapshots = program.command('snapshots').description("snapshots of a service's image, port and env");
-  snapshots.command('list').action(action(out, () => client().listSnapshots()));
+  snapshots.command('list').description("the tenant's snapshots").action(action(out, () => client().listSnapshots()));
   snapshots
-    .command('create <serviceID>')
+    .command('create <serviceID>').description("save the service's image, port and env as a snapshot")
     .requiredOption('--name <name>')
     .option('--description <text>')
     .action(action(out, (id: string, o: { name: string; description?: string }) => client().createSnapshot(id, o.name, o.description)));
-  snapshots.command('show <snapshotID>').action(action(out, (id: string) => client().snapshot(id)));
-  snapshots.command('delete <snapshotID>').action(
+  snapshots.command('show <snapshotID>').description('one snapshot').action(action(out, (id: string) => client().snapshot(id)));
+  snapshots.command('delete <snapshotID>').description('delete a snapshot').action(
     action(out, async (id: string) => {
       await client().deleteSnapshot(id);
       out.note(`snapshot ${id} deleted`);
@@ -120,7 +175,7 @@ export function envCommands(program: Command, { out, client }: Cli): void {
       }),
     );
   env
-    .command('unset <serviceID> <KEY...>')
+    .command('unset <serviceID> <KEY...>').description('remove environment variables (applied at the next deploy)')
     .action(
       action(out, async (id: string, keys: string[]) => {
         for (const k of keys) await client().unsetServiceEnv(id, k);

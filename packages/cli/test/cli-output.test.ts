@@ -1,0 +1,118 @@
+// What svc prints for people, as snapshots of the formatting on fixed data and a fixed clock,
+// and the command tree's own promises: an example for every command whose options exist, and a
+// completion script that completes through bash.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, test } from 'node:test';
+import type { Command } from 'commander';
+import { buildProgram } from '../src/program.js';
+import { allCommands, commandPath, EXAMPLES } from '../src/examples.js';
+import { bashCompletion } from '../src/commands/completion.js';
+import { colorWanted, fields, relativeTime, table, type CellStyle } from '../src/output.js';
+
+process.env.TZ = 'UTC';
+const run = promisify(execFile);
+const NOW = Date.UTC(2026, 10, 26, 12, 0, 0);
+const plain: CellStyle = { color: false, now: NOW };
+const at = (secondsAgo: number) => NOW / 1000 - secondsAgo;
+
+describe('svc output for people', () => {
+  const services = [
+    { id: 'a1', name: 'web', image: 'nginx:alpine', port: 80, status: 'running', url: 'http://web.example.com', dns_label: 'web', last_error: null, crash_count: 0, circuit_open: false, last_crash_at: null, created_at: at(180), updated_at: at(60) },
+    { id: 'b2', name: 'worker', image: '', port: 8000, status: 'failed', url: null, dns_label: 'worker', last_error: 'exited with code 1', crash_count: 2, circuit_open: false, last_crash_at: at(7200), created_at: at(3 * 86_400), updated_at: at(7200) },
+  ];
+
+  test('a service list shows id, name, status, URL and age; --wide every field, times as local dates with how long ago', () => {
+    assert.equal(
+      table(services, { columns: ['id', 'name', 'status', 'url', 'age'] }, plain),
+      ['ID  NAME    STATUS   URL                     AGE', 'a1  web     running  http://web.example.com  3 min', 'b2  worker  failed   -                       3 d', ''].join('\n'),
+    );
+    const wide = table(services, undefined, plain).split('\n');
+    assert.match(wide[0]!, /^ID\s+NAME\s+IMAGE\s+PORT\s+STATUS\s+URL\s+DNS_LABEL\s+LAST_ERROR\s+CRASH_COUNT\s+CIRCUIT_OPEN\s+LAST_CRASH_AT\s+CREATED_AT\s+UPDATED_AT$/);
+    assert.match(wide[2]!, /worker .* exited with code 1 .* 2026-11-26 10:00 \(2 h ago\)\s+2026-11-23 12:00 \(3 d ago\)\s+2026-11-26 10:00 \(2 h ago\)$/);
+    assert.equal(table([], { columns: ['id'] }, plain), '(none)\n');
+  });
+
+  test('one object is a field per line; usage reads used/max', () => {
+    const usage = { services: { used: 0, max: 5 }, databases: { used: 2, max: 3 }, memory_mb: 512, disk_measured_at: at(30), disk_measured_never: null };
+    assert.equal(
+      fields(usage, plain),
+      ['services             0/5', 'databases            2/3', 'memory_mb            512', 'disk_measured_at     2026-11-26 11:59 (30 s ago)', 'disk_measured_never  -', ''].join('\n'),
+    );
+  });
+
+  test('times ahead and behind, and nested values', () => {
+    assert.deepEqual([5, 45, 600, 7200, 90_000, -600, -7200].map((s) => relativeTime(at(s), NOW)), ['just now', '45 s ago', '10 min ago', '2 h ago', '1 d ago', 'in 10 min', 'in 2 h']);
+    assert.equal(fields({ tags: ['a', 'b'], nested: { k: 1 }, empty: [] }, plain), 'tags    a, b\nnested  {"k":1}\nempty   -\n');
+  });
+
+  test('statuses in colour only on a terminal without NO_COLOR, and columns stay aligned', () => {
+    const colored = table(services, { columns: ['name', 'status', 'age'] }, { color: true, now: NOW });
+    assert.equal(colored, ['NAME    STATUS   AGE', 'web     \u001b[32mrunning\u001b[0m  3 min', 'worker  \u001b[31mfailed\u001b[0m   3 d', ''].join('\n'));
+    assert.equal(colorWanted({}, true), true);
+    assert.equal(colorWanted({ NO_COLOR: '1' }, true), false);
+    assert.equal(colorWanted({ NO_COLOR: '' }, true), true, 'an empty NO_COLOR is unset (no-color.org)');
+    assert.equal(colorWanted({ TERM: 'dumb' }, true), false);
+    assert.equal(colorWanted({}, false), false, 'not on a pipe or a file');
+  });
+});
+
+describe('the command tree', () => {
+  const program = buildProgram();
+  const commands = allCommands(program);
+  const byPath = new Map(commands.map((c) => [commandPath(c), c]));
+
+  test('every command has a description and an example in its --help, and every example names a command', () => {
+    for (const c of commands) {
+      const path = commandPath(c) || 'svc';
+      assert.ok(c.description().length > 0 || c.commands.length > 0 || path === 'svc', `${path}: a description`);
+      assert.ok(EXAMPLES[commandPath(c)], `${path}: an example`);
+      let help = '';
+      c.configureOutput({ writeOut: (s) => (help += s) });
+      c.outputHelp();
+      assert.match(help, /\nExamples?:\n {2}.*svc/, `${path}: the example is in --help`);
+    }
+    for (const key of Object.keys(EXAMPLES)) assert.ok(byPath.has(key), `the example of ${JSON.stringify(key)} names a command`);
+  });
+
+  test("every example's command and options exist", () => {
+    const global = new Set(program.options.map((o) => o.long));
+    for (const [key, lines] of Object.entries(EXAMPLES)) {
+      for (const line of lines) {
+        const words = line.replace(/#.*$/, '').replace(/^.*?\bsvc /, '').split(/\s+/).filter(Boolean);
+        let cmd: Command = program;
+        for (const w of words) {
+          if (w === '--') break; // the rest is the remote command's
+          const sub = cmd.commands.find((c) => c.name() === w || c.aliases().includes(w));
+          if (sub && !w.startsWith('-')) cmd = sub;
+          if (w.startsWith('-') && !w.startsWith('--')) {
+            assert.ok(cmd.options.some((o) => o.short === w), `${JSON.stringify(line)} (${key}): ${w} is an option of ${commandPath(cmd) || 'svc'}`);
+          } else if (w.startsWith('--')) {
+            const flag = w.split('=')[0]!;
+            assert.ok(global.has(flag) || cmd.options.some((o) => o.long === flag), `${JSON.stringify(line)} (${key}): ${flag} is an option of ${commandPath(cmd) || 'svc'}`);
+          }
+        }
+        // A group's example runs one of its commands.
+        if (key !== '') assert.ok(commandPath(cmd) === key || commandPath(cmd).startsWith(`${key} `), `${JSON.stringify(line)} runs ${key} or one of its commands (it runs ${commandPath(cmd)})`);
+      }
+    }
+  });
+
+  test('bash completion completes commands, aliases, subcommands and options', async () => {
+    const script = bashCompletion(program);
+    const complete = async (...words: string[]) => {
+      const cword = words.length - 1;
+      const quoted = words.map((w) => `'${w}'`).join(' ');
+      const r = await run('bash', ['-c', `${script}\nCOMP_WORDS=(${quoted}); COMP_CWORD=${cword}; _svc; printf '%s\\n' "\${COMPREPLY[@]}"`]);
+      return r.stdout.trim().split('\n').filter(Boolean).sort();
+    };
+    assert.deepEqual(await complete('svc', 'ser'), ['service', 'services']);
+    assert.deepEqual(await complete('svc', 'services', 're'), ['redeploy', 'rename', 'reset', 'restart']);
+    assert.deepEqual(await complete('svc', 'service', 'cr'), ['create'], 'through an alias');
+    assert.deepEqual(await complete('svc', '--json', 'services', 'create', 'web', '--i'), ['--image']);
+    assert.deepEqual(await complete('svc', 'environments', 'previews', 'c'), ['create']);
+    assert.deepEqual(await complete('svc', 'dep'), ['deploy', 'deployments'].filter((w) => w === 'deploy'));
+    assert.ok((await complete('svc', '--')).includes('--wide'));
+  });
+});
