@@ -23,6 +23,13 @@ describe('OpenAPI document', () => {
     assert.equal(doc.openapi, '3.1.0');
   });
 
+  test('every operation has its own operationId (the method names of generated clients), and the document names its server', () => {
+    const ids = Object.values(doc.paths).flatMap((ops) => Object.values(ops).map((op) => (op as { operationId?: string }).operationId));
+    assert.ok(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id)), JSON.stringify(ids));
+    assert.equal(new Set(ids).size, ids.length, 'unique');
+    assert.deepEqual((doc as unknown as { servers: Array<{ url: string }> }).servers.map((s) => s.url), ['/']);
+  });
+
   test('documents exactly the routes svcd serves', () => {
     const served = new Set(
       t.server.svcRoutes

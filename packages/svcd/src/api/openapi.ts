@@ -6,6 +6,7 @@ import { ErrorBody, QUERY_COUNT_MAX, QUERY_UNIX_SECONDS_MAX } from '@svc/contrac
 import { CLIENT_IP_BUCKETS_MAX, CLIENT_IP_BURST, CLIENT_IP_PER_SECOND } from '../ratelimit/index.js';
 import type { SvcRouteConfig } from './route-config.js';
 import { isIdempotencyCandidate } from './idempotency.js';
+import { OPERATION_IDS } from './operation-ids.js';
 
 const SECURITY: Record<SvcRouteConfig['auth'], Array<Record<string, string[]>>> = {
   public: [],
@@ -36,6 +37,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           'Choices beyond the specification are listed in the README (Decisions).',
         ].join('\n'),
       },
+      // Relative: the svcd that serves the document (paths start with /v1/); a client is given its address.
+      servers: [{ url: '/', description: 'the svcd serving this document' }],
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: '<keyID>.<secret>' },
@@ -47,14 +50,23 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: ({ schema, url, route }) => {
       const svc = route.config?.svc;
       const transformed = { ...(schema as Record<string, unknown>) };
+      const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
+      if (!transformed.hide && methods.length === 1) transformed.operationId = operationId(methods[0] ?? '', url);
       if (svc) {
         transformed.security = SECURITY[svc.auth];
-        const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
         transformed.response = { ...pipelineErrors(svc, methods), ...(transformed.response as Record<string, unknown> | undefined) };
       }
       return { schema: transformed, url };
     },
   });
+}
+
+/** The route's operationId (operation-ids.ts); a route without one stops the document being made. */
+function operationId(method: string, url: string): string {
+  const key = `${method} ${url.replace(/:([A-Za-z]+)/g, '{$1}')}`;
+  const id = OPERATION_IDS[key];
+  if (id === undefined) throw new Error(`no operationId for ${key}: add one to api/operation-ids.ts`);
+  return id;
 }
 
 /**
