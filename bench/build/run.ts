@@ -5,7 +5,9 @@
 // by round; medians of ROUNDS. Each round starts once the deployment svc's build started has
 // ended, so that neither side is measured beside a container start. The repository is served by a loopback `git daemon`, as in the
 // tests; its image builds on the local test image.
-// Run: make bench-build; --smoke: 1 round after the warm-up (bench/smoke.ts).
+// Then the deploy of a directory (directory.ts): `svc deploy examples/hello` to the first 200
+// through the proxy, against packing it and building, creating and starting it by hand.
+// Run: make bench-build; --smoke: 1 round of each after the warm-up (bench/smoke.ts).
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +20,7 @@ import { BUSYBOX_IMAGE, docker, ensureTestImages, finished, removeImages, remove
 import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
+import { deployDirectoryRounds, type DirectoryRounds } from './directory.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
@@ -26,8 +29,9 @@ const run = promisify(execFile);
 await ensureTestImages();
 const git = await startGitServer();
 const apiPort = await freePort();
+const proxyPort = await freePort();
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-build-'));
-const svcd = await spawnSvcd(['--dev', '--open-registration', '--data-dir', join(dir, 'data'), '--listen', `127.0.0.1:${apiPort}`, '--log-level', 'warn', '--dev-rate-limit', '1000000:1000000,1000000:1000000']);
+const svcd = await spawnSvcd(['--dev', '--open-registration', '--data-dir', join(dir, 'data'), '--listen', `127.0.0.1:${apiPort}`, '--proxy-listen', `127.0.0.1:${proxyPort}`, '--log-level', 'warn', '--dev-rate-limit', '1000000:1000000,1000000:1000000']);
 const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
 const reg = await anon.register({ name: 'bench-build', email: 'bench-build@x.io' });
 const c = anon.withKey(reg.api_key);
@@ -66,6 +70,7 @@ async function bareBuild(tag: string): Promise<number> {
 
 const svcTimes: number[] = [];
 const bareTimes: number[] = [];
+let directory: DirectoryRounds = { svc: [], bare: [], runtime: '' };
 try {
   const s = await c.createService({ name: 'bench-build', image: BUSYBOX_IMAGE });
   // Warm-up: the first build fills the engine's layer cache for both sides (same context).
@@ -76,10 +81,12 @@ try {
     bareTimes.push(await bareBuild(`svc-bench/bare-build:${i}`));
     process.stderr.write(`bench-build: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
   }
+  const cliEnv = { PATH: process.env.PATH, SVC_URL: `http://127.0.0.1:${apiPort}`, SVC_API_KEY: reg.api_key, SVC_CONFIG: join(dir, 'cli-config.json') };
+  directory = await deployDirectoryRounds(c, cliEnv, proxyPort, ROUNDS);
 } finally {
   await svcd.stop();
   await removeTenantWorkloads([reg.tenant_id]);
-  for (const ref of [`svc/${reg.tenant_id}/*`, 'svc-bench/bare-build']) await removeImages(ref);
+  for (const ref of [`svc/${reg.tenant_id}/*`, 'svc-bench/bare-build', 'svc-bench/bare-directory']) await removeImages(ref);
   await git.stop();
   rmSync(dir, { recursive: true, force: true });
 }
@@ -89,4 +96,17 @@ console.log(`\n| no-change rebuild, median of ${ROUNDS} | ms |\n|---|---|`);
 console.log(`| svc: POST .../builds until succeeded (clone + build + deployment started) | ${Math.round(svcMedian)} |`);
 console.log(`| by hand: git clone --depth 1 + Engine API build of the clone | ${Math.round(bareMedian)} |`);
 console.log(`| ratio svc / by hand | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.2) |`);
-if (SMOKE) smokeVerdict('bench-build', [...sampleProblems('svc builds', svcTimes, ROUNDS), ...sampleProblems('bare builds', bareTimes, ROUNDS)]);
+const deployMedian = median(directory.svc);
+const byHandMedian = median(directory.bare);
+console.log(`\n| a directory to the first 200 (${directory.runtime}), median of ${ROUNDS} | ms |\n|---|---|`);
+console.log(`| svc deploy examples/hello: a new service, packed, uploaded, built, deployed, first 200 through the proxy | ${Math.round(deployMedian)} |`);
+console.log(`| by hand: pack the directory + Engine API build + create + start + first 200 | ${Math.round(byHandMedian)} |`);
+console.log(`| ratio svc / by hand | ${(deployMedian / byHandMedian).toFixed(2)} (target at most 1.3) |`);
+if (SMOKE) {
+  smokeVerdict('bench-build', [
+    ...sampleProblems('svc builds', svcTimes, ROUNDS),
+    ...sampleProblems('bare builds', bareTimes, ROUNDS),
+    ...sampleProblems('svc deploy of a directory', directory.svc, ROUNDS),
+    ...sampleProblems('a directory by hand', directory.bare, ROUNDS),
+  ]);
+}

@@ -160,6 +160,10 @@ export function action<A extends unknown[]>(out: Output, fn: (...args: A) => Pro
   };
 }
 
+const POLL_OFTEN_MS = 100;
+const POLL_OFTEN_FOR_MS = 10_000;
+const POLL_SLOW_MS = 1000;
+
 /**
  * Polls `get` until `settled` says so, telling each new status on stderr, and resolves when it
  * settled as `success`; any other outcome fails the command with its last_error. Gives up after
@@ -175,6 +179,7 @@ export async function waitUntil<T extends { status: string; last_error: string |
 ): Promise<T> {
   const until = Date.now() + timeoutMs;
   let last = '';
+  const started = Date.now();
   for (;;) {
     const v = await get();
     if (v.status !== last) {
@@ -186,7 +191,8 @@ export async function waitUntil<T extends { status: string; last_error: string |
       return v;
     }
     if (Date.now() > until) throw new CommandFailed(`${what} still ${v.status} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
-    await new Promise((r) => setTimeout(r, 1000));
+    // Ten times a second for the first seconds (a deploy is often done within one), then once a second.
+    await new Promise((r) => setTimeout(r, Date.now() - started < POLL_OFTEN_FOR_MS ? POLL_OFTEN_MS : POLL_SLOW_MS));
   }
 }
 

@@ -58,6 +58,21 @@ describe('svc output for people', () => {
   });
 });
 
+describe("the CLI's start", () => {
+  test('loading the client does not load TypeBox (0.2 s of every command): the limits come from a module without it', async () => {
+    const probe = [
+      "import { registerHooks } from 'node:module';",
+      "registerHooks({ resolve(specifier, context, next) { if (specifier === 'typebox' || specifier.startsWith('typebox/')) throw new Error('typebox was loaded'); return next(specifier, context); } });",
+      "const client = await import('@svc/client');",
+      'console.log(client.SOURCE_ARCHIVE_MAX_BYTES > 0 && typeof client.SvcClient);',
+    ].join('\n');
+    const r = await run(process.execPath, ['--input-type=module', '-e', probe], { cwd: import.meta.dirname });
+    assert.equal(r.stdout.trim(), 'function');
+    // The probe itself can fail: the schemas do load TypeBox.
+    await assert.rejects(run(process.execPath, ['--input-type=module', '-e', probe.replace("'@svc/client'", "'@svc/contract'")], { cwd: import.meta.dirname }), /typebox was loaded/);
+  });
+});
+
 describe('the command tree', () => {
   const program = buildProgram();
   const commands = allCommands(program);

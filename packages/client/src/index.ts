@@ -51,7 +51,8 @@ import type {
 
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
-export { FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract';
+// From the module without TypeBox: a client's start does not load the schemas.
+export { FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 
 /** An answer other than 2xx, carrying the API's {error} message. */
 export class ApiError extends Error {

@@ -4,10 +4,7 @@ import { PAGE_LIMIT_DEFAULT, pageLimit, Pagination, UnixSeconds } from './common
 /** Stored build output per build; when it grows past this, the oldest output is dropped. */
 export const BUILD_LOG_MAX_BYTES = 5 * 1024 * 1024;
 
-/** An uploaded source archive (gzipped or plain tar), as sent: larger is 413. */
-export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
-/** What an uploaded archive's files may add up to unpacked (a git clone's cap too). */
-export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
+export { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from './limits.js';
 /** Entries (files, directories, links) an archive may hold. */
 export const SOURCE_ARCHIVE_MAX_ENTRIES = 50_000;
 /** Uploaded archives a tenant has in the store at once (waiting for a build, or taken by one not yet ended); one more is 409. */

@@ -12,8 +12,7 @@ export const EXEC_TIMEOUT_MAX_S = 300;
 export const EXEC_OUTPUT_MAX_BYTES = 1024 * 1024;
 /** stdin given with an exec (beyond the spec): text, within the API's 1 MiB request body. */
 export const EXEC_STDIN_MAX_BYTES = 512 * 1024;
-/** The files API (beyond the spec) reads and writes files of at most this size. */
-export const FILE_MAX_BYTES = 100 * 1024 * 1024;
+export { FILE_MAX_BYTES } from './limits.js';
 export const LEASE_DEFAULT_S = 3600;
 /** Longest lease one call may ask for: 30 days. */
 export const LEASE_MAX_S = 30 * 24 * 3600;

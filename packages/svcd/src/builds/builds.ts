@@ -18,8 +18,11 @@ import type { Platform } from '../platform.js';
 
 /** Queued builds a tenant may have waiting behind its running ones; one more is 409. */
 export const BUILD_QUEUE_MAX = 10;
-/** How often a followed build log looks for new output. */
-const FOLLOW_POLL_MS = 250;
+/**
+ * How often a followed build log looks for new output (one indexed read of the store; a tenant
+ * has at most a few followed streams at once).
+ */
+const FOLLOW_POLL_MS = 100;
 /** Log chunks read from the store at once (a chunk is at most 64 KB). */
 const LOG_PAGE_CHUNKS = 16;
 const TRUNCATED_NOTE = '[earlier output was cut: the last 5 MB are kept]\n';

@@ -1,0 +1,105 @@
+// bench/build, second part: `svc deploy examples/hello` (the built bin/svc, as a user runs it:
+// the service created, the directory packed and uploaded, built, deployed) from the command's
+// start to the first 200 through svc's proxy, against what a user does by hand with the bare
+// Engine API in the same run: pack the same directory (tar-fs), build it, create and start a
+// container of the image (the same runtime and hardening a service gets), first 200 from it.
+// Each svc round deploys a new service (a first 200 of a new deployment, not of the last one);
+// the two sides alternate round by round.
+import { execFile } from 'node:child_process';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { pack } from 'tar-fs';
+import type { SvcClient } from '../../packages/client/src/index.js';
+import { docker, finished } from '../../packages/svcd/test/images.js';
+import { workloadLimits } from '../../packages/svcd/src/runtime/workload-policy.js';
+import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
+import { ensureExampleImages } from '../../examples/base-images.js';
+import { ROOT } from '../svcd.js';
+
+const run = promisify(execFile);
+const HELLO = join(ROOT, 'examples/hello');
+const SVC = join(ROOT, 'bin/svc');
+const NETWORK = 'svc-bench-build-bare';
+
+function get(host: string, port: number, hostHeader?: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request({ host, port, path: '/', agent: false, timeout: 2_000, headers: hostHeader ? { host: hostHeader } : {} }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+}
+
+async function until200(host: string, port: number, hostHeader?: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while ((await get(host, port, hostHeader)) !== 200) {
+    if (Date.now() > deadline) throw new Error('no 200 within 60 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+export interface DirectoryRounds {
+  svc: number[];
+  bare: number[];
+  runtime: string;
+}
+
+/** `rounds` of each side; `c` is the tenant, `env` logs bin/svc in as it (SVC_URL, SVC_API_KEY). */
+export async function deployDirectoryRounds(c: SvcClient, env: NodeJS.ProcessEnv, proxyPort: number, rounds: number): Promise<DirectoryRounds> {
+  await ensureExampleImages();
+  const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+  const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
+  const limits = workloadLimits(DEFAULT_QUOTAS);
+  await docker.createNetwork({ Name: NETWORK, Driver: 'bridge' }).catch(() => {});
+  const result: DirectoryRounds = { svc: [], bare: [], runtime };
+
+  const svcRound = async (name: string): Promise<number> => {
+    const t0 = performance.now();
+    const r = await run(SVC, ['deploy', HELLO, '--name', name], { env });
+    const url = new URL(r.stdout.trim());
+    await until200('127.0.0.1', proxyPort, url.host);
+    return performance.now() - t0;
+  };
+  const bareRound = async (tag: string): Promise<number> => {
+    const t0 = performance.now();
+    await finished(await docker.buildImage(pack(HELLO), { t: tag, rm: true, forcerm: true }));
+    const ct = await docker.createContainer({
+      Image: tag,
+      HostConfig: {
+        NetworkMode: NETWORK,
+        Runtime: runtime,
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        Memory: limits.memoryMb * 1024 * 1024,
+        MemorySwap: limits.memoryMb * 1024 * 1024,
+        NanoCpus: Math.round(limits.cpus * 1e9),
+      },
+    });
+    await ct.start();
+    const ip = Object.values((await ct.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
+    await until200(ip, 8000);
+    const ms = performance.now() - t0;
+    await ct.remove({ force: true });
+    return ms;
+  };
+
+  try {
+    // Warm-up: the base image pulled and the layers cached on both sides; the tenant's network made.
+    await svcRound('warm-up');
+    await bareRound('svc-bench/bare-directory:warm');
+    for (let i = 0; i < rounds; i++) {
+      result.svc.push(await svcRound(`hello-${i}`));
+      result.bare.push(await bareRound(`svc-bench/bare-directory:${i}`));
+      process.stderr.write(`bench-build: directory round ${i + 1}/${rounds}: svc deploy ${Math.round(result.svc.at(-1)!)} ms, by hand ${Math.round(result.bare.at(-1)!)} ms\n`);
+      // Not measured: the services go, so that the tenant stays within its quota of services.
+      for (const s of await c.listServices({ limit: 200 })) if (s.name.startsWith('hello-')) await c.deleteService(s.id);
+    }
+  } finally {
+    await docker.getNetwork(NETWORK).remove().catch(() => {});
+  }
+  return result;
+}

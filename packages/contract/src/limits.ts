@@ -1,0 +1,10 @@
+// Sizes a client checks before it sends, as plain numbers: a module without TypeBox, so that a
+// client that needs only these (the CLI, through @svc/client) does not load the schemas
+// (importing TypeBox took 0.2 s of every svc command's start).
+
+/** The files API (beyond the spec) reads and writes files of at most this size. */
+export const FILE_MAX_BYTES = 100 * 1024 * 1024;
+/** An uploaded source archive (gzipped or plain tar), as sent: larger is 413. */
+export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
+/** What an uploaded archive's files may add up to unpacked (a git clone's cap too). */
+export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
