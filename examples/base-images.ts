@@ -6,13 +6,14 @@
 // `make run` runs this once (an image already in the registry is kept); so does the CLI test.
 // Run: node --import tsx examples/base-images.ts
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-fs';
 
-export const EXAMPLES_REGISTRY = process.env.SVC_EXAMPLES_REGISTRY ?? '127.0.0.1:5055';
+/** Where the examples' Dockerfiles name their base images (FROM 127.0.0.1:5055/...). */
+export const EXAMPLES_REGISTRY = '127.0.0.1:5055';
 export const EXAMPLE_BUSYBOX_IMAGE = `${EXAMPLES_REGISTRY}/svc-examples/busybox:1`;
 export const EXAMPLE_NODE_IMAGE = `${EXAMPLES_REGISTRY}/svc-examples/node:24`;
 const REGISTRY_DIR = '/var/tmp/svc-examples-registry';
@@ -102,7 +103,8 @@ export async function ensureExampleImages(): Promise<void> {
   }
 }
 
-if (import.meta.filename === process.argv[1]) {
+// Run as a script (not imported by a test): paths compared once resolved, as a symlinked checkout names this file otherwise.
+if (process.argv[1] !== undefined && realpathSync(import.meta.filename) === realpathSync(process.argv[1])) {
   await ensureExampleImages();
   say(`base images ready: ${EXAMPLE_BUSYBOX_IMAGE}, ${EXAMPLE_NODE_IMAGE}`);
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -263,7 +264,11 @@ func (a *agent) run(req execRequest, emit func(stdout bool, data []byte) error) 
 	go readPipe(stdoutR, true, pieces)
 	go readPipe(stderrR, false, pieces)
 	killed := make(chan struct{})
+	// Set before the kill: the loop below can see the exit and the pipes' ends, and stop, before
+	// it reads from killed; the outcome still says the timeout ended it.
+	var deadlinePassed atomic.Bool
 	killTimer := time.AfterFunc(time.Until(deadline), func() {
+		deadlinePassed.Store(true)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		close(killed)
 	})
@@ -323,6 +328,7 @@ func (a *agent) run(req execRequest, emit func(stdout bool, data []byte) error) 
 			}
 		}
 	}
+	end.TimedOut = end.TimedOut || deadlinePassed.Load()
 	end.DurationMs = time.Since(started).Milliseconds()
 	return end, nil
 }

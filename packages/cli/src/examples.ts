@@ -85,7 +85,7 @@ export const EXAMPLES: Record<string, string[]> = {
   'environments previews list': ['svc environments previews list "$ENV_ID"'],
   'environments previews create': ['svc environments previews create "$ENV_ID" web 3000'],
   'environments previews delete': ['svc environments previews delete "$ENV_ID" "$PREVIEW_ID"'],
-  completion: ['svc completion bash > ~/.local/share/bash-completion/completions/svc', 'eval "$(svc completion zsh)"   # in ~/.zshrc'],
+  completion: ['svc completion bash > ~/.local/share/bash-completion/completions/svc', 'eval "$(svc completion zsh)"   # in ~/.zshrc, after compinit'],
 };
 
 /** The path of a command below svc, canonical names joined by spaces ('' for svc). */

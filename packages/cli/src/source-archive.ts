@@ -1,8 +1,10 @@
 // Packs a directory into the gzipped tar `svc deploy` uploads: what Docker would send as the build
 // context. `.dockerignore` is honoured with Docker's own rules (@balena/dockerignore, a port of
 // Docker's matcher: patterns anchored at the root, `**`, `!` exceptions); without one,
-// `.gitignore` with git's (the `ignore` package: a pattern matches at any depth). `.git` is never
-// sent: it is not part of what is built and is often the largest thing in a directory.
+// the directory's top-level `.gitignore` with git's (the `ignore` package: a pattern matches at
+// any depth). As the Docker CLI, the Dockerfile and .dockerignore at the root are sent even when
+// the ignore file lists them. `.git` (any, a submodule's too) is never sent: it is not part of
+// what is built and is often the largest thing in a directory.
 // Symlinks go as symlinks (svc refuses those that point out of the directory, so they are refused
 // here first, with their name); other special files are left out with a note.
 import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
@@ -30,6 +32,9 @@ const dockerignore = ((dockerignoreModule as unknown as { default?: typeof docke
 
 /** Why a directory cannot be deployed as it is: told to the user as is. */
 export class PackError extends Error {}
+
+/** Sent whatever the ignore file says, as the Docker CLI does: the build needs them. */
+const ALWAYS_SENT = new Set(['Dockerfile', '.dockerignore']);
 
 /** Whether a path (relative, with `/`) is left out. */
 type Ignored = (path: string, isDirectory: boolean) => boolean;
@@ -93,14 +98,14 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
     for (const name of names) {
       const full = join(at, name);
       const rel = relative(dir, full).split(sep).join('/');
-      if (rel === '.git') continue;
+      if (name === '.git') continue; // the repository's, or a submodule's (a file there)
       const info = await lstat(full);
       if (info.isDirectory()) {
         // An ignored directory is not entered, unless an exception could take something back from it.
         if (rules.ignored(rel, true) && !rules.exceptions) continue;
         if (!rules.ignored(rel, true)) await entry({ name: `${rel}/`, type: 'directory', mode: 0o755, mtime: info.mtime });
         await walk(full);
-      } else if (rules.ignored(rel, false)) {
+      } else if (rules.ignored(rel, false) && !ALWAYS_SENT.has(rel)) {
         continue;
       } else if (info.isFile()) {
         if (info.size > maxUnpackedBytes) throw new PackError(`${rel} is larger than ${Math.round(maxUnpackedBytes / 1024 ** 2)} MB, more than svc builds from: add it to .dockerignore`);

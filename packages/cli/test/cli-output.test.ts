@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import { buildProgram } from '../src/program.js';
 import { allCommands, commandPath, EXAMPLES } from '../src/examples.js';
 import { bashCompletion } from '../src/commands/completion.js';
-import { colorWanted, fields, relativeTime, table, type CellStyle } from '../src/output.js';
+import { colorWanted, fields, output, relativeTime, table, type CellStyle } from '../src/output.js';
 
 process.env.TZ = 'UTC';
 const run = promisify(execFile);
@@ -40,6 +40,25 @@ describe('svc output for people', () => {
       fields(usage, plain),
       ['services             0/5', 'databases            2/3', 'memory_mb            512', 'disk_measured_at     2026-11-26 11:59 (30 s ago)', 'disk_measured_never  -', ''].join('\n'),
     );
+  });
+
+  test('--json prints the API\'s JSON as it came, whatever the view; a string alone for people', () => {
+    const printed = (json: boolean, value: unknown) => {
+      let text = '';
+      const write = process.stdout.write.bind(process.stdout);
+      process.stdout.write = ((chunk: string) => ((text += chunk), true));
+      try {
+        output({ json: () => json, wide: () => false, color: true, now: () => NOW }).print(value, { columns: ['name'] });
+      } finally {
+        process.stdout.write = write;
+      }
+      return text;
+    };
+    assert.equal(printed(true, services.slice(0, 1)), `${JSON.stringify(services.slice(0, 1), null, 2)}\n`);
+    assert.equal(printed(true, { used: 1, max: 2 }), '{\n  "used": 1,\n  "max": 2\n}\n');
+    assert.equal(printed(true, 'http://web.example.com'), '"http://web.example.com"\n');
+    assert.equal(printed(false, 'http://web.example.com'), 'http://web.example.com\n');
+    assert.equal(printed(false, services.slice(0, 1)), 'NAME\nweb\n');
   });
 
   test('times ahead and behind, and nested values', () => {

@@ -1,12 +1,12 @@
 // The built bin/svc against a real svcd (started in-process on loopback).
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, freePort, startServer, viaProxy, type TestServer } from '../../svcd/test/harness.js';
+import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from '../../svcd/test/harness.js';
 import { EXAMPLE_BUSYBOX_IMAGE, ensureExampleImages } from '../../../examples/base-images.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from '../../svcd/test/images.js';
 import { ensureDbImages, ensureNodeImage, ensureTemplateImages } from '../../svcd/test/operator-images.js';
@@ -312,7 +312,7 @@ describe('svc deploy: a directory to a URL', () => {
     tenants.push(c.id);
     const hello = await c.svc('deploy', join(EXAMPLES, 'hello'));
     assert.match(hello.stderr, /created service hello \([0-9a-f]+\)/);
-    assert.match(hello.stderr, /packed 2 files, .* without what \.dockerignore leaves out/);
+    assert.match(hello.stderr, /packed 3 files, .* without what \.dockerignore leaves out/, "Dockerfile, .dockerignore (sent, as Docker does) and public/index.html");
     assert.match(hello.stderr, /==> unpacking the uploaded archive:sha256:/);
     assert.match(hello.stderr, /build: succeeded/);
     const helloUrl = hello.stdout.trim();
@@ -339,12 +339,16 @@ describe('svc deploy: a directory to a URL', () => {
     assert.ok(!list.join('\n').includes('\u001b['), 'no colours on a pipe');
     assert.match((await c.svc('--wide', 'services', 'list')).stdout.split('\n')[0]!, /^ID\s+NAME\s+IMAGE\s+PORT\s+STATUS\s+URL\s+DNS_LABEL/);
 
-    // svc open hands the URL to $BROWSER, the service by name.
+    // svc open hands the URL to $BROWSER (its first entry, with its arguments), the service by
+    // name, and does not wait for the browser to exit (this one stays 30 s).
     const opened = join(mkdtempSync(join(tmpdir(), 'svc-open-')), 'opened');
     const browser = join(mkdtempSync(join(tmpdir(), 'svc-browser-')), 'browser');
-    writeFileSync(browser, `#!/bin/sh\necho "$1" > ${opened}\n`, { mode: 0o755 });
-    await run(SVC, ['open', 'hello'], { env: { ...c.env, BROWSER: browser } });
-    assert.equal(readFileSync(opened, 'utf8'), `${helloUrl}\n`);
+    writeFileSync(browser, `#!/bin/sh\necho "$@" > ${opened}\nsleep 30\n`, { mode: 0o755 });
+    const t0 = Date.now();
+    await run(SVC, ['open', 'hello'], { env: { ...c.env, BROWSER: `${browser} --new-window:/usr/bin/false` } });
+    assert.ok(Date.now() - t0 < 10_000, 'svc open returned while the browser runs');
+    await waitFor('the browser to get the URL', async () => (existsSync(opened) && readFileSync(opened, 'utf8') !== '' ? true : undefined), 10_000);
+    assert.equal(readFileSync(opened, 'utf8'), `--new-window ${helloUrl}\n`);
     await assert.rejects(run(SVC, ['open', 'nope'], { env: { ...c.env, BROWSER: browser } }), (e: { stderr?: string }) => /no service named or with id "nope"/.test(e.stderr ?? ''));
   });
 
@@ -361,11 +365,27 @@ describe('svc deploy: a directory to a URL', () => {
       return true;
     });
     symlinkSync('/etc/passwd', join(dir, 'passwd'));
-    await assert.rejects(c.svc('deploy', dir, '--name', 'broken'), (e: { code?: number; stderr?: string }) => e.code === 1 && /passwd is a symlink to \/etc\/passwd, outside the directory/.test(e.stderr ?? ''));
+    await assert.rejects(c.svc('deploy', dir, '--name', 'refused-link'), (e: { code?: number; stderr?: string }) => e.code === 1 && /passwd is a symlink to \/etc\/passwd, outside the directory/.test(e.stderr ?? ''));
+    assert.ok(!(await c.json<Array<{ name: string }>>('services', 'list')).some((s) => s.name === 'refused-link'), 'a directory that cannot be sent leaves no service behind');
     // Left out by the ignore file, the link is no problem (and with no .dockerignore, .gitignore counts).
     writeFileSync(join(dir, '.gitignore'), 'passwd\n');
     writeFileSync(join(dir, 'Dockerfile'), `FROM ${EXAMPLE_BUSYBOX_IMAGE}\nCOPY . /www\nCMD ["httpd", "-f", "-p", "8000", "-h", "/www"]\n`);
     const ok = await c.svc('deploy', dir, '--name', 'broken', '--no-wait');
     assert.match(ok.stderr, /packed 2 files, .* without what \.gitignore leaves out/);
+    assert.match(ok.stderr, /deploying into service broken \([0-9a-f]+, waiting for its first build, port 8000\)/);
+
+    // As the Docker CLI: the Dockerfile goes even when .dockerignore leaves everything out.
+    const minimal = mkdtempSync(join(tmpdir(), 'svc-deploy-'));
+    writeFileSync(join(minimal, 'Dockerfile'), `FROM ${EXAMPLE_BUSYBOX_IMAGE}\nCMD ["httpd", "-f", "-p", "8000", "-h", "/"]\n`);
+    writeFileSync(join(minimal, '.dockerignore'), '*\n');
+    writeFileSync(join(minimal, 'secret.txt'), 'left out\n');
+    const sent = await c.svc('deploy', minimal, '--name', 'minimal');
+    assert.match(sent.stderr, /packed 2 files/, 'the Dockerfile and .dockerignore, not secret.txt');
+    assert.match(sent.stderr, /build: succeeded/);
+
+    // Into a service that ran an image: said, with its port.
+    const fromImage = await c.json<{ id: string }>('services', 'create', 'was-image', '--image', EXAMPLE_BUSYBOX_IMAGE, '--port', '8000');
+    const into = await c.svc('deploy', minimal, '--name', 'was-image', '--no-wait');
+    assert.match(into.stderr, new RegExp(`deploying into service was-image \\(${fromImage.id}, image ${EXAMPLE_BUSYBOX_IMAGE.replace(/[.]/g, '\\.')}, port 8000\\)`));
   });
 });

@@ -64,13 +64,18 @@ eachStore((kind) => {
       assert.equal(created.body.image, '');
       const id = created.body.id;
       // Nothing to start before the build; no snapshot of nothing.
-      for (const action of ['start', 'restart', 'redeploy']) {
+      for (const action of ['start', 'restart', 'redeploy', 'reset']) {
         const r = await a.client.raw<{ error: string }>('POST', `/v1/services/${id}/${action}`);
         assert.equal(r.status, 409, action);
         assert.match(r.body.error, /no image yet/);
       }
       assert.equal((await a.client.raw('POST', `/v1/services/${id}/snapshots`, { body: { name: 'nothing' } })).status, 409);
       assert.equal((await a.client.raw('POST', '/v1/services', { body: { name: 'both', image: BUSYBOX_IMAGE, await_build: true } })).status, 400);
+      const source = await a.client.createService({ name: 'snapshotted', image: BUSYBOX_IMAGE });
+      const snap = await a.client.createSnapshot(source.id, 'snap');
+      const fromSnap = await a.client.raw<{ error: string }>('POST', '/v1/services', { query: { from_snapshot: snap.id }, body: { name: 'from-snap', await_build: true } });
+      assert.equal(fromSnap.status, 400);
+      assert.match(fromSnap.body.error, /await_build/);
 
       const archive = gzipSync(await tarOf(site('hello from a directory\n')));
       const up = await upload(a, id, archive);
@@ -79,7 +84,7 @@ eachStore((kind) => {
       assert.equal(up.body.files, 2);
       assert.match(up.body.sha256, /^[0-9a-f]{64}$/);
       const b = await a.client.createBuild(id, { source_type: 'archive', source_id: up.body.id });
-      // An archive builds once: it is the build's now.
+      // An archive builds once: it is the build's now (then gone, once the build has ended).
       const again = await a.client.raw<{ error: string }>('POST', `/v1/services/${id}/builds`, { body: { source_type: 'archive', source_id: up.body.id } });
       assert.ok(again.status === 409 || again.status === 404, again.text);
       const done = await finishedBuild(a.client, id, b.build_id);
@@ -158,6 +163,33 @@ eachStore((kind) => {
       assert.match(done.last_error ?? '', /"\.\." is not allowed/);
       assert.equal(existsSync(canary), false);
       assert.equal((await a.client.service(s.id)).status, 'stopped', 'the service still awaits a build');
+    });
+
+    test('an archive a build has taken: a second build of it is 409, it counts against the cap, and only its build\'s end lets retention remove it', async () => {
+      const a = await tenant();
+      const s = await a.client.createService({ name: 'claimed', await_build: true });
+      const up = await upload(a, s.id, gzipSync(await tarOf(site('x'))));
+      assert.equal(up.status, 201);
+      // Taken by a build that is still queued (written as the create's transaction writes it).
+      const store = t.deps.store;
+      const buildId = `queued${randomBytes(4).toString('hex')}`;
+      const now = Math.floor(Date.now() / 1000);
+      await store.builds.insert({ id: buildId, tenant_id: a.id, service_id: s.id, status: 'queued', source_type: 'archive', source_url: 'archive:sha256:x', source_ref: null, source_id: up.body.id, image: 'svc/x', commit_sha: null, last_error: null, deployment_id: null, holder: null, lease_until_ms: null, log_bytes: 0, log_truncated: 0, created_at: now, started_at: null, finished_at: null, duration_ms: null });
+      assert.equal(await store.sourceArchives.claim(up.body.id, buildId), true);
+      const second = await a.client.raw<{ error: string }>('POST', `/v1/services/${s.id}/builds`, { body: { source_type: 'archive', source_id: up.body.id } });
+      assert.equal(second.status, 409);
+      assert.match(second.body.error, /built already/);
+      assert.equal(await store.sourceArchives.countStored(a.id), 1, 'a taken archive still counts');
+      // Listed as due by an old pass, it is not removed while its build is queued...
+      const anHourOn = Math.floor(Date.now() / 1000) + 3601;
+      assert.equal(await store.sourceArchives.deleteIfDue(up.body.id, anHourOn), false);
+      assert.ok(await store.sourceArchives.findAny(up.body.id));
+      // ...and is once the build has ended (its own clean-up missed: its svcd died).
+      await store.builds.transition(buildId, ['queued'], { status: 'failed', last_error: 'interrupted', finished_at: now, duration_ms: 0 });
+      assert.ok((await store.sourceArchives.listDue(now - 3600, 100)).includes(up.body.id));
+      assert.equal(await store.sourceArchives.deleteIfDue(up.body.id, now - 3600), true);
+      assert.equal(await store.sourceArchives.findAny(up.body.id), undefined);
+      assert.deepEqual(await store.sourceArchives.chunks(up.body.id, 0, 10), [], 'its chunks go with it');
     });
 
     test('uploads are scoped to the service and tenant, and at most a few wait unused', async () => {

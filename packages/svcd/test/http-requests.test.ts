@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { Runtime } from '../src/runtime/index.js';
 import { eachStore, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
+import { tarOf } from './archive-fixtures.js';
 
 describe('request handling', () => {
   let t: TestServer;
@@ -198,11 +200,44 @@ describe('server timeouts (real sockets, real time)', () => {
   });
 
   test('a body not complete within 10 s: 408 and the connection is closed', async () => {
-    const t = await startServer();
+    const t = await startServer({ realTime: true });
     try {
       const r = await probe(t.url, 'POST /v1/system/bootstrap-token/validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"tok');
       assert.match(r.answer, /^HTTP\/1\.1 408/);
       assert.ok(r.ms >= 9_500 && r.ms < 12_500, `closed after ${r.ms} ms`);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test("an upload's body may take longer than 10 s, once its request is authenticated", async () => {
+    const t = await startServer({ realTime: true, overrides: { runtime: inertRuntime() } });
+    try {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'slow-upload', await_build: true });
+      const archive = gzipSync(await tarOf([{ name: 'Dockerfile', body: 'FROM scratch\n' }]));
+      const { hostname, port } = new URL(t.url);
+      /** Sends the head, then the archive in three parts 5.5 s apart (12 s in all); resolves with the answer. */
+      const trickle = (key: string) =>
+        new Promise<{ status: number; ms: number; body: string }>((resolve, reject) => {
+          const started = Date.now();
+          let answer = '';
+          const sock = connect({ host: hostname, port: Number(port) }, () => {
+            sock.write(`POST /v1/services/${s.id}/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/gzip\r\nContent-Length: ${archive.length}\r\nConnection: close\r\n\r\n`);
+            const third = Math.ceil(archive.length / 3);
+            const timers = [0, 1, 2].map((i) => setTimeout(() => { if (!sock.destroyed) sock.write(archive.subarray(i * third, (i + 1) * third)); }, 100 + i * 5_500));
+            sock.on('close', () => timers.forEach(clearTimeout));
+          });
+          sock.on('data', (b) => (answer += b.toString()));
+          sock.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(answer)?.[1] ?? 0), ms: Date.now() - started, body: answer }));
+          sock.on('error', reject);
+        });
+      const [authenticated, anonymous] = await Promise.all([trickle(a.key), trickle('0000000000000000.bad')]);
+      assert.equal(authenticated.status, 201, authenticated.body);
+      assert.ok(authenticated.ms > 11_000, `answered after ${authenticated.ms} ms, once all of it came`);
+      // Without a valid key nothing waits for the body: the refusal comes at once.
+      assert.equal(anonymous.status, 401);
+      assert.ok(anonymous.ms < 5_000, `refused after ${anonymous.ms} ms`);
     } finally {
       await t.close();
     }

@@ -188,9 +188,37 @@ describe('source archives', () => {
     await assert.rejects(readArchive(chunked(tar2, 64 * 1024), { ...LIMITS, maxUnpackedBytes: 8 * 1024 * 1024 }, second.into), /pre could not be unpacked \(EISDIR|EEXIST\)/);
   });
 
-  test('an abort stops the unpacking with its reason', async () => {
-    const controller = new AbortController();
-    controller.abort(new Error('the build was cancelled'));
-    await assert.rejects(readArchive(chunked(await tarOf([DOCKERFILE])), LIMITS, undefined, controller.signal), /the build was cancelled/);
+  test('an abort stops the unpacking with its reason: before it starts, and while chunks still come', async () => {
+    const before = new AbortController();
+    before.abort(new Error('the build was cancelled'));
+    await assert.rejects(readArchive(chunked(await tarOf([DOCKERFILE])), LIMITS, undefined, before.signal), /the build was cancelled/);
+    // Midway: the input aborts the unpacking after its first chunks, then would go on for good.
+    const midway = new AbortController();
+    const tar = await tarOf([DOCKERFILE, { name: 'big', body: Buffer.alloc(512 * 1024) }]);
+    async function* slow(): AsyncGenerator<Buffer> {
+      let sent = 0;
+      for (;;) {
+        yield tar.subarray(sent % tar.length, (sent % tar.length) + 4096);
+        sent += 4096;
+        if (sent === 8192) midway.abort(new Error('cancelled midway'));
+        await new Promise((r) => setTimeout(r, 1));
+      }
+    }
+    const { into } = await area();
+    await assert.rejects(readArchive(slow(), LIMITS, into, midway.signal), /cancelled midway/);
+  });
+
+  test('modes are as judged whatever the umask: files 0644 or 0755, directories 0755', async () => {
+    const previous = process.umask(0o077);
+    try {
+      const { into } = await area();
+      await readArchive(chunked(await tarOf([DOCKERFILE, { name: 'app/server.js', body: 'x' }, { name: 'bin/', type: 'directory' }, { name: 'bin/run', body: 'x', mode: 0o700 }])), LIMITS, into);
+      assert.equal((await stat(join(into, 'app/server.js'))).mode & 0o777, 0o644);
+      assert.equal((await stat(join(into, 'app'))).mode & 0o777, 0o755, 'a directory the archive implies');
+      assert.equal((await stat(join(into, 'bin'))).mode & 0o777, 0o755, 'a directory the archive names');
+      assert.equal((await stat(join(into, 'bin/run'))).mode & 0o777, 0o755);
+    } finally {
+      process.umask(previous);
+    }
   });
 });

@@ -53,7 +53,7 @@ export function bashCompletion(program: Command): string {
 }
 
 export function zshCompletion(program: Command): string {
-  return ['# svc completion for zsh: svc completion zsh > "${fpath[1]}/_svc", or eval "$(svc completion zsh)" in ~/.zshrc', 'autoload -U +X bashcompinit && bashcompinit', bashCompletion(program)].join('\n');
+  return ['# svc completion for zsh: eval "$(svc completion zsh)" in ~/.zshrc (after compinit)', 'autoload -U +X bashcompinit && bashcompinit', bashCompletion(program)].join('\n');
 }
 
 export function completionCommand(program: Command): void {

@@ -40,24 +40,31 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
         const dir = resolve(dirArg ?? '.');
         const info = await lstat(dir).catch(() => null);
         if (!info?.isDirectory()) throw new CommandFailed(`${dir} is not a directory`, 2);
-        if (!(await lstat(join(dir, 'Dockerfile')).catch(() => null))?.isFile()) throw new CommandFailed(`no Dockerfile in ${dir}: svc builds the directory with it`, 2);
+        const dockerfile = await lstat(join(dir, 'Dockerfile')).catch(() => null);
+        if (!dockerfile) throw new CommandFailed(`no Dockerfile in ${dir}: svc builds the directory with it`, 2);
+        if (!dockerfile.isFile()) throw new CommandFailed(`${join(dir, 'Dockerfile')} must be a regular file (svc does not follow a symlink there)`, 2);
         const name = o.name ?? serviceNameFor(basename(dir));
         const c = client();
 
-        let service = await serviceNamed(c, name);
-        if (!service) {
-          service = await c.createService({ name, port: o.port, env: o.env ? keyValues(o.env) : undefined, await_build: true });
-          out.note(`created service ${service.name} (${service.id})`);
-        } else if (o.port !== undefined || o.env !== undefined) {
-          out.note(`service ${service.name} exists: --port and --env apply to a new service only (svc env set changes its variables)`);
-        }
-
+        // Packed first: a directory that cannot be sent leaves no service behind.
         const packed = await packDirectory(dir, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES).catch((err: unknown) => {
           throw err instanceof PackError ? new CommandFailed(err.message) : err;
         });
         const ignoring = packed.ignoreFile ? `, without what ${packed.ignoreFile} leaves out` : '';
         out.note(`packed ${packed.files} files, ${(packed.bytes / MB).toFixed(1)} MB (${(packed.archive.length / MB).toFixed(1)} MB compressed)${ignoring}`);
         for (const skipped of packed.skipped) out.note(`left out ${skipped}: neither a file, a directory nor a symlink`);
+
+        let service = await serviceNamed(c, name);
+        if (!service) {
+          service = await c.createService({ name, port: o.port, env: o.env ? keyValues(o.env) : undefined, await_build: true });
+          out.note(`created service ${service.name} (${service.id})`);
+        } else {
+          // Said out loud: a service that ran an image (on its port) runs the build from now on.
+          const from = service.image === '' ? 'waiting for its first build' : `image ${service.image}`;
+          out.note(`deploying into service ${service.name} (${service.id}, ${from}, port ${service.port})`);
+          if (o.port !== undefined || o.env !== undefined) out.note('--port and --env apply to a new service only (svc env set changes its variables)');
+        }
+
         const upload = await c.uploadSource(service.id, new Uint8Array(packed.archive));
         const build = await c.createBuild(service.id, { source_type: 'archive', source_id: upload.id });
         out.note(`build ${build.build_id} queued`);

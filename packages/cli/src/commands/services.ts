@@ -43,13 +43,20 @@ export async function serviceNamed(c: SvcClient, name: string): Promise<Service 
   }
 }
 
-/** Hands the URL to $BROWSER, or to the system's opener; waits until it has taken it. */
+/**
+ * Hands the URL to $BROWSER (its first entry, as in `firefox:chromium`; arguments allowed), or
+ * else to the system's opener, without waiting for the browser to exit (it may run for hours).
+ */
 async function openInBrowser(url: string): Promise<void> {
-  const opener = process.env.BROWSER ?? (process.platform === 'darwin' ? 'open' : 'xdg-open');
+  const browser = process.env.BROWSER?.split(':')[0]?.trim();
+  const [opener = '', ...args] = browser ? browser.split(/\s+/) : [process.platform === 'darwin' ? 'open' : 'xdg-open'];
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(opener, [url], { stdio: 'ignore' });
+    const child = spawn(opener, [...args, url], { stdio: 'ignore', detached: true });
     child.once('error', (err) => reject(new CommandFailed(`could not run ${opener} (${err.message}): open ${url} yourself, or set BROWSER`)));
-    child.once('exit', (code) => (code === 0 ? resolve() : reject(new CommandFailed(`${opener} exited with ${String(code)}: open ${url} yourself`))));
+    child.once('spawn', () => {
+      child.unref();
+      resolve();
+    });
   });
 }
 

@@ -21,6 +21,11 @@ export interface SvcRouteConfig {
   noIdempotency?: boolean;
   /** Exempt from the global limit and the HTTPS rule: the liveness probe must always answer. */
   liveness?: boolean;
+  /**
+   * How long the request's body may take to arrive (ms), for uploads of many megabytes; every
+   * other route has the spec's 10 s read timeout (api/timeouts.ts).
+   */
+  bodyReadMs?: number;
 }
 
 declare module 'fastify' {

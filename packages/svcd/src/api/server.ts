@@ -14,7 +14,7 @@ import { BODY_LIMIT_BYTES, errorBody, errorHandler, REQUEST_ID_HEADER } from './
 import { accessGuard } from './guards.js';
 import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
 import { openApiRoute, registerOpenApi } from './openapi.js';
-import { requestTimeouts } from './timeouts.js';
+import { READ_HEADER_TIMEOUT_MS, requestTimeouts, UPLOAD_READ_TIMEOUT_MS } from './timeouts.js';
 import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
@@ -55,9 +55,6 @@ export type SvcServer = FastifyInstance<
   TypeBoxTypeProvider
 >;
 
-/** Server timeouts of spec 8: read 10 s, read-header 5 s (write: the 30 s request timeout). */
-export const READ_TIMEOUT_MS = 10_000;
-export const READ_HEADER_TIMEOUT_MS = 5_000;
 /**
  * How often Node checks those two timeouts. Its default, 30 s, would let a stalled client hold a
  * connection for up to 35 s instead of 5.
@@ -99,7 +96,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
     serverFactory: (handler) =>
       http.createServer(
         {
-          requestTimeout: READ_TIMEOUT_MS,
+          requestTimeout: UPLOAD_READ_TIMEOUT_MS,
           headersTimeout: READ_HEADER_TIMEOUT_MS,
           connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
         },
@@ -192,8 +189,9 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
     done();
   });
   // The timeout starts next, so that slow credential checks count against it too.
-  requestTimeouts(app, deps);
+  const timeouts = requestTimeouts(app, deps);
   app.addHook('onRequest', accessGuard(deps));
+  app.addHook('onRequest', timeouts.afterAuthentication);
   app.addHook('onRequestAbort', async (request) => {
     const claim = request.idempotencyClaim;
     if (claim) await deps.store.idempotency.release(claim.tenantId, claim.key);

@@ -1,6 +1,18 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
+
 import type { Deps } from '../app.js';
 import { errorBody } from './errors.js';
+
+/**
+ * Server timeouts of spec 8: read 10 s, read-header 5 s (write: the 30 s request timeout below).
+ * Node holds every request to the longest read any route allows (an upload's: server.ts); the
+ * 10 s of every other route is this module's, per route.
+ */
+export const READ_TIMEOUT_MS = 10_000;
+export const READ_HEADER_TIMEOUT_MS = 5_000;
+/** The longest a route lets its body take (uploads of source archives and files: a slow uplink). */
+export const UPLOAD_READ_TIMEOUT_MS = 10 * 60_000;
 
 /** How often in-flight requests are checked against their deadline. */
 export const TIMEOUT_SWEEP_MS = 250;
@@ -13,6 +25,22 @@ declare module 'fastify' {
 }
 
 /**
+ * What Node does at its own request timeout: 408 and the connection closed. The body is cut, so
+ * whatever reads it (a parser, an upload) ends with an error and the route never answers on this
+ * socket; the 408 is written to the socket directly unless an answer has begun.
+ */
+function cutSlowBody(raw: IncomingMessage, answered: boolean): void {
+  const socket = raw.socket;
+  if (socket.destroyed) return;
+  if (answered) socket.destroy();
+  else socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n', () => socket.destroy());
+}
+
+/**
+ * The read timeout (spec 8: 10 s) of a request's body, per route: an upload's route allows
+ * longer (bodyReadMs), which Node's single server-wide requestTimeout could not; Node keeps the
+ * longest as its own bound. Checked by the same sweep.
+ *
  * The 30 s request timeout (spec 8): a route that has not answered by then gets 503. Routes
  * marked longRunning (logs, exec, long creates) have none.
  *
@@ -27,11 +55,21 @@ declare module 'fastify' {
  * request was copied twice and promoted (about 4 KB each), each scavenge took 10 ms instead of
  * 1, and p99 at 1,000 req/s went from about 1 ms to 5-10 ms (bench/api).
  */
-export function requestTimeouts(app: FastifyInstance, deps: Deps): void {
+export function requestTimeouts(app: FastifyInstance, deps: Deps): { afterAuthentication: onRequestHookHandler } {
   const inFlight = new Set<FastifyReply>();
+  /** Requests whose body is still coming, with when it must have come (the read timeout). */
+  const reading = new Map<FastifyReply, number>();
   app.decorateReply('timeoutDeadlineMs', 0);
   const sweeper = deps.timers.setInterval(() => {
     const now = deps.clock.now();
+    for (const [reply, deadline] of reading) {
+      const raw = reply.request.raw;
+      if (raw.complete || raw.destroyed) reading.delete(reply);
+      else if (deadline <= now) {
+        reading.delete(reply);
+        cutSlowBody(raw, reply.raw.headersSent);
+      }
+    }
     for (const reply of inFlight) {
       if (reply.timeoutDeadlineMs > now) continue;
       inFlight.delete(reply);
@@ -49,6 +87,8 @@ export function requestTimeouts(app: FastifyInstance, deps: Deps): void {
   // Callback-style hooks: on the hot path they cost no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     const route = request.routeOptions.config.svc;
+    // A body still coming once the headers are read (most are complete by now, and cost nothing here).
+    if (!request.raw.complete) reading.set(reply, deps.clock.now() + READ_TIMEOUT_MS);
     if (route && !route.longRunning) {
       reply.timeoutDeadlineMs = deps.clock.now() + deps.requestTimeoutMs;
       inFlight.add(reply);
@@ -59,4 +99,16 @@ export function requestTimeouts(app: FastifyInstance, deps: Deps): void {
     inFlight.delete(reply);
     done();
   });
+  return {
+    /**
+     * Registered after the credential check: an upload's route gives its body longer
+     * (bodyReadMs) only to an authenticated request, so that nobody without a key can hold a
+     * connection open for minutes by sending slowly.
+     */
+    afterAuthentication(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+      const bodyReadMs = request.routeOptions.config.svc?.bodyReadMs;
+      if (bodyReadMs !== undefined && request.principal && reading.has(reply)) reading.set(reply, deps.clock.now() + bodyReadMs);
+      done();
+    },
+  };
 }

@@ -85,7 +85,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
   /** A service from a snapshot: the snapshot gives image, port and env; the body only the name. */
   async createFromSnapshot(tenantId: string, snapshotId: string, req: CreateServiceRequest): Promise<Service> {
     if (req.image !== undefined || req.port !== undefined || req.env !== undefined || req.await_build !== undefined) {
-      throw new ValidationError('with from_snapshot, the body takes only name: image, port and env come from the snapshot');
+      throw new ValidationError('with from_snapshot, the body takes only name: image, port and env come from the snapshot (and await_build has no place there)');
     }
     const c = await this.deps.snapshots.contents(tenantId, snapshotId);
     return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env });

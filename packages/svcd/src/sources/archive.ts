@@ -20,8 +20,8 @@
 //   copied into every entry after it).
 // tar-stream (already svcd's, for build contexts) parses the format; these rules are svc's.
 import { constants as fsConstants } from 'node:fs';
-import { link, mkdir, open, symlink } from 'node:fs/promises';
-import { dirname, join, posix } from 'node:path';
+import { chmod, link, mkdir, open, symlink } from 'node:fs/promises';
+import { join, posix } from 'node:path';
 import { pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { extract, type Extract, type Header } from 'tar-stream';
@@ -79,11 +79,13 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
   // The feed's failure (a gzip error, the cap) ends the extract's iteration too; it is the one reported.
   feeding.catch(() => {});
   const judge = new EntryRules(limits);
+  /** Directories this pass made (and set to 0755), relative to `into`. */
+  const made = new Set<string>(['.']);
   try {
     for await (const entry of tar) {
       const rule = judge.admit(entry.header);
       if (into === undefined || rule.kind === 'skip') await drain(entry);
-      else await write(into, rule, entry as AsyncIterable<Buffer>);
+      else await write(into, made, rule, entry as AsyncIterable<Buffer>);
     }
     await feeding;
     judge.checkSymlinks();
@@ -431,13 +433,29 @@ function cleanName(raw: string): string {
 }
 
 /**
+ * Makes the directory `rel` below `root` and any missing parent, each 0755 whatever svcd's
+ * umask (an image's directories must be readable by any user it runs as), once per pass.
+ */
+async function directory(root: string, made: Set<string>, rel: string): Promise<void> {
+  if (made.has(rel)) return;
+  await directory(root, made, posix.dirname(rel));
+  const path = join(root, rel);
+  await mkdir(path).catch((err: unknown) => {
+    // A directory the archive named twice, or the pass's own: anything else (a file there) is the archive's.
+    if ((err as { code?: string }).code !== 'EEXIST') throw err;
+  });
+  await chmod(path, 0o755);
+  made.add(rel);
+}
+
+/**
  * Writes one admitted entry below `root`. Every parent below the root was made by this pass as a
  * directory (symlinks are never parents: EntryRules), and files are created exclusively without
  * following a link, so nothing lands outside `root`.
  */
-async function write(root: string, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
+async function write(root: string, made: Set<string>, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
   try {
-    await writeEntry(root, rule, entry);
+    await writeEntry(root, made, rule, entry);
   } catch (err) {
     // The tenant's archive, not svc, is what the file system refused (the scratch path stays out of the message).
     const code = (err as { code?: unknown }).code;
@@ -446,12 +464,12 @@ async function write(root: string, rule: Exclude<Admitted, { kind: 'skip' }>, en
   }
 }
 
-async function writeEntry(root: string, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
+async function writeEntry(root: string, made: Set<string>, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
   const path = join(root, rule.path);
-  await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+  await directory(root, made, posix.dirname(rule.path));
   switch (rule.kind) {
     case 'directory':
-      await mkdir(path, { recursive: true, mode: 0o755 });
+      await directory(root, made, rule.path);
       break;
     case 'symlink':
       await symlink(rule.target, path);
@@ -463,6 +481,9 @@ async function writeEntry(root: string, rule: Exclude<Admitted, { kind: 'skip' }
       const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW;
       const file = await open(path, flags, rule.mode);
       try {
+        // The mode as judged, whatever svcd's umask took from it at open: a 0600 file in the
+        // image would be unreadable to an app that runs as another user (USER in the Dockerfile).
+        await file.chmod(rule.mode);
         for await (const chunk of entry) await file.write(chunk);
       } finally {
         await file.close();

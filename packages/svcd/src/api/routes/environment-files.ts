@@ -5,6 +5,7 @@ import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
 import { tenantOf } from '../guards.js';
+import { UPLOAD_READ_TIMEOUT_MS } from '../timeouts.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { routePlugin } from './plugin.js';
 
@@ -18,7 +19,7 @@ export function environmentFileRoutes(deps: Deps): FastifyPluginAsyncTypeboxOf {
   return routePlugin((app) => {
     // An upload is the file's bytes, not JSON: in this plugin (Fastify scopes parsers to it) a
     // body of any type reaches the route as the request's stream, read with backpressure and
-    // capped by the domain. It still has to arrive within svcd's request read timeout.
+    // capped by the domain, within ten minutes (not the 10 s read timeout of other routes).
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
@@ -45,9 +46,9 @@ export function environmentFileRoutes(deps: Deps): FastifyPluginAsyncTypeboxOf {
       '/v1/environments/:envID/files',
       {
         // The body is not kept, so a replay could not tell two uploads apart: never replayed (a PUT is idempotent anyway).
-        config: { svc: { auth: 'key', longRunning: true, noIdempotency: true } },
+        config: { svc: { auth: 'key', longRunning: true, noIdempotency: true, bodyReadMs: UPLOAD_READ_TIMEOUT_MS } },
         schema: {
-          summary: `Writes the request body (any content type) to the file whole: missing directories are created, the file appears once complete (an upload cut midway leaves the old one), at most ${CAP} (413). ${SHARED}`,
+          summary: `Writes the request body (any content type) to the file whole: missing directories are created, the file appears once complete (an upload cut midway leaves the old one), at most ${CAP} (413), arriving within ${UPLOAD_READ_TIMEOUT_MS / 60_000} minutes (other routes: 10 s). ${SHARED}`,
           tags,
           params: EnvironmentParams,
           querystring: FileWriteQuery,
