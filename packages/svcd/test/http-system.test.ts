@@ -69,6 +69,20 @@ describe('health detail against the real engine', () => {
     assert.equal((await a.client.healthDetailed()).proxy_networks, now, 'gathered again at 30 s');
   });
 
+  test("a df the engine is already running (the metering pass's) leaves the detail whole: concurrent readings share one", async () => {
+    const a = await newTenant(t);
+    const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+    // The metering pass's disk reading and the health detail's at once, a few times over: the
+    // engine refuses a second df while one runs, and that used to void the detail's every part.
+    for (let i = 0; i < 3; i++) {
+      // Another client's df first, so that svcd's own meet it running.
+      const other = docker.df().catch(() => null);
+      const [detail] = await Promise.all([a.client.healthDetailed(true), t.deps.runtime.diskUsage(), t.deps.runtime.storage(), other]);
+      assert.equal(detail.sandbox.available, 'runsc' in (info.Runtimes ?? {}), `round ${i}: gVisor is still reported`);
+      assert.ok(detail.runtime_storage.total_size_gb > 0, `round ${i}: the storage was read (waited out another client's df)`);
+    }
+  });
+
   test('an engine that does not answer is available: false, not an error', async () => {
     const dead = await startServer({ config: { dockerHost: 'unix:///nonexistent/docker.sock' } });
     try {

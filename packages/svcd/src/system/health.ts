@@ -90,23 +90,27 @@ export class Health {
     try {
       const info = await engine.info();
       runtime = { available: true, version: info.version };
-      const [sandboxVersion, usage, nets, rdisk] = await Promise.all([
+      // Each part on its own: one the engine refuses (a df while another runs) leaves the others true.
+      const [sandboxVersion, usage, nets, rdisk] = await Promise.allSettled([
         engine.sandboxVersion(),
         engine.storage(),
         engine.countNetworks(TENANT_NETWORK_PREFIX),
-        this.readDisk(info.dataRoot).catch(() => UNREAD_DISK),
+        this.readDisk(info.dataRoot),
       ]);
-      sandbox = { available: sandboxVersion !== null, version: sandboxVersion ?? '' };
-      const total = usage.imagesBytes + usage.containersBytes + usage.volumesBytes + usage.buildCacheBytes;
-      storage = {
-        images_size_bytes: usage.imagesBytes,
-        containers_size_bytes: usage.containersBytes,
-        volumes_size_bytes: usage.volumesBytes,
-        build_cache_size_bytes: usage.buildCacheBytes,
-        total_size_gb: Math.round((total / GB) * 1000) / 1000,
-      };
-      networks = nets;
-      runtimeDisk = rdisk;
+      if (sandboxVersion.status === 'fulfilled') sandbox = { available: sandboxVersion.value !== null, version: sandboxVersion.value ?? '' };
+      if (usage.status === 'fulfilled') {
+        const u = usage.value;
+        const total = u.imagesBytes + u.containersBytes + u.volumesBytes + u.buildCacheBytes;
+        storage = {
+          images_size_bytes: u.imagesBytes,
+          containers_size_bytes: u.containersBytes,
+          volumes_size_bytes: u.volumesBytes,
+          build_cache_size_bytes: u.buildCacheBytes,
+          total_size_gb: Math.round((total / GB) * 1000) / 1000,
+        };
+      } else log?.warn({ err: usage.reason }, 'the engine storage could not be read');
+      if (nets.status === 'fulfilled') networks = nets.value;
+      if (rdisk.status === 'fulfilled') runtimeDisk = rdisk.value;
     } catch {
       // The engine not answering is reported as available: false, not as an error of this route.
     }

@@ -90,6 +90,10 @@ function asArgv(value: string[] | string | null | undefined): string[] | null {
 
 /** A disk usage reading walks every volume and layer: it may take long, not forever. */
 const DF_TIMEOUT_MS = 120_000;
+/** How soon a df the engine refused (another client's is running) is asked again. */
+const DF_BUSY_RETRY_MS = 500;
+/** The engine's refusal of a df while another runs (a 500, not a 409: matched by its text). */
+const DF_BUSY = /disk usage operation is already running/;
 
 /** Parses `unix:///var/run/docker.sock` or `tcp://host:port` into dockerode options. */
 export function dockerOptions(host: string, timeoutMs: number): Docker.DockerOptions {
@@ -135,6 +139,8 @@ export class DockerRuntime implements Runtime {
   private readonly streaming: Docker;
   private readonly networkCreations = new Map<string, Promise<void>>();
   private sandboxVersionCache: { path: string; version: string } | null = null;
+  /** The df request under way, shared by whoever asks meanwhile (df()). */
+  private dfInFlight: Promise<DfResponse> | null = null;
   /** The engine's cgroup driver, asked once: tenant groups are placed only under cgroupfs. */
   private cgroupDriver: Promise<string> | null = null;
 
@@ -191,7 +197,7 @@ export class DockerRuntime implements Runtime {
   }
 
   async storage(): Promise<EngineStorage> {
-    const df = (await this.docker.df()) as DfResponse;
+    const df = await this.df();
     const sum = (xs: number[]) => xs.reduce((a, b) => a + (b > 0 ? b : 0), 0);
     return {
       imagesBytes: df.LayersSize ?? 0,
@@ -201,13 +207,35 @@ export class DockerRuntime implements Runtime {
     };
   }
 
-  async diskUsage(): Promise<{ workloads: WorkloadDisk[]; images: ImageDisk[] }> {
-    // One df call: the engine walks every volume and writable layer for it (seconds on a busy
-    // host), which is why it runs on the metering pass and not per request, on the client without
-    // an idle timeout, bounded as a whole instead.
+  /**
+   * The engine's disk usage. One df at a time: the engine walks every volume and writable layer
+   * for it (seconds on a busy host), and refuses a second one while one runs (500 "a disk usage
+   * operation is already running": the health detail's beside the metering pass's made the health
+   * detail report no gVisor). Callers at once share one request; a df another client of the
+   * engine runs is waited out. On the client without an idle timeout, bounded as a whole instead.
+   */
+  private df(): Promise<DfResponse> {
+    this.dfInFlight ??= this.dfWaitingOutOthers().finally(() => (this.dfInFlight = null));
+    return this.dfInFlight;
+  }
+
+  private async dfWaitingOutOthers(): Promise<DfResponse> {
     // dockerode passes abortSignal on to the request (its typings do not list options for df).
     const dfWithOptions = this.streaming.df.bind(this.streaming) as (opts: object) => Promise<unknown>;
-    const df = (await dfWithOptions({ abortSignal: AbortSignal.timeout(DF_TIMEOUT_MS) })) as DfResponse;
+    const deadline = this.clock.now() + DF_TIMEOUT_MS;
+    for (;;) {
+      try {
+        return (await dfWithOptions({ abortSignal: AbortSignal.timeout(Math.max(1, deadline - this.clock.now())) })) as DfResponse;
+      } catch (err) {
+        if (!DF_BUSY.test((err as Error).message) || this.clock.now() >= deadline) throw err;
+        await new Promise<void>((resolve) => this.timers.setTimeout(resolve, DF_BUSY_RETRY_MS));
+      }
+    }
+  }
+
+  async diskUsage(): Promise<{ workloads: WorkloadDisk[]; images: ImageDisk[] }> {
+    // Runs on the metering pass, not per request (df is slow).
+    const df = await this.df();
     const ours = (labels: Record<string, string> | null | undefined) => labels?.[LABELS.installation] === this.installation;
     const volumeBytes = new Map<string, number>();
     for (const v of df.Volumes ?? []) if (ours(v.Labels)) volumeBytes.set(v.Name, Math.max(0, v.UsageData?.Size ?? 0));
