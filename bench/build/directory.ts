@@ -6,41 +6,19 @@
 // Each svc round deploys a new service (a first 200 of a new deployment, not of the last one);
 // the two sides alternate round by round.
 import { execFile } from 'node:child_process';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pack } from 'tar-fs';
 import type { SvcClient } from '../../packages/client/src/index.js';
 import { docker, finished } from '../../packages/svcd/test/images.js';
-import { workloadLimits } from '../../packages/svcd/src/runtime/workload-policy.js';
-import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
 import { ensureExampleImages } from '../../examples/base-images.js';
 import { ROOT } from '../svcd.js';
+import { bareFirstAnswer, until200 } from '../first-answer.js';
 
 const run = promisify(execFile);
 const HELLO = join(ROOT, 'examples/hello');
 const SVC = join(ROOT, 'bin/svc');
 const NETWORK = 'svc-bench-build-bare';
-
-function get(host: string, port: number, hostHeader?: string): Promise<number> {
-  return new Promise((resolve) => {
-    const req = request({ host, port, path: '/', agent: false, timeout: 2_000, headers: hostHeader ? { host: hostHeader } : {} }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(0));
-    req.end();
-  });
-}
-
-async function until200(host: string, port: number, hostHeader?: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while ((await get(host, port, hostHeader)) !== 200) {
-    if (Date.now() > deadline) throw new Error('no 200 within 60 s');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 export interface DirectoryRounds {
   svc: number[];
@@ -53,37 +31,22 @@ export async function deployDirectoryRounds(c: SvcClient, env: NodeJS.ProcessEnv
   await ensureExampleImages();
   const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
   const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
-  const limits = workloadLimits(DEFAULT_QUOTAS);
-  await docker.createNetwork({ Name: NETWORK, Driver: 'bridge' }).catch(() => {});
+    await docker.createNetwork({ Name: NETWORK, Driver: 'bridge' }).catch(() => {});
   const result: DirectoryRounds = { svc: [], bare: [], runtime };
 
   const svcRound = async (name: string): Promise<number> => {
     const t0 = performance.now();
     const r = await run(SVC, ['deploy', HELLO, '--name', name], { env });
     const url = new URL(r.stdout.trim());
-    await until200('127.0.0.1', proxyPort, url.host);
+    await until200('127.0.0.1', proxyPort, '/', url.host);
     return performance.now() - t0;
   };
   const bareRound = async (tag: string): Promise<number> => {
     const t0 = performance.now();
     await finished(await docker.buildImage(pack(HELLO), { t: tag, rm: true, forcerm: true }));
-    const ct = await docker.createContainer({
-      Image: tag,
-      HostConfig: {
-        NetworkMode: NETWORK,
-        Runtime: runtime,
-        CapDrop: ['ALL'],
-        SecurityOpt: ['no-new-privileges'],
-        Memory: limits.memoryMb * 1024 * 1024,
-        MemorySwap: limits.memoryMb * 1024 * 1024,
-        NanoCpus: Math.round(limits.cpus * 1e9),
-      },
-    });
-    await ct.start();
-    const ip = Object.values((await ct.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
-    await until200(ip, 8000);
+    const remove = await bareFirstAnswer(tag, NETWORK, runtime, '/');
     const ms = performance.now() - t0;
-    await ct.remove({ force: true });
+    await remove();
     return ms;
   };
 

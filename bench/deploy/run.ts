@@ -7,43 +7,19 @@
 // of a tenant's very first service, which creates its network, is measured and printed apart.
 // Run: make bench-deploy; --smoke: 2 rounds (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
-import { workloadLimits } from '../../packages/svcd/src/runtime/workload-policy.js';
-import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
+import { bareFirstAnswer, until200 } from '../first-answer.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
 
-function get(host: string, port: number, hostHeader?: string): Promise<number> {
-  return new Promise((resolve) => {
-    const req = request({ host, port, path: '/index.html', agent: false, timeout: 2_000, headers: hostHeader ? { host: hostHeader } : {} }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(0));
-    req.end();
-  });
-}
-
-async function until200(host: string, port: number, hostHeader?: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while ((await get(host, port, hostHeader)) !== 200) {
-    if (Date.now() > deadline) throw new Error('no 200 within 60 s');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 await ensureTestImages();
-/** What svc gives each service of a tenant on the default quota (runtime/workload-policy.ts). */
-const limits = workloadLimits(DEFAULT_QUOTAS);
 const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
 const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
 const apiPort = await freePort();
@@ -58,7 +34,7 @@ await docker.createNetwork({ Name: 'svc-bench-bare', Driver: 'bridge' }).catch((
 // The first service of the tenant creates its network: measured apart, then kept as the resident.
 let t0 = performance.now();
 const resident = await c.createService({ name: 'resident', image: BUSYBOX_IMAGE });
-await until200('127.0.0.1', proxyPort, `${resident.id}.localhost:${proxyPort}`);
+await until200('127.0.0.1', proxyPort, '/index.html', `${resident.id}.localhost:${proxyPort}`);
 const firstService = performance.now() - t0;
 
 const svcTimes: number[] = [];
@@ -68,31 +44,15 @@ try {
     // svc: the API call, the background deploy, Caddy's route, the first answer through it.
     t0 = performance.now();
     const s = await c.createService({ name: `bench-${i}`, image: BUSYBOX_IMAGE });
-    await until200('127.0.0.1', proxyPort, `${s.id}.localhost:${proxyPort}`);
+    await until200('127.0.0.1', proxyPort, '/index.html', `${s.id}.localhost:${proxyPort}`);
     svcTimes.push(performance.now() - t0);
     await c.deleteService(s.id);
 
     // Bare Engine API: create + start the same image (same runtime, same hardening), first 200.
     t0 = performance.now();
-    const ct = await docker.createContainer({
-      Image: BUSYBOX_IMAGE,
-      HostConfig: {
-        NetworkMode: 'svc-bench-bare',
-        Runtime: runtime,
-        CapDrop: ['ALL'],
-        SecurityOpt: ['no-new-privileges'],
-        // The memory and CPU a tenant's service gets under the default quota: the CPU quota also
-        // holds gVisor's own start (the sandbox's processes are in the container's group).
-        Memory: limits.memoryMb * 1024 * 1024,
-        MemorySwap: limits.memoryMb * 1024 * 1024,
-        NanoCpus: Math.round(limits.cpus * 1e9),
-      },
-    });
-    await ct.start();
-    const ip = Object.values((await ct.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
-    await until200(ip, 8000);
+    const remove = await bareFirstAnswer(BUSYBOX_IMAGE, 'svc-bench-bare', runtime, '/index.html');
     bareTimes.push(performance.now() - t0);
-    await ct.remove({ force: true });
+    await remove();
     process.stderr.write(`bench-deploy: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
   }
 } finally {

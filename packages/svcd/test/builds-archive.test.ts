@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVES_STORED_MAX, type SourceArchive } from '@svc/contract';
 import { ADMIN_TOKEN, eachStore, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, engineTenants, ensureTestImages, removeImages } from './images.js';
 import { rewriteHeader, tarOf, type ArchiveEntry } from './archive-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 import { ManualClock } from './manual-clock.js';
@@ -36,12 +36,8 @@ eachStore((kind) => {
   describe(`builds from an uploaded archive (${kind})`, () => {
     let t: TestServer;
     let proxyPort: number;
-    const tenants: string[] = [];
-    const tenant = async (): Promise<Tenant> => {
-      const a = await newTenant(t);
-      tenants.push(a.id);
-      return a;
-    };
+    const tenants = engineTenants(() => t);
+    const tenant = () => tenants.add();
     const upload = (a: Tenant, serviceId: string, body: Buffer) =>
       a.client.raw<SourceArchive & { error: string }>('POST', `/v1/services/${serviceId}/sources`, { rawBody: new Uint8Array(body), headers: { 'content-type': 'application/gzip' } });
 
@@ -52,8 +48,8 @@ eachStore((kind) => {
     });
     after(async () => {
       await t.close();
-      await removeTenantWorkloads(tenants);
-      for (const id of tenants) await removeImages(`svc/${id}/*`);
+      await tenants.cleanup();
+      for (const id of tenants.ids) await removeImages(`svc/${id}/*`);
     });
 
     test('a service created to await its build deploys from an uploaded directory and answers through the proxy', async () => {

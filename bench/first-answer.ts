@@ -1,0 +1,60 @@
+// The first 200 of a deployment, as a user's browser would get it: the benches poll for it every
+// 5 ms (bench/deploy, bench/build's directory part), through svc's proxy (a Host header) or at a
+// container's own address; and the baseline those benches set beside svc, a container started
+// with the bare Engine API as svc would start a service.
+import { request } from 'node:http';
+import { docker } from '../packages/svcd/test/images.js';
+import { workloadLimits } from '../packages/svcd/src/runtime/workload-policy.js';
+import { DEFAULT_QUOTAS } from '../packages/svcd/src/tenants/tenants.js';
+
+function get(host: string, port: number, path: string, hostHeader?: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request({ host, port, path, agent: false, timeout: 2_000, headers: hostHeader ? { host: hostHeader } : {} }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+}
+
+/** Resolves at the first 200 of `path` (at most 60 s). */
+export async function until200(host: string, port: number, path: string, hostHeader?: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while ((await get(host, port, path, hostHeader)) !== 200) {
+    if (Date.now() > deadline) throw new Error('no 200 within 60 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** What svc gives each service of a tenant on the default quota (runtime/workload-policy.ts). */
+const limits = workloadLimits(DEFAULT_QUOTAS);
+
+/**
+ * By hand with the bare Engine API: create and start `image` on `network` with the runtime, the
+ * capabilities, memory and CPU svc gives a service, then its first 200 of `path` on port 8000 at
+ * its own address. Resolves to a function that removes it (not part of the measurement).
+ */
+export async function bareFirstAnswer(image: string, network: string, runtime: string, path: string): Promise<() => Promise<void>> {
+  const ct = await docker.createContainer({
+    Image: image,
+    HostConfig: {
+      NetworkMode: network,
+      Runtime: runtime,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      // The memory and CPU a tenant's service gets under the default quota: the CPU quota also
+      // holds gVisor's own start (the sandbox's processes are in the container's group).
+      Memory: limits.memoryMb * 1024 * 1024,
+      MemorySwap: limits.memoryMb * 1024 * 1024,
+      NanoCpus: Math.round(limits.cpus * 1e9),
+    },
+  });
+  await ct.start();
+  const ip = Object.values((await ct.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? '';
+  await until200(ip, 8000, path);
+  return async () => {
+    await ct.remove({ force: true });
+  };
+}
