@@ -217,27 +217,42 @@ describe('server timeouts (real sockets, real time)', () => {
       const s = await a.client.createService({ name: 'slow-upload', await_build: true });
       const archive = gzipSync(await tarOf([{ name: 'Dockerfile', body: 'FROM scratch\n' }]));
       const { hostname, port } = new URL(t.url);
-      /** Sends the head, then the archive in three parts 5.5 s apart (12 s in all); resolves with the answer. */
-      const trickle = (key: string) =>
-        new Promise<{ status: number; ms: number; body: string }>((resolve, reject) => {
+      /**
+       * Sends the head, then the archive in three parts 5.5 s apart (12 s in all); resolves with
+       * the answer's status, when it came, and when the connection closed.
+       */
+      const trickle = (key: string, o: { connection: 'close' | 'keep-alive'; declaredExtra: number }) =>
+        new Promise<{ status: number; answeredMs: number; closedMs: number; body: string }>((resolve, reject) => {
           const started = Date.now();
           let answer = '';
+          let answeredMs = -1;
           const sock = connect({ host: hostname, port: Number(port) }, () => {
-            sock.write(`POST /v1/services/${s.id}/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/gzip\r\nContent-Length: ${archive.length}\r\nConnection: close\r\n\r\n`);
+            sock.write(`POST /v1/services/${s.id}/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/gzip\r\nContent-Length: ${archive.length + o.declaredExtra}\r\nConnection: ${o.connection}\r\n\r\n`);
             const third = Math.ceil(archive.length / 3);
-            const timers = [0, 1, 2].map((i) => setTimeout(() => { if (!sock.destroyed) sock.write(archive.subarray(i * third, (i + 1) * third)); }, 100 + i * 5_500));
+            const parts = [archive.subarray(0, third), archive.subarray(third, 2 * third), archive.subarray(2 * third)];
+            const timers = parts.map((part, i) => setTimeout(() => { if (!sock.destroyed) sock.write(part); }, 100 + i * 5_500));
             sock.on('close', () => timers.forEach(clearTimeout));
           });
-          sock.on('data', (b) => (answer += b.toString()));
-          sock.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(answer)?.[1] ?? 0), ms: Date.now() - started, body: answer }));
+          sock.on('data', (b) => {
+            if (answeredMs < 0) answeredMs = Date.now() - started;
+            answer += b.toString();
+          });
+          sock.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(answer)?.[1] ?? 0), answeredMs, closedMs: Date.now() - started, body: answer }));
           sock.on('error', reject);
+          sock.setTimeout(60_000, () => sock.destroy());
         });
-      const [authenticated, anonymous] = await Promise.all([trickle(a.key), trickle('0000000000000000.bad')]);
+      const [authenticated, anonymous] = await Promise.all([
+        trickle(a.key, { connection: 'close', declaredExtra: 0 }),
+        // A slow client without a key whose body (its length says 100,000 bytes more) never ends.
+        trickle('0000000000000000.bad', { connection: 'keep-alive', declaredExtra: 100_000 }),
+      ]);
       assert.equal(authenticated.status, 201, authenticated.body);
-      assert.ok(authenticated.ms > 11_000, `answered after ${authenticated.ms} ms, once all of it came`);
-      // Without a valid key nothing waits for the body: the refusal comes at once.
+      assert.ok(authenticated.answeredMs > 11_000, `answered after ${authenticated.answeredMs} ms, once all of it came`);
+      // Without a valid key nothing waits for the body: the refusal comes at once, and the slow
+      // body after it is cut at the 10 s read timeout, not at the uploads' 10 minutes.
       assert.equal(anonymous.status, 401);
-      assert.ok(anonymous.ms < 5_000, `refused after ${anonymous.ms} ms`);
+      assert.ok(anonymous.answeredMs < 5_000, `refused after ${anonymous.answeredMs} ms`);
+      assert.ok(anonymous.closedMs < 13_000, `the connection closed after ${anonymous.closedMs} ms`);
     } finally {
       await t.close();
     }

@@ -95,8 +95,13 @@ export function requestTimeouts(app: FastifyInstance, deps: Deps): { afterAuthen
     }
     done();
   });
-  app.addHook('onResponse', (_request, reply, done) => {
+  app.addHook('onResponse', (request, reply, done) => {
     inFlight.delete(reply);
+    // Held no longer than the request (as inFlight): an entry kept until the next sweep would
+    // outlive a young-generation collection and be promoted, per POST (see above). A body still
+    // coming after the answer (a refusal before it was read, then a client that goes on sending
+    // slowly) stays, so that it is cut at its deadline.
+    if (request.raw.complete) reading.delete(reply);
     done();
   });
   return {
