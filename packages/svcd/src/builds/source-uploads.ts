@@ -19,6 +19,7 @@ import { NotFoundError, QuotaExceededError, TooLargeError, ValidationError } fro
 import { hexId } from '../ids.js';
 import type { Platform } from '../platform.js';
 import { readArchive, type ArchiveLimits } from '../sources/archive.js';
+import { ByteCap } from '../streams/byte-cap.js';
 import type { SourceArchiveRow, Store } from '../store/index.js';
 
 /** Stored chunk size: a reader (the build) holds one or a few, never the archive. */
@@ -84,39 +85,40 @@ export class SourceUploads {
       }
       await tx.sourceArchives.insert({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: 0, sha256: '', files: 0, unpacked_bytes: 0, created_at: now });
     });
+    const counted = new ByteCap(SOURCE_ARCHIVE_MAX_BYTES, tooLarge);
     const stored = new StoredChunks(this.deps.store, id);
     try {
       // Not pipeline(): on a refusal the request must stay open, so that the 4xx can still be sent on it.
       const checked = new PassThrough();
-      body.pipe(stored).pipe(checked);
+      body.pipe(counted).pipe(stored).pipe(checked);
       body.once('close', () => {
         if (!body.readableEnded) stored.destroy(new ValidationError('the upload was cut by its client'));
       });
+      counted.once('error', (err) => stored.destroy(err));
       stored.once('error', (err) => checked.destroy(err));
       const summary = await readArchive(checked, ARCHIVE_LIMITS);
       await stored.done;
       if (!summary.hasDockerfile) throw new ValidationError('the archive has no Dockerfile at its root (a regular file named Dockerfile)');
       const sha256 = stored.sha256();
       await this.deps.store.transaction(async (tx) => {
-        await tx.sourceArchives.describe(id, { size_bytes: stored.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes });
+        await tx.sourceArchives.describe(id, { size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes });
         await this.deps.activity.record(tx, {
           tenantId,
           action: 'source.uploaded',
           resourceType: 'source_archive',
           resourceId: id,
           serviceId,
-          details: { size_bytes: stored.bytes, sha256, files: summary.files },
+          details: { size_bytes: counted.bytes, sha256, files: summary.files },
         });
       });
+      // As stored: the view from what this upload wrote, not read back.
+      return sourceArchiveView({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes, build_id: null, created_at: now });
     } catch (err) {
-      body.unpipe(stored);
+      body.unpipe(counted);
       stored.destroy();
       await this.deps.store.sourceArchives.delete(id).catch((e: unknown) => this.deps.log.warn({ err: e, source: id }, 'could not remove a refused upload (retention will)'));
-      throw stored.exceeded ? tooLarge() : err;
+      throw counted.exceeded ? tooLarge() : err;
     }
-    const row = await this.deps.store.sourceArchives.findAny(id);
-    if (!row) throw new NotFoundError('source archive');
-    return sourceArchiveView(row);
   }
 }
 
@@ -126,12 +128,9 @@ function tooLarge(): TooLargeError {
 
 /**
  * Passes the upload on to the archive check while writing it to the store in chunks, with
- * backpressure (a chunk is written before more is taken), hashing and counting it; past the cap
- * it fails.
+ * backpressure (a chunk is written before more is taken), and hashing it.
  */
 class StoredChunks extends Transform {
-  bytes = 0;
-  exceeded = false;
   private seq = 0;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
@@ -150,12 +149,6 @@ class StoredChunks extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, callback: TransformCallback): void {
-    this.bytes += chunk.length;
-    if (this.bytes > SOURCE_ARCHIVE_MAX_BYTES) {
-      this.exceeded = true;
-      callback(tooLarge());
-      return;
-    }
     this.hash.update(chunk);
     this.pending.push(chunk);
     this.pendingBytes += chunk.length;

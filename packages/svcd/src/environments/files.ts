@@ -17,6 +17,7 @@ import type { Static, TSchema } from 'typebox';
 import { Check } from 'typebox/value';
 import { ConflictError, ForbiddenError, NotFoundError, TooLargeError, UnavailableError, ValidationError } from '../errors.js';
 import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
+import { ByteCap } from '../streams/byte-cap.js';
 import type { Platform } from '../platform.js';
 import { AgentAnswerTooLarge, AgentRefusal, AgentUnreachableError, callAgent, readCapped, type AgentAddress, type AgentCall } from './agent.js';
 import type { TimerHandle, Timers } from '../clock.js';
@@ -90,7 +91,7 @@ export class EnvironmentFiles {
   async write(tenantId: string, id: string, path: string, mode: string | undefined, body: Readable, declaredBytes: number | undefined): Promise<FileInfo> {
     const at = absolute(path);
     if (declaredBytes !== undefined && declaredBytes > FILE_MAX_BYTES) throw tooLarge();
-    const counted = new ByteCap(FILE_MAX_BYTES);
+    const counted = new ByteCap(FILE_MAX_BYTES, tooLarge);
     // A client that goes midway ends the upload (and so the agent's request) at once. Not
     // pipeline(): at the cap the request must stay, so that the 413 can still be sent on it.
     body.pipe(counted);
@@ -206,26 +207,6 @@ function tooLarge(): TooLargeError {
 function checked<S extends TSchema>(schema: S, answer: unknown): Static<S> {
   if (!Check(schema, answer)) throw new UnavailableError("the environment's agent answered something that is not file metadata");
   return answer;
-}
-
-/** Passes bytes on up to a cap, and fails the stream past it (the upload is then abandoned). */
-class ByteCap extends Transform {
-  bytes = 0;
-  exceeded = false;
-
-  constructor(private readonly max: number) {
-    super();
-  }
-
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    this.bytes += chunk.length;
-    if (this.bytes > this.max) {
-      this.exceeded = true;
-      done(new Error('past the cap'));
-      return;
-    }
-    done(null, chunk);
-  }
 }
 
 /**

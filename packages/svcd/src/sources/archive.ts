@@ -26,6 +26,7 @@ import { pipeline, Readable, Transform, type TransformCallback } from 'node:stre
 import { createGunzip } from 'node:zlib';
 import { extract, type Extract, type Header } from 'tar-stream';
 import { TooLargeError, ValidationError } from '../errors.js';
+import { ByteCap } from '../streams/byte-cap.js';
 
 export interface ArchiveLimits {
   /** What the files may add up to, unpacked. */
@@ -74,7 +75,8 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
   // The callback pipeline answers its last stream: a failure anywhere ends that stream's iteration with it.
   const noop = () => {};
   const guard = new TarHeaderGuard(limits.maxEntries);
-  const decompressed = source.gzip ? pipeline(source.stream, createGunzip(), new ByteCap(cap), guard, noop) : pipeline(source.stream, new ByteCap(cap), guard, noop);
+  const byteCap = new ByteCap(cap, () => new TooLargeError(`the archive unpacks to more than ${Math.round(cap / 1024 ** 2)} MB`));
+  const decompressed = source.gzip ? pipeline(source.stream, createGunzip(), byteCap, guard, noop) : pipeline(source.stream, byteCap, guard, noop);
   const feeding = feed(decompressed, tar);
   // The feed's failure (a gzip error, the cap) ends the extract's iteration too; it is the one reported.
   feeding.catch(() => {});
@@ -169,19 +171,6 @@ async function sniffed(input: AsyncIterable<Buffer>): Promise<{ stream: Readable
     }
   };
   return { stream: Readable.from(rest()), gzip };
-}
-
-/** Passes bytes on until `max`, then fails with 413. */
-class ByteCap extends Transform {
-  private seen = 0;
-  constructor(private readonly max: number) {
-    super();
-  }
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-    this.seen += chunk.length;
-    if (this.seen > this.max) done(new TooLargeError(`the archive unpacks to more than ${Math.round(this.max / 1024 ** 2)} MB`));
-    else done(null, chunk);
-  }
 }
 
 /**
