@@ -14,3 +14,5 @@ need_pkg docker-registry
 need_pkg debootstrap
 need_pkg redis-tools
 need_pkg chromium
+# store.test.ts watches which thread of svcd fsyncs.
+need_pkg strace

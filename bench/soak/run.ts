@@ -53,6 +53,7 @@ import { freePort } from '../../packages/svcd/test/harness.js';
 import { ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { TEMPLATE_IMAGES, ensureTemplateImages } from '../../packages/svcd/test/operator-images.js';
 import { exited } from '../../packages/svcd/test/svcd-process.js';
+import { freshPgDatabase } from '../../packages/svcd/test/harness.js';
 import { ROOT, spawnSvcd, type SpawnedSvcd } from '../svcd.js';
 import { MisbehavingTenant, type Halt } from './misbehaving.js';
 import { Observations, percentile, type Asker, type Phase } from './observations.js';
@@ -60,13 +61,14 @@ import { ServerSide, type ServerSideFigures } from './server-side.js';
 import { SERVICE_IMAGE, ensureServiceImage, provisionWorkloads, startWellBehavedLoad, type LoadReport, type WellBehavedTenant } from './well-behaved.js';
 
 const { values: flags } = parseArgs({
-  options: { smoke: { type: 'boolean', default: false }, minutes: { type: 'string' }, slices: { type: 'string' } },
+  options: { smoke: { type: 'boolean', default: false }, minutes: { type: 'string' }, slices: { type: 'string' }, store: { type: 'string', default: 'sqlite' } },
 });
 const SMOKE = flags.smoke;
 const MINUTES = Number(flags.minutes ?? process.env.SOAK_MINUTES ?? 10);
 const SLICES_PER_PHASE = Number(flags.slices ?? process.env.SOAK_SLICES ?? (SMOKE ? 1 : 2));
-if (!(MINUTES > 0) || !Number.isInteger(SLICES_PER_PHASE) || SLICES_PER_PHASE < 1) {
-  process.stderr.write('usage: run.ts [--smoke] [--minutes M (> 0)] [--slices N per phase (>= 1)]\n');
+const STORE = flags.store;
+if (!(MINUTES > 0) || !Number.isInteger(SLICES_PER_PHASE) || SLICES_PER_PHASE < 1 || (STORE !== 'sqlite' && STORE !== 'postgres')) {
+  process.stderr.write('usage: run.ts [--smoke] [--minutes M (> 0)] [--slices N per phase (>= 1)] [--store sqlite|postgres]\n');
   process.exit(2);
 }
 const SLICE_MS = SMOKE ? 20_000 : (MINUTES * 60_000) / SLICES_PER_PHASE;
@@ -182,7 +184,12 @@ const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-soak-'));
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 const resultsPath = join(ROOT, 'bench/results', `soak-${stamp}.json`);
+// --store postgres: a throwaway database on the server make's scripts/ensure-postgres.sh runs
+// (SVC_TEST_PG_URL), as in the tests and bench/api; svcd's event loop then does no disk I/O of the
+// store's (SQLite's is synchronous: README, Soak).
+const pgdb = STORE === 'postgres' ? await freshPgDatabase() : null;
 const svcdArgs = [
+  ...(pgdb ? ['--database-url', pgdb.url] : []),
   '--dev', '--open-registration', '--data-dir', dataDir, '--listen', `127.0.0.1:${apiPort}`, '--log-level', 'warn',
   // A free metrics port (the default one may be another svcd's on this machine), read each slice.
   '--metrics-listen', `127.0.0.1:${metricsPort}`,
@@ -316,6 +323,7 @@ try {
   if (stopProblem) cleanupProblems.push(stopProblem);
   await removeTenantWorkloads(tenantIds).catch((err: unknown) => cleanupProblems.push(`removing the tenants' workloads: ${(err as Error).message}`));
   rmSync(dataDir, { recursive: true, force: true });
+  await pgdb?.drop().catch((err: unknown) => cleanupProblems.push(`dropping the database: ${(err as Error).message}`));
 }
 
 // An aborted run says why (a signal, svcd gone, a bench bug) rather than "operation aborted".
@@ -385,7 +393,7 @@ const rssMet = rssMax < RSS_TARGET_MB && rssFlat;
 const no5xxMet = obs.serverErrorCount === 0;
 
 const out: string[] = [];
-out.push(`\n## Soak${SMOKE ? ' (smoke)' : ''}: ${TENANTS} well-behaved tenants x ${REQUESTS_PER_SECOND} req/s, slices ${PHASES.join(' ')} of ${Math.round(SLICE_MS / 1000)} s (phase = ${Math.round((SLICE_MS * SLICES_PER_PHASE) / 1000)} s), svcd on SQLite`);
+out.push(`\n## Soak${SMOKE ? ' (smoke)' : ''}: ${TENANTS} well-behaved tenants x ${REQUESTS_PER_SECOND} req/s, slices ${PHASES.join(' ')} of ${Math.round(SLICE_MS / 1000)} s (phase = ${Math.round((SLICE_MS * SLICES_PER_PHASE) / 1000)} s), svcd on ${STORE === 'postgres' ? 'PostgreSQL' : 'SQLite'}`);
 out.push(`\n${SERVICE_TENANTS} tenants with a running service (${EXEC_TENANTS} also exec \`echo ok\` every ${EXEC_EVERY_MS / 1000} s, ${FOLLOWERS} follow their log slowly), ${TENANTS - SERVICE_TENANTS} without workloads; the misbehaving tenant only in B.`);
 out.push('\n| well-behaved requests (latency from when each was due) | A: alone | B: with the misbehaving tenant | B / A |\n|---|---|---|---|');
 out.push(`| all requests: count | ${overall.A.n.toLocaleString('en-US')} | ${overall.B.n.toLocaleString('en-US')} | |`);
@@ -435,6 +443,7 @@ writeFileSync(
     {
       date: new Date(runStartedAt).toISOString(),
       smoke: SMOKE,
+      store: STORE,
       config: { tenants: TENANTS, serviceTenants: SERVICE_TENANTS, execTenants: EXEC_TENANTS, followers: FOLLOWERS, requestsPerSecond: REQUESTS_PER_SECOND, sliceSeconds: SLICE_MS / 1000, phases: PHASES },
       overall,
       api,

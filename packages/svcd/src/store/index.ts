@@ -126,10 +126,12 @@ export interface StoreOptions {
    */
   onConnectionError?: (err: Error) => void;
   /**
-   * SQLite: how often the checkpoint worker copies the write-ahead log into the database file
-   * (wal-checkpointer.ts). Tests set it; svcd keeps the default.
+   * SQLite: how often the checkpoint worker passes (makes the write-ahead log durable, and
+   * copies it into the database file once it holds checkpointPages; wal-checkpointer.ts).
+   * Tests set them; svcd keeps the defaults.
    */
   checkpointEveryMs?: number;
+  checkpointPages?: number;
   /** SQLite: the checkpoint worker failed and the main connection checkpoints again. */
   onCheckpointerFailure?: (err: Error) => void;
 }
@@ -168,7 +170,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
         if (file.open) file.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES}`);
         opts.onCheckpointerFailure?.(err);
       },
-      opts.checkpointEveryMs,
+      { everyMs: opts.checkpointEveryMs, checkpointPages: opts.checkpointPages },
     );
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
   }

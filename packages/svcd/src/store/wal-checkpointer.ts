@@ -4,8 +4,12 @@
 // On a disk a tenant is filling, that fsync waits behind the tenant's writeback: bench/soak saw
 // commits of 40-220 ms, and event-loop stalls of 280 ms with them, under a dd filler (none once
 // the main connection stopped checkpointing). So the main connection never checkpoints
-// (wal_autocheckpoint = 0) and a worker thread with a connection of its own does, every second.
-// Commits still append to the log; with synchronous=NORMAL they do not fsync.
+// (wal_autocheckpoint = 0) and a worker thread with a connection of its own does.
+// Commits still append to the log; with synchronous=NORMAL they do not fsync, with one
+// exception: the first commit after a checkpoint copied the whole log starts it afresh and
+// fsyncs its header. So the worker checkpoints only once the log holds CHECKPOINT_LOG_PAGES (one
+// such fsync on svcd's event loop per 32 MB of commits, instead of one a second), and makes the
+// log durable every second itself (fdatasync), as the checkpoint a second did before.
 //
 // A worker that dies hands checkpoints back to the main connection (onFailure). One that hangs in
 // an fsync is not watched for: the disk under the store is then hung, and a checkpoint on the main
@@ -15,9 +19,16 @@ import { Worker } from 'node:worker_threads';
 export interface CheckpointWorkerData {
   file: string;
   everyMs: number;
+  checkpointPages: number;
 }
 
 export const CHECKPOINT_EVERY_MS = 1000;
+/**
+ * The log's length at which a pass checkpoints: 32 MB of 4 KB pages, half of the store's
+ * journal_size_limit, so that a log started afresh is not also cut back (a truncate, with its
+ * discards, in a commit). At bench/soak's 200 pages a second, a checkpoint every 40 s.
+ */
+export const CHECKPOINT_LOG_PAGES = 8192;
 /** Past this, stop() ends the worker mid-pass (safe: the log stays valid until it is started afresh). */
 const STOP_WAIT_MS = 5000;
 
@@ -35,9 +46,9 @@ export class WalCheckpointer {
   constructor(
     file: string,
     private readonly onFailure: (err: Error) => void,
-    everyMs: number = CHECKPOINT_EVERY_MS,
+    { everyMs = CHECKPOINT_EVERY_MS, checkpointPages = CHECKPOINT_LOG_PAGES }: { everyMs?: number; checkpointPages?: number } = {},
   ) {
-    const data: CheckpointWorkerData = { file, everyMs };
+    const data: CheckpointWorkerData = { file, everyMs, checkpointPages };
     const worker = new Worker(new URL('./wal-checkpoint-worker.js', import.meta.url), { workerData: data });
     this.worker = worker;
     // svcd's shutdown stops it; a process that ends without closing the store does not wait on it.
