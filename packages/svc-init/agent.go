@@ -9,6 +9,7 @@ package main
 //
 //   GET /health                 200 once it serves
 //   POST /exec                  a command (exec.go): its whole outcome, or its output streamed
+//   POST /signal                a signal to a running command's process group, by the id svcd gave it
 //   GET /files/stat?path=       one file's metadata (files.go)
 //   GET /files/list?path=       a directory's entries
 //   GET /files/content?path=    a regular file's bytes
@@ -40,6 +41,10 @@ const maxAgentConnections = 32
 type agent struct {
 	token  []byte
 	reaper *reaper
+	// Commands asked for with an id (svcd's streamed execs), by id: their process groups while
+	// their first process runs, else 0 (signal.go).
+	mu      sync.Mutex
+	running map[string]int
 }
 
 // listenAgent takes the agent's port on every address of the container, before the image's
@@ -54,7 +59,7 @@ func listenAgent(port int) (net.Listener, error) {
 
 // serveAgent answers on ln from now on.
 func serveAgent(ln net.Listener, token string, r *reaper) {
-	a := &agent{token: []byte(token), reaper: r}
+	a := &agent{token: []byte(token), reaper: r, running: map[string]int{}}
 	server := &http.Server{
 		Handler: a,
 		// A request without the token is answered once its headers are in: whatever has no token
@@ -108,6 +113,8 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	case r.Method == http.MethodPost && r.URL.Path == "/exec":
 		a.serveExec(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == "/signal":
+		a.serveSignal(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/terminal":
 		serveTerminal(w, r, a.reaper)
 	case strings.HasPrefix(r.URL.Path, "/files"):

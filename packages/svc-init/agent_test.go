@@ -156,3 +156,81 @@ func TestAgentExecCapsOutputAndKillsTheGroupAtTheTimeout(t *testing.T) {
 		t.Fatalf("output held open was given up on after %v, want the deadline and 5 s", took)
 	}
 }
+
+func TestAgentSignalsACommandByItsID(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	// The command traps SIGINT and says so: the signal reached its process group.
+	running := execOf([]string{"sh", "-c", `trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.1; done`}, 30, 1000)
+	running["id"] = "abc123"
+	type result struct {
+		code int
+		out  map[string]interface{}
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out := call(t, base, "tok", "POST", "/exec", running)
+		done <- result{code, out}
+	}()
+	// Until it runs, its id is unknown (404); then the signal is delivered.
+	delivered := false
+	for i := 0; i < 100 && !delivered; i++ {
+		code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGINT"})
+		if code == 200 {
+			delivered = true
+		} else if code != 404 {
+			t.Fatalf("signal: %d, want 200 or (before the start) 404", code)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !delivered {
+		t.Fatal("the command never ran under its id")
+	}
+	select {
+	case r := <-done:
+		if r.code != 200 || r.out["exit_code"] != 3.0 || !strings.Contains(fmt.Sprint(r.out["stdout"]), "got-int") || r.out["timed_out"] != false {
+			t.Fatalf("the signalled command: %d %v", r.code, r.out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not end on SIGINT")
+	}
+	// Ended: its id names nothing any more.
+	if code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGKILL"}); code != 404 {
+		t.Fatalf("a finished command's id: %d, want 404", code)
+	}
+	// Signals outside the list, ids that are not ids, and no token are refused.
+	for _, body := range []map[string]string{{"id": "abc123", "signal": "SIGSTOP"}, {"id": "abc123", "signal": "9"}, {"id": "../x", "signal": "SIGTERM"}, {"signal": "SIGTERM"}} {
+		if code, _ := call(t, base, "tok", "POST", "/signal", body); code != 400 {
+			t.Fatalf("%v: %d, want 400", body, code)
+		}
+	}
+	if code, _ := call(t, base, "", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGTERM"}); code != 401 {
+		t.Fatalf("without the token: %d, want 401", code)
+	}
+	bad := execOf([]string{"true"}, 5, 10)
+	bad["id"] = "Not An Id"
+	if code, _ := call(t, base, "tok", "POST", "/exec", bad); code != 400 {
+		t.Fatalf("an exec with a bad id: %d, want 400", code)
+	}
+}
+
+func TestAgentRefusesASecondCommandUnderARunningID(t *testing.T) {
+	base, _ := startAgent(t, "tok")
+	first := execOf([]string{"sleep", "3"}, 10, 10)
+	first["id"] = "same"
+	done := make(chan map[string]interface{}, 1)
+	go func() {
+		_, out := call(t, base, "tok", "POST", "/exec", first)
+		done <- out
+	}()
+	time.Sleep(500 * time.Millisecond)
+	second := execOf([]string{"true"}, 10, 100)
+	second["id"] = "same"
+	code, out := call(t, base, "tok", "POST", "/exec", second)
+	if code != 409 || !strings.Contains(fmt.Sprint(out["error"]), "another command runs under id same") {
+		t.Fatalf("a second command under a running id: %d %v", code, out)
+	}
+	if out := <-done; out["exit_code"] != 0.0 {
+		t.Fatalf("the first command: %v", out)
+	}
+}

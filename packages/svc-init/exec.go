@@ -39,6 +39,8 @@ type execRequest struct {
 	// it stdin is /dev/null, as on the engine path.
 	Stdin  []byte `json:"stdin"`
 	Stream bool   `json:"stream"`
+	// Names the command for POST /signal while it runs (svcd's streamed execs; signal.go).
+	ID string `json:"id"`
 }
 
 // How a command ended.
@@ -81,6 +83,17 @@ func (a *agent) serveExec(w http.ResponseWriter, r *http.Request) {
 	if len(req.Argv) == 0 || req.TimeoutSeconds < 1 || req.MaxOutputBytes < 0 || !strings.HasPrefix(req.WorkDir, "/") {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "argv, an absolute work_dir and a timeout are required"})
 		return
+	}
+	if req.ID != "" && !validCommandID(req.ID) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "id: at most 64 lowercase letters and digits"})
+		return
+	}
+	if req.ID != "" {
+		if !a.reserve(req.ID) {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": "another command runs under id " + req.ID})
+			return
+		}
+		defer a.release(req.ID)
 	}
 	for k := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
@@ -252,6 +265,7 @@ func (a *agent) run(req execRequest, emit func(stdout bool, data []byte) error) 
 		return failed(startErr)
 	}
 	pgid := cmd.Process.Pid
+	a.started(req.ID, pgid)
 	if stdinW != nil {
 		// A command that never reads its stdin is not waited for: the write fails once it is gone.
 		go func() {
@@ -307,6 +321,8 @@ func (a *agent) run(req execRequest, emit func(stdout bool, data []byte) error) 
 			}
 		case code := <-exited:
 			end.ExitCode, exitSeen, exited = code, true, nil
+			// Its process group may empty and its number be reused: no signal goes there by id now.
+			a.exited(req.ID)
 			if killTimer.Stop() {
 				readUntil(deadline.Add(strayOutputGrace))
 			}

@@ -262,6 +262,22 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     const fed = await c.fed('piped in\n', 'env', 'exec', e.id, '-e', 'GREETING=hi', '-i', '--', 'sh', '-c', 'echo "$GREETING"; cat');
     assert.deepEqual([fed.code, fed.stdout], [0, 'hi\npiped in\n']);
 
+    // ^C goes to the command as SIGINT (its trap runs, its exit code is svc's); svc stays to the end.
+    const interrupted = await new Promise<{ stdout: string; stderr: string; code: number | null }>((resolve, reject) => {
+      const child = spawn(SVC, ['env', 'exec', e.id, '--', 'sh', '-c', `trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.1; done`], { env: c.env });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (stdout === 'ready\n') child.kill('SIGINT');
+      });
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ stdout, stderr, code }));
+    });
+    assert.deepEqual([interrupted.code, interrupted.stdout], [5, 'ready\ngot-int\n'], interrupted.stderr);
+    assert.match(interrupted.stderr, /sent SIGINT to the command/);
+
     // A terminal: piped input goes to the shell as typed, its exit code is svc's.
     const shell = await c.fed('echo in-the-shell-$((6*7)); exit 9\n', 'env', 'shell', e.id);
     assert.equal(shell.code, 9);

@@ -8,6 +8,8 @@ import type {
   ExecEvent,
   ExecRequest,
   ExecResult,
+  ExecSignal,
+  ExecSignalResult,
   FileInfo,
   FileList,
   Preview,
@@ -52,7 +54,8 @@ import type {
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
 // From the module without TypeBox: a client's start does not load the schemas.
-export { FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+export { EXEC_ID_HEADER, FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
 /** An answer other than 2xx, carrying the API's {error} message. */
 export class ApiError extends Error {
@@ -158,6 +161,11 @@ export class SvcClient {
    * is 2xx, else ApiError with the API's message.
    */
   async stream(path: string, o: RequestOptions = {}, method = 'GET'): Promise<ReadableStream<Uint8Array>> {
+    return (await this.streamAnswer(path, o, method)).body;
+  }
+
+  /** stream(), with the answer's headers. */
+  async streamAnswer(path: string, o: RequestOptions = {}, method = 'GET'): Promise<{ body: ReadableStream<Uint8Array>; headers: Headers }> {
     const res = await this.send(method, path, o);
     const contentType = res.headers.get('content-type') ?? '';
     if (res.status < 200 || res.status >= 300 || !res.body) {
@@ -167,7 +175,7 @@ export class SvcClient {
       throw new ApiError(res.status, errorMessage(body, text), res.headers);
     }
     this.observe?.({ method, path, status: res.status, contentType, body: null });
-    return res.body;
+    return { body: res.body, headers: res.headers };
   }
 
   /** A request that must succeed: a non-2xx answer throws ApiError with the API's message. */
@@ -396,21 +404,19 @@ export class SvcClient {
   }
   /** exec with `stream: true`: the events as they come (the last is `exit`, or `error` when the outcome is unknown). */
   async *execStream(id: string, req: Omit<ExecRequest, 'stream'>, signal?: AbortSignal): AsyncGenerator<ExecEvent> {
-    const body = await this.stream(`/v1/environments/${encodeURIComponent(id)}/exec`, { body: { ...req, stream: true }, signal }, 'POST');
-    const decoder = new TextDecoder();
-    let pending = '';
-    const reader = body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      pending += decoder.decode(value, { stream: true });
-      let newline: number;
-      while ((newline = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, newline);
-        pending = pending.slice(newline + 1);
-        if (line.trim() !== '') yield JSON.parse(line) as ExecEvent;
-      }
-    }
+    yield* (await this.startExec(id, req, signal)).events;
+  }
+  /**
+   * A streamed exec, once its command runs: its events, and the id signalExec reaches it by
+   * while it runs (null when it ran through the engine).
+   */
+  async startExec(id: string, req: Omit<ExecRequest, 'stream'>, signal?: AbortSignal): Promise<{ execId: string | null; events: AsyncGenerator<ExecEvent> }> {
+    const { body, headers } = await this.streamAnswer(`/v1/environments/${encodeURIComponent(id)}/exec`, { body: { ...req, stream: true }, signal }, 'POST');
+    return { execId: headers.get(EXEC_ID_HEADER), events: ndjsonEvents(body) };
+  }
+  /** Sends a signal to the process group of a streamed exec that still runs. */
+  signalExec(id: string, execId: string, signal: ExecSignal): Promise<ExecSignalResult> {
+    return this.call('POST', `/v1/environments/${encodeURIComponent(id)}/exec/${encodeURIComponent(execId)}/signal`, { body: { signal } });
   }
   /** A file of the environment: path absolute or relative to /workspace. */
   statFile(id: string, path: string): Promise<FileInfo> {
@@ -467,5 +473,23 @@ export class SvcClient {
   // Activity
   activity(q: ActivityQuery = {}): Promise<ActivityEntry[]> {
     return this.call('GET', '/v1/activity', { query: { ...q } });
+  }
+}
+
+/** The events of an NDJSON answer, a line each. */
+async function* ndjsonEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<ExecEvent> {
+  const decoder = new TextDecoder();
+  let pending = '';
+  const reader = body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    pending += decoder.decode(value, { stream: true });
+    let newline: number;
+    while ((newline = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, newline);
+      pending = pending.slice(newline + 1);
+      if (line.trim() !== '') yield JSON.parse(line) as ExecEvent;
+    }
   }
 }

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Pagination, UnixSeconds } from './common.js';
+import { EXEC_ID_HEADER } from './limits.js';
 
 export const TEMPLATE_IDS = ['default', 'node', 'python', 'go'] as const;
 export type TemplateId = (typeof TEMPLATE_IDS)[number];
@@ -76,6 +77,27 @@ export const ExecRequest = Type.Object({
   ),
 });
 export type ExecRequest = Static<typeof ExecRequest>;
+
+export { EXEC_ID_HEADER } from './limits.js';
+export const EXEC_SIGNALS = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGKILL', 'SIGUSR1', 'SIGUSR2', 'SIGTERM'] as const;
+export type ExecSignal = (typeof EXEC_SIGNALS)[number];
+export const ExecParams = Type.Object({
+  envID: Type.String({ minLength: 1, maxLength: 64 }),
+  execID: Type.String({ pattern: '^[a-z0-9]{1,64}$', description: `the id a streamed exec's \`${EXEC_ID_HEADER}\` header gave` }),
+});
+export const ExecSignalRequest = Type.Object({
+  signal: Type.Union(
+    EXEC_SIGNALS.map((name) => Type.Literal(name)),
+    { description: 'sent to the command\'s process group (what it started too); SIGSTOP and SIGCONT are not offered' },
+  ),
+});
+export type ExecSignalRequest = Static<typeof ExecSignalRequest>;
+export const ExecSignalResult = Type.Object({
+  exec_id: Type.String(),
+  signal: Type.String(),
+  delivered: Type.Boolean({ description: 'the signal reached the running command (what it does with it is the command\'s own)' }),
+});
+export type ExecSignalResult = Static<typeof ExecSignalResult>;
 
 /** One line of a streamed exec. */
 export const ExecEvent = Type.Union([

@@ -1,4 +1,4 @@
-// Sizes a client checks before it sends, as plain numbers: a module without TypeBox, so that a
+// Sizes a client checks before it sends, and names it reads, as plain values: a module without TypeBox, so that a
 // client that needs only these (the CLI, through @svc/client) does not load the schemas
 // (importing TypeBox took 0.2 s of every svc command's start).
 
@@ -8,3 +8,5 @@ export const FILE_MAX_BYTES = 100 * 1024 * 1024;
 export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
 /** What an uploaded archive's files may add up to unpacked (a git clone's cap too). */
 export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
+/** The header a streamed exec's answer names its command by, for the signal route (beyond the spec). */
+export const EXEC_ID_HEADER = 'x-exec-id';

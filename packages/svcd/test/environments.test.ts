@@ -227,6 +227,45 @@ describe('environments', () => {
     await t.deps.store.environments.update(env.id, { agent_token: row!.agent_token });
   });
 
+  test('a streamed exec is signalled by the id its answer names, through the agent, by its tenant only; a command through the engine has no id', async () => {
+    const a = await tenant();
+    const b = await tenant();
+    const env = await a.client.createEnvironment({ name: 'signals', template_id: 'default' });
+    // The command traps SIGINT and says so, as a program handling ^C would; its child sleeps in the same group.
+    const { execId, events } = await a.client.startExec(env.id, { command: ['sh', '-c', `trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.1; done`], timeout: 60 });
+    assert.match(execId ?? '', /^[a-f0-9]{24}$/);
+    const seen: ExecEvent[] = [];
+    const first = await events.next();
+    if (!first.done) seen.push(first.value);
+    assert.deepEqual(seen, [{ type: 'stdout', data: 'ready\n' }]);
+
+    // Another tenant cannot reach it (the environment is not theirs: the same 404 as a missing one);
+    // a name outside the list, and an id that is not one, are 400.
+    const foreign = await b.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec/${execId}/signal`, { body: { signal: 'SIGKILL' } });
+    assert.equal(foreign.status, 404);
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/exec/${execId}/signal`, { body: { signal: 'SIGSTOP' } })).status, 400);
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/exec/NOT-AN-ID/signal`, { body: { signal: 'SIGINT' } })).status, 400);
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/exec/${'0'.repeat(24)}/signal`, { body: { signal: 'SIGINT' } })).status, 404);
+
+    // Its tenant's SIGINT: the trap runs and the command ends with its own exit code.
+    assert.deepEqual(await a.client.signalExec(env.id, execId!, 'SIGINT'), { exec_id: execId, signal: 'SIGINT', delivered: true });
+    for await (const e of events) seen.push(e);
+    assert.deepEqual(seen.slice(1).map((e) => (e.type === 'exit' ? { type: e.type, exit_code: e.exit_code, timed_out: e.timed_out } : e)), [
+      { type: 'stdout', data: 'got-int\n' },
+      { type: 'exit', exit_code: 3, timed_out: false },
+    ]);
+    // Ended: its id names nothing any more.
+    assert.equal((await a.client.raw('POST', `/v1/environments/${env.id}/exec/${execId}/signal`, { body: { signal: 'SIGINT' } })).status, 404);
+
+    // Through the engine (the agent not reached): no id to signal by.
+    const row = await t.deps.store.environments.findAny(env.id);
+    await t.deps.store.environments.update(env.id, { agent_token: t.deps.sealer.seal('not-the-token') });
+    const viaEngine = await a.client.startExec(env.id, { command: ['true'] });
+    assert.equal(viaEngine.execId, null);
+    for await (const e of viaEngine.events) assert.notEqual(e.type, 'error');
+    await t.deps.store.environments.update(env.id, { agent_token: row!.agent_token });
+  });
+
   test('files: write, stat, list, read and remove through the agent; binary content whole; caps; devices; errors the caller can act on; other tenants see nothing', async () => {
     const a = await tenant();
     const b = await tenant();

@@ -191,7 +191,7 @@ export function envCommands(program: Command, { out, client }: Cli): void {
     );
   env
     .command('exec <environmentID> <command...>')
-    .description('run a command in a developer environment: `svc env exec ENV -- CMD ARGS...`; its output streams as it comes; exits with its exit code')
+    .description('run a command in a developer environment: `svc env exec ENV -- CMD ARGS...`; its output streams as it comes; ^C sends it SIGINT (twice: leave, killing it); exits with its exit code')
     .option('--workdir <dir>', 'working directory (default /workspace)')
     .option('--timeout <seconds>', 'kill it after this long', integer)
     .option('-e, --env <KEY=VALUE...>', 'variables for this command')
@@ -207,17 +207,34 @@ export function envCommands(program: Command, { out, client }: Cli): void {
         };
         // --json: the whole outcome as one object, as the API's plain exec answers it.
         if (out.json()) return client().exec(id, req);
-        for await (const e of client().execStream(id, req)) {
-          if (e.type === 'stdout') process.stdout.write(e.data);
-          else if (e.type === 'stderr') process.stderr.write(e.data);
-          else if (e.type === 'error') {
-            out.note(`svc: ${e.error}`);
-            process.exitCode = 1;
-          } else {
-            if (e.truncated) out.note('svc: output truncated at 1 MiB');
-            if (e.timed_out) out.note('svc: killed at the timeout');
-            process.exitCode = e.exit_code;
+        const { execId, events } = await client().startExec(id, req);
+        // ^C is the command's, as in a terminal: sent to its process group as SIGINT; a second
+        // one leaves, which kills it (a command through the engine has no id: the first leaves).
+        let interrupted = false;
+        const onInterrupt = () => {
+          if (execId === null || interrupted) process.exit(130);
+          interrupted = true;
+          out.note('svc: sent SIGINT to the command; ^C again to leave (and kill it)');
+          client()
+            .signalExec(id, execId, 'SIGINT')
+            .catch(() => process.exit(130));
+        };
+        process.on('SIGINT', onInterrupt);
+        try {
+          for await (const e of events) {
+            if (e.type === 'stdout') process.stdout.write(e.data);
+            else if (e.type === 'stderr') process.stderr.write(e.data);
+            else if (e.type === 'error') {
+              out.note(`svc: ${e.error}`);
+              process.exitCode = 1;
+            } else {
+              if (e.truncated) out.note('svc: output truncated at 1 MiB');
+              if (e.timed_out) out.note('svc: killed at the timeout');
+              process.exitCode = e.exit_code;
+            }
           }
+        } finally {
+          process.off('SIGINT', onInterrupt);
         }
         return undefined;
       }),

@@ -73,6 +73,7 @@ export const OPERATION_IDS: Record<string, string> = {
   'POST /v1/environments/{envID}/stop': 'stopEnvironment',
   'POST /v1/environments/{envID}/lease': 'extendLease',
   'POST /v1/environments/{envID}/exec': 'execInEnvironment',
+  'POST /v1/environments/{envID}/exec/{execID}/signal': 'signalEnvironmentExec',
   'POST /v1/environments/{envID}/sync': 'syncEnvironment',
   'GET /v1/environments/{envID}/terminal': 'openTerminal',
   'GET /v1/environments/{envID}/files': 'readFile',

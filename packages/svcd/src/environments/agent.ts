@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { request, type IncomingMessage } from 'node:http';
 import { pipeline, Transform, type Duplex, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import type { ExecEvent } from '@svc/contract';
+import type { ExecEvent, ExecSignal } from '@svc/contract';
 import type { Timers } from '../clock.js';
 import { ExecNotStartedError, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
 
@@ -54,9 +54,9 @@ export async function execThroughAgent(at: AgentAddress, spec: ExecSpec, timers:
  * command could not start in its work_dir (nothing ran), and a plain Error otherwise (it may have
  * run). The whole answer's headers come when the command has ended; a stream's at once.
  */
-export async function openExec(at: AgentAddress, spec: ExecSpec, stream: boolean, timers: Timers): Promise<IncomingMessage> {
+export async function openExec(at: AgentAddress, spec: ExecSpec, stream: boolean, timers: Timers, commandId?: string): Promise<IncomingMessage> {
   try {
-    return await callAgent(at, { method: 'POST', path: '/exec', body: execBody(spec, stream), contentType: 'application/json', headersWithinMs: stream ? ANSWER_GRACE_MS : answerDeadlineMs(spec) }, timers);
+    return await callAgent(at, { method: 'POST', path: '/exec', body: execBody(spec, stream, commandId), contentType: 'application/json', headersWithinMs: stream ? ANSWER_GRACE_MS : answerDeadlineMs(spec) }, timers);
   } catch (err) {
     if (!(err instanceof AgentRefusal)) throw err;
     if (err.status === 422) throw new ExecNotStartedError(err.message);
@@ -65,7 +65,7 @@ export async function openExec(at: AgentAddress, spec: ExecSpec, stream: boolean
 }
 
 /** The agent's exec request for `spec` (whose stdin, if any, is bytes: see canRunOnAgent). */
-function execBody(spec: ExecSpec, stream: boolean): string {
+function execBody(spec: ExecSpec, stream: boolean, commandId: string | undefined): string {
   return JSON.stringify({
     argv: spec.cmd,
     work_dir: spec.workDir,
@@ -74,7 +74,27 @@ function execBody(spec: ExecSpec, stream: boolean): string {
     env: spec.env,
     stdin: Buffer.isBuffer(spec.stdin) ? spec.stdin.toString('base64') : undefined,
     stream,
+    // The name a signal reaches the command by while it runs (signalCommand).
+    id: commandId,
   });
+}
+
+/** The command did not run (any more) under its id: it ended, or never ran on this agent. */
+export class CommandNotRunningError extends Error {}
+
+/**
+ * Sends `signal` to the process group of the command the agent runs under `commandId`. Rejects
+ * with CommandNotRunningError when none runs under it, AgentUnreachableError when the agent was
+ * not reached.
+ */
+export async function signalCommand(at: AgentAddress, commandId: string, signal: ExecSignal, timers: Timers): Promise<void> {
+  try {
+    const answer = await callAgent(at, { method: 'POST', path: '/signal', body: JSON.stringify({ id: commandId, signal }), contentType: 'application/json', headersWithinMs: ANSWER_GRACE_MS }, timers);
+    answer.resume();
+  } catch (err) {
+    if (err instanceof AgentRefusal && err.status === 404) throw new CommandNotRunningError(err.message);
+    throw err;
+  }
 }
 
 /** The agent takes stdin as bytes in its request; a stream (sync's archive) goes through the engine. */

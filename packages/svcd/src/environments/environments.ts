@@ -12,6 +12,8 @@ import type {
   ExecEvent,
   ExecRequest,
   ExecResult,
+  ExecSignal,
+  ExecSignalResult,
   Preview,
   SyncRequest,
   SyncResult,
@@ -31,7 +33,7 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, answerDeadlineMs, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
+import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -359,27 +361,49 @@ export class Environments implements TenantResources, DiskOverrunHalt {
   /**
    * exec with `stream`: answers, once the command runs, a stream of ExecEvent lines (output as it
    * comes, then its exit), under the same caps and timeout; the tenant's exec slot is held until
-   * the stream ends. Through the agent; an environment whose agent was not reached runs it through
-   * the engine's exec, whose output then comes whole at the end (the log says why).
+   * the stream ends. Through the agent, under an id that signalExec reaches it by while it runs;
+   * an environment whose agent was not reached runs it through the engine's exec, whose output
+   * then comes whole at the end (the log says why), and which has no id.
    */
-  async execStream(tenantId: string, id: string, req: ExecRequest): Promise<NodeJS.ReadableStream> {
+  async execStream(tenantId: string, id: string, req: ExecRequest): Promise<{ events: NodeJS.ReadableStream; execId: string | null }> {
     const e = await this.running(tenantId, id);
     const spec = execSpecOf(req);
     const slot = await this.deps.sessions.acquire(tenantId, 'exec');
     try {
-      const logExit = (exit: { exit_code: number; duration_ms: number; timed_out: boolean }, via: 'agent' | 'engine') =>
-        this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: exit.exit_code, duration_ms: exit.duration_ms, timed_out: exit.timed_out, via, stream: true }, 'environment exec');
-      const streamed = await this.streamThroughAgent(e, spec, (exit) => logExit(exit, 'agent')).catch(workDirRefused(spec));
-      if (streamed) return holdWhileOpen(slot, streamed);
+      const logExit = (exit: { exit_code: number; duration_ms: number; timed_out: boolean }, via: 'agent' | 'engine', execId: string | null) =>
+        this.deps.log.info({ environment: id, argv0: req.command[0], exit_code: exit.exit_code, duration_ms: exit.duration_ms, timed_out: exit.timed_out, via, stream: true, exec_id: execId }, 'environment exec');
+      const execId = hexId(12);
+      const streamed = await this.streamThroughAgent(e, spec, execId, (exit) => logExit(exit, 'agent', execId)).catch(workDirRefused(spec));
+      if (streamed) return { events: holdWhileOpen(slot, streamed), execId };
       const out = await this.execIn(workloadOf(e), spec).catch(workDirRefused(spec));
       const exit = { type: 'exit' as const, exit_code: out.exitCode, truncated: out.truncated, timed_out: out.timedOut, duration_ms: out.durationMs };
-      logExit(exit, 'engine');
+      logExit(exit, 'engine', null);
       const events: ExecEvent[] = [...(out.stdout ? [{ type: 'stdout' as const, data: out.stdout }] : []), ...(out.stderr ? [{ type: 'stderr' as const, data: out.stderr }] : []), exit];
-      return holdWhileOpen(slot, Readable.from(events.map((event) => `${JSON.stringify(event)}\n`)));
+      return { events: holdWhileOpen(slot, Readable.from(events.map((event) => `${JSON.stringify(event)}\n`))), execId: null };
     } catch (err) {
       await slot.release();
       throw err;
     }
+  }
+
+  /**
+   * Sends a signal to the process group of a streamed exec that still runs (its id from the
+   * stream's answer), through the environment's agent: any svcd can, not only the one holding
+   * the stream. 404 when no command runs under the id (it ended, or it ran through the engine).
+   */
+  async signalExec(tenantId: string, id: string, execId: string, signal: ExecSignal): Promise<ExecSignalResult> {
+    const e = await this.running(tenantId, id);
+    const at = this.agentAt(e);
+    if (!at) throw new NotFoundError('no command runs under this exec id');
+    try {
+      await signalCommand(at, execId, signal, this.deps.timers);
+    } catch (err) {
+      if (err instanceof CommandNotRunningError) throw new NotFoundError('no command runs under this exec id');
+      if (err instanceof AgentUnreachableError) throw new UnavailableError("the environment's agent does not answer: the signal was not sent", err);
+      throw err;
+    }
+    this.deps.log.info({ environment: id, exec_id: execId, signal }, 'environment exec signalled');
+    return { exec_id: execId, signal, delivered: true };
   }
 
   /**
@@ -598,12 +622,12 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    * have passed (a client that stopped reading holds it no longer), and its end or the client's
    * leaving closes the agent's answer (the agent then kills the command).
    */
-  private async streamThroughAgent(e: EnvironmentRow, spec: ExecSpec, onExit: (exit: Extract<ExecEvent, { type: 'exit' }>) => void): Promise<NodeJS.ReadableStream | null> {
+  private async streamThroughAgent(e: EnvironmentRow, spec: ExecSpec, execId: string, onExit: (exit: Extract<ExecEvent, { type: 'exit' }>) => void): Promise<NodeJS.ReadableStream | null> {
     const at = this.agentAt(e);
     if (!at || !canRunOnAgent(spec)) return null;
     let answer: IncomingMessage;
     try {
-      answer = await openExec(at, spec, true, this.deps.timers);
+      answer = await openExec(at, spec, true, this.deps.timers, execId);
     } catch (err) {
       if (err instanceof AgentUnreachableError) {
         this.deps.log.warn({ err, environment: e.id }, "the environment's agent was not reached; the command goes through the engine, its output at the end");

@@ -5,9 +5,13 @@ import {
   EnvironmentList,
   EnvironmentListQuery,
   EnvironmentParams,
+  EXEC_ID_HEADER,
   ExecEvent,
+  ExecParams,
   ExecRequest,
   ExecResult,
+  ExecSignalRequest,
+  ExecSignalResult,
   LeaseRequest,
   Preview,
   PreviewList,
@@ -117,10 +121,27 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         const { envID } = request.params;
         if (request.body.stream !== true) return reply.type('application/json').send(await environments.exec(tenantOf(request), envID, request.body));
         // Everything that can refuse the command (a stopped environment, a work_dir, the slots) does so before the 200.
-        const events = await environments.execStream(tenantOf(request), envID, request.body);
+        const { events, execId } = await environments.execStream(tenantOf(request), envID, request.body);
+        if (execId) void reply.header(EXEC_ID_HEADER, execId);
         void reply.type('application/x-ndjson');
         streamFollow(reply, events);
       },
+    );
+    app.post(
+      '/v1/environments/:envID/exec/:execID/signal',
+      {
+        // A signal is sent each time it is asked for; a retry of one that arrived finds the
+        // command ended (404) or signals it again, as kill(1) would.
+        config: { svc: { auth: 'key', noIdempotency: true } },
+        schema: {
+          summary: `Sends a signal to a streamed exec that still runs, by the id its answer's \`${EXEC_ID_HEADER}\` header gave (beyond the spec): to the command's process group, as a terminal's ^C does. 404 when no command runs under the id (it ended, or ran through the engine, whose answers carry no id); 503 when the environment's agent does not answer`,
+          tags,
+          params: ExecParams,
+          body: ExecSignalRequest,
+          response: { 200: ExecSignalResult, ...errors(...KEY_ROUTE_ERRORS, 404, 409, 503) },
+        },
+      },
+      async (request) => environments.signalExec(tenantOf(request), request.params.envID, request.params.execID, request.body.signal),
     );
     app.post(
       '/v1/environments/:envID/sync',
