@@ -223,10 +223,16 @@ func TestAgentRefusesASecondCommandUnderARunningID(t *testing.T) {
 		_, out := call(t, base, "tok", "POST", "/exec", first)
 		done <- out
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// Until the first is in, a second runs (200); once it is, the second is refused.
 	second := execOf([]string{"true"}, 10, 100)
 	second["id"] = "same"
-	code, out := call(t, base, "tok", "POST", "/exec", second)
+	code, out := 0, map[string]interface{}{}
+	for i := 0; i < 100 && code != 409; i++ {
+		code, out = call(t, base, "tok", "POST", "/exec", second)
+		if code == 200 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	if code != 409 || !strings.Contains(fmt.Sprint(out["error"]), "another command runs under id same") {
 		t.Fatalf("a second command under a running id: %d %v", code, out)
 	}

@@ -321,8 +321,6 @@ func (a *agent) run(req execRequest, emit func(stdout bool, data []byte) error) 
 			}
 		case code := <-exited:
 			end.ExitCode, exitSeen, exited = code, true, nil
-			// Its process group may empty and its number be reused: no signal goes there by id now.
-			a.exited(req.ID)
 			if killTimer.Stop() {
 				readUntil(deadline.Add(strayOutputGrace))
 			}

@@ -49,6 +49,19 @@ func (r *reaper) start(cmd *exec.Cmd) (<-chan int, error) {
 	return ch, nil
 }
 
+// signalGroup sends sig to the process group pid leads, while pid is a process this reaper
+// started and has not reaped: once reaped, its number may be given to another process, so no
+// signal goes there by it (syscall.ESRCH). The check and the kill hold the lock the loop takes
+// to hand an exit on, right after Wait4 returns it.
+func (r *reaper) signalGroup(pid int, sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, running := r.waiting[pid]; !running || pid <= 1 {
+		return syscall.ESRCH
+	}
+	return syscall.Kill(-pid, sig)
+}
+
 // forget drops a wait given up on.
 func (r *reaper) forget(pid int) {
 	r.mu.Lock()

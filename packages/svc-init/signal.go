@@ -1,7 +1,7 @@
 package main
 
 // POST /signal {"id", "signal"}: a signal to the process group of a command that runs under id
-// (exec.go names it from its start until its first process exits). svcd names its streamed
+// (exec.go names it; it can be signalled from its start until its first process is reaped). svcd names its streamed
 // execs, so that a client can interrupt one without leaving its stream (which kills it).
 
 import (
@@ -28,8 +28,9 @@ var commandIDPattern = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
 
 func validCommandID(id string) bool { return commandIDPattern.MatchString(id) }
 
-// The ids of running commands: reserved when the request comes (0: not started, or its first
-// process exited), the process group while it runs, released when the answer is done.
+// The ids of commands: reserved when the request comes (0: not started yet), the process group
+// once it runs, released when the answer is done. Whether the group's leader still runs is the
+// reaper's to say (reaper.signalGroup), not this map's.
 func (a *agent) reserve(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -40,11 +41,7 @@ func (a *agent) reserve(id string) bool {
 	return true
 }
 
-func (a *agent) started(id string, pgid int) { a.setRunning(id, pgid) }
-
-func (a *agent) exited(id string) { a.setRunning(id, 0) }
-
-func (a *agent) setRunning(id string, pgid int) {
+func (a *agent) started(id string, pgid int) {
 	if id == "" {
 		return
 	}
@@ -77,17 +74,15 @@ func (a *agent) serveSignal(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "an id and one of SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGTERM are required"})
 		return
 	}
-	// Under the lock: exited(), which runs as soon as the first process's exit is seen, cannot
-	// come between the lookup and the kill.
+	// Under the lock: the id is not released (and its number not taken by a command that
+	// follows) between the lookup and the kill.
 	a.mu.Lock()
-	pgid := a.running[req.ID]
-	running := pgid != 0
-	var err error
-	if running {
-		err = syscall.Kill(-pgid, sig)
+	var err error = syscall.ESRCH
+	if pgid := a.running[req.ID]; pgid != 0 {
+		err = a.reaper.signalGroup(pgid, sig)
 	}
 	a.mu.Unlock()
-	if !running || err == syscall.ESRCH {
+	if err == syscall.ESRCH {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no command runs under this id"})
 		return
 	}

@@ -85,16 +85,15 @@ export const ExecParams = Type.Object({
   envID: Type.String({ minLength: 1, maxLength: 64 }),
   execID: Type.String({ pattern: '^[a-z0-9]{1,64}$', description: `the id a streamed exec's \`${EXEC_ID_HEADER}\` header gave` }),
 });
-export const ExecSignalRequest = Type.Object({
-  signal: Type.Union(
-    EXEC_SIGNALS.map((name) => Type.Literal(name)),
-    { description: 'sent to the command\'s process group (what it started too); SIGSTOP and SIGCONT are not offered' },
-  ),
-});
+const ExecSignalName = Type.Union(
+  [Type.Literal('SIGHUP'), Type.Literal('SIGINT'), Type.Literal('SIGQUIT'), Type.Literal('SIGKILL'), Type.Literal('SIGUSR1'), Type.Literal('SIGUSR2'), Type.Literal('SIGTERM')],
+  { description: 'sent to the command\'s process group (what it started too); SIGSTOP and SIGCONT are not offered' },
+);
+export const ExecSignalRequest = Type.Object({ signal: ExecSignalName });
 export type ExecSignalRequest = Static<typeof ExecSignalRequest>;
 export const ExecSignalResult = Type.Object({
   exec_id: Type.String(),
-  signal: Type.String(),
+  signal: ExecSignalName,
   delivered: Type.Boolean({ description: 'the signal reached the running command (what it does with it is the command\'s own)' }),
 });
 export type ExecSignalResult = Static<typeof ExecSignalResult>;

@@ -2,9 +2,11 @@
 // agent answers is the tenant's to shape (its container, its processes), so nothing it sends may
 // throw inside svcd, and a stalled download must not hold its slot.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
-import type { ExecEvent } from '@svc/contract';
+import { EXEC_SIGNALS, type ExecEvent } from '@svc/contract';
 import { AgentEventDecoder, TERMINAL_FRAME, TerminalFrameReader, terminalFrame } from '../src/environments/agent.js';
 import { StallGuard } from '../src/environments/files.js';
 import { ManualClock } from './manual-clock.js';
@@ -111,5 +113,16 @@ describe('a download that stalls', () => {
     clock.advance(60_001);
     await new Promise(setImmediate);
     assert.match(String(failed), /did not move/);
+  });
+});
+
+describe('the signals the API offers are the ones the agent sends', () => {
+  test('the contract\'s list and svc-init\'s (signal.go) name the same signals', () => {
+    const goSource = readFileSync(join(import.meta.dirname, '../../svc-init/signal.go'), 'utf8');
+    const table = /var signalsByName = map\[string\]syscall\.Signal\{([^}]*)\}/.exec(goSource)?.[1] ?? '';
+    const inGo = [...table.matchAll(/"(SIG[A-Z0-9]+)":/g)].map((m) => m[1]);
+    assert.deepEqual([...inGo].sort(), [...EXEC_SIGNALS].sort());
+    // The agent's refusal names them too, as the contract's description does.
+    for (const name of EXEC_SIGNALS) assert.match(goSource, new RegExp(`one of [^"]*\\b${name}\\b`));
   });
 });

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import type { SealedText } from '../src/secrets/sealer.js';
 import { after, before, describe, test } from 'node:test';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -573,37 +573,30 @@ describe('SQLite checkpoints run on a worker thread, never in one of svcd\'s com
 
   // The first commit after a checkpoint copied the whole log starts the log afresh and fsyncs its
   // header, on svcd's event loop; under a tenant's disk filler that fsync took up to 600 ms. Watched
-  // with strace: which threads of this process call fsync or fdatasync while it commits.
+  // with strace (a store in a child process it starts: fsync-probe.ts): which threads sync what.
   test('svcd\'s own thread does not fsync: the worker makes the log durable each pass and checkpoints only a long log', async () => {
     const loc = await storeLocation('sqlite');
-    const store = await openStore({ ...loc, checkpointEveryMs: 50, checkpointPages: 100_000 });
     const trace = join(loc.dataDir, 'strace.txt');
-    const strace = spawn('strace', ['-f', '-qq', '-e', 'trace=fsync,fdatasync', '-o', trace, '-p', String(process.pid)], { stdio: 'ignore' });
-    const exited = new Promise((resolve) => strace.once('exit', resolve));
-    const syncs = () =>
-      (existsSync(trace) ? readFileSync(trace, 'utf8') : '')
+    try {
+      const { stdout } = await new Promise<{ stdout: string }>((resolve, reject) => {
+        execFile(
+          'strace',
+          ['-f', '-y', '-qq', '--seccomp-bpf', '-e', 'trace=fsync,fdatasync', '-o', trace, process.execPath, '--import', 'tsx', join(import.meta.dirname, 'fsync-probe.ts'), loc.dataDir, '50'],
+          { timeout: 120_000 },
+          (err, out, stderr) => (err ? reject(new Error(`strace of the probe failed: ${err.message}\n${stderr}`)) : resolve({ stdout: out })),
+        );
+      });
+      const mainThread = Number(stdout.trim());
+      const syncs = readFileSync(trace, 'utf8')
         .split('\n')
-        .map((line) => /^(\d+)\s+(fsync|fdatasync)\(/.exec(line))
-        .flatMap((m) => (m ? [{ thread: Number(m[1]), call: m[2] }] : []));
-    try {
-      await store.settings.getOrCreate('first', 'x');
-      // Positive probe first: strace is attached and sees the worker's syncs of the log.
-      await waitFor('strace to see the worker sync the log', async () => syncs().some((s) => s.thread !== process.pid));
-      // 300 commits over about 20 passes: with a checkpoint each pass, each pass's copy of the
-      // whole log had the next commit start it afresh, and fsync.
-      for (let i = 0; i < 300; i++) {
-        await store.settings.getOrCreate(`row-${i}`, 'x'.repeat(100));
-        if (i % 15 === 0) await new Promise((resolve) => setTimeout(resolve, 60));
-      }
-    } finally {
-      strace.kill('SIGINT');
-      await exited;
-      await store.close();
-    }
-    const seen = syncs();
-    try {
-      assert.ok(seen.filter((s) => s.thread !== process.pid).length >= 10, `the worker synced the log each pass: ${JSON.stringify(seen)}`);
-      assert.deepEqual(seen.filter((s) => s.thread === process.pid), [], 'svcd\'s own thread fsynced');
+        .map((line) => /^(\d+)\s+(fsync|fdatasync)\(\d+<([^>]*)>/.exec(line))
+        .flatMap((m) => (m ? [{ thread: Number(m[1]), file: m[3]! }] : []));
+      const from = syncs.findIndex((s) => s.file.endsWith('/watched-from-here'));
+      assert.ok(from >= 0 && syncs[from]!.thread === mainThread, `the probe's marker is in the trace, from its main thread (${mainThread}): ${JSON.stringify(syncs)}`);
+      const watched = syncs.slice(from + 1);
+      // Positive probe: strace sees the worker's syncs of the log, one a pass.
+      assert.ok(watched.filter((s) => s.thread !== mainThread && s.file.endsWith('/svc.db-wal')).length >= 10, `the worker synced the log each pass: ${JSON.stringify(watched)}`);
+      assert.deepEqual(watched.filter((s) => s.thread === mainThread), [], 'svcd\'s own thread fsynced');
     } finally {
       await loc.cleanup();
     }

@@ -214,10 +214,15 @@ export function envCommands(program: Command, { out, client }: Cli): void {
         const onInterrupt = () => {
           if (execId === null || interrupted) process.exit(130);
           interrupted = true;
-          out.note('svc: sent SIGINT to the command; ^C again to leave (and kill it)');
           client()
             .signalExec(id, execId, 'SIGINT')
-            .catch(() => process.exit(130));
+            .then(
+              () => out.note('svc: sent SIGINT to the command; ^C again to leave (and kill it)'),
+              (err: unknown) => {
+                // 404: its first process just ended; what it printed last and its exit still come.
+                if (!(err instanceof ApiError && err.status === 404)) out.note(`svc: SIGINT not sent (${(err as Error).message}); ^C again to leave (and kill it)`);
+              },
+            );
         };
         process.on('SIGINT', onInterrupt);
         try {

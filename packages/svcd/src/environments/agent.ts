@@ -81,18 +81,22 @@ function execBody(spec: ExecSpec, stream: boolean, commandId: string | undefined
 
 /** The command did not run (any more) under its id: it ended, or never ran on this agent. */
 export class CommandNotRunningError extends Error {}
+/** The agent has no signal route: one started by an svc-init from before signals. */
+export class AgentWithoutSignalsError extends Error {}
 
 /**
  * Sends `signal` to the process group of the command the agent runs under `commandId`. Rejects
- * with CommandNotRunningError when none runs under it, AgentUnreachableError when the agent was
- * not reached.
+ * with CommandNotRunningError when none runs under it, AgentWithoutSignalsError when the agent
+ * predates signals, AgentUnreachableError when the agent was not reached, and anything else
+ * when it is unknown whether the signal was sent.
  */
 export async function signalCommand(at: AgentAddress, commandId: string, signal: ExecSignal, timers: Timers): Promise<void> {
   try {
     const answer = await callAgent(at, { method: 'POST', path: '/signal', body: JSON.stringify({ id: commandId, signal }), contentType: 'application/json', headersWithinMs: ANSWER_GRACE_MS }, timers);
     answer.resume();
   } catch (err) {
-    if (err instanceof AgentRefusal && err.status === 404) throw new CommandNotRunningError(err.message);
+    // The signal route's own 404 names the command; the router's (an older agent) does not.
+    if (err instanceof AgentRefusal && err.status === 404) throw /no command runs/.test(err.message) ? new CommandNotRunningError(err.message) : new AgentWithoutSignalsError(err.message);
     throw err;
   }
 }

@@ -33,7 +33,7 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
+import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, AgentWithoutSignalsError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -399,8 +399,9 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       await signalCommand(at, execId, signal, this.deps.timers);
     } catch (err) {
       if (err instanceof CommandNotRunningError) throw new NotFoundError('no command runs under this exec id');
+      if (err instanceof AgentWithoutSignalsError) throw new ConflictError("the environment's agent predates signals (it started before this svc did): delete and create the environment to have one that takes them");
       if (err instanceof AgentUnreachableError) throw new UnavailableError("the environment's agent does not answer: the signal was not sent", err);
-      throw err;
+      throw new UnavailableError("the environment's agent failed: the signal may or may not have been sent", err);
     }
     this.deps.log.info({ environment: id, exec_id: execId, signal }, 'environment exec signalled');
     return { exec_id: execId, signal, delivered: true };

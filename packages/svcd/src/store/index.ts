@@ -167,7 +167,12 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
     checkpointer = new WalCheckpointer(
       path,
       (err) => {
-        if (file.open) file.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES}`);
+        if (file.open) {
+          file.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES}`);
+          // Nobody syncs the log every second any more: each commit does (a failed fdatasync may
+          // also have dropped what it could not write, which a later one would not say).
+          file.pragma('synchronous = FULL');
+        }
         opts.onCheckpointerFailure?.(err);
       },
       { everyMs: opts.checkpointEveryMs, checkpointPages: opts.checkpointPages },

@@ -1,8 +1,7 @@
 // The worker thread of wal-checkpointer.ts: a connection of its own to svc's SQLite file that,
 // every `everyMs`, makes the write-ahead log durable and, once the log holds `checkpointPages`,
 // copies it into the database file, off svcd's event loop.
-import { closeSync, fdatasyncSync, openSync, readSync } from 'node:fs';
-import { endianness } from 'node:os';
+import { closeSync, fdatasyncSync, fstatSync, openSync, readSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import type { CheckpointWorkerData } from './wal-checkpointer.js';
@@ -12,43 +11,65 @@ if (!port) throw new Error('wal-checkpoint-worker runs as a worker thread');
 const { file, everyMs, checkpointPages } = workerData as CheckpointWorkerData;
 const db = new BetterSqlite3(file);
 
-/** Open descriptors of the log and its index, once SQLite has made them (at the first write). */
-const fds = new Map<string, number>();
-function fdOf(path: string): number | null {
-  const known = fds.get(path);
-  if (known !== undefined) return known;
+/**
+ * The log's descriptor, once SQLite has made the file (at the first write). Only the log: SQLite
+ * locks its index (-shm) with the process's POSIX locks, which closing any descriptor of that
+ * file drops (svcd's own connection's with them), and this thread's are closed when it ends.
+ */
+let logFd: number | null = null;
+function openLog(): number | null {
+  if (logFd !== null) return logFd;
   try {
-    const fd = openSync(path, 'r');
-    fds.set(path, fd);
-    return fd;
-  } catch {
-    return null;
+    logFd = openSync(`${file}-wal`, 'r');
+    return logFd;
+  } catch (err) {
+    // Not made yet; anything else (EMFILE, EACCES) fails the worker, and the main connection
+    // checkpoints and syncs in its commits again (wal-checkpointer.ts).
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
   }
 }
 
-// The wal-index header (https://www.sqlite.org/walformat.html, "The WAL-Index Header"), in the
-// host's byte order: iVersion at 0 (3007000), isInit at 12, mxFrame (the frames in the log) at 16.
-const WAL_INDEX_VERSION = 3007000;
-const header = Buffer.alloc(20);
-const readU32 = (at: number) => (endianness() === 'LE' ? header.readUInt32LE(at) : header.readUInt32BE(at));
+// The log's format (https://www.sqlite.org/fileformat2.html#walformat), big-endian: a 32-byte
+// header (page size at 8, the salts at 16 and 20), then frames of a 24-byte header (the salts
+// again at 8 and 16) and a page. A frame belongs to the log as it is now when its salts are the
+// header's: a restart changes them, so what is left of earlier rounds past the live frames does
+// not match.
+const LOG_HEADER_BYTES = 32;
+const FRAME_HEADER_BYTES = 24;
+const LOG_MAGIC = [0x377f0682, 0x377f0683];
+const logHeader = Buffer.alloc(LOG_HEADER_BYTES);
+const frameHeader = Buffer.alloc(FRAME_HEADER_BYTES);
 
 /**
- * Pages in the log since it was last started afresh, read from the wal-index without taking
- * SQLite's locks: a hint for when to checkpoint, so a torn read only moves a pass. A header that
- * cannot be read or is not the documented format answers Infinity: a checkpoint every pass.
+ * Frames in the log since it was last started afresh, found without SQLite's locks: a binary
+ * search for the last frame that carries the header's salts (they are a prefix of the file). A
+ * hint for when to checkpoint: a frame being written meanwhile only moves a pass.
  */
 function logPages(): number {
-  const fd = fdOf(`${file}-shm`);
+  const fd = openLog();
   if (fd === null) return 0;
-  if (readSync(fd, header, 0, header.length, 0) < header.length) return 0;
-  if (readU32(0) !== WAL_INDEX_VERSION || header[12] !== 1) return Number.POSITIVE_INFINITY;
-  return readU32(16);
+  if (readSync(fd, logHeader, 0, LOG_HEADER_BYTES, 0) < LOG_HEADER_BYTES || !LOG_MAGIC.includes(logHeader.readUInt32BE(0))) return 0;
+  const pageSize = logHeader.readUInt32BE(8);
+  const frameBytes = FRAME_HEADER_BYTES + pageSize;
+  const live = (n: number) =>
+    readSync(fd, frameHeader, 0, FRAME_HEADER_BYTES, LOG_HEADER_BYTES + (n - 1) * frameBytes) === FRAME_HEADER_BYTES &&
+    frameHeader.readUInt32BE(8) === logHeader.readUInt32BE(16) &&
+    frameHeader.readUInt32BE(12) === logHeader.readUInt32BE(20);
+  let known = 0; // frames 1..known are live
+  let beyond = Math.floor((fstatSync(fd).size - LOG_HEADER_BYTES) / frameBytes) + 1; // frame `beyond` is not
+  while (beyond - known > 1) {
+    const mid = Math.floor((known + beyond) / 2);
+    if (live(mid)) known = mid;
+    else beyond = mid;
+  }
+  return known;
 }
 
 function pass(): void {
   // Durability: with synchronous=NORMAL a commit is in the log but not yet on the disk; it is
   // after this (a power loss drops at most about a pass's commits, as with a checkpoint a pass).
-  const log = fdOf(`${file}-wal`);
+  const log = openLog();
   if (log !== null) fdatasyncSync(log);
   // Rarely, not every pass: once a pass has copied the whole log, svcd's next commit starts the
   // log afresh, and SQLite fsyncs the new log header inside that commit, on svcd's event loop
@@ -66,7 +87,7 @@ const timer = setInterval(pass, everyMs);
 port.on('message', (message: unknown) => {
   if (message !== 'stop') return;
   clearInterval(timer);
-  for (const fd of fds.values()) closeSync(fd);
+  if (logFd !== null) closeSync(logFd);
   db.close();
   port.close();
 });

@@ -114,7 +114,13 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
           tags,
           params: EnvironmentParams,
           body: ExecRequest,
-          response: { 200: { content: { 'application/json': { schema: ExecResult }, 'application/x-ndjson': { schema: ExecEvent } } }, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+          response: {
+            200: {
+              description: `the outcome (application/json), or with \`stream: true\` the events; a streamed answer run through the agent names its command in \`${EXEC_ID_HEADER}\` (the signal route's exec_id)`,
+              content: { 'application/json': { schema: ExecResult }, 'application/x-ndjson': { schema: ExecEvent } },
+            },
+            ...errors(...KEY_ROUTE_ERRORS, 404, 409),
+          },
         },
       },
       async (request, reply) => {
@@ -134,7 +140,7 @@ export function environmentRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         // command ended (404) or signals it again, as kill(1) would.
         config: { svc: { auth: 'key', noIdempotency: true } },
         schema: {
-          summary: `Sends a signal to a streamed exec that still runs, by the id its answer's \`${EXEC_ID_HEADER}\` header gave (beyond the spec): to the command's process group, as a terminal's ^C does. 404 when no command runs under the id (it ended, or ran through the engine, whose answers carry no id); 503 when the environment's agent does not answer`,
+          summary: `Sends a signal to a streamed exec that still runs, by the id its answer's \`${EXEC_ID_HEADER}\` header gave (beyond the spec): to the command's process group, as a terminal's ^C does. 404 when no command runs under the id (it ended, or ran through the engine, whose answers carry no id); 409 when the environment is not running or its agent predates signals; 503 when the agent does not answer or failed. Never replayed: a retry signals again, as kill(1) would`,
           tags,
           params: ExecParams,
           body: ExecSignalRequest,
