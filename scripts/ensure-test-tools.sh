@@ -6,6 +6,8 @@
 #     redis, the board's Node base; test/operator-images.ts)
 #   redis-tools: redis-cli, the real client the database tests connect with (psql comes with postgresql)
 #   chromium: the browser the task-board test drives through playwright-core (never a downloaded one)
+#   strace: store.test.ts watches which of svcd's threads fsync
+#   pebble, openssl: tls.test.ts's ACME server (RFC 8555, made for tests) and its own certificate
 #   (caddy comes from scripts/ensure-caddy.sh, which make test runs too)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -14,5 +16,6 @@ need_pkg docker-registry
 need_pkg debootstrap
 need_pkg redis-tools
 need_pkg chromium
-# store.test.ts watches which thread of svcd fsyncs.
 need_pkg strace
+need_pkg pebble
+need_pkg openssl

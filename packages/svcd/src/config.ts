@@ -29,6 +29,8 @@ export interface Config {
   proxyListen: string | null;
   /** An operator's Caddy admin API instead (--caddy-admin). */
   caddyAdmin: string | null;
+  /** HTTPS on the proxy (--tls on): null when off. */
+  tls: TlsConfig | null;
   dev: boolean;
   openRegistration: boolean;
   sandbox: SandboxMode;
@@ -105,6 +107,17 @@ export const MIN_TOKEN_LENGTH = 32;
 /** Spec 8: a route that has not answered after this gets 503 (api/timeouts.ts; tests shorten it). */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
+/** Let's Encrypt's production directory: --acme-ca's default. */
+export const LETS_ENCRYPT_DIRECTORY = 'https://acme-v02.api.letsencrypt.org/directory';
+
+export interface TlsConfig {
+  /** The proxy's HTTPS address (--proxy-https-listen); --proxy-listen redirects to it. */
+  httpsListen: string;
+  acme: { directory: string; email: string | null; caRoot: string | null };
+  /** Where svcd answers Caddy's on-demand question (--tls-ask-listen). */
+  askListen: { host: string; port: number };
+}
+
 /** The raw option values as commander hands them over (flags, or their SVC_* variables). */
 export interface RawOptions {
   listen: string;
@@ -113,6 +126,12 @@ export interface RawOptions {
   baseDomain?: string;
   proxyListen?: string;
   caddyAdmin?: string;
+  tls?: string;
+  proxyHttpsListen?: string;
+  acmeCa?: string;
+  acmeEmail?: string;
+  acmeCaRoot?: string;
+  tlsAskListen?: string;
   dev?: boolean;
   openRegistration?: boolean;
   sandbox: string;
@@ -245,6 +264,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (raw.caddyAdmin && !/^https?:\/\//.test(raw.caddyAdmin)) throw new ConfigError('--caddy-admin must be an http:// URL');
   if (raw.caddyAdmin && !raw.proxyListen) throw new ConfigError('--caddy-admin needs --proxy-listen (the address that Caddy serves)');
   if (raw.proxyListen) parseListen(raw.proxyListen);
+  const tls = tlsConfig(raw);
   const buildRegistry = raw.buildRegistry?.trim() || null;
   // Images come only from Docker Hub or a loopback registry (DECISIONS.md): builds too.
   if (buildRegistry !== null && !isLoopbackRegistry(buildRegistry)) {
@@ -309,6 +329,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     baseDomain: raw.baseDomain?.trim() || null,
     proxyListen: raw.proxyListen?.trim() || null,
     caddyAdmin: raw.caddyAdmin?.trim() || null,
+    tls,
     dev,
     openRegistration,
     sandbox: raw.sandbox as SandboxMode,
@@ -389,4 +410,24 @@ export function parsePortRange(flag: string, value: string): { from: number; to:
   const to = Number(m?.[2]);
   if (!m || from < 1024 || to > 65535 || from > to) throw new ConfigError(`${flag} must be FROM-TO within 1024-65535, got ${JSON.stringify(value)}`);
   return { from, to };
+}
+
+/** --tls and the flags that go with it; null when off. */
+function tlsConfig(raw: RawOptions): TlsConfig | null {
+  const mode = (raw.tls ?? 'off').trim();
+  if (mode !== 'on' && mode !== 'off') throw new ConfigError('--tls must be on or off');
+  if (mode === 'off') return null;
+  if (!raw.baseDomain?.trim()) throw new ConfigError('--tls on needs --base-domain (certificates are for hosts under it)');
+  if (!raw.proxyListen?.trim() || !raw.proxyHttpsListen?.trim()) throw new ConfigError('--tls on needs --proxy-listen and --proxy-https-listen');
+  parseListen(raw.proxyHttpsListen);
+  const directory = (raw.acmeCa ?? LETS_ENCRYPT_DIRECTORY).trim();
+  if (!/^https:\/\//.test(directory)) throw new ConfigError('--acme-ca must be an https:// URL of an ACME directory');
+  const askListen = parseListen(raw.tlsAskListen ?? '127.0.0.1:0');
+  // Caddy asks it for any name a client sends: only svcd's own host may reach it.
+  if (!['127.0.0.1', '::1', 'localhost'].includes(askListen.host)) throw new ConfigError('--tls-ask-listen must be a loopback address');
+  return {
+    httpsListen: raw.proxyHttpsListen.trim(),
+    acme: { directory, email: raw.acmeEmail?.trim() || null, caRoot: raw.acmeCaRoot?.trim() || null },
+    askListen,
+  };
 }

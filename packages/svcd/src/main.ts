@@ -3,7 +3,7 @@
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
 
@@ -15,6 +15,12 @@ const program = new Command('svcd')
   .addOption(new Option('--base-domain <domain>', 'public base domain for service hosts').env('SVC_BASE_DOMAIN'))
   .addOption(new Option('--proxy-listen <addr>', 'public reverse proxy address; svcd runs Caddy there').env('SVC_PROXY_LISTEN'))
   .addOption(new Option('--caddy-admin <url>', "drive an operator's Caddy through this admin URL instead").env('SVC_CADDY_ADMIN'))
+  .addOption(new Option('--tls <on|off>', 'HTTPS for every host the proxy serves, certificates from ACME on demand (needs --base-domain, --proxy-https-listen)').env('SVC_TLS').default('off'))
+  .addOption(new Option('--proxy-https-listen <addr>', "the proxy's HTTPS address, with --tls on (--proxy-listen then redirects to it)").env('SVC_PROXY_HTTPS_LISTEN'))
+  .addOption(new Option('--acme-ca <url>', 'ACME directory certificates come from').env('SVC_ACME_CA').default(LETS_ENCRYPT_DIRECTORY))
+  .addOption(new Option('--acme-email <email>', "the ACME account's contact").env('SVC_ACME_EMAIL'))
+  .addOption(new Option('--acme-ca-root <file>', "a PEM root to trust for the ACME server's own HTTPS (a private CA)").env('SVC_ACME_CA_ROOT'))
+  .addOption(new Option('--tls-ask-listen <addr>', "where svcd answers Caddy's on-demand question (loopback; port 0: any free one)").env('SVC_TLS_ASK_LISTEN').default('127.0.0.1:0'))
   .addOption(new Option('--dev', 'development mode: no HTTPS rule, no bootstrap token required').env('SVC_DEV'))
   .addOption(new Option('--open-registration', 'with --dev: registration needs no bootstrap token').env('SVC_OPEN_REGISTRATION'))
   .addOption(

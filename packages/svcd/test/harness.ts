@@ -99,6 +99,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     baseDomain: null,
     proxyListen: null,
     caddyAdmin: null,
+    tls: null,
     dev: true,
     openRegistration: true,
     sandbox: 'auto',

@@ -198,6 +198,25 @@ describe('configuration', () => {
   });
 });
 
+describe('configuration: HTTPS', () => {
+  const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info', dev: true };
+  const on = { ...raw, tls: 'on', baseDomain: 'apps.example.com', proxyListen: '0.0.0.0:80', proxyHttpsListen: '0.0.0.0:443' };
+  test("off by default; on needs a base domain and both proxy addresses; Let's Encrypt unless told; the question's listener on loopback only", () => {
+    assert.equal(buildConfig(raw, {}).tls, null);
+    assert.deepEqual(buildConfig(on, {}).tls, {
+      httpsListen: '0.0.0.0:443',
+      acme: { directory: 'https://acme-v02.api.letsencrypt.org/directory', email: null, caRoot: null },
+      askListen: { host: '127.0.0.1', port: 0 },
+    });
+    assert.throws(() => buildConfig({ ...on, baseDomain: undefined }, {}), /--tls on needs --base-domain/);
+    assert.throws(() => buildConfig({ ...on, proxyHttpsListen: undefined }, {}), /--proxy-https-listen/);
+    assert.throws(() => buildConfig({ ...on, tls: 'yes' }, {}), /--tls must be on or off/);
+    assert.throws(() => buildConfig({ ...on, acmeCa: 'http://ca.example/dir' }, {}), /--acme-ca must be an https/);
+    for (const bad of ['0.0.0.0:9000', '10.0.0.1:9000']) assert.throws(() => buildConfig({ ...on, tlsAskListen: bad }, {}), /loopback/, bad);
+    assert.equal(buildConfig({ ...on, acmeEmail: 'ops@example.com' }, {}).tls?.acme.email, 'ops@example.com');
+  });
+});
+
 describe('environments: configuration and names', () => {
   const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info', dev: true };
   test('template images default to the public ones; the warm pool is 0-20; the git CA file must exist', () => {

@@ -18,9 +18,22 @@ export interface RouteTarget {
 export interface CaddyConfigInput {
   /** Where Caddy's admin API listens (it must stay there after a load). */
   adminListen: string;
-  /** Where the public proxy listens. */
+  /** Where the public proxy listens (with tls: plain HTTP, which redirects). */
   listen: string;
   targets: RouteTarget[];
+  tls?: CaddyTls;
+}
+
+/** HTTPS: certificates obtained on demand from an ACME server, for hosts svcd says yes to. */
+export interface CaddyTls {
+  /** Where the HTTPS server listens. */
+  httpsListen: string;
+  /** Caddy's on-demand question: GET ?domain=<host>, 200 for a host svc routes. */
+  askUrl: string;
+  /** The ACME directory, the account's contact, and a root to trust for the directory's own HTTPS. */
+  acme: { directory: string; email: string | null; caRoot: string | null };
+  /** Where certificates and the ACME account live (they survive restarts). */
+  storageDir: string;
 }
 
 const ERROR_PAGE = 'The service is not answering right now ({http.error.status_code}). If it was just deployed, try again in a moment.\n';
@@ -53,32 +66,77 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
         ],
     terminal: true,
   }));
-  const body = JSON.stringify({ listen: input.listen, routes });
+  const body = JSON.stringify({ listen: input.listen, routes, tls: input.tls ?? null });
   const marker = `svc-config-${createHash('sha256').update(body).digest('hex').slice(0, 16)}`;
-  routes.push({
-    // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
-    '@id': marker,
-    handle: [{ handler: 'static_response', status_code: 404, body: 'No service at this address.\n' }],
+  // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
+  const markerRoute = { '@id': marker, handle: [{ handler: 'static_response', status_code: 404, body: 'No service at this address.\n' }], terminal: true };
+  const errors = { routes: [{ handle: [{ handler: 'static_response', status_code: '{http.error.status_code}', body: ERROR_PAGE }] }] };
+  if (!input.tls) {
+    return {
+      marker,
+      config: {
+        admin: { listen: input.adminListen, config: { persist: false } },
+        apps: { http: { servers: { svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...routes, markerRoute], errors } } } },
+      },
+    };
+  }
+  const tls = input.tls;
+  const httpsPort = portOf(tls.httpsListen);
+  // Plain HTTP only redirects, and only for hosts svc routes (Caddy answers the ACME HTTP-01
+  // challenges on this port itself, before any route).
+  const redirects = input.targets.map((t) => ({
+    match: [{ host: t.hosts }],
+    handle: [{ handler: 'static_response', status_code: 308, headers: { Location: [`https://{http.request.host}${httpsPort === 443 ? '' : `:${httpsPort}`}{http.request.uri}`] } }],
     terminal: true,
-  });
+  }));
   return {
     marker,
     config: {
       admin: { listen: input.adminListen, config: { persist: false } },
+      storage: { module: 'file_system', root: tls.storageDir },
       apps: {
         http: {
+          // The ports ACME validation reaches (Caddy otherwise assumes 80 and 443).
+          http_port: portOf(input.listen),
+          https_port: httpsPort,
           servers: {
-            svc: {
-              listen: [input.listen],
+            svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...redirects, markerRoute], errors },
+            'svc-tls': {
+              listen: [tls.httpsListen],
+              // Certificates come from the on-demand policy below; without a connection policy
+              // Caddy would serve this port as plain HTTP.
               automatic_https: { disable: true },
+              tls_connection_policies: [{}],
               routes,
-              errors: {
-                routes: [{ handle: [{ handler: 'static_response', status_code: '{http.error.status_code}', body: ERROR_PAGE }] }],
-              },
+              errors,
             },
+          },
+        },
+        tls: {
+          automation: {
+            // A handshake for a name without a certificate asks svcd first: nobody can make svc
+            // order certificates for names it does not route.
+            on_demand: { ask: tls.askUrl },
+            policies: [
+              {
+                on_demand: true,
+                issuers: [
+                  {
+                    module: 'acme',
+                    ca: tls.acme.directory,
+                    ...(tls.acme.email ? { email: tls.acme.email } : {}),
+                    ...(tls.acme.caRoot ? { trusted_roots_pem_files: [tls.acme.caRoot] } : {}),
+                  },
+                ],
+              },
+            ],
           },
         },
       },
     },
   };
+}
+
+function portOf(listen: string): number {
+  return Number(/:(\d+)$/.exec(listen)?.[1] ?? 0);
 }

@@ -8,7 +8,8 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Timers, TimerHandle } from '../clock.js';
-import { buildCaddyConfig, type RouteTarget } from './caddy-config.js';
+import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
+import { TlsAskServer } from './tls-ask.js';
 
 export { buildCaddyConfig, routeId, type RouteTarget } from './caddy-config.js';
 
@@ -20,6 +21,14 @@ export interface ProxyOptions {
   dataDir: string;
   /** The caddy binary. */
   caddyPath?: string;
+  /** HTTPS with certificates on demand (--tls on). */
+  tls?: {
+    httpsListen: string;
+    acme: CaddyTls['acme'];
+    baseDomain: string;
+    /** Where svcd answers Caddy's on-demand question. */
+    askListen: { host: string; port: number };
+  };
 }
 
 /** How often the proxy checks that Caddy still has the current routes (a safety net). */
@@ -32,6 +41,8 @@ export class CaddyProxy {
   private syncing: Promise<void> | null = null;
   private again = false;
   private checker: TimerHandle | null = null;
+  private ask: TlsAskServer | null = null;
+  private tlsInput: CaddyTls | undefined = undefined;
   private readonly socketPath: string;
   /** Where admin requests go: the private socket, or the operator's admin host and port. */
   private readonly adminTarget: { socketPath: string } | { host: string; port: number };
@@ -53,6 +64,13 @@ export class CaddyProxy {
   }
 
   async start(): Promise<void> {
+    const tls = this.opts.tls;
+    if (tls) {
+      this.ask = new TlsAskServer(tls.askListen, tls.baseDomain, async () => (await this.targets()).flatMap((t) => t.hosts), this.log);
+      const askUrl = await this.ask.start();
+      // Certificates and the ACME account in the data dir: a restart orders nothing again.
+      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir: join(this.opts.dataDir, 'caddy-tls') };
+    }
     if (this.opts.adminUrl === null) await this.spawnCaddy();
     await this.sync();
     this.checker = this.timers.setInterval(() => void this.check(), PROXY_CHECK_EVERY_MS);
@@ -102,6 +120,7 @@ export class CaddyProxy {
       this.child.kill('SIGTERM');
       await exited;
     }
+    await this.ask?.close();
   }
 
   /** The supervised Caddy's process id (tests kill it). */
@@ -110,7 +129,7 @@ export class CaddyProxy {
   }
 
   private async push(force: boolean): Promise<void> {
-    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets: await this.targets() });
+    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets: await this.targets(), ...(this.tlsInput ? { tls: this.tlsInput } : {}) });
     if (!force && marker === this.lastMarker) return;
     const r = await this.admin('POST', '/load', JSON.stringify(config));
     if (r.status !== 200) throw new Error(`caddy refused the configuration (${r.status}): ${r.body}`);

@@ -8,6 +8,8 @@ export interface RoutingOptions {
   baseDomain: string | null;
   /** --proxy-listen; null: services are not routed, and have no url. */
   proxyListen: string | null;
+  /** --proxy-https-listen with --tls on: urls are https:// there. */
+  httpsListen?: string | null;
 }
 
 export function serviceHosts(s: Pick<ServiceRow, 'id' | 'dns_label'>, o: RoutingOptions): string[] {
@@ -20,9 +22,13 @@ export function serviceUrl(s: Pick<ServiceRow, 'id' | 'dns_label'>, o: RoutingOp
   return proxyUrl(o.baseDomain ? `${s.dns_label}.${o.baseDomain}` : `${s.id}.localhost`, o);
 }
 
-/** http://<host>[:port] on the public proxy; null when svcd runs without one. */
+/** http://<host>[:port] on the public proxy (https:// with --tls on); null when svcd runs without one. */
 export function proxyUrl(host: string, o: RoutingOptions): string | null {
   if (!o.proxyListen) return null;
+  if (o.httpsListen) {
+    const { port } = parseListen(o.httpsListen);
+    return `https://${host}${port === 443 ? '' : `:${port}`}`;
+  }
   const { port } = parseListen(o.proxyListen);
   return `http://${host}${port === 80 ? '' : `:${port}`}`;
 }

@@ -1,0 +1,115 @@
+// HTTPS on the proxy (--tls on) against a real ACME server (pebble, test/pebble.ts): Caddy
+// obtains a certificate on the first handshake for a host svc routes, after asking svcd; a name
+// svc does not route gets none, and no order; plain HTTP redirects; a restarted Caddy keeps its
+// certificates.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { request as httpRequest } from 'node:http';
+import { request } from 'node:https';
+import { TLSSocket } from 'node:tls';
+import { freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { startPebble, type Pebble } from './pebble.js';
+
+const BASE_DOMAIN = 'svc.test';
+
+/** GET over TLS to the proxy for `host` (SNI and Host), trusting only pebble's issuing root. */
+function viaTls(port: number, host: string, ca: string, path = '/'): Promise<{ status: number; body: string; issuer: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, servername: host, headers: { host }, ca, agent: false, timeout: 15_000 }, (res) => {
+      const socket = res.socket;
+      const issuer = socket instanceof TLSSocket ? String(socket.getPeerCertificate().issuer.CN) : '';
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, issuer }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('HTTPS on the proxy with certificates from an ACME server', () => {
+  let t: TestServer;
+  let pebble: Pebble;
+  let httpPort: number;
+  let httpsPort: number;
+  const tenants: string[] = [];
+  before(async () => {
+    await ensureTestImages();
+    [httpPort, httpsPort] = [await freePort(), await freePort()];
+    pebble = await startPebble({ http: httpPort, tls: httpsPort });
+    t = await startServer({
+      realTime: true,
+      config: {
+        baseDomain: BASE_DOMAIN,
+        proxyListen: `127.0.0.1:${httpPort}`,
+        tls: { httpsListen: `127.0.0.1:${httpsPort}`, acme: { directory: pebble.directory, email: 'ops@svc.test', caRoot: pebble.serverCertFile }, askListen: { host: '127.0.0.1', port: 0 } },
+      },
+      overrides: { readyTimeoutMs: 10_000 },
+    });
+  });
+  after(async () => {
+    await t.close();
+    await pebble.stop();
+    await removeTenantWorkloads(tenants);
+  });
+
+  test('a new service: its url is https, its first request gets a certificate from the ACME server, plain HTTP redirects; a name svc does not route gets none and orders nothing', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'secure', image: BUSYBOX_IMAGE });
+    const host = `${s.dns_label}.${BASE_DOMAIN}`;
+    assert.equal(s.url, `https://${host}:${httpsPort}`);
+    await waitFor('running', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined));
+
+    const ordersBefore = pebble.orders();
+    const page = await waitFor('the first HTTPS answer', () => viaTls(httpsPort, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 60_000);
+    assert.equal(page.body, 'hello from svc-test\n');
+    assert.match(page.issuer, /Pebble/i, 'issued by the ACME server');
+    assert.equal(pebble.orders(), ordersBefore + 1, 'one order for the new name');
+    // The service is told the client came over HTTPS.
+    assert.match((await viaTls(httpsPort, host, pebble.issuerRoot, '/cgi-bin/env')).body, /^HTTP_X_FORWARDED_PROTO=https$/m);
+
+    // Plain HTTP: a redirect to the same path over HTTPS.
+    const plain = await redirectOf(httpPort, host, '/index.html?x=1');
+    assert.deepEqual(plain, { status: 308, location: `https://${host}:${httpsPort}/index.html?x=1` });
+
+    // Names svc does not route: no certificate (the handshake fails), no order at the ACME
+    // server; the same client still reaches the routed name.
+    for (const unrouted of [`nothing-here.${BASE_DOMAIN}`, 'elsewhere.example.com']) {
+      await assert.rejects(viaTls(httpsPort, unrouted, pebble.issuerRoot), (err: Error) => !/timed out/.test(err.message), unrouted);
+    }
+    assert.equal(pebble.orders(), ordersBefore + 1, 'an order for a name svc does not route');
+    assert.equal((await viaTls(httpsPort, host, pebble.issuerRoot, '/index.html')).status, 200);
+  });
+
+  test('a restarted Caddy serves the certificates it had: no new order', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'kept', image: BUSYBOX_IMAGE });
+    const host = `${s.dns_label}.${BASE_DOMAIN}`;
+    await waitFor('running', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined));
+    await waitFor('the first HTTPS answer', () => viaTls(httpsPort, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 60_000);
+    const orders = pebble.orders();
+    const pid = t.deps.proxy?.pid;
+    assert.ok(pid);
+    process.kill(pid, 'SIGKILL');
+    await waitFor('Caddy again', async () => (t.deps.proxy?.pid !== pid ? true : undefined));
+    const again = await waitFor('HTTPS after the restart', () => viaTls(httpsPort, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 30_000);
+    assert.match(again.issuer, /Pebble/i);
+    assert.equal(pebble.orders(), orders, 'the restarted Caddy ordered again');
+  });
+});
+
+/** A plain HTTP request through the proxy, answering its status and Location. */
+function redirectOf(port: number, host: string, path: string): Promise<{ status: number; location: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { host }, agent: false, timeout: 10_000 }, (res) => {
+      res.resume();
+      resolve({ status: res.statusCode ?? 0, location: res.headers.location ?? '' });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
