@@ -326,7 +326,8 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
     databaseUrl,
-    baseDomain: raw.baseDomain?.trim() || null,
+    // Host names are case-insensitive and a trailing dot names the same host: one spelling.
+    baseDomain: raw.baseDomain?.trim().toLowerCase().replace(/\.$/, '') || null,
     proxyListen: raw.proxyListen?.trim() || null,
     caddyAdmin: raw.caddyAdmin?.trim() || null,
     tls,
@@ -419,7 +420,11 @@ function tlsConfig(raw: RawOptions): TlsConfig | null {
   if (mode === 'off') return null;
   if (!raw.baseDomain?.trim()) throw new ConfigError('--tls on needs --base-domain (certificates are for hosts under it)');
   if (!raw.proxyListen?.trim() || !raw.proxyHttpsListen?.trim()) throw new ConfigError('--tls on needs --proxy-listen and --proxy-https-listen');
-  parseListen(raw.proxyHttpsListen);
+  // An operator's Caddy could not reach svcd's loopback question, nor store in svcd's data dir.
+  if (raw.caddyAdmin?.trim()) throw new ConfigError("--tls on works with svcd's own Caddy only, not with --caddy-admin");
+  const httpsPort = parseListen(raw.proxyHttpsListen).port;
+  if (httpsPort === 0 || httpsPort === parseListen(raw.proxyListen).port) throw new ConfigError('--proxy-https-listen needs a port of its own (not 0, not --proxy-listen\'s)');
+  if (raw.acmeCaRoot?.trim() && !existsSync(raw.acmeCaRoot.trim())) throw new ConfigError(`--acme-ca-root: no file at ${raw.acmeCaRoot.trim()}`);
   const directory = (raw.acmeCa ?? LETS_ENCRYPT_DIRECTORY).trim();
   if (!/^https:\/\//.test(directory)) throw new ConfigError('--acme-ca must be an https:// URL of an ACME directory');
   const askListen = parseListen(raw.tlsAskListen ?? '127.0.0.1:0');

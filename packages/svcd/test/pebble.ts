@@ -50,6 +50,7 @@ export async function startPebble(ports: { http: number; tls: number }): Promise
     orders: () => (log.match(/Added order /g) ?? []).length,
     stop: async () => {
       for (const c of children) {
+        if (c.exitCode !== null || c.signalCode !== null) continue;
         const exited = new Promise((r) => c.once('exit', r));
         c.kill('SIGTERM');
         await exited;

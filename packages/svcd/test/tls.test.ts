@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { request as httpRequest } from 'node:http';
 import { request } from 'node:https';
 import { TLSSocket } from 'node:tls';
-import { freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { startPebble, type Pebble } from './pebble.js';
 
@@ -74,6 +74,9 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     // Plain HTTP: a redirect to the same path over HTTPS.
     const plain = await redirectOf(httpPort, host, '/index.html?x=1');
     assert.deepEqual(plain, { status: 308, location: `https://${host}:${httpsPort}/index.html?x=1` });
+    // Its <id>.localhost host stays on plain HTTP (no public CA certifies it), and gets no certificate.
+    assert.equal((await viaProxy(httpPort, `${s.id}.localhost`, '/index.html')).status, 200);
+    await assert.rejects(viaTls(httpsPort, `${s.id}.localhost`, pebble.issuerRoot), (err: Error) => !/timed out/.test(err.message));
 
     // Names svc does not route: no certificate (the handshake fails), no order at the ACME
     // server; the same client still reaches the routed name.

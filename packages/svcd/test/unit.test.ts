@@ -11,6 +11,8 @@ import { KeyCache } from '../src/auth/key-cache.js';
 import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
+import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
+import { wantsCertificate } from '../src/proxy/tls-ask.js';
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
@@ -214,6 +216,45 @@ describe('configuration: HTTPS', () => {
     assert.throws(() => buildConfig({ ...on, acmeCa: 'http://ca.example/dir' }, {}), /--acme-ca must be an https/);
     for (const bad of ['0.0.0.0:9000', '10.0.0.1:9000']) assert.throws(() => buildConfig({ ...on, tlsAskListen: bad }, {}), /loopback/, bad);
     assert.equal(buildConfig({ ...on, acmeEmail: 'ops@example.com' }, {}).tls?.acme.email, 'ops@example.com');
+    assert.throws(() => buildConfig({ ...on, caddyAdmin: 'http://127.0.0.1:2019' }, {}), /not with --caddy-admin/);
+    for (const bad of ['0.0.0.0:80', '0.0.0.0:0']) assert.throws(() => buildConfig({ ...on, proxyHttpsListen: bad }, {}), /a port of its own/, bad);
+    assert.throws(() => buildConfig({ ...on, acmeCaRoot: '/no/such/root.pem' }, {}), /--acme-ca-root/);
+    assert.equal(buildConfig({ ...on, baseDomain: 'Apps.Example.COM.' }, {}).baseDomain, 'apps.example.com');
+  });
+});
+
+describe("HTTPS: Caddy's configuration and the on-demand question", () => {
+  const target = (id: string, upstream: string | null): RouteTarget => ({ routeId: `svc-${id}`, label: `Service ${id}`, status: upstream ? 'running' : 'stopped', hosts: [`${id}.localhost`, `${id}.apps.example.com`], upstream });
+  const tls = { httpsListen: '0.0.0.0:8443', askUrl: 'http://127.0.0.1:9/ask', acme: { directory: 'https://ca.example/dir', email: null, caRoot: null }, storageDir: '/data/caddy-tls', baseDomain: 'apps.example.com' };
+  type Server = { routes: Array<{ match?: Array<{ host: string[] }>; handle: Array<{ handler: string; status_code?: number; headers?: { Location: string[] } }> }>; protocols?: string[] };
+  const servers = (config: Record<string, unknown>) => (config.apps as { http: { servers: Record<string, Server> } }).http.servers;
+  test('plain HTTP redirects the base-domain hosts and still serves <id>.localhost; HTTPS serves only the base-domain hosts, and 404s the rest', () => {
+    const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [target('a', '10.0.0.2:8000')], tls });
+    const plain = servers(config).svc!.routes;
+    assert.deepEqual(plain.at(0)?.match, [{ host: ['a.apps.example.com'] }]);
+    assert.deepEqual(plain.at(0)?.handle.at(0)?.headers?.Location, ['https://{http.request.host}:8443{http.request.uri}']);
+    assert.equal(plain.at(0)?.handle.at(0)?.status_code, 308);
+    assert.deepEqual(plain.at(1)?.match, [{ host: ['a.localhost'] }]);
+    assert.equal(plain.at(1)?.handle.at(0)?.handler, 'reverse_proxy');
+    const secure = servers(config)['svc-tls']!;
+    assert.deepEqual(secure.routes.map((r) => r.match?.[0]?.host ?? null), [['a.apps.example.com'], null]);
+    assert.equal(secure.routes.at(-1)?.handle.at(0)?.status_code, 404);
+    assert.deepEqual(secure.protocols, ['h1', 'h2']);
+    assert.deepEqual((config.storage as { root: string }).root, '/data/caddy-tls');
+    // On port 443 the redirect names no port; a TLS setting moves the marker (a Caddy with the old one is reloaded).
+    const on443 = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443' } });
+    assert.deepEqual(servers(on443.config).svc!.routes[0]?.handle.at(0)?.headers?.Location, ['https://{http.request.host}{http.request.uri}']);
+    const plainOnly = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)] });
+    assert.notEqual(on443.marker, plainOnly.marker);
+    assert.notEqual(on443.marker, buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443', acme: { ...tls.acme, directory: 'https://other.example/dir' } } }).marker);
+  });
+  test('the question says yes only for a routed host under the base domain, whatever its case', () => {
+    const routed = new Set(['a.localhost', 'a.apps.example.com']);
+    assert.equal(wantsCertificate('a.apps.example.com', 'apps.example.com', routed), true);
+    assert.equal(wantsCertificate('A.Apps.Example.COM', 'apps.example.com', routed), true);
+    for (const no of ['a.localhost', 'b.apps.example.com', 'a.apps.example.com.evil.com', 'apps.example.com', 'evil.com', '']) {
+      assert.equal(wantsCertificate(no, 'apps.example.com', routed), false, no);
+    }
   });
 });
 

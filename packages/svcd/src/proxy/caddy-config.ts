@@ -34,6 +34,13 @@ export interface CaddyTls {
   acme: { directory: string; email: string | null; caRoot: string | null };
   /** Where certificates and the ACME account live (they survive restarts). */
   storageDir: string;
+  /** Hosts under it are served over HTTPS (and certified); others stay on plain HTTP. */
+  baseDomain: string;
+}
+
+/** A host under the base domain (the only ones svc asks a CA to certify). */
+export function isUnderBaseDomain(host: string, baseDomain: string): boolean {
+  return host.toLowerCase().endsWith(`.${baseDomain.toLowerCase()}`);
 }
 
 const ERROR_PAGE = 'The service is not answering right now ({http.error.status_code}). If it was just deployed, try again in a moment.\n';
@@ -43,9 +50,9 @@ export function routeId(serviceId: string): string {
 }
 
 export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<string, unknown>; marker: string } {
-  const routes: unknown[] = input.targets.map((t) => ({
-    '@id': t.routeId,
-    match: [{ host: t.hosts }],
+  const route = (t: RouteTarget, hosts: string[], id: boolean) => ({
+    ...(id ? { '@id': t.routeId } : {}),
+    match: [{ host: hosts }],
     handle: t.upstream
       ? [
           {
@@ -65,7 +72,8 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
           },
         ],
     terminal: true,
-  }));
+  });
+  const routes: unknown[] = input.targets.map((t) => route(t, t.hosts, true));
   const body = JSON.stringify({ listen: input.listen, routes, tls: input.tls ?? null });
   const marker = `svc-config-${createHash('sha256').update(body).digest('hex').slice(0, 16)}`;
   // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
@@ -82,13 +90,28 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   }
   const tls = input.tls;
   const httpsPort = portOf(tls.httpsListen);
-  // Plain HTTP only redirects, and only for hosts svc routes (Caddy answers the ACME HTTP-01
-  // challenges on this port itself, before any route).
-  const redirects = input.targets.map((t) => ({
-    match: [{ host: t.hosts }],
-    handle: [{ handler: 'static_response', status_code: 308, headers: { Location: [`https://{http.request.host}${httpsPort === 443 ? '' : `:${httpsPort}`}{http.request.uri}`] } }],
-    terminal: true,
-  }));
+  // HTTPS is for the hosts under the base domain (the ones a public CA can certify); the
+  // <id>.localhost hosts stay on plain HTTP, as they were.
+  const certified = (h: string) => isUnderBaseDomain(h, tls.baseDomain);
+  // Plain HTTP redirects the certified hosts (Caddy answers the ACME HTTP-01 challenges on this
+  // port itself, before any route) and serves the others.
+  const plainRoutes = input.targets.flatMap((t) => {
+    const redirected = t.hosts.filter(certified);
+    const served = t.hosts.filter((h) => !certified(h));
+    return [
+      ...(redirected.length
+        ? [{ match: [{ host: redirected }], handle: [{ handler: 'static_response', status_code: 308, headers: { Location: [`https://{http.request.host}${httpsPort === 443 ? '' : `:${httpsPort}`}{http.request.uri}`] } }], terminal: true }]
+        : []),
+      ...(served.length ? [route(t, served, true)] : []),
+    ];
+  });
+  const tlsRoutes = input.targets.flatMap((t) => {
+    const hosts = t.hosts.filter(certified);
+    return hosts.length ? [route(t, hosts, false)] : [];
+  });
+  // What no route matches (a Host other than the handshake's name, a service just deleted) is
+  // 404, as on plain HTTP (Caddy's own answer would be an empty 200).
+  const notFound = { handle: [{ handler: 'static_response', status_code: 404, body: 'No service at this address.\n' }], terminal: true };
   return {
     marker,
     config: {
@@ -100,14 +123,16 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
           http_port: portOf(input.listen),
           https_port: httpsPort,
           servers: {
-            svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...redirects, markerRoute], errors },
+            svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...plainRoutes, markerRoute], errors },
             'svc-tls': {
               listen: [tls.httpsListen],
               // Certificates come from the on-demand policy below; without a connection policy
               // Caddy would serve this port as plain HTTP.
               automatic_https: { disable: true },
               tls_connection_policies: [{}],
-              routes,
+              // HTTP/1.1 and HTTP/2 over TCP only: Caddy 2.6 would also take UDP for HTTP/3.
+              protocols: ['h1', 'h2'],
+              routes: [...tlsRoutes, notFound],
               errors,
             },
           },

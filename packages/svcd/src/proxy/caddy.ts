@@ -43,6 +43,8 @@ export class CaddyProxy {
   private checker: TimerHandle | null = null;
   private ask: TlsAskServer | null = null;
   private tlsInput: CaddyTls | undefined = undefined;
+  /** The hosts of the configuration Caddy took last (lower case): what the TLS question says yes to. */
+  private pushedHosts: ReadonlySet<string> = new Set();
   private readonly socketPath: string;
   /** Where admin requests go: the private socket, or the operator's admin host and port. */
   private readonly adminTarget: { socketPath: string } | { host: string; port: number };
@@ -66,10 +68,10 @@ export class CaddyProxy {
   async start(): Promise<void> {
     const tls = this.opts.tls;
     if (tls) {
-      this.ask = new TlsAskServer(tls.askListen, tls.baseDomain, async () => (await this.targets()).flatMap((t) => t.hosts), this.log);
+      this.ask = new TlsAskServer(tls.askListen, tls.baseDomain, () => this.pushedHosts, this.log);
       const askUrl = await this.ask.start();
       // Certificates and the ACME account in the data dir: a restart orders nothing again.
-      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir: join(this.opts.dataDir, 'caddy-tls') };
+      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir: join(this.opts.dataDir, 'caddy-tls'), baseDomain: tls.baseDomain };
     }
     if (this.opts.adminUrl === null) await this.spawnCaddy();
     await this.sync();
@@ -129,11 +131,13 @@ export class CaddyProxy {
   }
 
   private async push(force: boolean): Promise<void> {
-    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets: await this.targets(), ...(this.tlsInput ? { tls: this.tlsInput } : {}) });
+    const targets = await this.targets();
+    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets, ...(this.tlsInput ? { tls: this.tlsInput } : {}) });
     if (!force && marker === this.lastMarker) return;
     const r = await this.admin('POST', '/load', JSON.stringify(config));
     if (r.status !== 200) throw new Error(`caddy refused the configuration (${r.status}): ${r.body}`);
     this.lastMarker = marker;
+    this.pushedHosts = new Set(targets.flatMap((t) => t.hosts.map((h) => h.toLowerCase())));
   }
 
   private adminListen(): string {
