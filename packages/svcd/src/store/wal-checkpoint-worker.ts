@@ -32,7 +32,7 @@ function openLog(): number | null {
 
 // The log's format (https://www.sqlite.org/fileformat2.html#walformat), big-endian: a 32-byte
 // header (page size at 8, the salts at 16 and 20), then frames of a 24-byte header (the salts
-// again at 8 and 16) and a page. A frame belongs to the log as it is now when its salts are the
+// again at 8 and 12) and a page. A frame belongs to the log as it is now when its salts are the
 // header's: a restart changes them, so what is left of earlier rounds past the live frames does
 // not match.
 const LOG_HEADER_BYTES = 32;
