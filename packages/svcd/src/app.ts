@@ -198,7 +198,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // What most domain modules are built from; each takes the part its Deps interface names.
   const core: Platform = { store, runtime, sealer, activity, clock, timers, log, audit, holder };
   const routing = { baseDomain: config.baseDomain, proxyListen: config.proxyListen, httpsListen: config.tls?.httpsListen ?? null };
-  const tls = config.tls && config.baseDomain ? { httpsListen: config.tls.httpsListen, acme: config.tls.acme, askListen: config.tls.askListen, baseDomain: config.baseDomain } : undefined;
+  const tls = config.tls && config.baseDomain ? { ...config.tls, baseDomain: config.baseDomain } : undefined;
   const proxy = config.proxyListen
     ? new CaddyProxy(
         { listen: config.proxyListen, adminUrl: config.caddyAdmin, dataDir: config.dataDir, ...(tls ? { tls } : {}) },

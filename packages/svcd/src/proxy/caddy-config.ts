@@ -1,6 +1,7 @@
 // The whole Caddy configuration, built from the store's view of services. Pure: tested without
 // Caddy, and hashed so that svcd can tell whether a (restarted) Caddy still has it.
 import { createHash } from 'node:crypto';
+import { parseListen } from '../config.js';
 
 /** One route: a service, or a preview of an environment's port. */
 export interface RouteTarget {
@@ -43,6 +44,8 @@ export function isUnderBaseDomain(host: string, baseDomain: string): boolean {
   return host.toLowerCase().endsWith(`.${baseDomain.toLowerCase()}`);
 }
 
+/** What answers a request no route takes. */
+const NOT_FOUND = { handler: 'static_response', status_code: 404, body: 'No service at this address.\n' };
 const ERROR_PAGE = 'The service is not answering right now ({http.error.status_code}). If it was just deployed, try again in a moment.\n';
 
 export function routeId(serviceId: string): string {
@@ -77,7 +80,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   const body = JSON.stringify({ listen: input.listen, routes, tls: input.tls ?? null });
   const marker = `svc-config-${createHash('sha256').update(body).digest('hex').slice(0, 16)}`;
   // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
-  const markerRoute = { '@id': marker, handle: [{ handler: 'static_response', status_code: 404, body: 'No service at this address.\n' }], terminal: true };
+  const markerRoute = { '@id': marker, handle: [NOT_FOUND], terminal: true };
   const errors = { routes: [{ handle: [{ handler: 'static_response', status_code: '{http.error.status_code}', body: ERROR_PAGE }] }] };
   if (!input.tls) {
     return {
@@ -89,7 +92,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
     };
   }
   const tls = input.tls;
-  const httpsPort = portOf(tls.httpsListen);
+  const httpsPort = parseListen(tls.httpsListen).port;
   // HTTPS is for the hosts under the base domain (the ones a public CA can certify); the
   // <id>.localhost hosts stay on plain HTTP, as they were.
   const certified = (h: string) => isUnderBaseDomain(h, tls.baseDomain);
@@ -111,7 +114,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   });
   // What no route matches (a Host other than the handshake's name, a service just deleted) is
   // 404, as on plain HTTP (Caddy's own answer would be an empty 200).
-  const notFound = { handle: [{ handler: 'static_response', status_code: 404, body: 'No service at this address.\n' }], terminal: true };
+  const notFound = { handle: [NOT_FOUND], terminal: true };
   return {
     marker,
     config: {
@@ -120,7 +123,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
       apps: {
         http: {
           // The ports ACME validation reaches (Caddy otherwise assumes 80 and 443).
-          http_port: portOf(input.listen),
+          http_port: parseListen(input.listen).port,
           https_port: httpsPort,
           servers: {
             svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...plainRoutes, markerRoute], errors },
@@ -162,6 +165,3 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   };
 }
 
-function portOf(listen: string): number {
-  return Number(/:(\d+)$/.exec(listen)?.[1] ?? 0);
-}

@@ -8,6 +8,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Timers, TimerHandle } from '../clock.js';
+import type { TlsConfig } from '../config.js';
 import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
 import { TlsAskServer } from './tls-ask.js';
 
@@ -21,14 +22,8 @@ export interface ProxyOptions {
   dataDir: string;
   /** The caddy binary. */
   caddyPath?: string;
-  /** HTTPS with certificates on demand (--tls on). */
-  tls?: {
-    httpsListen: string;
-    acme: CaddyTls['acme'];
-    baseDomain: string;
-    /** Where svcd answers Caddy's on-demand question. */
-    askListen: { host: string; port: number };
-  };
+  /** HTTPS with certificates on demand (--tls on), for hosts under the base domain. */
+  tls?: TlsConfig & { baseDomain: string };
 }
 
 /** How often the proxy checks that Caddy still has the current routes (a safety net). */
