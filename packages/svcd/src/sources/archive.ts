@@ -68,7 +68,8 @@ export class ArchiveRefused extends ValidationError {}
 export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveLimits, into?: string, signal?: AbortSignal): Promise<ArchiveSummary> {
   signal?.throwIfAborted();
   const source = await sniffed(input);
-  const abort = () => source.stream.destroy(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+  const abortReason = () => (signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+  const abort = () => source.stream.destroy(abortReason());
   signal?.addEventListener('abort', abort, { once: true });
   const tar = extract();
   const cap = limits.maxUnpackedBytes + limits.maxEntries * TAR_OVERHEAD_PER_ENTRY;
@@ -96,6 +97,9 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
     // and the source (so that the input is no longer read).
     tar.destroy(err instanceof Error ? err : new Error(String(err)));
     decompressed.destroy();
+    // After an abort, whatever failed failed because of it (a file being written when its entry's
+    // stream was destroyed reads as an unpacking error, ERR_STREAM_DESTROYED): the abort is the cause.
+    if (signal?.aborted) throw abortReason();
     if (err instanceof ArchiveRefused || err instanceof TooLargeError) throw err;
     // The extract failed because its feed did (a gzip error, the cap, an abort): that is the cause.
     const cause = (await feeding.then(() => null, (e: unknown) => e)) ?? err;
