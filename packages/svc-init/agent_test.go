@@ -216,27 +216,37 @@ func TestAgentSignalsACommandByItsID(t *testing.T) {
 
 func TestAgentRefusesASecondCommandUnderARunningID(t *testing.T) {
 	base, _ := startAgent(t, "tok")
-	first := execOf([]string{"sleep", "3"}, 10, 10)
+	// The first command ignores SIGUSR1 (an ignored signal stays ignored across exec), so that a
+	// delivered SIGUSR1 tells the test it runs without ending it.
+	first := execOf([]string{"sh", "-c", "trap '' USR1; sleep 3"}, 10, 10)
 	first["id"] = "same"
 	done := make(chan map[string]interface{}, 1)
 	go func() {
 		_, out := call(t, base, "tok", "POST", "/exec", first)
 		done <- out
 	}()
-	// Until the first is in, a second runs (200); once it is, the second is refused.
-	second := execOf([]string{"true"}, 10, 100)
-	second["id"] = "same"
-	code, out := 0, map[string]interface{}{}
-	for i := 0; i < 100 && code != 409; i++ {
-		code, out = call(t, base, "tok", "POST", "/exec", second)
-		if code == 200 {
-			time.Sleep(20 * time.Millisecond)
+	running := false
+	for i := 0; i < 200 && !running; i++ {
+		code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "same", "signal": "SIGUSR1"})
+		running = code == 200
+		if !running {
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	if !running {
+		t.Fatal("the first command never ran")
+	}
+	second := execOf([]string{"true"}, 10, 100)
+	second["id"] = "same"
+	code, out := call(t, base, "tok", "POST", "/exec", second)
 	if code != 409 || !strings.Contains(fmt.Sprint(out["error"]), "another command runs under id same") {
 		t.Fatalf("a second command under a running id: %d %v", code, out)
 	}
 	if out := <-done; out["exit_code"] != 0.0 {
 		t.Fatalf("the first command: %v", out)
+	}
+	// Once it ended, the id is free again.
+	if code, out := call(t, base, "tok", "POST", "/exec", second); code != 200 || out["exit_code"] != 0.0 {
+		t.Fatalf("the id after the first ended: %d %v", code, out)
 	}
 }
