@@ -1,6 +1,7 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  Domain,
   SourceArchive,
   CreateEnvironmentRequest,
   CreatePreviewRequest,
@@ -293,6 +294,23 @@ export class SvcClient {
 
   serviceMetrics(id: string, q: MetricsQuery = {}): Promise<UsageRollup[]> {
     return this.call('GET', `/v1/services/${encodeURIComponent(id)}/metrics`, { query: { ...q } });
+  }
+
+  // Custom domains (beyond the spec)
+  addDomain(serviceId: string, hostname: string): Promise<Domain> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/domains`, { body: { hostname } });
+  }
+  listDomains(serviceId: string): Promise<Domain[]> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/domains`);
+  }
+  domain(serviceId: string, id: string): Promise<Domain> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/domains/${encodeURIComponent(id)}`);
+  }
+  verifyDomain(serviceId: string, id: string): Promise<Domain> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/domains/${encodeURIComponent(id)}/verify`);
+  }
+  async removeDomain(serviceId: string, id: string): Promise<void> {
+    await this.call('DELETE', `/v1/services/${encodeURIComponent(serviceId)}/domains/${encodeURIComponent(id)}`);
   }
 
   // Snapshots

@@ -7,6 +7,7 @@ export * from './tenants.js';
 export * from './keys.js';
 export * from './activity.js';
 export * from './services.js';
+export * from './domains.js';
 export * from './builds.js';
 export * from './databases.js';
 export * from './kanban.js';

@@ -64,6 +64,8 @@ export const QUOTA_CAPS = {
   max_env_vars_per_service: 500,
   /** Beyond the spec's patch: the disk quota, in GB (GiB). */
   max_disk_gb: 10_000,
+  /** Beyond the spec: custom domains per service. */
+  max_domains_per_service: 100,
 } as const;
 
 export const QuotaPatchRequest = Type.Object(
@@ -73,6 +75,7 @@ export const QuotaPatchRequest = Type.Object(
     max_builds_concurrent: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_builds_concurrent })),
     max_env_vars_per_service: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_env_vars_per_service })),
     max_disk_gb: Type.Optional(Type.Integer({ minimum: 1, maximum: QUOTA_CAPS.max_disk_gb, description: 'beyond the spec: the disk quota (GiB)' })),
+    max_domains_per_service: Type.Optional(Type.Integer({ minimum: 0, maximum: QUOTA_CAPS.max_domains_per_service, description: 'beyond the spec: custom domains per service (0: none)' })),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -88,6 +91,7 @@ export const QuotaRecord = Type.Object({
   max_memory_mb: Type.Integer(),
   max_cpu_cores: Type.Number(),
   max_disk_gb: Type.Integer(),
+  max_domains_per_service: Type.Integer({ description: 'beyond the spec: custom domains per service' }),
   api_rate_limit: Type.Integer(),
 });
 export type QuotaRecord = Static<typeof QuotaRecord>;

@@ -39,7 +39,9 @@ import { Snapshots } from './services/snapshots.js';
 import { CrashHandler } from './services/crashes.js';
 import { loadInstanceId } from './instance.js';
 import { CaddyProxy } from './proxy/caddy.js';
-import { routeTargets } from './services/routing.js';
+import { Domains } from './domains/domains.js';
+import { DnsTxtLookup, type TxtLookup } from './domains/txt-records.js';
+import { apiRouteTargets, routeTargets } from './services/routing.js';
 import { Metering } from './metering/metering.js';
 import { Sampler } from './metering/sampler.js';
 import { OperatorMetrics } from './observability/operator-metrics.js';
@@ -102,6 +104,10 @@ export interface Deps {
   metricsListener: MetricsListener;
   /** The public reverse proxy, when --proxy-listen is set. */
   proxy: CaddyProxy | null;
+  /** Where the API listens (set once it does): the proxy routes api.<base-domain> there. */
+  apiRoute: ApiRoute;
+  /** Custom domains of services (beyond the spec). */
+  domains: Domains;
   /** Tenant egress: the host's ports and private networks closed to tenant workloads. */
   hostFirewall: HostFirewall;
   /** The tenants' CPU group (null: --tenant-cpu-weight off). */
@@ -143,7 +149,19 @@ export interface DepsOverrides {
   rollupEveryMs?: number;
   /** Session caps (tests: small). */
   sessions?: SessionLimitsOptions;
+  /** How often the custom domains' checker runs (tests: short). */
+  domainCheckEveryMs?: number;
+  /** The TXT lookups of custom domains (tests of the rules without a DNS server). */
+  txtLookup?: TxtLookup;
 }
+
+/** The API's own address, for its route at api.<base-domain>: null until svcd listens. */
+export interface ApiRoute {
+  upstream: string | null;
+}
+
+/** The custom domains' checker runs this often (each domain has its own pace, domains.ts). */
+export const DOMAIN_CHECK_EVERY_MS = 15_000;
 
 export const PRUNE_EVERY_MS = 60_000;
 /** Lease ends are acted on within this long. */
@@ -198,11 +216,19 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // What most domain modules are built from; each takes the part its Deps interface names.
   const core: Platform = { store, runtime, sealer, activity, clock, timers, log, audit, holder };
   const routing = { baseDomain: config.baseDomain, proxyListen: config.proxyListen, httpsListen: config.tls?.httpsListen ?? null };
-  const tls = config.tls && config.baseDomain ? { ...config.tls, baseDomain: config.baseDomain } : undefined;
+  const apiRoute: ApiRoute = { upstream: null };
   const proxy = config.proxyListen
     ? new CaddyProxy(
-        { listen: config.proxyListen, adminUrl: config.caddyAdmin, dataDir: config.dataDir, ...(tls ? { tls } : {}) },
-        async () => [...routeTargets(await store.services.listAll(), routing), ...previewRouteTargets(await store.environments.previewRoutes(), routing)],
+        { listen: config.proxyListen, adminUrl: config.caddyAdmin, dataDir: config.dataDir, ...(config.tls ? { tls: config.tls } : {}) },
+        async () => {
+          const customHosts = new Map<string, string[]>();
+          for (const d of await store.serviceDomains.routed()) customHosts.set(d.service_id, [...(customHosts.get(d.service_id) ?? []), d.hostname]);
+          return [
+            ...routeTargets(await store.services.listAll(), routing, customHosts),
+            ...previewRouteTargets(await store.environments.previewRoutes(), routing),
+            ...apiRouteTargets(apiRoute.upstream, config.baseDomain),
+          ];
+        },
         timers,
         log,
       )
@@ -233,6 +259,15 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   });
   const snapshots = new Snapshots(store, sealer, activity, clock);
   const services = new Services({ ...core, controller: workloads, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
+  const domains = new Domains({
+    ...core,
+    routing,
+    txt: o.txtLookup ?? new DnsTxtLookup(config.dnsServers),
+    // Certificates are watched only where the proxy obtains them (--tls on).
+    certificates: config.tls ? proxy : null,
+    routesChanged,
+  });
+  jobs.schedule({ name: 'domains.check', everyMs: o.domainCheckEveryMs ?? DOMAIN_CHECK_EVERY_MS, run: (lease) => domains.checkDue(lease) });
   // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.
   const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
@@ -373,6 +408,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     metrics,
     metricsListener: new MetricsListener(metrics),
     proxy,
+    apiRoute,
+    domains,
     hostFirewall,
     tenantCgroups,
     jobs,
@@ -385,7 +422,9 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
  * Starts the work that runs without requests: the tenant egress rules, the proxy, crash
  * watching, a first reconcile and the build runner.
  */
-export async function startBackground(deps: Deps): Promise<void> {
+export async function startBackground(deps: Deps, api?: { address: string; port: number }): Promise<void> {
+  // A wildcard listen is reached on loopback; the proxy dials the API there.
+  if (api) deps.apiRoute.upstream = `${api.address === '0.0.0.0' ? '127.0.0.1' : api.address === '::' ? '[::1]' : api.address.includes(':') ? `[${api.address}]` : api.address}:${api.port}`;
   // Before any workload starts (the reconcile below may start some). Production refuses to run
   // tenants without the rules; development goes on and says so (health detail too).
   try {

@@ -1,6 +1,7 @@
 // svcd's configuration: every flag has an SVC_* environment variable (see main.ts for the flag
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
+import { Resolver } from 'node:dns';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { isIP } from 'node:net';
@@ -31,6 +32,8 @@ export interface Config {
   caddyAdmin: string | null;
   /** HTTPS on the proxy (--tls on): null when off. */
   tls: TlsConfig | null;
+  /** The DNS servers asked for custom domains' TXT records (--dns-server); null: the system's. */
+  dnsServers: string[] | null;
   dev: boolean;
   openRegistration: boolean;
   sandbox: SandboxMode;
@@ -116,6 +119,12 @@ export interface TlsConfig {
   acme: { directory: string; email: string | null; caRoot: string | null };
   /** Where svcd answers Caddy's on-demand question (--tls-ask-listen). */
   askListen: { host: string; port: number };
+  /**
+   * Where Caddy keeps certificates and the ACME account (--tls-storage; default <data-dir>/caddy-tls).
+   * svcd processes that share one (a shared file system) share certificates: Caddy's lock files
+   * in it make one order per name among them.
+   */
+  storageDir: string | null;
 }
 
 /** The raw option values as commander hands them over (flags, or their SVC_* variables). */
@@ -132,6 +141,8 @@ export interface RawOptions {
   acmeEmail?: string;
   acmeCaRoot?: string;
   tlsAskListen?: string;
+  tlsStorage?: string;
+  dnsServer?: string;
   dev?: boolean;
   openRegistration?: boolean;
   sandbox: string;
@@ -331,6 +342,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     proxyListen: raw.proxyListen?.trim() || null,
     caddyAdmin: raw.caddyAdmin?.trim() || null,
     tls,
+    dnsServers: dnsServers(raw.dnsServer),
     dev,
     openRegistration,
     sandbox: raw.sandbox as SandboxMode,
@@ -434,5 +446,19 @@ function tlsConfig(raw: RawOptions): TlsConfig | null {
     httpsListen: raw.proxyHttpsListen.trim(),
     acme: { directory, email: raw.acmeEmail?.trim() || null, caRoot: raw.acmeCaRoot?.trim() || null },
     askListen,
+    storageDir: raw.tlsStorage?.trim() ? resolve(raw.tlsStorage.trim()) : null,
   };
+}
+
+/** --dns-server: the servers asked for custom domains' TXT records; null: the system's. */
+function dnsServers(value: string | undefined): string[] | null {
+  const list = (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (list.length === 0) return null;
+  try {
+    // c-ares's own parser: an address it cannot use is refused here, not at the first lookup.
+    new Resolver().setServers(list);
+  } catch {
+    throw new ConfigError(`--dns-server must be IP addresses with optional ports (1.1.1.1, [2606:4700::1111]:53), got ${JSON.stringify(value)}`);
+  }
+  return list;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // svcd's entry point: flags (each with its SVC_* variable) -> config -> dependencies -> server.
+import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
@@ -21,6 +22,8 @@ const program = new Command('svcd')
   .addOption(new Option('--acme-email <email>', "the ACME account's contact").env('SVC_ACME_EMAIL'))
   .addOption(new Option('--acme-ca-root <file>', "a PEM root to trust for the ACME server's own HTTPS (a private CA)").env('SVC_ACME_CA_ROOT'))
   .addOption(new Option('--tls-ask-listen <addr>', "where svcd answers Caddy's on-demand question (loopback; port 0: any free one)").env('SVC_TLS_ASK_LISTEN').default('127.0.0.1:0'))
+  .addOption(new Option('--tls-storage <dir>', "where Caddy keeps certificates and the ACME account (default <data-dir>/caddy-tls); svcd processes sharing one directory order each name once").env('SVC_TLS_STORAGE'))
+  .addOption(new Option('--dns-server <list>', "DNS servers (IP[:port], comma-separated) asked for custom domains' TXT records; default: the system's").env('SVC_DNS_SERVER'))
   .addOption(new Option('--dev', 'development mode: no HTTPS rule, no bootstrap token required').env('SVC_DEV'))
   .addOption(new Option('--open-registration', 'with --dev: registration needs no bootstrap token').env('SVC_OPEN_REGISTRATION'))
   .addOption(
@@ -109,7 +112,7 @@ async function main(): Promise<void> {
   const app = await buildServer(deps);
   const address = await app.listen({ host: config.listen.host, port: config.listen.port });
   try {
-    await startBackground(deps);
+    await startBackground(deps, app.server.address() as AddressInfo);
   } catch (err) {
     // Production runs no tenant workload without the egress rules (DECISIONS.md) or the tenants' CPU weight.
     if (err instanceof FirewallError) {

@@ -100,6 +100,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     proxyListen: null,
     caddyAdmin: null,
     tls: null,
+    dnsServers: null,
     dev: true,
     openRegistration: true,
     sandbox: 'auto',
@@ -171,7 +172,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const listenHost = o.listenHost ?? '127.0.0.1';
   await server.listen({ host: listenHost, port: 0 });
   const { port } = server.server.address() as AddressInfo;
-  await startBackground(deps);
+  await startBackground(deps, { address: listenHost, port });
   const address = `http://127.0.0.1:${port}`;
   return {
     url: address,

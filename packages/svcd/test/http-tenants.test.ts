@@ -158,6 +158,7 @@ eachStore((kind) => {
         max_memory_mb: 2048,
         max_cpu_cores: 2,
         max_disk_gb: 20,
+        max_domains_per_service: 5,
         api_rate_limit: 100,
       });
       assert.equal((await a.client.usage()).services.max, 100);

@@ -8,7 +8,31 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'node:https';
+import { request as httpRequest } from 'node:http';
 import { freePort, waitFor } from './harness.js';
+
+/** pebble-challtestsrv as a DNS server: every name is 127.0.0.1, TXT records as the test sets them. */
+export interface TestDns {
+  /** IP:port, for pebble -dnsserver and svcd's --dns-server. */
+  server: string;
+  setTxt(name: string, value: string): Promise<void>;
+  clearTxt(name: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startDns(): Promise<TestDns> {
+  const [dnsPort, managementPort] = [await freePort(), await freePort()];
+  const child = spawn('pebble-challtestsrv', ['-defaultIPv4', '127.0.0.1', '-defaultIPv6', '', '-dns01', `127.0.0.1:${dnsPort}`, '-http01', '', '-https01', '', '-tlsalpn01', '', '-management', `127.0.0.1:${managementPort}`], { stdio: 'ignore' });
+  // Its management API names hosts fully qualified (with the trailing dot).
+  const manage = (path: string, body: unknown) => post(`http://127.0.0.1:${managementPort}${path}`, JSON.stringify(body));
+  await waitFor('pebble-challtestsrv', () => manage('/clear-txt', { host: 'ready.test.' }).then(() => true).catch(() => undefined));
+  return {
+    server: `127.0.0.1:${dnsPort}`,
+    setTxt: (name, value) => manage('/set-txt', { host: `${name}.`, value }),
+    clearTxt: (name) => manage('/clear-txt', { host: `${name}.` }),
+    stop: () => stopChild(child),
+  };
+}
 
 export interface Pebble {
   /** The ACME directory URL. */
@@ -19,6 +43,8 @@ export interface Pebble {
   issuerRoot: string;
   /** Orders it has taken so far (from its log). */
   orders(): number;
+  /** Its DNS, where tests set TXT records. */
+  dns: TestDns;
   stop(): Promise<void>;
 }
 
@@ -27,20 +53,17 @@ export async function startPebble(ports: { http: number; tls: number }): Promise
   const cert = join(dir, 'cert.pem');
   const key = join(dir, 'key.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
-  const [acmePort, managementPort, dnsPort, challManagementPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [acmePort, managementPort] = [await freePort(), await freePort()];
+  const dns = await startDns();
   writeFileSync(
     join(dir, 'pebble.json'),
     JSON.stringify({ pebble: { listenAddress: `127.0.0.1:${acmePort}`, managementListenAddress: `127.0.0.1:${managementPort}`, certificate: cert, privateKey: key, httpPort: ports.http, tlsPort: ports.tls, ocspResponderURL: '', externalAccountBindingRequired: false } }),
   );
-  const children: ChildProcess[] = [];
-  const dns = spawn('pebble-challtestsrv', ['-defaultIPv4', '127.0.0.1', '-defaultIPv6', '', '-dns01', `127.0.0.1:${dnsPort}`, '-http01', '', '-https01', '', '-tlsalpn01', '', '-management', `127.0.0.1:${challManagementPort}`], { stdio: 'ignore' });
-  children.push(dns);
   let log = '';
   // No random validation delays, no bad-nonce rejections: a test waits for validation only.
-  const pebble = spawn('pebble', ['-config', join(dir, 'pebble.json'), '-dnsserver', `127.0.0.1:${dnsPort}`], { env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', PEBBLE_WFE_NONCEREJECT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const pebble = spawn('pebble', ['-config', join(dir, 'pebble.json'), '-dnsserver', dns.server], { env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', PEBBLE_WFE_NONCEREJECT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
   pebble.stdout.on('data', (d: Buffer) => (log += d.toString()));
   pebble.stderr.on('data', (d: Buffer) => (log += d.toString()));
-  children.push(pebble);
   const ca = readFileSync(cert);
   const issuerRoot = await waitFor('pebble', () => get(`https://127.0.0.1:${managementPort}/roots/0`, ca).catch(() => undefined));
   return {
@@ -48,16 +71,31 @@ export async function startPebble(ports: { http: number; tls: number }): Promise
     serverCertFile: cert,
     issuerRoot,
     orders: () => (log.match(/Added order /g) ?? []).length,
+    dns,
     stop: async () => {
-      for (const c of children) {
-        if (c.exitCode !== null || c.signalCode !== null) continue;
-        const exited = new Promise((r) => c.once('exit', r));
-        c.kill('SIGTERM');
-        await exited;
-      }
+      await stopChild(pebble);
+      await dns.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+async function stopChild(c: ChildProcess): Promise<void> {
+  if (c.exitCode !== null || c.signalCode !== null) return;
+  const exited = new Promise((r) => c.once('exit', r));
+  c.kill('SIGTERM');
+  await exited;
+}
+
+function post(url: string, body: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' }, timeout: 2_000 }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${url}: ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 function get(url: string, ca: Buffer): Promise<string> {

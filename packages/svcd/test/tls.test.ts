@@ -14,9 +14,9 @@ import { startPebble, type Pebble } from './pebble.js';
 const BASE_DOMAIN = 'svc.test';
 
 /** GET over TLS to the proxy for `host` (SNI and Host), trusting only pebble's issuing root. */
-function viaTls(port: number, host: string, ca: string, path = '/'): Promise<{ status: number; body: string; issuer: string }> {
+function viaTls(port: number, host: string, ca: string, path = '/', headers: Record<string, string> = {}): Promise<{ status: number; body: string; issuer: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, servername: host, headers: { host }, ca, agent: false, timeout: 15_000 }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, servername: host, headers: { host, ...headers }, ca, agent: false, timeout: 15_000 }, (res) => {
       const socket = res.socket;
       const issuer = socket instanceof TLSSocket ? String(socket.getPeerCertificate().issuer.CN) : '';
       let body = '';
@@ -44,9 +44,10 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
       config: {
         baseDomain: BASE_DOMAIN,
         proxyListen: `127.0.0.1:${httpPort}`,
-        tls: { httpsListen: `127.0.0.1:${httpsPort}`, acme: { directory: pebble.directory, email: 'ops@svc.test', caRoot: pebble.serverCertFile }, askListen: { host: '127.0.0.1', port: 0 } },
+        dnsServers: [pebble.dns.server],
+        tls: { httpsListen: `127.0.0.1:${httpsPort}`, acme: { directory: pebble.directory, email: 'ops@svc.test', caRoot: pebble.serverCertFile }, askListen: { host: '127.0.0.1', port: 0 }, storageDir: null },
       },
-      overrides: { readyTimeoutMs: 10_000 },
+      overrides: { readyTimeoutMs: 10_000, domainCheckEveryMs: 1_000 },
     });
   });
   after(async () => {
@@ -85,6 +86,54 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     }
     assert.equal(pebble.orders(), ordersBefore + 1, 'an order for a name svc does not route');
     assert.equal((await viaTls(httpsPort, host, pebble.issuerRoot, '/index.html')).status, 200);
+  });
+
+  test("a custom domain: no certificate while its ownership is unproven; once its TXT record appears it is certified by the ACME server and served over HTTPS; another tenant cannot claim it", async () => {
+    const a = await newTenant(t);
+    const b = await newTenant(t);
+    tenants.push(a.id, b.id);
+    const s = await a.client.createService({ name: 'custom', image: BUSYBOX_IMAGE });
+    await waitFor('running', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined));
+    // The test's DNS answers every name with 127.0.0.1: the ACME server validates at svc's Caddy.
+    const hostname = 'shop.customer.test';
+    const d = await a.client.addDomain(s.id, hostname);
+    assert.equal(d.status, 'pending_verification');
+    const ordersBefore = pebble.orders();
+    await assert.rejects(viaTls(httpsPort, hostname, pebble.issuerRoot), (err: Error) => !/timed out/.test(err.message), 'a certificate before the proof');
+    assert.equal(pebble.orders(), ordersBefore, 'an order before the proof');
+
+    await pebble.dns.setTxt(d.verification.name, d.verification.value);
+    const active = await waitFor('active', async () => {
+      const x = await a.client.domain(s.id, d.id);
+      return x.status === 'active' ? x : undefined;
+    }, 90_000);
+    assert.equal(active.url, `https://${hostname}:${httpsPort}`);
+    assert.ok((active.certificate_expires_at ?? 0) > Date.now() / 1000, 'an expiry in the future');
+    const page = await viaTls(httpsPort, hostname, pebble.issuerRoot, '/index.html');
+    assert.equal(page.status, 200);
+    assert.equal(page.body, 'hello from svc-test\n');
+    assert.match(page.issuer, /Pebble/i);
+    assert.equal(pebble.orders(), ordersBefore + 1, 'one order for the name');
+    assert.deepEqual(await redirectOf(httpPort, hostname, '/x'), { status: 308, location: `https://${hostname}:${httpsPort}/x` });
+    const taken = await b.client.raw<{ error: string }>('POST', `/v1/services/${(await b.client.createService({ name: 'thief', image: BUSYBOX_IMAGE })).id}/domains`, { body: { hostname } });
+    assert.equal(taken.status, 409);
+    const actions = (await a.client.activity({ resource_type: 'domain' })).map((e) => e.action);
+    assert.deepEqual([...actions].sort(), ['domain.active', 'domain.added', 'domain.verified']);
+
+    // Removed: no longer routed (the certificate stays in Caddy's storage, but no route answers).
+    await a.client.removeDomain(s.id, d.id);
+    await waitFor('unrouted', () => viaTls(httpsPort, hostname, pebble.issuerRoot, '/index.html').then((r) => (r.status === 404 ? true : undefined)));
+  });
+
+  test('the API answers at api.<base-domain> over HTTPS through the same proxy, with a certificate from the ACME server', async () => {
+    const a = await newTenant(t);
+    const host = `api.${BASE_DOMAIN}`;
+    const health = await waitFor('the API over HTTPS', () => viaTls(httpsPort, host, pebble.issuerRoot, '/v1/system/health').then((r) => (r.status === 200 ? r : undefined)), 60_000);
+    assert.match(health.issuer, /Pebble/i);
+    const tenant = await viaTls(httpsPort, host, pebble.issuerRoot, '/v1/tenant', { authorization: `Bearer ${a.key}` });
+    assert.equal(tenant.status, 200);
+    assert.equal((JSON.parse(tenant.body) as { id: string }).id, a.id);
+    assert.deepEqual(await redirectOf(httpPort, host, '/v1/system/health'), { status: 308, location: `https://${host}:${httpsPort}/v1/system/health` });
   });
 
   test('a restarted Caddy serves the certificates it had: no new order', async () => {

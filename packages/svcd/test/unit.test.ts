@@ -1,4 +1,5 @@
 // Pure logic: buckets, caches, key format, operator tokens, configuration, client IP.
+import { resolve } from 'node:path';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { FastifyRequest } from 'fastify';
@@ -12,7 +13,11 @@ import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
 import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
+import { ValidationError } from '../src/errors.js';
 import { wantsCertificate } from '../src/proxy/tls-ask.js';
+import { customHostname } from '../src/domains/hostnames.js';
+import { certificateProblem } from '../src/domains/domains.js';
+import { apiRouteTargets } from '../src/services/routing.js';
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
@@ -209,7 +214,9 @@ describe('configuration: HTTPS', () => {
       httpsListen: '0.0.0.0:443',
       acme: { directory: 'https://acme-v02.api.letsencrypt.org/directory', email: null, caRoot: null },
       askListen: { host: '127.0.0.1', port: 0 },
+      storageDir: null,
     });
+    assert.equal(buildConfig({ ...on, tlsStorage: 'shared/tls' }, {}).tls?.storageDir, resolve('shared/tls'));
     assert.throws(() => buildConfig({ ...on, baseDomain: undefined }, {}), /--tls on needs --base-domain/);
     assert.throws(() => buildConfig({ ...on, proxyHttpsListen: undefined }, {}), /--proxy-https-listen/);
     assert.throws(() => buildConfig({ ...on, tls: 'yes' }, {}), /--tls must be on or off/);
@@ -219,6 +226,10 @@ describe('configuration: HTTPS', () => {
     assert.throws(() => buildConfig({ ...on, caddyAdmin: 'http://127.0.0.1:2019' }, {}), /not with --caddy-admin/);
     for (const bad of ['0.0.0.0:80', '0.0.0.0:0']) assert.throws(() => buildConfig({ ...on, proxyHttpsListen: bad }, {}), /a port of its own/, bad);
     assert.throws(() => buildConfig({ ...on, acmeCaRoot: '/no/such/root.pem' }, {}), /--acme-ca-root/);
+    // The DNS servers of custom domains' TXT lookups: the system's unless named; addresses only.
+    assert.equal(buildConfig(raw, {}).dnsServers, null);
+    assert.deepEqual(buildConfig({ ...raw, dnsServer: '127.0.0.1:5353, [::1]:53' }, {}).dnsServers, ['127.0.0.1:5353', '[::1]:53']);
+    for (const bad of ['dns.example.com', '127.0.0.1:x']) assert.throws(() => buildConfig({ ...raw, dnsServer: bad }, {}), /--dns-server/, bad);
     assert.equal(buildConfig({ ...on, baseDomain: 'Apps.Example.COM.' }, {}).baseDomain, 'apps.example.com');
   });
 });
@@ -248,13 +259,67 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
     assert.notEqual(on443.marker, plainOnly.marker);
     assert.notEqual(on443.marker, buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443', acme: { ...tls.acme, directory: 'https://other.example/dir' } } }).marker);
   });
-  test('the question says yes only for a routed host under the base domain, whatever its case', () => {
-    const routed = new Set(['a.localhost', 'a.apps.example.com']);
-    assert.equal(wantsCertificate('a.apps.example.com', 'apps.example.com', routed), true);
-    assert.equal(wantsCertificate('A.Apps.Example.COM', 'apps.example.com', routed), true);
-    for (const no of ['a.localhost', 'b.apps.example.com', 'a.apps.example.com.evil.com', 'apps.example.com', 'evil.com', '']) {
-      assert.equal(wantsCertificate(no, 'apps.example.com', routed), false, no);
+  test('the question says yes only for a routed host served over HTTPS (not <id>.localhost), whatever its case', () => {
+    const routed = new Set(['a.localhost', 'a.apps.example.com', 'shop.customer.org']);
+    assert.equal(wantsCertificate('a.apps.example.com', routed), true);
+    assert.equal(wantsCertificate('A.Apps.Example.COM', routed), true);
+    assert.equal(wantsCertificate('shop.customer.org', routed), true);
+    for (const no of ['a.localhost', 'b.apps.example.com', 'a.apps.example.com.evil.com', 'apps.example.com', 'evil.com', 'customer.org', '']) {
+      assert.equal(wantsCertificate(no, routed), false, no);
     }
+  });
+  test("a proven custom domain is redirected and served over HTTPS like the base domain's hosts; every proxied request carries the client's address as X-Real-Ip", () => {
+    const t = { ...target('a', '10.0.0.2:8000'), hosts: ['a.localhost', 'a.apps.example.com', 'shop.customer.org'] };
+    const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [t], tls });
+    assert.deepEqual(servers(config).svc!.routes.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
+    const secure = servers(config)['svc-tls']!.routes;
+    assert.deepEqual(secure.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
+    assert.deepEqual((secure.at(0)?.handle.at(0) as { headers?: unknown } | undefined)?.headers, { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } });
+  });
+});
+
+describe('custom domains: the names a tenant may add', () => {
+  test('lower case, no trailing dot, internationalized names in their xn-- form; apex names allowed', () => {
+    assert.equal(customHostname('Shop.Example.COM.', 'apps.example.net'), 'shop.example.com');
+    assert.equal(customHostname('example.com', null), 'example.com');
+    assert.equal(customHostname('bücher.example', null), 'xn--bcher-kva.example');
+  });
+  test("refused with a reason: wildcards, IP addresses, single labels, bad labels, svc's own names", () => {
+    const refusals: Array<[string, RegExp]> = [
+      ['*.example.com', /wildcard/],
+      ['192.0.2.1', /IP address/],
+      ['[::1]', /not a valid DNS name|label/],
+      ['localhost', /two labels|localhost/],
+      ['x.localhost', /localhost/],
+      ['com', /two labels/],
+      ['-shop.example.com', /label/],
+      ['shop_.example.com', /label|valid/],
+      ['a'.repeat(64) + '.example.com', /label/],
+      [`${'a.'.repeat(127)}com`, /valid DNS name/],
+      ['web.apps.example.net', /apps\.example\.net/],
+      ['apps.example.net', /apps\.example\.net/],
+      ['', /valid DNS name|two labels/],
+      ['shop.example.com/path', /valid|label/],
+      ['shop example.com', /valid|label/],
+      ['shop.example.com:443', /valid DNS name/],
+      ['user@shop.example.com', /valid DNS name/],
+      ['shop.example.com?x', /valid DNS name/],
+    ];
+    for (const [name, why] of refusals) {
+      assert.throws(() => customHostname(name, 'apps.example.net'), (err: Error) => err instanceof ValidationError && why.test(err.message), name);
+    }
+  });
+  test("Caddy's ACME errors become what the tenant can do about them", () => {
+    assert.match(certificateProblem('urn:ietf:params:acme:error:caa - CAA record for shop.example.com prevents issuance', 'apps.example.net'), /CAA record .* forbids/);
+    assert.match(certificateProblem('HTTP 429 urn:ietf:params:acme:error:rateLimited - too many certificates', null), /rate limit/);
+    assert.match(certificateProblem('urn:ietf:params:acme:error:connection - Fetching http://shop.example.com/.well-known/acme-challenge/x: connection refused', 'apps.example.net'), /point its DNS here .*apps\.example\.net/);
+    assert.match(certificateProblem('something else', null), /could not be obtained \(something else\)/);
+    assert.ok(certificateProblem('x'.repeat(5000), null).length < 400, 'long errors are cut');
+  });
+  test('the API has its own route at api.<base-domain>, to where svcd listens; none without a base domain', () => {
+    assert.deepEqual(apiRouteTargets('127.0.0.1:8080', 'apps.example.net').map((t) => [t.hosts, t.upstream]), [[['api.apps.example.net'], '127.0.0.1:8080']]);
+    assert.deepEqual(apiRouteTargets('127.0.0.1:8080', null), []);
+    assert.deepEqual(apiRouteTargets(null, 'apps.example.net'), []);
   });
 });
 

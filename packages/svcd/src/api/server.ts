@@ -18,6 +18,7 @@ import { READ_HEADER_TIMEOUT_MS, requestTimeouts, UPLOAD_READ_TIMEOUT_MS } from 
 import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
+import { domainRoutes } from './routes/domains.js';
 import { buildRoutes } from './routes/builds.js';
 import { sourceUploadRoutes } from './routes/source-uploads.js';
 import { databaseRoutes } from './routes/databases.js';
@@ -203,6 +204,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(keyRoutes(deps));
   await app.register(activityRoutes(deps));
   await app.register(serviceRoutes(deps));
+  await app.register(domainRoutes(deps));
   await app.register(buildRoutes(deps));
   await app.register(sourceUploadRoutes(deps));
   await app.register(databaseRoutes(deps));

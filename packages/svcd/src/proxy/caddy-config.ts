@@ -35,13 +35,16 @@ export interface CaddyTls {
   acme: { directory: string; email: string | null; caRoot: string | null };
   /** Where certificates and the ACME account live (they survive restarts). */
   storageDir: string;
-  /** Hosts under it are served over HTTPS (and certified); others stay on plain HTTP. */
-  baseDomain: string;
 }
 
-/** A host under the base domain (the only ones svc asks a CA to certify). */
-export function isUnderBaseDomain(host: string, baseDomain: string): boolean {
-  return host.toLowerCase().endsWith(`.${baseDomain.toLowerCase()}`);
+/**
+ * Whether a routed host is served over HTTPS (and certified): those under the base domain and
+ * tenants' proven custom domains. The <id>.localhost hosts stay on plain HTTP: no public CA
+ * certifies them.
+ */
+export function isCertified(host: string): boolean {
+  const name = host.toLowerCase();
+  return name !== 'localhost' && !name.endsWith('.localhost');
 }
 
 /** What answers a request no route takes. */
@@ -61,6 +64,9 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
           {
             handler: 'reverse_proxy',
             upstreams: [{ dial: t.upstream }],
+            // The client's address, for the upstream's logs and for svcd's own per-client limits
+            // (api.<base-domain>: svcd takes X-Real-Ip from a loopback peer only, api/client-ip.ts).
+            headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } },
             // Streamed responses pass through at once (logs, server-sent events); Caddy sets
             // X-Forwarded-For/-Proto/-Host and passes WebSocket upgrades by itself.
             flush_interval: -1,
@@ -93,9 +99,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   }
   const tls = input.tls;
   const httpsPort = parseListen(tls.httpsListen).port;
-  // HTTPS is for the hosts under the base domain (the ones a public CA can certify); the
-  // <id>.localhost hosts stay on plain HTTP, as they were.
-  const certified = (h: string) => isUnderBaseDomain(h, tls.baseDomain);
+  const certified = isCertified;
   // Plain HTTP redirects the certified hosts (Caddy answers the ACME HTTP-01 challenges on this
   // port itself, before any route) and serves the others.
   const plainRoutes = input.targets.flatMap((t) => {

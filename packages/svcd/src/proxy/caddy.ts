@@ -6,9 +6,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { connect } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Timers, TimerHandle } from '../clock.js';
-import type { TlsConfig } from '../config.js';
+import { parseListen, type TlsConfig } from '../config.js';
 import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
 import { TlsAskServer } from './tls-ask.js';
 
@@ -22,12 +24,19 @@ export interface ProxyOptions {
   dataDir: string;
   /** The caddy binary. */
   caddyPath?: string;
-  /** HTTPS with certificates on demand (--tls on), for hosts under the base domain. */
-  tls?: TlsConfig & { baseDomain: string };
+  /** HTTPS with certificates on demand (--tls on), for the certified hosts (caddy-config.ts). */
+  tls?: TlsConfig;
 }
+
+/** A certificate the proxy serves for a name (unix seconds), or why it serves none. */
+export type CertificateState = { validFrom: number; validTo: number } | { error: string };
 
 /** How often the proxy checks that Caddy still has the current routes (a safety net). */
 export const PROXY_CHECK_EVERY_MS = 5_000;
+/** How long a certificate probe waits for Caddy (which may be ordering the certificate meanwhile). */
+const CERTIFICATE_PROBE_MS = 90_000;
+/** Names whose last certificate error is kept (the oldest go first). */
+const CERTIFICATE_ERRORS_KEPT = 1_000;
 
 export class CaddyProxy {
   private child: ChildProcess | null = null;
@@ -40,6 +49,8 @@ export class CaddyProxy {
   private tlsInput: CaddyTls | undefined = undefined;
   /** The hosts of the configuration Caddy took last (lower case): what the TLS question says yes to. */
   private pushedHosts: ReadonlySet<string> = new Set();
+  /** The last error Caddy logged while obtaining a name's certificate, by name. */
+  private readonly certificateErrors = new Map<string, string>();
   private readonly socketPath: string;
   /** Where admin requests go: the private socket, or the operator's admin host and port. */
   private readonly adminTarget: { socketPath: string } | { host: string; port: number };
@@ -63,10 +74,11 @@ export class CaddyProxy {
   async start(): Promise<void> {
     const tls = this.opts.tls;
     if (tls) {
-      this.ask = new TlsAskServer(tls.askListen, tls.baseDomain, () => this.pushedHosts, this.log);
+      this.ask = new TlsAskServer(tls.askListen, () => this.pushedHosts, this.log);
       const askUrl = await this.ask.start();
-      // Certificates and the ACME account in the data dir: a restart orders nothing again.
-      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir: join(this.opts.dataDir, 'caddy-tls'), baseDomain: tls.baseDomain };
+      // Certificates and the ACME account in the data dir (or the shared --tls-storage): a restart
+      // orders nothing again.
+      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir: tls.storageDir ?? join(this.opts.dataDir, 'caddy-tls') };
     }
     if (this.opts.adminUrl === null) await this.spawnCaddy();
     await this.sync();
@@ -135,6 +147,59 @@ export class CaddyProxy {
     this.pushedHosts = new Set(targets.flatMap((t) => t.hosts.map((h) => h.toLowerCase())));
   }
 
+  /**
+   * The certificate Caddy serves for `hostname` over HTTPS, found by a TLS handshake with that
+   * name, as a client's would be: a first one makes Caddy obtain it (when the TLS question says
+   * yes). Its absence is explained by Caddy's last error for the name, when it logged one.
+   */
+  certificateOf(hostname: string, timeoutMs = CERTIFICATE_PROBE_MS): Promise<CertificateState> {
+    const tls = this.opts.tls;
+    if (!tls) return Promise.resolve({ error: 'the proxy serves no HTTPS (--tls off)' });
+    const { host, port } = parseListen(tls.httpsListen);
+    const dialHost = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
+    return new Promise((resolve) => {
+      const done = (state: CertificateState) => {
+        socket.destroy();
+        resolve(state);
+      };
+      const failed = (why: string) => done({ error: this.certificateErrors.get(hostname) ?? why });
+      // Not verified against a root here: which certificate is served is the question.
+      const socket = connect({ host: dialHost, port, servername: hostname, rejectUnauthorized: false, ALPNProtocols: ['http/1.1'], timeout: timeoutMs });
+      socket.once('secureConnect', () => {
+        const cert = socket.getPeerCertificate();
+        const names = (cert.subjectaltname ?? '').split(', ');
+        if (!names.includes(`DNS:${hostname}`)) {
+          failed(`the proxy served a certificate for other names (${cert.subjectaltname ?? 'none'})`);
+          return;
+        }
+        this.certificateErrors.delete(hostname);
+        done({ validFrom: Math.floor(Date.parse(cert.valid_from) / 1000), validTo: Math.floor(Date.parse(cert.valid_to) / 1000) });
+      });
+      socket.once('timeout', () => failed('the proxy did not answer the TLS handshake in time'));
+      socket.once('error', (err: Error) => failed(`no certificate was served (${err.message})`));
+    });
+  }
+
+  /** Keeps the error of a Caddy log line about obtaining a name's certificate. */
+  private noteCertificateError(line: string): void {
+    if (!line.includes('"error"') || !line.includes('"identifier"')) return;
+    let entry: unknown;
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (typeof entry !== 'object' || entry === null) return;
+    const { identifier, error } = entry as { identifier?: unknown; error?: unknown };
+    if (typeof identifier !== 'string' || typeof error !== 'string') return;
+    this.certificateErrors.delete(identifier);
+    this.certificateErrors.set(identifier, error.slice(0, 2_000));
+    if (this.certificateErrors.size > CERTIFICATE_ERRORS_KEPT) {
+      const oldest = this.certificateErrors.keys().next();
+      if (!oldest.done) this.certificateErrors.delete(oldest.value);
+    }
+  }
+
   private adminListen(): string {
     if (this.opts.adminUrl === null) return `unix/${this.socketPath}`;
     return new URL(this.opts.adminUrl).host;
@@ -149,7 +214,12 @@ export class CaddyProxy {
     writeFileSync(bootstrap, JSON.stringify({ admin: { listen: `unix/${this.socketPath}`, config: { persist: false } } }), { mode: 0o600 });
     const child = spawn(this.opts.caddyPath ?? 'caddy', ['run', '--config', bootstrap], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
+    // Caddy logs JSON lines: the last few are kept for a failed start, and certificate errors are
+    // kept by name for the domains' status (certificateOf).
+    createInterface({ input: child.stderr }).on('line', (line) => {
+      stderr = (stderr + line + '\n').slice(-4000);
+      this.noteCertificateError(line);
+    });
     this.child = child;
     child.once('exit', (code, signal) => {
       if (this.closed || this.child !== child) return;

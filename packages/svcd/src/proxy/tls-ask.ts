@@ -1,18 +1,18 @@
 // Caddy's on-demand TLS question, answered by svcd: before it orders a certificate for a name a
 // client sent in its handshake, Caddy asks GET <askUrl>?domain=<name>, and orders only on a 200.
-// svcd says yes only for a host under the base domain that the configuration it last pushed to
-// Caddy routes, so that a client cannot make svc order certificates for other names. It answers
+// svcd says yes only for a certified host (under the base domain, or a tenant's proven custom
+// domain) that the configuration it last pushed to Caddy routes, so that a client cannot make svc order certificates for other names. It answers
 // from that set in memory: anyone can send handshakes with random names, and each must not cost
 // a store query. It listens on loopback only (config.ts): the question is Caddy's, on svcd's host.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { isUnderBaseDomain } from './caddy-config.js';
+import { isCertified } from './caddy-config.js';
 
-/** Whether svc wants a certificate for `domain`: a routed host under the base domain. */
-export function wantsCertificate(domain: string, baseDomain: string, routedHosts: ReadonlySet<string>): boolean {
+/** Whether svc wants a certificate for `domain`: a routed host served over HTTPS. */
+export function wantsCertificate(domain: string, routedHosts: ReadonlySet<string>): boolean {
   const name = domain.toLowerCase();
-  return isUnderBaseDomain(name, baseDomain) && routedHosts.has(name);
+  return isCertified(name) && routedHosts.has(name);
 }
 
 export class TlsAskServer {
@@ -20,7 +20,6 @@ export class TlsAskServer {
 
   constructor(
     private readonly listen: { host: string; port: number },
-    private readonly baseDomain: string,
     /** The hosts of the configuration Caddy has now (lower case). */
     private readonly routedHosts: () => ReadonlySet<string>,
     private readonly log: Logger,
@@ -36,7 +35,7 @@ export class TlsAskServer {
         return;
       }
       const domain = url.searchParams.get('domain') ?? '';
-      const yes = wantsCertificate(domain, this.baseDomain, this.routedHosts());
+      const yes = wantsCertificate(domain, this.routedHosts());
       this.log.debug({ domain, yes }, 'on-demand TLS question');
       res.statusCode = yes ? 200 : 404;
       res.end();

@@ -33,12 +33,23 @@ export function proxyUrl(host: string, o: RoutingOptions): string | null {
   return `http://${host}${port === 80 ? '' : `:${port}`}`;
 }
 
-export function routeTargets(rows: ServiceRow[], o: RoutingOptions): RouteTarget[] {
+/** The services' routes; `customHosts`: the proven custom domains of each service, by its id. */
+export function routeTargets(rows: ServiceRow[], o: RoutingOptions, customHosts: ReadonlyMap<string, string[]> = new Map()): RouteTarget[] {
   return rows.map((s) => ({
     routeId: routeId(s.id),
     label: `Service ${s.name}`,
     status: s.status,
-    hosts: serviceHosts(s, o),
+    hosts: [...serviceHosts(s, o), ...(customHosts.get(s.id) ?? [])],
     upstream: s.status === 'running' ? s.upstream : null,
   }));
+}
+
+/**
+ * The API's own route: api.<base-domain> to svcd's listener (over HTTPS with --tls on, where
+ * Caddy's X-Forwarded-Proto satisfies the spec's HTTPS rule). "api" is a reserved label, so no
+ * service can take the host.
+ */
+export function apiRouteTargets(upstream: string | null, baseDomain: string | null): RouteTarget[] {
+  if (!upstream || !baseDomain) return [];
+  return [{ routeId: 'svc-api', label: 'The svc API', status: 'starting', hosts: [`api.${baseDomain}`], upstream }];
 }

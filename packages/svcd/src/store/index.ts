@@ -23,6 +23,7 @@ import { ServiceEnvStore } from './service-env.js';
 import { DeploymentStore } from './deployments.js';
 import { SettingsStore } from './settings.js';
 import { SnapshotStore } from './snapshots.js';
+import { ServiceDomainStore } from './service-domains.js';
 import { BuildStore } from './builds.js';
 import { SourceArchiveStore } from './source-archives.js';
 import { DatabaseStore } from './databases.js';
@@ -68,6 +69,7 @@ export interface Repositories {
   environments: EnvironmentStore;
   warmPool: WarmPoolStore;
   hostNames: HostNameStore;
+  serviceDomains: ServiceDomainStore;
   sessionSlots: SessionSlotStore;
   tenantDisk: TenantDiskStore;
   workloads: WorkloadStore;
@@ -109,6 +111,7 @@ function repositories(db: Kysely<Database>): Omit<Repositories, 'afterCommit'> {
     environments: new EnvironmentStore(db),
     warmPool: new WarmPoolStore(db),
     hostNames: new HostNameStore(db),
+    serviceDomains: new ServiceDomainStore(db),
     sessionSlots: new SessionSlotStore(db),
     tenantDisk: new TenantDiskStore(db),
     workloads: new WorkloadStore(db),

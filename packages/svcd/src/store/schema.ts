@@ -21,6 +21,7 @@ export interface TenantsTable {
   max_memory_mb: number;
   max_cpu_cores: number;
   max_disk_gb: number;
+  max_domains_per_service: Generated<number>;
   api_rate_limit: number;
 }
 export type TenantRow = Selectable<TenantsTable>;
@@ -314,8 +315,29 @@ export interface HostNamesTable {
   resource_id: string;
   created_at: number;
 }
-export type HostNameKind = 'service' | 'preview';
+/** 'domain': a custom domain's full name (the others are labels under the base domain). */
+export type HostNameKind = 'service' | 'preview' | 'domain';
 export type HostNameRow = Selectable<HostNamesTable>;
+
+export interface ServiceDomainsTable {
+  id: string;
+  tenant_id: string;
+  service_id: string;
+  hostname: string;
+  /** The TXT record's expected value. */
+  token: string;
+  status: 'pending_verification' | 'issuing' | 'active' | 'failed';
+  last_error: string | null;
+  /** Set while the name is proven (and held in host_names); null before, and once ownership lapsed. */
+  verified_at: number | null;
+  certificate_expires_at: number | null;
+  checked_at: number | null;
+  next_check_at: number;
+  failures: Generated<number>;
+  created_at: number;
+}
+export type ServiceDomainRow = Selectable<ServiceDomainsTable>;
+export type NewServiceDomainRow = Insertable<ServiceDomainsTable>;
 
 export interface WarmEnvironmentsTable {
   workload: string;
@@ -432,6 +454,7 @@ export interface Database {
   environments: EnvironmentsTable;
   previews: PreviewsTable;
   host_names: HostNamesTable;
+  service_domains: ServiceDomainsTable;
   warm_environments: WarmEnvironmentsTable;
   usage_samples: UsageSamplesTable;
   usage_rollups: UsageRollupsTable;

@@ -71,6 +71,8 @@ export class ServiceStore {
   /** Also frees its DNS label, in one transaction (the caller's, or its own). */
   async delete(tenantId: string, id: string): Promise<boolean> {
     return atomically(this.db, async (db) => {
+      // Its custom domains go with it (a cascade), and the names they held first.
+      await new HostNameStore(db).releaseDomainsOf(tenantId, id);
       const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
       if (Number(r.numDeletedRows) !== 1) return false;
       await new HostNameStore(db).release('service', id);

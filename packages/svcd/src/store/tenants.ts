@@ -4,7 +4,7 @@ import { compiledOnce } from './compiled-once.js';
 
 export type QuotaColumns = Pick<
   TenantRow,
-  'max_services' | 'max_databases' | 'max_builds_concurrent' | 'max_env_vars_per_service' | 'max_disk_gb'
+  'max_services' | 'max_databases' | 'max_builds_concurrent' | 'max_env_vars_per_service' | 'max_disk_gb' | 'max_domains_per_service'
 >;
 
 export class TenantStore {

@@ -38,6 +38,8 @@ export const DEFAULT_QUOTAS = {
   max_memory_mb: 2048,
   max_cpu_cores: 2.0,
   max_disk_gb: 20,
+  /** Beyond the spec: custom domains per service (DECISIONS.md is silent; README says why 5). */
+  max_domains_per_service: 5,
   api_rate_limit: 100,
 } as const;
 
@@ -70,6 +72,7 @@ function quotaRecord(r: TenantRow): QuotaRecord {
     max_memory_mb: r.max_memory_mb,
     max_cpu_cores: r.max_cpu_cores,
     max_disk_gb: r.max_disk_gb,
+    max_domains_per_service: r.max_domains_per_service,
     api_rate_limit: r.api_rate_limit,
   };
 }

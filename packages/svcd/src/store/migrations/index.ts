@@ -19,6 +19,7 @@ import { buildBaseImages } from './0016_build_base_images.js';
 import { environmentWorkloads } from './0017_environment_workloads.js';
 import { environmentAgents } from './0018_environment_agents.js';
 import { sourceArchives } from './0019_source_archives.js';
+import { serviceDomains } from './0020_service_domains.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -45,6 +46,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0017_environment_workloads': environmentWorkloads,
     '0018_environment_agents': environmentAgents,
     '0019_source_archives': sourceArchives(dialect),
+    '0020_service_domains': serviceDomains,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

@@ -1,0 +1,312 @@
+// Custom domains of services (issue 22, beyond the spec). A tenant adds a host name to one of its
+// services and proves that it owns it with a TXT record (_svc-challenge.<name> = a token svc
+// gives); then svc routes the name to the service and, with --tls on, makes Caddy obtain its
+// certificate and watches it. Ownership is proven with DNS only: an HTTP token served through
+// svc's own proxy would let any tenant claim a name whose DNS still points at svc after its owner
+// left (a dangling record), which is how subdomain takeovers happen on hosting platforms.
+//
+// Many tenants may claim one name; the first to prove it takes it in host_names (the namespace of
+// every host svc routes), and the others' claims fail. The checker (a periodic job under a lease)
+// re-checks every claim on a schedule: pending ones until they are proven or give up, proven ones
+// for the record (a name whose record is gone at three checks in a row is no longer routed) and
+// for the certificate (obtained, and renewed before it expires).
+import { domainChallengeName, type CreateDomainRequest, type Domain } from '@svc/contract';
+import { unixSeconds } from '../clock.js';
+import { ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
+import { hexId } from '../ids.js';
+import type { JobLease } from '../jobs/periodic.js';
+import type { Platform } from '../platform.js';
+import type { CertificateState } from '../proxy/caddy.js';
+import { proxyUrl, type RoutingOptions } from '../services/routing.js';
+import { isUniqueViolation, type ServiceDomainRow } from '../store/index.js';
+import type { DomainUpdate } from '../store/service-domains.js';
+import { customHostname } from './hostnames.js';
+import type { TxtLookup } from './txt-records.js';
+
+export interface CertificateProbe {
+  /** Waits up to timeoutMs (the probe's own default when absent). */
+  certificateOf(hostname: string, timeoutMs?: number): Promise<CertificateState>;
+}
+
+const MINUTE = 60;
+const HOUR = 60 * MINUTE;
+/** How the checker paces itself (seconds). */
+export const DOMAIN_CHECKS = {
+  /** A pending claim: every minute for its first hour, then every 15 minutes, for 7 days. */
+  pendingFast: MINUTE,
+  pendingFastFor: HOUR,
+  pendingSlow: 15 * MINUTE,
+  pendingGiveUpAfter: 7 * 24 * HOUR,
+  /** A proven name without its certificate: every minute for 10 minutes, then every 15. */
+  issuingFast: MINUTE,
+  issuingFastFor: 10 * MINUTE,
+  issuingSlow: 15 * MINUTE,
+  /** An active name: its record and certificate every 6 hours. */
+  active: 6 * HOUR,
+  /** Checks in a row that miss the record before a proven name is unrouted. */
+  recordMissesAllowed: 3,
+} as const;
+/** "Never", for next_check_at: a claim that gave up waits for POST .../verify. */
+const NEVER = 253_402_300_799;
+/** Claims the checker takes per run, and checks at once. */
+const CHECK_BATCH = 50;
+const CHECK_CONCURRENCY = 4;
+/** How long POST .../verify waits for a certificate (requests end at 30 s). */
+const VERIFY_PROBE_MS = 15_000;
+
+export interface DomainsDeps extends Pick<Platform, 'store' | 'activity' | 'clock' | 'log'> {
+  routing: RoutingOptions;
+  txt: TxtLookup;
+  /** With --tls on: the certificates Caddy serves. Without, a proven name is active at once. */
+  certificates: CertificateProbe | null;
+  routesChanged: () => void;
+}
+
+export class Domains {
+  constructor(private readonly deps: DomainsDeps) {}
+
+  async add(tenantId: string, serviceId: string, req: CreateDomainRequest): Promise<Domain> {
+    const hostname = customHostname(req.hostname, this.deps.routing.baseDomain);
+    const now = unixSeconds(this.deps.clock);
+    const id = hexId(12);
+    try {
+      await this.deps.store.transaction(async (tx) => {
+        const tenant = await tx.tenants.findById(tenantId);
+        const service = await tx.services.find(tenantId, serviceId);
+        if (!tenant || !service) throw new NotFoundError('service');
+        if ((await tx.serviceDomains.countForService(serviceId)) >= tenant.max_domains_per_service) {
+          throw new QuotaExceededError(`maximum custom domains per service is ${tenant.max_domains_per_service}`);
+        }
+        // A name proven by anyone (or one of svc's own hosts) is taken; unproven claims of other
+        // tenants are not: whoever proves the name first gets it.
+        const holder = await tx.hostNames.find(hostname);
+        if (holder) throw new ConflictError(holder.tenant_id === tenantId ? alreadyAdded(hostname) : `${hostname} is in use by another service`);
+        await tx.serviceDomains.insert({
+          id,
+          tenant_id: tenantId,
+          service_id: serviceId,
+          hostname,
+          token: hexId(16),
+          status: 'pending_verification',
+          last_error: null,
+          verified_at: null,
+          certificate_expires_at: null,
+          checked_at: null,
+          next_check_at: now,
+          created_at: now,
+        });
+        await this.deps.activity.record(tx, { tenantId, action: 'domain.added', resourceType: 'domain', resourceId: id, serviceId, details: { hostname } });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(alreadyAdded(hostname));
+      throw err;
+    }
+    return this.get(tenantId, serviceId, id);
+  }
+
+  async list(tenantId: string, serviceId: string): Promise<Domain[]> {
+    if (!(await this.deps.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
+    return (await this.deps.store.serviceDomains.listForService(tenantId, serviceId)).map((r) => this.view(r));
+  }
+
+  async get(tenantId: string, serviceId: string, id: string): Promise<Domain> {
+    return this.view(await this.row(tenantId, serviceId, id));
+  }
+
+  async remove(tenantId: string, serviceId: string, id: string): Promise<void> {
+    const row = await this.row(tenantId, serviceId, id);
+    await this.deps.store.transaction(async (tx) => {
+      if (row.verified_at !== null) await tx.hostNames.release('domain', id);
+      if (!(await tx.serviceDomains.delete(tenantId, id))) throw new NotFoundError('domain');
+      await this.deps.activity.record(tx, { tenantId, action: 'domain.removed', resourceType: 'domain', resourceId: id, serviceId, details: { hostname: row.hostname } });
+    });
+    if (row.verified_at !== null) this.deps.routesChanged();
+  }
+
+  /**
+   * POST .../verify: checks the claim now instead of at its next turn, and answers the outcome.
+   * A certificate being ordered may take longer than a request may last: the probe waits a
+   * bounded time, and the checker carries on after.
+   */
+  async verifyNow(tenantId: string, serviceId: string, id: string): Promise<Domain> {
+    const row = await this.row(tenantId, serviceId, id);
+    await this.check(row, VERIFY_PROBE_MS);
+    return this.get(tenantId, serviceId, id);
+  }
+
+  /** The checker's run: every claim whose turn came, a few at a time, while the lease holds. */
+  async checkDue(lease: JobLease): Promise<void> {
+    const due = await this.deps.store.serviceDomains.due(unixSeconds(this.deps.clock), CHECK_BATCH);
+    let next = 0;
+    const worker = async () => {
+      while (next < due.length && !lease.signal.aborted) {
+        const row = due[next++];
+        if (!row) return;
+        try {
+          await this.check(row);
+        } catch (err) {
+          this.deps.log.warn({ err, domain: row.id }, 'domain check failed');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: CHECK_CONCURRENCY }, worker));
+  }
+
+  /** One check of one claim, written only if the claim did not change meanwhile. */
+  private async check(seen: ServiceDomainRow, probeMs?: number): Promise<void> {
+    const answer = await this.deps.txt.lookup(domainChallengeName(seen.hostname));
+    const proven = 'values' in answer && answer.values.some((v) => v.trim() === seen.token);
+    if (seen.verified_at === null) {
+      if (proven) await this.prove(seen);
+      else await this.stillPending(seen, this.recordProblem(seen, answer));
+      return;
+    }
+    const now = unixSeconds(this.deps.clock);
+    const failures = proven ? 0 : seen.failures + 1;
+    if (failures >= DOMAIN_CHECKS.recordMissesAllowed) {
+      await this.unprove(seen, `ownership is no longer proven: ${this.recordProblem(seen, answer)} at ${failures} checks in a row; the name is not routed any more (add the record again, then verify)`);
+      return;
+    }
+    const recordNote = proven ? null : `${this.recordProblem(seen, answer)} (check ${failures} of ${DOMAIN_CHECKS.recordMissesAllowed} before the name is unrouted)`;
+    const certificates = this.deps.certificates;
+    if (!certificates) {
+      await this.write(seen, { status: 'active', last_error: recordNote, checked_at: now, next_check_at: now + DOMAIN_CHECKS.active, failures });
+      return;
+    }
+    const cert = await certificates.certificateOf(seen.hostname, probeMs);
+    const checkedAt = unixSeconds(this.deps.clock);
+    if ('error' in cert) {
+      const fast = checkedAt - seen.verified_at < DOMAIN_CHECKS.issuingFastFor;
+      const patch: DomainUpdate = {
+        status: 'failed',
+        last_error: certificateProblem(cert.error, this.deps.routing.baseDomain),
+        checked_at: checkedAt,
+        next_check_at: checkedAt + (fast ? DOMAIN_CHECKS.issuingFast : DOMAIN_CHECKS.issuingSlow),
+        failures,
+      };
+      if (await this.write(seen, patch)) await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
+      return;
+    }
+    // Caddy renews when a third of the lifetime is left; with a sixth left, renewal is failing.
+    const lifetime = cert.validTo - cert.validFrom;
+    const left = cert.validTo - checkedAt;
+    const renewalFailing = left < lifetime / 6;
+    const lastError = renewalFailing ? `the certificate expires at ${new Date(cert.validTo * 1000).toISOString()} and has not been renewed yet (svc keeps trying)` : recordNote;
+    // Short-lived certificates are looked at again before their renewal is due.
+    const nextCheck = checkedAt + Math.max(MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
+    const wasActive = seen.status === 'active';
+    if (await this.write(seen, { status: 'active', last_error: lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck, failures })) {
+      if (!wasActive) await this.recordStatus(seen, 'domain.active', { certificate_expires_at: cert.validTo });
+    }
+  }
+
+  /** The record is there: the name is this claim's, unless another tenant proved it first. */
+  private async prove(seen: ServiceDomainRow): Promise<void> {
+    const now = unixSeconds(this.deps.clock);
+    // Without TLS a proven name is active at once; with it, the certificate comes next (at once).
+    const status = this.deps.certificates ? 'issuing' : 'active';
+    const nextCheck = this.deps.certificates ? now : now + DOMAIN_CHECKS.active;
+    try {
+      await this.deps.store.transaction(async (tx) => {
+        await tx.hostNames.claim({ hostname: seen.hostname, tenant_id: seen.tenant_id, kind: 'domain', resource_id: seen.id, created_at: now });
+        const written = await tx.serviceDomains.update(seen, { status, last_error: null, verified_at: now, checked_at: now, next_check_at: nextCheck, failures: 0 });
+        if (!written) throw new ClaimChangedError();
+        await this.deps.activity.record(tx, { tenantId: seen.tenant_id, action: 'domain.verified', resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname } });
+      });
+    } catch (err) {
+      if (err instanceof ClaimChangedError) return;
+      if (!isUniqueViolation(err)) throw err;
+      // A check of the same claim that ran at the same time proved it: nothing more to do.
+      if ((await this.deps.store.hostNames.find(seen.hostname))?.resource_id === seen.id) return;
+      // Taken since the claim was made: by another tenant's proof, or by one of svc's own hosts.
+      await this.write(seen, { status: 'failed', last_error: `${seen.hostname} is in use by another service (its owner proved it first)`, checked_at: now, next_check_at: NEVER, failures: 0 });
+      return;
+    }
+    this.deps.routesChanged();
+  }
+
+  private async stillPending(seen: ServiceDomainRow, problem: string): Promise<void> {
+    const now = unixSeconds(this.deps.clock);
+    const age = now - seen.created_at;
+    if (age >= DOMAIN_CHECKS.pendingGiveUpAfter) {
+      const patch: DomainUpdate = { status: 'failed', last_error: `ownership was not proven in 7 days (${problem}); add the record, then verify`, checked_at: now, next_check_at: NEVER };
+      if (await this.write(seen, patch)) await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
+      return;
+    }
+    const wait = age < DOMAIN_CHECKS.pendingFastFor ? DOMAIN_CHECKS.pendingFast : DOMAIN_CHECKS.pendingSlow;
+    await this.write(seen, { status: seen.status === 'failed' ? 'failed' : 'pending_verification', last_error: problem, checked_at: now, next_check_at: now + wait });
+  }
+
+  /** The record is gone for good: the name is released and no longer routed. */
+  private async unprove(seen: ServiceDomainRow, problem: string): Promise<void> {
+    const now = unixSeconds(this.deps.clock);
+    try {
+      await this.deps.store.transaction(async (tx) => {
+        await tx.hostNames.release('domain', seen.id);
+        const written = await tx.serviceDomains.update(seen, { status: 'failed', last_error: problem, verified_at: null, certificate_expires_at: null, checked_at: now, next_check_at: now + DOMAIN_CHECKS.pendingSlow, failures: 0 });
+        if (!written) throw new ClaimChangedError();
+        await this.deps.activity.record(tx, { tenantId: seen.tenant_id, action: 'domain.unverified', resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname, error: problem } });
+      });
+    } catch (err) {
+      if (err instanceof ClaimChangedError) return;
+      throw err;
+    }
+    this.deps.routesChanged();
+  }
+
+  private recordProblem(seen: ServiceDomainRow, answer: Awaited<ReturnType<TxtLookup['lookup']>>): string {
+    const name = domainChallengeName(seen.hostname);
+    if ('error' in answer) return `the DNS lookup of ${name} failed (${answer.error})`;
+    if (answer.values.length === 0) return `no TXT record ${name} was found`;
+    return `the TXT record ${name} does not hold this domain's verification value`;
+  }
+
+  private async write(seen: ServiceDomainRow, patch: DomainUpdate): Promise<boolean> {
+    return this.deps.store.serviceDomains.update(seen, patch);
+  }
+
+  private async recordStatus(seen: ServiceDomainRow, action: string, details: Record<string, unknown>): Promise<void> {
+    await this.deps.activity.record(this.deps.store, { tenantId: seen.tenant_id, action, resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname, ...details } });
+  }
+
+  private async row(tenantId: string, serviceId: string, id: string): Promise<ServiceDomainRow> {
+    const row = await this.deps.store.serviceDomains.find(tenantId, serviceId, id);
+    if (!row) throw new NotFoundError('domain');
+    return row;
+  }
+
+  private view(r: ServiceDomainRow): Domain {
+    return {
+      id: r.id,
+      service_id: r.service_id,
+      hostname: r.hostname,
+      status: r.status,
+      verification: { type: 'dns_txt', name: domainChallengeName(r.hostname), value: r.token },
+      url: r.verified_at !== null ? proxyUrl(r.hostname, this.deps.routing) : null,
+      last_error: r.last_error,
+      verified_at: r.verified_at,
+      certificate_expires_at: r.certificate_expires_at,
+      checked_at: r.checked_at,
+      created_at: r.created_at,
+    };
+  }
+}
+
+function alreadyAdded(hostname: string): string {
+  return `${hostname} is added already (to this or another of your services)`;
+}
+
+/** Another check or a removal changed the claim between its read and this write. */
+class ClaimChangedError extends Error {}
+
+/** What Caddy's ACME error means for the tenant, and what to do about it. */
+export function certificateProblem(raw: string, baseDomain: string | null): string {
+  const detail = raw.length > 300 ? `${raw.slice(0, 300)}...` : raw;
+  if (/caa/i.test(raw)) return `a CAA record of the name forbids the certificate authority svc uses: allow it there (${detail})`;
+  if (/ratelimit|rate limit|too many/i.test(raw)) return `the certificate authority's rate limit was reached; svc tries again later (${detail})`;
+  if (/unauthorized|connection|dns|nxdomain|timeout|incorrect|invalid response/i.test(raw)) {
+    const target = baseDomain ? ` (A/AAAA records of svc's proxy, or a CNAME to a host under ${baseDomain})` : '';
+    return `the certificate authority could not reach the name at svc: point its DNS here${target} (${detail})`;
+  }
+  return `the certificate could not be obtained (${detail})`;
+}

@@ -1,0 +1,90 @@
+import type { Kysely, Updateable } from 'kysely';
+import type { Database, NewServiceDomainRow, ServiceDomainRow, ServiceDomainsTable } from './schema.js';
+
+/** The fields a check writes. */
+export type DomainUpdate = Pick<Updateable<ServiceDomainsTable>, 'status' | 'last_error' | 'verified_at' | 'certificate_expires_at' | 'checked_at' | 'next_check_at' | 'failures'>;
+
+/** Custom domains of services, scoped by tenant for every request-driven read and write. */
+export class ServiceDomainStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(row: NewServiceDomainRow): Promise<void> {
+    await this.db.insertInto('service_domains').values(row).execute();
+  }
+
+  async find(tenantId: string, serviceId: string, id: string): Promise<ServiceDomainRow | undefined> {
+    return this.db
+      .selectFrom('service_domains')
+      .selectAll()
+      .where('id', '=', id)
+      .where('service_id', '=', serviceId)
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirst();
+  }
+
+  async listForService(tenantId: string, serviceId: string): Promise<ServiceDomainRow[]> {
+    return this.db
+      .selectFrom('service_domains')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('service_id', '=', serviceId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+  }
+
+  async countForService(serviceId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('service_domains')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('service_id', '=', serviceId)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  async delete(tenantId: string, id: string): Promise<boolean> {
+    const r = await this.db.deleteFrom('service_domains').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+
+  /** The domains whose check is due, soonest first (the checker's work). */
+  async due(now: number, limit: number): Promise<ServiceDomainRow[]> {
+    return this.db.selectFrom('service_domains').selectAll().where('next_check_at', '<=', now).orderBy('next_check_at').orderBy('id').limit(limit).execute();
+  }
+
+  /** By id alone: the checker's re-read before it writes. */
+  async byId(id: string): Promise<ServiceDomainRow | undefined> {
+    return this.db.selectFrom('service_domains').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /**
+   * Writes a check's outcome unless the claim changed since it was read (removed, or written by
+   * another check): compare-and-set on what every write moves. False: nothing was written.
+   */
+  async update(seen: Pick<ServiceDomainRow, 'id' | 'status' | 'next_check_at' | 'failures' | 'verified_at'>, patch: DomainUpdate): Promise<boolean> {
+    const q = this.db
+      .updateTable('service_domains')
+      .set(patch)
+      .where('id', '=', seen.id)
+      .where('status', '=', seen.status)
+      .where('next_check_at', '=', seen.next_check_at)
+      .where('failures', '=', seen.failures);
+    const r = await (seen.verified_at === null ? q.where('verified_at', 'is', null) : q.where('verified_at', '=', seen.verified_at)).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** The proven names and their services: what the proxy routes (with the services' own hosts). */
+  async routed(): Promise<Array<Pick<ServiceDomainRow, 'service_id' | 'hostname'>>> {
+    return this.db.selectFrom('service_domains').select(['service_id', 'hostname']).where('verified_at', 'is not', null).orderBy('hostname').execute();
+  }
+
+  /** Counts by status, for the operator's metrics. */
+  async countByStatus(): Promise<Array<{ status: ServiceDomainRow['status']; n: number }>> {
+    const rows = await this.db
+      .selectFrom('service_domains')
+      .select((eb) => ['status', eb.fn.countAll<number | string>().as('n')])
+      .groupBy('status')
+      .execute();
+    return rows.map((r) => ({ status: r.status, n: Number(r.n) }));
+  }
+}

@@ -1,0 +1,196 @@
+// Custom domains' rules, on both stores, against a real DNS server (pebble-challtestsrv, whose
+// TXT records the test sets): a claim is pending until its TXT record holds its token; the first
+// tenant to prove a name takes it and others are refused; the checker (a periodic job) proves
+// claims by itself, and unroutes a name whose record is gone at three checks in a row; quota,
+// validation and tenant isolation. The engine is the inert one (no proxy): certificates and
+// routing over HTTPS are tls.test.ts's.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Domain } from '@svc/contract';
+import { DOMAIN_CHECK_EVERY_MS } from '../src/app.js';
+import { DOMAIN_CHECKS } from '../src/domains/domains.js';
+import { ADMIN_TOKEN, eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
+import { inertRuntime } from './inert-runtime.js';
+import { startDns, type TestDns } from './pebble.js';
+
+const IMAGE = 'svc-test/none:1';
+const BASE = 'apps.example.test';
+
+type Tenant = Awaited<ReturnType<typeof newTenant>>;
+
+/** A service; its name gets the tenant's id (DNS labels are one namespace under the base domain). */
+async function service(a: Tenant, name: string): Promise<string> {
+  const r = await a.client.raw<{ id: string }>('POST', '/v1/services', { body: { name: `${name}-${a.id.slice(0, 8)}`, image: IMAGE } });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  return r.body.id;
+}
+
+function addDomain(a: Tenant, serviceId: string, hostname: string) {
+  return a.client.raw<Domain & { error: string }>('POST', `/v1/services/${serviceId}/domains`, { body: { hostname } });
+}
+
+let seq = 0;
+/** A name no other test uses (the DNS server and the host namespace outlive each test). */
+const fresh = (stem: string) => `${stem}-${process.pid}-${++seq}.customer.example`;
+
+eachStore((kind) => {
+  describe(`custom domains (${kind})`, () => {
+    let t: TestServer;
+    let dns: TestDns;
+
+    before(async () => {
+      dns = await startDns();
+      t = await startServer({ store: kind, config: { baseDomain: BASE, dnsServers: [dns.server], adminTokens: [ADMIN_TOKEN] }, overrides: { runtime: inertRuntime() } });
+    });
+    after(async () => {
+      await t.close();
+      await dns.stop();
+    });
+
+    test('a claim is pending until its TXT record holds the token; then it is active, and the activity says so', async () => {
+      const a = await newTenant(t);
+      const s = await service(a, 'web');
+      const hostname = fresh('shop');
+      const added = await addDomain(a, s, `${hostname.toUpperCase()}.`);
+      assert.equal(added.status, 201, JSON.stringify(added.body));
+      const d = added.body;
+      assert.equal(d.hostname, hostname, 'lower case, no trailing dot');
+      assert.equal(d.status, 'pending_verification');
+      assert.equal(d.verification.type, 'dns_txt');
+      assert.equal(d.verification.name, `_svc-challenge.${hostname}`);
+      assert.match(d.verification.value, /^[0-9a-f]{32}$/);
+      assert.equal(d.url, null);
+
+      // No record: still pending, and the error says what is missing.
+      let v = await a.client.verifyDomain(s, d.id);
+      assert.equal(v.status, 'pending_verification');
+      assert.match(v.last_error ?? '', /no TXT record _svc-challenge\./);
+      // A record with another value: not proof.
+      await dns.setTxt(d.verification.name, 'someone-else');
+      v = await a.client.verifyDomain(s, d.id);
+      assert.equal(v.status, 'pending_verification');
+      assert.match(v.last_error ?? '', /does not hold this domain's verification value/);
+      // The token: proven, active at once (no certificates without --tls).
+      await dns.setTxt(d.verification.name, d.verification.value);
+      v = await a.client.verifyDomain(s, d.id);
+      assert.equal(v.status, 'active', JSON.stringify(v));
+      assert.equal(v.last_error, null);
+      assert.ok(v.verified_at !== null);
+      assert.deepEqual((await a.client.listDomains(s)).map((x) => [x.id, x.status]), [[d.id, 'active']]);
+      const actions = (await a.client.activity({ resource_type: 'domain' })).map((e) => e.action);
+      assert.deepEqual([...actions].sort(), ['domain.added', 'domain.verified']);
+    });
+
+    test('the first tenant to prove a name takes it; the other claim fails, new claims are refused, and removal frees it', async () => {
+      const a = await newTenant(t);
+      const b = await newTenant(t);
+      const c = await newTenant(t);
+      const [sa, sb, sc] = [await service(a, 'a'), await service(b, 'b'), await service(c, 'c')];
+      const hostname = fresh('contested');
+      // Unproven claims do not block each other.
+      const da = (await addDomain(a, sa, hostname)).body;
+      const db = await addDomain(b, sb, hostname);
+      assert.equal(db.status, 201, JSON.stringify(db.body));
+      await dns.setTxt(`_svc-challenge.${hostname}`, db.body.verification.value);
+      assert.equal((await b.client.verifyDomain(sb, db.body.id)).status, 'active');
+      // A's record appears later: too late.
+      await dns.setTxt(`_svc-challenge.${hostname}`, da.verification.value);
+      const lost = await a.client.verifyDomain(sa, da.id);
+      assert.equal(lost.status, 'failed');
+      assert.match(lost.last_error ?? '', /in use by another service/);
+      const refused = await addDomain(c, sc, hostname);
+      assert.equal(refused.status, 409);
+      assert.match(refused.body.error, /in use by another service/);
+      // The same tenant adding it twice: 409 too (to another of its services as well).
+      const twice = await addDomain(b, await service(b, 'b2'), hostname);
+      assert.equal(twice.status, 409);
+      assert.match(twice.body.error, /added already/);
+      // Removed by its owner: free again, and another tenant proves it.
+      await b.client.removeDomain(sb, db.body.id);
+      const dc = await addDomain(c, sc, hostname);
+      assert.equal(dc.status, 201, JSON.stringify(dc.body));
+      await dns.setTxt(`_svc-challenge.${hostname}`, dc.body.verification.value);
+      assert.equal((await c.client.verifyDomain(sc, dc.body.id)).status, 'active');
+      // Deleting the service frees its names too (B's claim was removed above).
+      assert.equal((await c.client.raw('DELETE', `/v1/services/${sc}`)).status, 204);
+      assert.equal((await addDomain(b, await service(b, 'b3'), hostname)).status, 201);
+    });
+
+    test("svc's own names, wildcards and addresses are refused with 400; a missing or another tenant's service or domain is one 404", async () => {
+      const a = await newTenant(t);
+      const b = await newTenant(t);
+      const s = await service(a, 'site');
+      for (const bad of [`x.${BASE}`, BASE, '*.example.com', '10.0.0.1', 'x.localhost', 'nodots', 'shop.example.com:443']) {
+        const r = await addDomain(a, s, bad);
+        assert.equal(r.status, 400, `${bad}: ${JSON.stringify(r.body)}`);
+        assert.ok(r.body.error.length > 0);
+      }
+      const d = (await addDomain(a, s, fresh('mine'))).body;
+      const notFound = await b.client.raw<{ error: string }>('GET', `/v1/services/${s}/domains/${d.id}`);
+      const missing = await b.client.raw<{ error: string }>('GET', `/v1/services/${s}/domains/nope`);
+      assert.equal(notFound.status, 404);
+      assert.equal(missing.status, 404);
+      assert.deepEqual(notFound.body.error, missing.body.error);
+      for (const [method, path, body] of [
+        ['GET', `/v1/services/${s}/domains`, undefined],
+        ['POST', `/v1/services/${s}/domains`, { hostname: fresh('theirs') }],
+        ['POST', `/v1/services/${s}/domains/${d.id}/verify`, undefined],
+        ['DELETE', `/v1/services/${s}/domains/${d.id}`, undefined],
+      ] as const) {
+        assert.equal((await b.client.raw(method, path, body ? { body } : {})).status, 404, `${method} ${path}`);
+      }
+      // The owner still has it.
+      assert.equal((await a.client.domain(s, d.id)).id, d.id);
+      // A domain of one service is not found under another of the same tenant.
+      assert.equal((await a.client.raw('GET', `/v1/services/${await service(a, 'other')}/domains/${d.id}`)).status, 404);
+    });
+
+    test('max_domains_per_service: 5 by default, the operator changes it, and the add past it is 409', async () => {
+      const a = await newTenant(t);
+      const s = await service(a, 'many');
+      for (let i = 0; i < 5; i++) assert.equal((await addDomain(a, s, fresh(`n${i}`))).status, 201);
+      const over = await addDomain(a, s, fresh('n5'));
+      assert.equal(over.status, 409);
+      assert.match(over.body.error, /quota exceeded.*maximum custom domains per service is 5/);
+      const patched = await t.client.raw<{ max_domains_per_service: number }>('PATCH', `/v1/tenants/${a.id}/quotas`, { body: { max_domains_per_service: 6 }, headers: { 'x-admin-token': ADMIN_TOKEN } });
+      assert.equal(patched.body.max_domains_per_service, 6);
+      const sixth = await addDomain(a, s, fresh('n5'));
+      assert.equal(sixth.status, 201, JSON.stringify(sixth.body));
+      // Another service has its own count.
+      assert.equal((await addDomain(a, await service(a, 'few'), fresh('other'))).status, 201);
+    });
+
+    test('the checker proves a claim by itself, and unroutes a name whose record is gone at three checks in a row', async () => {
+      const a = await newTenant(t);
+      const b = await newTenant(t);
+      const s = await service(a, 'watched');
+      const hostname = fresh('watched');
+      const d = (await addDomain(a, s, hostname)).body;
+      await dns.setTxt(d.verification.name, d.verification.value);
+      t.clock.advance(DOMAIN_CHECK_EVERY_MS);
+      await waitFor('the checker proves it', async () => ((await a.client.domain(s, d.id)).status === 'active' ? true : undefined));
+
+      await dns.clearTxt(d.verification.name);
+      for (let miss = 1; miss < DOMAIN_CHECKS.recordMissesAllowed; miss++) {
+        t.clock.advance(DOMAIN_CHECKS.active * 1000);
+        const seen = await waitFor(`check ${miss}`, async () => {
+          const x = await a.client.domain(s, d.id);
+          return x.last_error?.includes(`check ${miss} of`) ? x : undefined;
+        });
+        assert.equal(seen.status, 'active', 'still routed after a miss');
+      }
+      // Another tenant cannot take it while it is proven.
+      assert.equal((await addDomain(b, await service(b, 'b'), hostname)).status, 409);
+      t.clock.advance(DOMAIN_CHECKS.active * 1000);
+      const gone = await waitFor('unrouted', async () => {
+        const x = await a.client.domain(s, d.id);
+        return x.status === 'failed' ? x : undefined;
+      });
+      assert.equal(gone.verified_at, null);
+      assert.match(gone.last_error ?? '', /no longer proven/);
+      assert.ok((await a.client.activity({ action: 'domain.unverified' })).length === 1);
+      // Free for whoever proves it now.
+      assert.equal((await addDomain(b, await service(b, 'b2'), hostname)).status, 201);
+    });
+  });
+});
