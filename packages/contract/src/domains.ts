@@ -4,8 +4,11 @@
 import { Type, type Static } from 'typebox';
 import { UnixSeconds } from './common.js';
 
-/** RFC 1035's limit on a whole name (without the trailing dot). */
-export const HOSTNAME_MAX = 253;
+/**
+ * The longest name a tenant can add: RFC 1035's 253 characters less the 15 of the
+ * `_svc-challenge.` label its TXT record lives under.
+ */
+export const HOSTNAME_MAX = 238;
 
 /** The name of the TXT record that proves ownership of `hostname`. */
 export function domainChallengeName(hostname: string): string {
@@ -19,9 +22,9 @@ export const CreateDomainRequest = Type.Object(
   {
     hostname: Type.String({
       minLength: 1,
-      maxLength: HOSTNAME_MAX + 1,
+      maxLength: 512,
       description:
-        'a host name the tenant owns (shop.example.com or example.com; letters, digits and hyphens, internationalized names in their xn-- form; no wildcards, IP addresses, names under the base domain or under localhost); a trailing dot is dropped and letters are lower-cased',
+        'a host name the tenant owns (shop.example.com or example.com; letters, digits and hyphens, internationalized names in their xn-- form; no wildcards, IP addresses, names under the base domain or under localhost, special-use names such as .local, .internal, .arpa, .onion; at most 238 characters); a trailing dot is dropped and letters are lower-cased',
     }),
   },
   { additionalProperties: false },

@@ -418,13 +418,22 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   };
 }
 
+/** Where the proxy reaches the API: a wildcard listen on loopback; other addresses not at all. */
+function apiUpstream(address: string, port: number): string | null {
+  if (address === '0.0.0.0') return `127.0.0.1:${port}`;
+  if (address.startsWith('127.')) return `${address}:${port}`;
+  if (address === '::' || address === '::1') return `[::1]:${port}`;
+  return null;
+}
+
 /**
  * Starts the work that runs without requests: the tenant egress rules, the proxy, crash
  * watching, a first reconcile and the build runner.
  */
 export async function startBackground(deps: Deps, api?: { address: string; port: number }): Promise<void> {
-  // A wildcard listen is reached on loopback; the proxy dials the API there.
-  if (api) deps.apiRoute.upstream = `${api.address === '0.0.0.0' ? '127.0.0.1' : api.address === '::' ? '[::1]' : api.address.includes(':') ? `[${api.address}]` : api.address}:${api.port}`;
+  // The proxy routes api.<base-domain> to the API only where svcd sees it as a loopback peer: its
+  // X-Real-Ip and X-Forwarded-Proto are trusted from loopback only (api/client-ip.ts, guards.ts).
+  if (api) deps.apiRoute.upstream = apiUpstream(api.address, api.port);
   // Before any workload starts (the reconcile below may start some). Production refuses to run
   // tenants without the rules; development goes on and says so (health detail too).
   try {

@@ -4,6 +4,7 @@
 import { Resolver } from 'node:dns';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { domainToASCII } from 'node:url';
 import { isIP } from 'node:net';
 import type { TemplateId } from '@svc/contract';
 import { parseMasterKey } from './secrets/sealer.js';
@@ -338,7 +339,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     dataDir: raw.dataDir,
     databaseUrl,
     // Host names are case-insensitive and a trailing dot names the same host: one spelling.
-    baseDomain: raw.baseDomain?.trim().toLowerCase().replace(/\.$/, '') || null,
+    baseDomain: baseDomainOf(raw.baseDomain),
     proxyListen: raw.proxyListen?.trim() || null,
     caddyAdmin: raw.caddyAdmin?.trim() || null,
     tls,
@@ -448,6 +449,15 @@ function tlsConfig(raw: RawOptions): TlsConfig | null {
     askListen,
     storageDir: raw.tlsStorage?.trim() ? resolve(raw.tlsStorage.trim()) : null,
   };
+}
+
+/** --base-domain as svc compares host names: lower case, no trailing dot, an internationalized one in its xn-- form. */
+function baseDomainOf(value: string | undefined): string | null {
+  const raw = value?.trim() ?? '';
+  if (raw === '') return null;
+  const name = (/[\s/?#@:[\]\\%]/.test(raw) ? '' : domainToASCII(raw.toLowerCase())).replace(/\.$/, '');
+  if (name === '') throw new ConfigError(`--base-domain must be a DNS name, got ${JSON.stringify(value)}`);
+  return name;
 }
 
 /** --dns-server: the servers asked for custom domains' TXT records; null: the system's. */

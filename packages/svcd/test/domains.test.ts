@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Domain } from '@svc/contract';
 import { DOMAIN_CHECK_EVERY_MS } from '../src/app.js';
-import { DOMAIN_CHECKS } from '../src/domains/domains.js';
+import { DOMAIN_CHECKS, VERIFY_COOLDOWN_S } from '../src/domains/domains.js';
 import { ADMIN_TOKEN, eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 import { startDns, type TestDns } from './pebble.js';
@@ -65,13 +65,16 @@ eachStore((kind) => {
       let v = await a.client.verifyDomain(s, d.id);
       assert.equal(v.status, 'pending_verification');
       assert.match(v.last_error ?? '', /no TXT record _svc-challenge\./);
-      // A record with another value: not proof.
+      // A record with another value: not proof. (A verify within 10 s of the last check answers that check.)
       await dns.setTxt(d.verification.name, 'someone-else');
+      assert.match((await a.client.verifyDomain(s, d.id)).last_error ?? '', /no TXT record/, 'checked again at once');
+      t.clock.advance(VERIFY_COOLDOWN_S * 1000);
       v = await a.client.verifyDomain(s, d.id);
       assert.equal(v.status, 'pending_verification');
       assert.match(v.last_error ?? '', /does not hold this domain's verification value/);
       // The token: proven, active at once (no certificates without --tls).
       await dns.setTxt(d.verification.name, d.verification.value);
+      t.clock.advance(VERIFY_COOLDOWN_S * 1000);
       v = await a.client.verifyDomain(s, d.id);
       assert.equal(v.status, 'active', JSON.stringify(v));
       assert.equal(v.last_error, null);
@@ -156,6 +159,12 @@ eachStore((kind) => {
       assert.equal(patched.body.max_domains_per_service, 6);
       const sixth = await addDomain(a, s, fresh('n5'));
       assert.equal(sixth.status, 201, JSON.stringify(sixth.body));
+      // Adds at the same moment are counted one after another: at 1, one of three gets in.
+      const racer = await service(a, 'racer');
+      await t.client.raw('PATCH', `/v1/tenants/${a.id}/quotas`, { body: { max_domains_per_service: 1 }, headers: { 'x-admin-token': ADMIN_TOKEN } });
+      const raced = await Promise.all([0, 1, 2].map((i) => addDomain(a, racer, fresh(`race${i}`))));
+      assert.deepEqual(raced.map((r) => r.status).sort(), [201, 409, 409]);
+      await t.client.raw('PATCH', `/v1/tenants/${a.id}/quotas`, { body: { max_domains_per_service: 6 }, headers: { 'x-admin-token': ADMIN_TOKEN } });
       // Another service has its own count.
       assert.equal((await addDomain(a, await service(a, 'few'), fresh('other'))).status, 201);
     });
@@ -191,6 +200,31 @@ eachStore((kind) => {
       assert.ok((await a.client.activity({ action: 'domain.unverified' })).length === 1);
       // Free for whoever proves it now.
       assert.equal((await addDomain(b, await service(b, 'b2'), hostname)).status, 201);
+    });
+
+    // Last: it stops the DNS server.
+    test('lookups that fail (the DNS server is down) are no evidence: a proven name stays routed, and a claim says why it waits', async () => {
+      const a = await newTenant(t);
+      const s = await service(a, 'steady');
+      const d = (await addDomain(a, s, fresh('steady'))).body;
+      await dns.setTxt(d.verification.name, d.verification.value);
+      assert.equal((await a.client.verifyDomain(s, d.id)).status, 'active');
+      const pending = (await addDomain(a, s, fresh('waiting'))).body;
+      await dns.stop();
+      for (let check = 1; check <= DOMAIN_CHECKS.recordMissesAllowed + 1; check++) {
+        t.clock.advance(DOMAIN_CHECKS.active * 1000);
+        await waitFor(`check ${check}`, async () => {
+          const x = await a.client.domain(s, d.id);
+          return x.last_error?.includes('DNS lookup') && x.checked_at === Math.floor(t.clock.now() / 1000) ? x : undefined;
+        });
+      }
+      const kept = await a.client.domain(s, d.id);
+      assert.equal(kept.status, 'active', JSON.stringify(kept));
+      assert.notEqual(kept.verified_at, null);
+      t.clock.advance(VERIFY_COOLDOWN_S * 1000);
+      const waiting = await a.client.verifyDomain(s, pending.id);
+      assert.equal(waiting.status, 'pending_verification');
+      assert.match(waiting.last_error ?? '', /the DNS lookup of _svc-challenge\.\S+ failed \(/);
     });
   });
 });

@@ -17,6 +17,10 @@ export interface TestDns {
   server: string;
   setTxt(name: string, value: string): Promise<void>;
   clearTxt(name: string): Promise<void>;
+  /** Answers `name` with this IPv4 address instead of 127.0.0.1. */
+  setA(name: string, address: string): Promise<void>;
+  /** Back to 127.0.0.1. */
+  clearA(name: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -30,6 +34,8 @@ export async function startDns(): Promise<TestDns> {
     server: `127.0.0.1:${dnsPort}`,
     setTxt: (name, value) => manage('/set-txt', { host: `${name}.`, value }),
     clearTxt: (name) => manage('/clear-txt', { host: `${name}.` }),
+    setA: (name, address) => manage('/add-a', { host: `${name}.`, addresses: [address] }),
+    clearA: (name) => manage('/clear-a', { host: `${name}.` }),
     stop: () => stopChild(child),
   };
 }

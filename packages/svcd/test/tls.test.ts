@@ -125,6 +125,33 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     await waitFor('unrouted', () => viaTls(httpsPort, hostname, pebble.issuerRoot, '/index.html').then((r) => (r.status === 404 ? true : undefined)));
   });
 
+  test('a proven custom domain whose DNS does not point at svc fails with an error the tenant can act on, and becomes active once it does', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'elsewhere', image: BUSYBOX_IMAGE });
+    const hostname = 'www.elsewhere.test';
+    // The ACME server's validation goes to 127.0.0.2, where nothing listens.
+    await pebble.dns.setA(hostname, '127.0.0.2');
+    const d = await a.client.addDomain(s.id, hostname);
+    await pebble.dns.setTxt(d.verification.name, d.verification.value);
+    const failed = await waitFor('failed', async () => {
+      const x = await a.client.domain(s.id, d.id);
+      return x.status === 'failed' ? x : undefined;
+    }, 90_000);
+    assert.match(failed.last_error ?? '', /point its DNS here/, failed.last_error ?? '');
+    assert.ok(failed.verified_at !== null, 'ownership stays proven');
+    // Pointed here: the certificate comes at Caddy's next attempt (it backs off a minute after a failure).
+    await pebble.dns.clearA(hostname);
+    let last = failed;
+    const active = await waitFor('active', async () => {
+      last = await a.client.verifyDomain(s.id, d.id);
+      return last.status === 'active' ? last : undefined;
+    }, 240_000).catch((err: unknown) => {
+      throw new Error(`${String(err)}; last: ${JSON.stringify(last)}`);
+    });
+    assert.equal(active.last_error, null);
+  });
+
   test('the API answers at api.<base-domain> over HTTPS through the same proxy, with a certificate from the ACME server', async () => {
     const a = await newTenant(t);
     const host = `api.${BASE_DOMAIN}`;

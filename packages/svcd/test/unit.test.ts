@@ -230,6 +230,9 @@ describe('configuration: HTTPS', () => {
     assert.equal(buildConfig(raw, {}).dnsServers, null);
     assert.deepEqual(buildConfig({ ...raw, dnsServer: '127.0.0.1:5353, [::1]:53' }, {}).dnsServers, ['127.0.0.1:5353', '[::1]:53']);
     for (const bad of ['dns.example.com', '127.0.0.1:x']) assert.throws(() => buildConfig({ ...raw, dnsServer: bad }, {}), /--dns-server/, bad);
+    // The base domain as host names are compared: lower case, no trailing dot, xn-- form.
+    assert.equal(buildConfig({ ...raw, baseDomain: 'Apps.Bücher.Example.' }, {}).baseDomain, 'apps.xn--bcher-kva.example');
+    for (const bad of ['apps example.com', 'apps.example.com/x']) assert.throws(() => buildConfig({ ...raw, baseDomain: bad }, {}), /--base-domain must be a DNS name/, bad);
     assert.equal(buildConfig({ ...on, baseDomain: 'Apps.Example.COM.' }, {}).baseDomain, 'apps.example.com');
   });
 });
@@ -283,6 +286,13 @@ describe('custom domains: the names a tenant may add', () => {
     assert.equal(customHostname('Shop.Example.COM.', 'apps.example.net'), 'shop.example.com');
     assert.equal(customHostname('example.com', null), 'example.com');
     assert.equal(customHostname('bücher.example', null), 'xn--bcher-kva.example');
+    // An ideographic full stop is a dot; at the end, the root.
+    assert.equal(customHostname('shop.example.com\u3002', null), 'shop.example.com');
+    // 238 characters fit (with _svc-challenge. in front, DNS's 253); 239 do not.
+    const longest = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(42)}.com`;
+    assert.equal(longest.length, 238);
+    assert.equal(customHostname(longest, null), longest);
+    assert.throws(() => customHostname(`x${longest}`, null), /longer than 238/);
   });
   test("refused with a reason: wildcards, IP addresses, single labels, bad labels, svc's own names", () => {
     const refusals: Array<[string, RegExp]> = [
@@ -295,12 +305,18 @@ describe('custom domains: the names a tenant may add', () => {
       ['-shop.example.com', /label/],
       ['shop_.example.com', /label|valid/],
       ['a'.repeat(64) + '.example.com', /label/],
-      [`${'a.'.repeat(127)}com`, /valid DNS name/],
+      [`${'a.'.repeat(127)}com`, /longer than 238/],
       ['web.apps.example.net', /apps\.example\.net/],
       ['apps.example.net', /apps\.example\.net/],
       ['', /valid DNS name|two labels/],
       ['shop.example.com/path', /valid|label/],
       ['shop example.com', /valid|label/],
+      ['printer.local', /private to a network/],
+      ['db.corp.internal', /private to a network/],
+      ['1.0.0.127.in-addr.arpa', /private to a network/],
+      ['svc.onion', /private to a network/],
+      ['api.apps.example.net', /apps\.example\.net/],
+      ['API.Apps.Example.NET.', /apps\.example\.net/],
       ['shop.example.com:443', /valid DNS name/],
       ['user@shop.example.com', /valid DNS name/],
       ['shop.example.com?x', /valid DNS name/],

@@ -37,10 +37,11 @@ export const DOMAIN_CHECKS = {
   pendingFastFor: HOUR,
   pendingSlow: 15 * MINUTE,
   pendingGiveUpAfter: 7 * 24 * HOUR,
-  /** A proven name without its certificate: every minute for 10 minutes, then every 15. */
+  /** A proven name without its certificate: every minute for 10 minutes, every 15 for a day, then as active ones. */
   issuingFast: MINUTE,
   issuingFastFor: 10 * MINUTE,
   issuingSlow: 15 * MINUTE,
+  issuingSlowFor: 24 * HOUR,
   /** An active name: its record and certificate every 6 hours. */
   active: 6 * HOUR,
   /** Checks in a row that miss the record before a proven name is unrouted. */
@@ -51,8 +52,13 @@ const NEVER = 253_402_300_799;
 /** Claims the checker takes per run, and checks at once. */
 const CHECK_BATCH = 50;
 const CHECK_CONCURRENCY = 4;
-/** How long POST .../verify waits for a certificate (requests end at 30 s). */
-const VERIFY_PROBE_MS = 15_000;
+/**
+ * How long POST .../verify waits for a certificate: with the TXT lookup (3 s per name server)
+ * and the store, it stays under the 30 s a request may last.
+ */
+const VERIFY_PROBE_MS = 10_000;
+/** POST .../verify checks again only this long after the last check. */
+export const VERIFY_COOLDOWN_S = 10;
 
 export interface DomainsDeps extends Pick<Platform, 'store' | 'activity' | 'clock' | 'log'> {
   routing: RoutingOptions;
@@ -71,6 +77,8 @@ export class Domains {
     const id = hexId(12);
     try {
       await this.deps.store.transaction(async (tx) => {
+        // Concurrent adds of one tenant count one after another.
+        await tx.tenants.lockForQuota(tenantId);
         const tenant = await tx.tenants.findById(tenantId);
         const service = await tx.services.find(tenantId, serviceId);
         if (!tenant || !service) throw new NotFoundError('service');
@@ -116,11 +124,13 @@ export class Domains {
   async remove(tenantId: string, serviceId: string, id: string): Promise<void> {
     const row = await this.row(tenantId, serviceId, id);
     await this.deps.store.transaction(async (tx) => {
-      if (row.verified_at !== null) await tx.hostNames.release('domain', id);
+      // The row first (it locks it; a proof under way updates it before it claims the name, so
+      // it committed before and its name is released below, or it finds no row), then the name.
       if (!(await tx.serviceDomains.delete(tenantId, id))) throw new NotFoundError('domain');
+      await tx.hostNames.releaseDomains([id]);
       await this.deps.activity.record(tx, { tenantId, action: 'domain.removed', resourceType: 'domain', resourceId: id, serviceId, details: { hostname: row.hostname } });
     });
-    if (row.verified_at !== null) this.deps.routesChanged();
+    this.deps.routesChanged();
   }
 
   /**
@@ -130,7 +140,9 @@ export class Domains {
    */
   async verifyNow(tenantId: string, serviceId: string, id: string): Promise<Domain> {
     const row = await this.row(tenantId, serviceId, id);
-    await this.check(row, VERIFY_PROBE_MS);
+    // Each check asks the tenant's name servers and may make Caddy order a certificate: one in
+    // VERIFY_COOLDOWN_S is enough; a repeat answers the last outcome.
+    if (row.checked_at === null || unixSeconds(this.deps.clock) - row.checked_at >= VERIFY_COOLDOWN_S) await this.check(row, VERIFY_PROBE_MS);
     return this.get(tenantId, serviceId, id);
   }
 
@@ -162,12 +174,14 @@ export class Domains {
       return;
     }
     const now = unixSeconds(this.deps.clock);
-    const failures = proven ? 0 : seen.failures + 1;
+    // A failed lookup (svc's resolver down, a name server not answering) is no evidence that the
+    // record is gone: only an answer without it counts.
+    const failures = proven ? 0 : 'error' in answer ? seen.failures : seen.failures + 1;
     if (failures >= DOMAIN_CHECKS.recordMissesAllowed) {
       await this.unprove(seen, `ownership is no longer proven: ${this.recordProblem(seen, answer)} at ${failures} checks in a row; the name is not routed any more (add the record again, then verify)`);
       return;
     }
-    const recordNote = proven ? null : `${this.recordProblem(seen, answer)} (check ${failures} of ${DOMAIN_CHECKS.recordMissesAllowed} before the name is unrouted)`;
+    const recordNote = proven ? null : 'error' in answer ? this.recordProblem(seen, answer) : `${this.recordProblem(seen, answer)} (check ${failures} of ${DOMAIN_CHECKS.recordMissesAllowed} before the name is unrouted)`;
     const certificates = this.deps.certificates;
     if (!certificates) {
       await this.write(seen, { status: 'active', last_error: recordNote, checked_at: now, next_check_at: now + DOMAIN_CHECKS.active, failures });
@@ -176,15 +190,18 @@ export class Domains {
     const cert = await certificates.certificateOf(seen.hostname, probeMs);
     const checkedAt = unixSeconds(this.deps.clock);
     if ('error' in cert) {
-      const fast = checkedAt - seen.verified_at < DOMAIN_CHECKS.issuingFastFor;
+      // Each probe may start an order at the CA (Caddy backs off between its own attempts too):
+      // less and less often, since the account's order limits are shared by every tenant.
+      const since = checkedAt - seen.verified_at;
+      const wait = since < DOMAIN_CHECKS.issuingFastFor ? DOMAIN_CHECKS.issuingFast : since < DOMAIN_CHECKS.issuingSlowFor ? DOMAIN_CHECKS.issuingSlow : DOMAIN_CHECKS.active;
       const patch: DomainUpdate = {
         status: 'failed',
         last_error: certificateProblem(cert.error, this.deps.routing.baseDomain),
         checked_at: checkedAt,
-        next_check_at: checkedAt + (fast ? DOMAIN_CHECKS.issuingFast : DOMAIN_CHECKS.issuingSlow),
+        next_check_at: checkedAt + wait,
         failures,
       };
-      if (await this.write(seen, patch)) await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
+      if ((await this.write(seen, patch)) && seen.status !== 'failed') await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
       return;
     }
     // Caddy renews when a third of the lifetime is left; with a sixth left, renewal is failing.
@@ -208,9 +225,11 @@ export class Domains {
     const nextCheck = this.deps.certificates ? now : now + DOMAIN_CHECKS.active;
     try {
       await this.deps.store.transaction(async (tx) => {
-        await tx.hostNames.claim({ hostname: seen.hostname, tenant_id: seen.tenant_id, kind: 'domain', resource_id: seen.id, created_at: now });
+        // The row first: it locks it against a removal of the domain or its service under way
+        // (which delete the row, then release the name), so that no name outlives its claim.
         const written = await tx.serviceDomains.update(seen, { status, last_error: null, verified_at: now, checked_at: now, next_check_at: nextCheck, failures: 0 });
         if (!written) throw new ClaimChangedError();
+        await tx.hostNames.claim({ hostname: seen.hostname, tenant_id: seen.tenant_id, kind: 'domain', resource_id: seen.id, created_at: now });
         await this.deps.activity.record(tx, { tenantId: seen.tenant_id, action: 'domain.verified', resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname } });
       });
     } catch (err) {
@@ -230,7 +249,7 @@ export class Domains {
     const age = now - seen.created_at;
     if (age >= DOMAIN_CHECKS.pendingGiveUpAfter) {
       const patch: DomainUpdate = { status: 'failed', last_error: `ownership was not proven in 7 days (${problem}); add the record, then verify`, checked_at: now, next_check_at: NEVER };
-      if (await this.write(seen, patch)) await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
+      if ((await this.write(seen, patch)) && seen.status !== 'failed') await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
       return;
     }
     const wait = age < DOMAIN_CHECKS.pendingFastFor ? DOMAIN_CHECKS.pendingFast : DOMAIN_CHECKS.pendingSlow;
@@ -242,9 +261,9 @@ export class Domains {
     const now = unixSeconds(this.deps.clock);
     try {
       await this.deps.store.transaction(async (tx) => {
-        await tx.hostNames.release('domain', seen.id);
         const written = await tx.serviceDomains.update(seen, { status: 'failed', last_error: problem, verified_at: null, certificate_expires_at: null, checked_at: now, next_check_at: now + DOMAIN_CHECKS.pendingSlow, failures: 0 });
         if (!written) throw new ClaimChangedError();
+        await tx.hostNames.releaseDomains([seen.id]);
         await this.deps.activity.record(tx, { tenantId: seen.tenant_id, action: 'domain.unverified', resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname, error: problem } });
       });
     } catch (err) {

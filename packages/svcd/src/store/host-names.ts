@@ -22,13 +22,10 @@ export class HostNameStore {
     await this.db.deleteFrom('host_names').where('resource_id', '=', resourceId).where('kind', '=', kind).execute();
   }
 
-  /** The custom domains of a service (before the service, and so its domains, go). */
-  async releaseDomainsOf(tenantId: string, serviceId: string): Promise<void> {
-    await this.db
-      .deleteFrom('host_names')
-      .where('kind', '=', 'domain')
-      .where('resource_id', 'in', (eb) => eb.selectFrom('service_domains').select('id').where('service_id', '=', serviceId).where('tenant_id', '=', tenantId))
-      .execute();
+  /** The names custom domains held (when they are deleted). */
+  async releaseDomains(domainIds: string[]): Promise<void> {
+    if (domainIds.length === 0) return;
+    await this.db.deleteFrom('host_names').where('kind', '=', 'domain').where('resource_id', 'in', domainIds).execute();
   }
 
   /** The hosts of every preview of an environment (before the previews themselves go). */

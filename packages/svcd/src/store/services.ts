@@ -71,8 +71,11 @@ export class ServiceStore {
   /** Also frees its DNS label, in one transaction (the caller's, or its own). */
   async delete(tenantId: string, id: string): Promise<boolean> {
     return atomically(this.db, async (db) => {
-      // Its custom domains go with it (a cascade), and the names they held first.
-      await new HostNameStore(db).releaseDomainsOf(tenantId, id);
+      // Its custom domains go with it, and the names they held. Deleted first, which locks their
+      // rows: a proof under way (domains.ts updates the row before it claims the name) either
+      // committed before, and its name is released here, or finds no row and claims nothing.
+      const domains = await db.deleteFrom('service_domains').where('service_id', '=', id).where('tenant_id', '=', tenantId).returning('id').execute();
+      await new HostNameStore(db).releaseDomains(domains.map((d) => d.id));
       const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
       if (Number(r.numDeletedRows) !== 1) return false;
       await new HostNameStore(db).release('service', id);
