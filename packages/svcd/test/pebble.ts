@@ -49,6 +49,10 @@ export interface Pebble {
   issuerRoot: string;
   /** Orders it has taken so far (from its log). */
   orders(): number;
+  /** Certificates it has issued so far (from its log). */
+  issued(): number;
+  /** What it logged so far (for a failing test's message). */
+  log(): string;
   /** Its DNS, where tests set TXT records. */
   dns: TestDns;
   stop(): Promise<void>;
@@ -77,6 +81,8 @@ export async function startPebble(ports: { http: number; tls: number }): Promise
     serverCertFile: cert,
     issuerRoot,
     orders: () => (log.match(/Added order /g) ?? []).length,
+    issued: () => (log.match(/Issued certificate serial /g) ?? []).length,
+    log: () => log,
     dns,
     stop: async () => {
       await stopChild(pebble);

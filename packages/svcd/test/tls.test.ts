@@ -7,7 +7,10 @@ import { after, before, describe, test } from 'node:test';
 import { request as httpRequest } from 'node:http';
 import { request } from 'node:https';
 import { TLSSocket } from 'node:tls';
-import { freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { startPebble, type Pebble } from './pebble.js';
 
@@ -178,6 +181,54 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     const again = await waitFor('HTTPS after the restart', () => viaTls(httpsPort, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 30_000);
     assert.match(again.issuer, /Pebble/i);
     assert.equal(pebble.orders(), orders, 'the restarted Caddy ordered again');
+  });
+});
+
+describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
+  test("a name asked of both proxies at once is certified once: Caddy's locks in the shared storage make one issuance, and both serve its certificate", async () => {
+    await ensureTestImages();
+    const [httpA, httpsA, httpB, httpsB] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    // The ACME server validates at A's ports; B's Caddy answers no challenge itself.
+    const pebble = await startPebble({ http: httpA, tls: httpsA });
+    const storage = mkdtempSync(join(tmpdir(), 'svc-tls-shared-'));
+    const db = await freshPgDatabase();
+    const server = (http: number, https: number) =>
+      startServer({
+        realTime: true,
+        config: {
+          databaseUrl: db.url,
+          masterKey: 'c'.repeat(64),
+          baseDomain: BASE_DOMAIN,
+          proxyListen: `127.0.0.1:${http}`,
+          tls: { httpsListen: `127.0.0.1:${https}`, acme: { directory: pebble.directory, email: null, caRoot: pebble.serverCertFile }, askListen: { host: '127.0.0.1', port: 0 }, storageDir: storage },
+        },
+        overrides: { readyTimeoutMs: 10_000 },
+      });
+    const a = await server(httpA, httpsA);
+    const b = await server(httpB, httpsB);
+    let tenant = '';
+    try {
+      const x = await newTenant(a);
+      tenant = x.id;
+      const s = await x.client.createService({ name: 'shared-cert', image: BUSYBOX_IMAGE });
+      const host = `${s.dns_label}.${BASE_DOMAIN}`;
+      await waitFor('running', async () => ((await x.client.service(s.id)).status === 'running' ? true : undefined));
+      // B learns the route from the store within its proxy check (5 s).
+      await waitFor("B's route", () => viaProxy(httpB, host, '/index.html').then((r) => (r.status === 308 ? true : undefined)));
+      const before = pebble.issued();
+      const [onA, onB] = await Promise.all([httpsA, httpsB].map((port) => waitFor('HTTPS', () => viaTls(port, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 60_000)));
+      assert.match(onA?.issuer ?? '', /Pebble/i);
+      assert.match(onB?.issuer ?? '', /Pebble/i);
+      // Issued once. (An order whose validation reached the other Caddy before the shared storage
+      // had the challenge may fail and be placed again; it issues nothing.)
+      assert.equal(pebble.issued(), before + 1, `two certificates for one name:\n${pebble.log().slice(-20_000)}`);
+    } finally {
+      await b.close();
+      await a.close();
+      await pebble.stop();
+      await removeTenantWorkloads([tenant]);
+      rmSync(storage, { recursive: true, force: true });
+    }
   });
 });
 
