@@ -42,7 +42,7 @@ TEST_FILES := 'packages/*/test/*.test.ts'
 # engine-restart.test.ts stops and starts the machine's dockerd under its own workloads.
 TEST_CONCURRENCY ?= 1
 
-.PHONY: build deps typecheck lint run test bench-api bench-deploy bench-proxy bench-build bench-db bench-env clean
+.PHONY: build deps typecheck lint run test bench-api bench-deploy bench-proxy bench-tls bench-build bench-db bench-env clean
 
 # npm ci only when the lock file changed since the last install (it wipes node_modules), or when
 # the install was made for another Node (native addons are built for one Node ABI).
@@ -124,6 +124,13 @@ bench-proxy: build
 	@bash scripts/ensure-caddy.sh
 	@bash scripts/ensure-bench-tools.sh
 	node --import tsx bench/proxy/run.ts
+
+bench-tls: build
+	@bash scripts/ensure-docker.sh
+	@bash scripts/ensure-caddy.sh
+	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-bench-tools.sh
+	node --import tsx bench/tls/run.ts
 
 bench-build: build
 	@bash scripts/ensure-docker.sh

@@ -11,6 +11,7 @@ const BENCHES: Array<{ bench: string; timeout: number }> = [
   { bench: 'api', timeout: 120_000 }, // SQLite and PostgreSQL (SVC_TEST_PG_URL)
   { bench: 'deploy', timeout: 180_000 }, // the first to need the tests' images: it may build them
   { bench: 'proxy', timeout: 120_000 }, // wrk and nginx: scripts/ensure-bench-tools.sh
+  { bench: 'tls', timeout: 180_000 }, // pebble (ensure-test-tools.sh), h2load (ensure-bench-tools.sh)
   { bench: 'build', timeout: 90_000 },
   { bench: 'db', timeout: 240_000 }, // PostgreSQL's initdb under a 0.4-CPU share, on both sides
   { bench: 'env', timeout: 120_000 },
