@@ -137,6 +137,8 @@ try {
     const first = await httpsGet(httpsPort, host, pebble.issuerRoot);
     if (first.status !== 200 || first.body !== UPSTREAM_BODY) throw new Error(`the first HTTPS answer of ${host}: ${first.status} ${first.body}`);
     firstAnswer.push(first.ms);
+    // The last one stays for the rest of the run (a tenant has 5 services).
+    if (i < NEW_HOSTS - 1) await c.deleteService(s.id);
   }
   if (pebble.orders() - ordersBefore !== NEW_HOSTS) problems.push(`${pebble.orders() - ordersBefore} orders for ${NEW_HOSTS} new hosts`);
 
@@ -167,7 +169,7 @@ try {
   const [svc, nginx] = [fig('svc'), fig('nginx')];
 
   console.log(`\n| HTTPS through svc's proxy (pebble as the CA) | median | max |\n|---|---|---|`);
-  console.log(`| new host: route ready -> first HTTPS answer, ACME order included (${NEW_HOSTS} hosts) | ${median(firstAnswer).toFixed(0)} ms | ${Math.max(...firstAnswer).toFixed(0)} ms |`);
+  console.log(`| new host: routed -> first HTTPS answer, ACME order included (${NEW_HOSTS} hosts) | ${median(firstAnswer).toFixed(0)} ms | ${Math.max(...firstAnswer).toFixed(0)} ms |`);
   console.log(`| host with its certificate: new TLS connection + request (${CACHED_ROUNDS}) | ${median(cached).toFixed(1)} ms | ${Math.max(...cached).toFixed(1)} ms |`);
   console.log(`\n| h2load --h1 -c${CONNECTIONS} -D${SECONDS}, median of ${ROUNDS} | req/s | mean ms |\n|---|---|---|`);
   console.log(`| svc (Caddy, certificate on demand, routed by Host) | ${Math.round(svc.rps)} | ${svc.mean.toFixed(2)} |`);

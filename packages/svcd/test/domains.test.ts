@@ -82,6 +82,16 @@ eachStore((kind) => {
       assert.deepEqual((await a.client.listDomains(s)).map((x) => [x.id, x.status]), [[d.id, 'active']]);
       const actions = (await a.client.activity({ resource_type: 'domain' })).map((e) => e.action);
       assert.deepEqual([...actions].sort(), ['domain.added', 'domain.verified']);
+
+      // Operators see domains by status, and certificates that should have been renewed.
+      const gauge = async (re: RegExp) => Number(re.exec(await t.deps.metrics.registry.metrics())?.[1] ?? NaN);
+      const active = await gauge(/^svc_domains\{status="active"\} (\d+)$/m);
+      assert.ok(active >= 1, `svc_domains active: ${active}`);
+      const expiring = await gauge(/^svc_domain_certificates_expiring_within_week (\d+)$/m);
+      const row = await t.deps.store.serviceDomains.byId(d.id);
+      assert.ok(row);
+      await t.deps.store.serviceDomains.update(row, { certificate_expires_at: Math.floor(t.clock.now() / 1000) + 24 * 3600 });
+      assert.equal(await gauge(/^svc_domain_certificates_expiring_within_week (\d+)$/m), expiring + 1);
     });
 
     test('the first tenant to prove a name takes it; the other claim fails, new claims are refused, and removal frees it', async () => {

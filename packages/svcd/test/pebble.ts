@@ -58,7 +58,8 @@ export interface Pebble {
   stop(): Promise<void>;
 }
 
-export async function startPebble(ports: { http: number; tls: number }): Promise<Pebble> {
+/** `validitySeconds`: how long the certificates it issues last (pebble's default: 5 years). */
+export async function startPebble(ports: { http: number; tls: number }, o: { validitySeconds?: number } = {}): Promise<Pebble> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-pebble-'));
   const cert = join(dir, 'cert.pem');
   const key = join(dir, 'key.pem');
@@ -67,7 +68,7 @@ export async function startPebble(ports: { http: number; tls: number }): Promise
   const dns = await startDns();
   writeFileSync(
     join(dir, 'pebble.json'),
-    JSON.stringify({ pebble: { listenAddress: `127.0.0.1:${acmePort}`, managementListenAddress: `127.0.0.1:${managementPort}`, certificate: cert, privateKey: key, httpPort: ports.http, tlsPort: ports.tls, ocspResponderURL: '', externalAccountBindingRequired: false } }),
+    JSON.stringify({ pebble: { listenAddress: `127.0.0.1:${acmePort}`, managementListenAddress: `127.0.0.1:${managementPort}`, certificate: cert, privateKey: key, httpPort: ports.http, tlsPort: ports.tls, ocspResponderURL: '', externalAccountBindingRequired: false, ...(o.validitySeconds ? { certificateValidityPeriod: o.validitySeconds } : {}) } }),
   );
   let log = '';
   // No random validation delays, no bad-nonce rejections: a test waits for validation only.

@@ -184,6 +184,53 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
   });
 });
 
+describe('renewal of a short-lived certificate', () => {
+  test("Caddy renews a custom domain's certificate before it ends, and the domain shows the new end", async () => {
+    await ensureTestImages();
+    const [http, https] = [await freePort(), await freePort()];
+    // Caddy renews when a third of the lifetime is left: 30 s into the last 90 s.
+    const pebble = await startPebble({ http, tls: https }, { validitySeconds: 90 });
+    const t = await startServer({
+      realTime: true,
+      config: {
+        baseDomain: BASE_DOMAIN,
+        proxyListen: `127.0.0.1:${http}`,
+        dnsServers: [pebble.dns.server],
+        tls: { httpsListen: `127.0.0.1:${https}`, acme: { directory: pebble.directory, email: null, caRoot: pebble.serverCertFile }, askListen: { host: '127.0.0.1', port: 0 }, storageDir: null },
+      },
+      overrides: { readyTimeoutMs: 10_000, domainCheckEveryMs: 1_000 },
+    });
+    let tenant = '';
+    try {
+      const a = await newTenant(t);
+      tenant = a.id;
+      const s = await a.client.createService({ name: 'renewed', image: BUSYBOX_IMAGE });
+      const d = await a.client.addDomain(s.id, 'renew.customer.test');
+      await pebble.dns.setTxt(d.verification.name, d.verification.value);
+      const first = await waitFor('active', async () => {
+        const x = await a.client.domain(s.id, d.id);
+        return x.status === 'active' && x.certificate_expires_at ? x : undefined;
+      }, 90_000);
+      const firstEnd = first.certificate_expires_at ?? 0;
+      assert.ok(firstEnd - Date.now() / 1000 <= 90, 'a short-lived certificate');
+      // The checker looks again within a minute (a sixth of what is left, at least a minute):
+      // its handshake inside the renewal window makes Caddy renew.
+      const renewed = await waitFor('a renewed certificate', async () => {
+        const x = await a.client.domain(s.id, d.id);
+        return (x.certificate_expires_at ?? 0) > firstEnd ? x : undefined;
+      }, 240_000);
+      assert.equal(renewed.status, 'active');
+      assert.ok(pebble.issued() >= 2, 'issued again');
+      const page = await viaTls(https, 'renew.customer.test', pebble.issuerRoot, '/index.html');
+      assert.equal(page.status, 200);
+    } finally {
+      await t.close();
+      await pebble.stop();
+      await removeTenantWorkloads([tenant]);
+    }
+  });
+});
+
 describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
   test("a name asked of both proxies at once is certified once: Caddy's locks in the shared storage make one issuance, and both serve its certificate", async () => {
     await ensureTestImages();

@@ -85,13 +85,15 @@ export function accountCommands(program: Command, { out, client }: Cli): void {
     .option('--max-databases <n>', 'cap 50', integer)
     .option('--max-builds-concurrent <n>', 'cap 10', integer)
     .option('--max-env-vars-per-service <n>', 'cap 500', integer)
+    .option('--max-domains-per-service <n>', 'custom domains; 0 to 100', integer)
     .action(
-      action(out, (id: string, o: { maxServices?: number; maxDatabases?: number; maxBuildsConcurrent?: number; maxEnvVarsPerService?: number }) =>
+      action(out, (id: string, o: { maxServices?: number; maxDatabases?: number; maxBuildsConcurrent?: number; maxEnvVarsPerService?: number; maxDomainsPerService?: number }) =>
         client().patchQuotas(id, {
           max_services: o.maxServices,
           max_databases: o.maxDatabases,
           max_builds_concurrent: o.maxBuildsConcurrent,
           max_env_vars_per_service: o.maxEnvVarsPerService,
+          max_domains_per_service: o.maxDomainsPerService,
         }),
       ),
     );

@@ -157,6 +157,31 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
       out.note(`snapshot ${id} deleted`);
     }),
   );
+
+  const domains = program.command('domains').description("a service's custom domains (proven with a DNS TXT record)");
+  domains.command('list <service>').description("the service's custom domains (service: id or name)").action(
+    action(out, async (which: string) => client().listDomains((await serviceByNameOrId(client(), which)).id)),
+  );
+  domains.command('add <service> <hostname>').description('add a custom domain; prints the TXT record that proves you own it').action(
+    action(out, async (which: string, hostname: string) => {
+      const d = await client().addDomain((await serviceByNameOrId(client(), which)).id, hostname);
+      out.note(`create the TXT record ${d.verification.name} with the value ${d.verification.value}; svc checks for it every minute (svc domains verify checks now)`);
+      return d;
+    }),
+  );
+  domains.command('verify <service> <domainID>').description('check the TXT record (and the certificate) now').action(
+    action(out, async (which: string, id: string) => {
+      const d = await client().verifyDomain((await serviceByNameOrId(client(), which)).id, id);
+      if (d.last_error) out.note(d.last_error);
+      return d;
+    }),
+  );
+  domains.command('delete <service> <domainID>').description('remove a custom domain (no longer routed)').action(
+    action(out, async (which: string, id: string) => {
+      await client().removeDomain((await serviceByNameOrId(client(), which)).id, id);
+      out.note(`domain ${id} removed`);
+    }),
+  );
 }
 
 export function envCommands(program: Command, { out, client }: Cli): void {

@@ -7,6 +7,12 @@ import type { DiskMeterStatus } from '../disk/disk-quota.js';
 import type { ActivityEvent } from '../activity/activity.js';
 import type { RateLimitedError } from '../errors.js';
 
+/** Custom domains by status, and the certified ones whose certificate ends within a week (renewal late). */
+export interface DomainCertificateStatus {
+  byStatus: Array<{ status: string; n: number }>;
+  expiringWithinWeek: number;
+}
+
 /** The activity actions that finish a deployment or a build, and the outcome each counts as. */
 const FINISHED = new Map<string, { of: 'deployment' | 'build'; outcome: 'succeeded' | 'failed' | 'cancelled' }>(
   (['deployment', 'build'] as const).flatMap((of) => (['succeeded', 'failed', 'cancelled'] as const).map((outcome) => [`${of}.${outcome}`, { of, outcome }] as const)),
@@ -20,7 +26,7 @@ export class OperatorMetrics {
   private readonly deploys: Counter<'outcome'>;
   private readonly builds: Counter<'outcome'>;
 
-  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus) {
+  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus, domains: () => Promise<DomainCertificateStatus>) {
     const registers = [this.registry];
     // Process figures (CPU, memory, event-loop lag, handles) for the svcd process itself.
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_process_' });
@@ -62,6 +68,19 @@ export class OperatorMetrics {
       collect() {
         const at = sampler().lastPassAt;
         this.set(at === null ? -1 : (clock.now() - at) / 1000);
+      },
+    });
+    // Read from the store at each scrape (two small aggregates), so every svcd reports the same.
+    const domainStatus = new Gauge({ name: 'svc_domains', help: "Tenants' custom domains, by status", labelNames: ['status'], registers });
+    new Gauge({
+      name: 'svc_domain_certificates_expiring_within_week',
+      help: "Custom domains whose served certificate ends within 7 days: Caddy renews a third of the lifetime ahead (30 days for Let's Encrypt's), so these are renewals that keep failing",
+      registers,
+      async collect() {
+        const d = await domains();
+        domainStatus.reset();
+        for (const status of ['pending_verification', 'issuing', 'active', 'failed']) domainStatus.set({ status }, d.byStatus.find((r) => r.status === status)?.n ?? 0);
+        this.set(d.expiringWithinWeek);
       },
     });
     new Gauge({

@@ -78,6 +78,17 @@ export class ServiceDomainStore {
     return this.db.selectFrom('service_domains').select(['service_id', 'hostname']).where('verified_at', 'is not', null).orderBy('hostname').execute();
   }
 
+  /** Certified domains whose certificate ends before `at` (operator metrics). */
+  async countExpiringBefore(at: number): Promise<number> {
+    const r = await this.db
+      .selectFrom('service_domains')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('verified_at', 'is not', null)
+      .where('certificate_expires_at', '<', at)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
   /** Counts by status, for the operator's metrics. */
   async countByStatus(): Promise<Array<{ status: ServiceDomainRow['status']; n: number }>> {
     const rows = await this.db
