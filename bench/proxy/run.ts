@@ -21,6 +21,7 @@ import { freePort } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
+import { startNginx } from '../nginx.js';
 import { UPSTREAM_IMAGE, ensureUpstreamImage } from '../upstream.js';
 
 const SMOKE = smokeRequested();
@@ -61,39 +62,6 @@ function status(port: number, host: string): Promise<number> {
     req.on('error', () => resolve(0));
     req.end();
   });
-}
-
-function startNginx(dir: string, port: number, upstream: string): () => void {
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, `
-worker_processes auto;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  upstream app { server ${upstream}; keepalive 64; }
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass http://app;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $remote_addr;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_set_header X-Forwarded-Host $host;
-    }
-  }
-}
-`);
-  const proc = spawn('nginx', ['-p', dir, '-c', conf, '-g', 'daemon off;'], { stdio: 'inherit' });
-  return () => proc.kill('SIGQUIT');
 }
 
 /**

@@ -8,8 +8,8 @@
 //      (Debian's nghttp2-client) over HTTP/1.1, since it can connect to 127.0.0.1 while naming the
 //      host in SNI and Host (--connect-to), which wrk cannot. Medians over the rounds.
 // Run: make bench-tls; --smoke: 1 round of 1 s per target, 2 new hosts, 5 cached requests.
-import { execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -22,6 +22,7 @@ import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.j
 import { startPebble } from '../../packages/svcd/test/pebble.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
+import { startNginx } from '../nginx.js';
 import { UPSTREAM_BODY, UPSTREAM_IMAGE, ensureUpstreamImage } from '../upstream.js';
 
 const SMOKE = smokeRequested();
@@ -72,40 +73,6 @@ async function h2load(port: number, host: string): Promise<{ rps: number; meanMs
   return { rps, meanMs: Number(mean[1]) * { us: 0.001, ms: 1, s: 1000 }[mean[2] as 'us' | 'ms' | 's'] };
 }
 
-function startNginx(dir: string, port: number, upstream: string, cert: string, key: string): () => void {
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, `
-worker_processes auto;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  upstream app { server ${upstream}; keepalive 64; }
-  server {
-    listen 127.0.0.1:${port} ssl;
-    ssl_certificate ${cert};
-    ssl_certificate_key ${key};
-    location / {
-      proxy_pass http://app;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $remote_addr;
-      proxy_set_header X-Forwarded-Proto $scheme;
-    }
-  }
-}
-`);
-  const proc = spawn('nginx', ['-p', dir, '-c', conf, '-g', 'daemon off;'], { stdio: 'inherit' });
-  return () => proc.kill('SIGQUIT');
-}
-
 await ensureUpstreamImage();
 const [apiPort, httpPort, httpsPort, nginxPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
 const pebble = await startPebble({ http: httpPort, tls: httpsPort });
@@ -152,7 +119,7 @@ try {
   const cert = join(dir, 'nginx-cert.pem');
   const key = join(dir, 'nginx-key.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${host}`, '-addext', `subjectAltName=DNS:${host}`], { stdio: 'ignore' });
-  stopNginx = startNginx(dir, nginxPort, `${ip}:8000`, cert, key);
+  stopNginx = startNginx(dir, nginxPort, `${ip}:8000`, { cert, key });
   await new Promise((r) => setTimeout(r, 500));
   const targets = { svc: () => h2load(httpsPort, host), nginx: () => h2load(nginxPort, host) };
   const names = Object.keys(targets) as Array<keyof typeof targets>;

@@ -137,10 +137,11 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     await pebble.dns.setA(hostname, '127.0.0.2');
     const d = await a.client.addDomain(s.id, hostname);
     await pebble.dns.setTxt(d.verification.name, d.verification.value);
+    // A check's probe waits up to 45 s for Caddy's handshake; the checker's next run follows.
     const failed = await waitFor('failed', async () => {
       const x = await a.client.domain(s.id, d.id);
       return x.status === 'failed' ? x : undefined;
-    }, 90_000);
+    }, 150_000);
     assert.match(failed.last_error ?? '', /point its DNS here/, failed.last_error ?? '');
     assert.ok(failed.verified_at !== null, 'ownership stays proven');
     // Pointed here: the certificate comes at Caddy's next attempt (it backs off a minute after a failure).
@@ -232,7 +233,7 @@ describe('renewal of a short-lived certificate', () => {
 });
 
 describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
-  test("a name asked of both proxies at once is certified once: Caddy's locks in the shared storage make one issuance, and both serve its certificate", async () => {
+  test('a name certified through one proxy is served by the other from the shared storage, with no second order', async () => {
     await ensureTestImages();
     const [httpA, httpsA, httpB, httpsB] = [await freePort(), await freePort(), await freePort(), await freePort()];
     // The ACME server validates at A's ports; B's Caddy answers no challenge itself.
@@ -262,13 +263,15 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
       await waitFor('running', async () => ((await x.client.service(s.id)).status === 'running' ? true : undefined));
       // B learns the route from the store within its proxy check (5 s).
       await waitFor("B's route", () => viaProxy(httpB, host, '/index.html').then((r) => (r.status === 308 ? true : undefined)));
-      const before = pebble.issued();
-      const [onA, onB] = await Promise.all([httpsA, httpsB].map((port) => waitFor('HTTPS', () => viaTls(port, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 60_000)));
-      assert.match(onA?.issuer ?? '', /Pebble/i);
-      assert.match(onB?.issuer ?? '', /Pebble/i);
-      // Issued once. (An order whose validation reached the other Caddy before the shared storage
-      // had the challenge may fail and be placed again; it issues nothing.)
-      assert.equal(pebble.issued(), before + 1, `two certificates for one name:\n${pebble.log().slice(-20_000)}`);
+      const before = pebble.orders();
+      const onA = await waitFor('HTTPS on A', () => viaTls(httpsA, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 60_000);
+      assert.match(onA.issuer, /Pebble/i);
+      assert.equal(pebble.orders(), before + 1);
+      // B's Caddy has no certificate in memory: it finds A's in the storage instead of ordering.
+      const onB = await viaTls(httpsB, host, pebble.issuerRoot, '/index.html');
+      assert.equal(onB.status, 200);
+      assert.match(onB.issuer, /Pebble/i);
+      assert.equal(pebble.orders(), before + 1, `a second order for one name:\n${pebble.log().slice(-20_000)}`);
     } finally {
       await b.close();
       await a.close();

@@ -70,17 +70,23 @@ export class OperatorMetrics {
         this.set(at === null ? -1 : (clock.now() - at) / 1000);
       },
     });
-    // Read from the store at each scrape (two small aggregates), so every svcd reports the same.
-    const domainStatus = new Gauge({ name: 'svc_domains', help: "Tenants' custom domains, by status", labelNames: ['status'], registers });
+    // Read from the store at each scrape (small aggregates), so every svcd reports the same.
+    new Gauge({
+      name: 'svc_domains',
+      help: "Tenants' custom domains, by status",
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        const { byStatus } = await domains();
+        for (const status of ['pending_verification', 'issuing', 'active', 'failed']) this.set({ status }, byStatus.find((r) => r.status === status)?.n ?? 0);
+      },
+    });
     new Gauge({
       name: 'svc_domain_certificates_expiring_within_week',
       help: "Custom domains whose served certificate ends within 7 days: Caddy renews a third of the lifetime ahead (30 days for Let's Encrypt's), so these are renewals that keep failing",
       registers,
       async collect() {
-        const d = await domains();
-        domainStatus.reset();
-        for (const status of ['pending_verification', 'issuing', 'active', 'failed']) domainStatus.set({ status }, d.byStatus.find((r) => r.status === status)?.n ?? 0);
-        this.set(d.expiringWithinWeek);
+        this.set((await domains()).expiringWithinWeek);
       },
     });
     new Gauge({

@@ -34,7 +34,7 @@ export type CertificateState = { validFrom: number; validTo: number } | { error:
 /** How often the proxy checks that Caddy still has the current routes (a safety net). */
 export const PROXY_CHECK_EVERY_MS = 5_000;
 /** How long a certificate probe waits for Caddy (which may be ordering the certificate meanwhile). */
-const CERTIFICATE_PROBE_MS = 90_000;
+const CERTIFICATE_PROBE_MS = 45_000;
 /** Names whose last certificate error is kept (the oldest go first). */
 const CERTIFICATE_ERRORS_KEPT = 1_000;
 
