@@ -199,7 +199,7 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     const added = await c.svc('--json', 'domains', 'add', 'copy', 'Shop.Example.COM');
     const domain = JSON.parse(added.stdout) as { id: string; hostname: string; status: string; verification: { name: string; value: string } };
     assert.deepEqual([domain.hostname, domain.status], ['shop.example.com', 'pending_verification']);
-    assert.ok(added.stderr.includes(`create the TXT record _svc-challenge.shop.example.com with the value ${domain.verification.value}`), added.stderr);
+    assert.ok(added.stderr.includes(`create the TXT record _svc-challenge.shop.example.com with the value ${domain.verification.value};`), added.stderr);
     assert.match((await c.svc('domains', 'list', copy.id)).stdout, /shop\.example\.com\s+pending_verification/);
     await assert.rejects(c.svc('domains', 'add', 'copy', '*.example.com'), /wildcard names are not offered .*\(HTTP 400\)/);
     assert.match((await c.svc('domains', 'delete', 'copy', domain.id)).stderr, /removed/);

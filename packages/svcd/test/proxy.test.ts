@@ -2,59 +2,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
-
-/**
- * A WebSocket upgrade through the proxy, by hand: Node's WebSocket client sends the Host of the
- * URL it dials, and the proxy routes by a Host (<id>.localhost) this machine need not resolve. The 101 answer with
- * its accept header, the server's first frame, then one masked client frame and the reply.
- */
-function webSocketThroughProxy(port: number, host: string): Promise<{ accept: string; expected: string; frames: string }> {
-  const key = randomBytes(16).toString('base64');
-  const expected = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: '127.0.0.1',
-      port,
-      path: '/socket',
-      agent: false,
-      timeout: 10_000,
-      headers: { host, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-key': key, 'sec-websocket-version': '13' },
-    });
-    req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
-    req.on('timeout', () => req.destroy(new Error('upgrade timed out')));
-    req.on('error', reject);
-    req.on('upgrade', (res, socket: Socket, head: Buffer) => {
-      let frames = head.toString('latin1');
-      let sent = false;
-      const onData = (d: Buffer) => {
-        frames += d.toString('latin1');
-        if (!sent && frames.includes('hello')) {
-          sent = true;
-          const mask = randomBytes(4);
-          const payload = Buffer.from('howdy').map((b, i) => b ^ mask[i % 4]!);
-          socket.write(Buffer.concat([Buffer.from([0x81, 0x80 | 5]), mask, payload]));
-        }
-        if (frames.includes('bytes')) {
-          socket.destroy();
-          resolve({ accept: String(res.headers['sec-websocket-accept']), expected, frames });
-        }
-      };
-      socket.on('data', onData);
-      socket.on('error', reject);
-      if (head.length) onData(Buffer.alloc(0));
-    });
-    req.end();
-  });
-}
+import { webSocketThroughProxy } from './websocket-probe.js';
 
 describe('public routing through Caddy', () => {
   let t: TestServer;

@@ -11,7 +11,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { webSocketThroughProxy } from './websocket-probe.js';
 import { startPebble, type Pebble } from './pebble.js';
 
 const BASE_DOMAIN = 'svc.test';
@@ -167,6 +168,35 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     assert.deepEqual(await redirectOf(httpPort, host, '/v1/system/health'), { status: 308, location: `https://${host}:${httpsPort}/v1/system/health` });
   });
 
+  test('streamed responses and WebSocket upgrades pass through over TLS', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const streamer = await a.client.createService({ name: 'tls-streamer', image: BUSYBOX_IMAGE });
+    const sockets = await a.client.createService({ name: 'tls-sockets', image: WEBSOCKET_IMAGE });
+    for (const s of [streamer, sockets]) await waitFor('running', async () => ((await a.client.service(s.id)).status === 'running' ? true : undefined));
+    const streamHost = `${streamer.dns_label}.${BASE_DOMAIN}`;
+    await waitFor('the first HTTPS answer', () => viaTls(httpsPort, streamHost, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)), 60_000);
+    // Four lines, 300 ms apart: the first arrives long before the last.
+    const arrivals: Array<[number, string]> = [];
+    const started = Date.now();
+    await new Promise<void>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: httpsPort, path: '/cgi-bin/stream', servername: streamHost, headers: { host: streamHost }, ca: pebble.issuerRoot, agent: false }, (res) => {
+        res.on('data', (d: Buffer) => arrivals.push([Date.now() - started, d.toString()]));
+        res.on('end', () => resolve());
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    assert.match(arrivals.map(([, x]) => x).join(''), /line 1\nline 2\nline 3\nline 4/);
+    const first = arrivals.find(([, x]) => x.includes('line 1'))?.[0] ?? Infinity;
+    assert.ok((arrivals.at(-1)?.[0] ?? 0) - first >= 600, 'line 1 was held back');
+
+    const socketHost = `${sockets.dns_label}.${BASE_DOMAIN}`;
+    const ws = await waitFor('the upgrade over TLS', () => webSocketThroughProxy(httpsPort, socketHost, { ca: pebble.issuerRoot }).catch(() => undefined), 60_000);
+    assert.equal(ws.accept, ws.expected);
+    assert.equal(ws.frames, '\x81\x05hello\x81\x0cgot 11 bytes');
+  });
+
   test('a restarted Caddy serves the certificates it had: no new order', async () => {
     const a = await newTenant(t);
     tenants.push(a.id);
@@ -222,6 +252,8 @@ describe('renewal of a short-lived certificate', () => {
       }, 240_000);
       assert.equal(renewed.status, 'active');
       assert.ok(pebble.issued() >= 2, 'issued again');
+      // Issued (90 s before its end) before the first one ended: renewed, not replaced after expiry.
+      assert.ok((renewed.certificate_expires_at ?? 0) - 90 < firstEnd, `the new certificate began at ${(renewed.certificate_expires_at ?? 0) - 90}, after the first ended at ${firstEnd}`);
       const page = await viaTls(https, 'renew.customer.test', pebble.issuerRoot, '/index.html');
       assert.equal(page.status, 200);
     } finally {

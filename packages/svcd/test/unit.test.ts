@@ -232,7 +232,7 @@ describe('configuration: HTTPS', () => {
     for (const bad of ['dns.example.com', '127.0.0.1:x']) assert.throws(() => buildConfig({ ...raw, dnsServer: bad }, {}), /--dns-server/, bad);
     // The base domain as host names are compared: lower case, no trailing dot, xn-- form.
     assert.equal(buildConfig({ ...raw, baseDomain: 'Apps.Bücher.Example.' }, {}).baseDomain, 'apps.xn--bcher-kva.example');
-    for (const bad of ['apps example.com', 'apps.example.com/x']) assert.throws(() => buildConfig({ ...raw, baseDomain: bad }, {}), /--base-domain must be a DNS name/, bad);
+    for (const bad of ['apps example.com', 'apps.example.com/x', 'apps..example.com', '10.0.0.1', '-apps.example.com']) assert.throws(() => buildConfig({ ...raw, baseDomain: bad }, {}), /--base-domain must be a DNS name/, bad);
     assert.equal(buildConfig({ ...on, baseDomain: 'Apps.Example.COM.' }, {}).baseDomain, 'apps.example.com');
   });
 });
@@ -315,6 +315,8 @@ describe('custom domains: the names a tenant may add', () => {
       ['db.corp.internal', /private to a network/],
       ['1.0.0.127.in-addr.arpa', /private to a network/],
       ['svc.onion', /private to a network/],
+      ['router.private', /private to a network/],
+      ['x.alt', /private to a network/],
       ['api.apps.example.net', /apps\.example\.net/],
       ['API.Apps.Example.NET.', /apps\.example\.net/],
       ['shop.example.com:443', /valid DNS name/],

@@ -165,7 +165,7 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
   domains.command('add <service> <hostname>').description('add a custom domain; prints the TXT record that proves you own it').action(
     action(out, async (which: string, hostname: string) => {
       const d = await client().addDomain((await serviceByNameOrId(client(), which)).id, hostname);
-      out.note(`create the TXT record ${d.verification.name} with the value ${d.verification.value}; svc checks for it every minute (svc domains verify checks now)`);
+      out.note(`create the TXT record ${d.verification.name} with the value ${d.verification.value}; svc looks for it every minute for an hour, then every 15 minutes (svc domains verify looks now, at most every 10 s)`);
       return d;
     }),
   );

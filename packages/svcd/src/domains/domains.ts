@@ -37,15 +37,20 @@ export const DOMAIN_CHECKS = {
   pendingFastFor: HOUR,
   pendingSlow: 15 * MINUTE,
   pendingGiveUpAfter: 7 * 24 * HOUR,
-  /** A proven name without its certificate: every minute for 10 minutes, every 15 for a day, then as active ones. */
+  /**
+   * A proven name without its certificate (being issued, or its probe failing, also after it was
+   * active): every minute for 10 minutes after the proof, every 15 for a day, then as active ones.
+   */
   issuingFast: MINUTE,
   issuingFastFor: 10 * MINUTE,
   issuingSlow: 15 * MINUTE,
   issuingSlowFor: 24 * HOUR,
   /** An active name: its record and certificate every 6 hours. */
   active: 6 * HOUR,
-  /** Checks in a row that miss the record before a proven name is unrouted. */
+  /** Misses of the record, 6 hours or more apart, before a proven name is unrouted. */
   recordMissesAllowed: 3,
+  /** How long the record's lookups may fail (no answer at all) before a proven name is unrouted. */
+  lookupFailuresAllowedFor: 7 * 24 * HOUR,
 } as const;
 /** "Never", for next_check_at: a claim that gave up waits for POST .../verify. */
 const NEVER = 253_402_300_799;
@@ -53,8 +58,8 @@ const NEVER = 253_402_300_799;
 const CHECK_BATCH = 50;
 const CHECK_CONCURRENCY = 4;
 /**
- * How long POST .../verify waits for a certificate: with the TXT lookup (3 s per name server)
- * and the store, it stays under the 30 s a request may last.
+ * How long POST .../verify waits for a certificate: with the TXT lookup (8 s at most,
+ * txt-records.ts) and the store, it stays under the 30 s a request may last.
  */
 const VERIFY_PROBE_MS = 10_000;
 /** POST .../verify checks again only this long after the last check. */
@@ -139,10 +144,13 @@ export class Domains {
    * bounded time, and the checker carries on after.
    */
   async verifyNow(tenantId: string, serviceId: string, id: string): Promise<Domain> {
-    const row = await this.row(tenantId, serviceId, id);
+    await this.row(tenantId, serviceId, id);
     // Each check asks the tenant's name servers and may make Caddy order a certificate: one in
-    // VERIFY_COOLDOWN_S is enough; a repeat answers the last outcome.
-    if (row.checked_at === null || unixSeconds(this.deps.clock) - row.checked_at >= VERIFY_COOLDOWN_S) await this.check(row, VERIFY_PROBE_MS);
+    // VERIFY_COOLDOWN_S is enough (taken in the store, so concurrent requests share it); a repeat
+    // answers the last outcome.
+    if (await this.deps.store.serviceDomains.reserveCheck(id, unixSeconds(this.deps.clock), VERIFY_COOLDOWN_S)) {
+      await this.check(await this.row(tenantId, serviceId, id), VERIFY_PROBE_MS);
+    }
     return this.get(tenantId, serviceId, id);
   }
 
@@ -174,17 +182,36 @@ export class Domains {
       return;
     }
     const now = unixSeconds(this.deps.clock);
-    // A failed lookup (svc's resolver down, a name server not answering) is no evidence that the
-    // record is gone: only an answer without it counts.
-    const failures = proven ? 0 : 'error' in answer ? seen.failures : seen.failures + 1;
-    if (failures >= DOMAIN_CHECKS.recordMissesAllowed) {
-      await this.unprove(seen, `ownership is no longer proven: ${this.recordProblem(seen, answer)} at ${failures} checks in a row; the name is not routed any more (add the record again, then verify)`);
-      return;
+    const problem = this.recordProblem(seen, answer);
+    const lookupFailed = 'error' in answer;
+    const record: DomainUpdate = { failures: seen.failures, missed_at: seen.missed_at, lookup_failing_since: seen.lookup_failing_since };
+    let recordNote: string | null = null;
+    if (proven) {
+      Object.assign(record, { failures: 0, missed_at: null, lookup_failing_since: null });
+    } else if (lookupFailed) {
+      // A failed lookup (svc's resolver down, a name server not answering) is no evidence that
+      // the record is gone; only lookups failing for days are (a zone deleted, a lame delegation).
+      record.lookup_failing_since = seen.lookup_failing_since ?? now;
+      if (now - record.lookup_failing_since >= DOMAIN_CHECKS.lookupFailuresAllowedFor) {
+        await this.unprove(seen, `ownership is no longer proven: ${problem}, at every check for 7 days; the name is not routed any more (fix its DNS, then verify)`);
+        return;
+      }
+      recordNote = problem;
+    } else {
+      // A miss counts once per active interval: a proven name without its certificate is checked
+      // every minute, and a name server may lag behind a record just made.
+      record.lookup_failing_since = null;
+      if (seen.missed_at === null || now - seen.missed_at >= DOMAIN_CHECKS.active) Object.assign(record, { failures: seen.failures + 1, missed_at: now });
+      const failures = record.failures ?? 0;
+      if (failures >= DOMAIN_CHECKS.recordMissesAllowed) {
+        await this.unprove(seen, `ownership is no longer proven: ${problem} at ${failures} checks, 6 hours or more apart; the name is not routed any more (add the record again, then verify)`);
+        return;
+      }
+      recordNote = `${problem} (check ${failures} of ${DOMAIN_CHECKS.recordMissesAllowed}, 6 hours or more apart, before the name is unrouted)`;
     }
-    const recordNote = proven ? null : 'error' in answer ? this.recordProblem(seen, answer) : `${this.recordProblem(seen, answer)} (check ${failures} of ${DOMAIN_CHECKS.recordMissesAllowed} before the name is unrouted)`;
     const certificates = this.deps.certificates;
     if (!certificates) {
-      await this.write(seen, { status: 'active', last_error: recordNote, checked_at: now, next_check_at: now + DOMAIN_CHECKS.active, failures });
+      await this.write(seen, { ...record, status: 'active', last_error: recordNote, checked_at: now, next_check_at: now + DOMAIN_CHECKS.active });
       return;
     }
     const cert = await certificates.certificateOf(seen.hostname, probeMs);
@@ -199,7 +226,7 @@ export class Domains {
         last_error: certificateProblem(cert.error, this.deps.routing.baseDomain),
         checked_at: checkedAt,
         next_check_at: checkedAt + wait,
-        failures,
+        ...record,
       };
       if ((await this.write(seen, patch)) && seen.status !== 'failed') await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
       return;
@@ -212,7 +239,7 @@ export class Domains {
     // Short-lived certificates are looked at again before their renewal is due.
     const nextCheck = checkedAt + Math.max(MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
     const wasActive = seen.status === 'active';
-    if (await this.write(seen, { status: 'active', last_error: lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck, failures })) {
+    if (await this.write(seen, { ...record, status: 'active', last_error: lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck })) {
       if (!wasActive) await this.recordStatus(seen, 'domain.active', { certificate_expires_at: cert.validTo });
     }
   }
@@ -227,7 +254,7 @@ export class Domains {
       await this.deps.store.transaction(async (tx) => {
         // The row first: it locks it against a removal of the domain or its service under way
         // (which delete the row, then release the name), so that no name outlives its claim.
-        const written = await tx.serviceDomains.update(seen, { status, last_error: null, verified_at: now, checked_at: now, next_check_at: nextCheck, failures: 0 });
+        const written = await tx.serviceDomains.update(seen, { status, last_error: null, verified_at: now, checked_at: now, next_check_at: nextCheck, failures: 0, missed_at: null, lookup_failing_since: null });
         if (!written) throw new ClaimChangedError();
         await tx.hostNames.claim({ hostname: seen.hostname, tenant_id: seen.tenant_id, kind: 'domain', resource_id: seen.id, created_at: now });
         await this.deps.activity.record(tx, { tenantId: seen.tenant_id, action: 'domain.verified', resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname } });
@@ -261,7 +288,7 @@ export class Domains {
     const now = unixSeconds(this.deps.clock);
     try {
       await this.deps.store.transaction(async (tx) => {
-        const written = await tx.serviceDomains.update(seen, { status: 'failed', last_error: problem, verified_at: null, certificate_expires_at: null, checked_at: now, next_check_at: now + DOMAIN_CHECKS.pendingSlow, failures: 0 });
+        const written = await tx.serviceDomains.update(seen, { status: 'failed', last_error: problem, verified_at: null, certificate_expires_at: null, checked_at: now, next_check_at: now + DOMAIN_CHECKS.pendingSlow, failures: 0, missed_at: null, lookup_failing_since: null });
         if (!written) throw new ClaimChangedError();
         await tx.hostNames.releaseDomains([seen.id]);
         await this.deps.activity.record(tx, { tenantId: seen.tenant_id, action: 'domain.unverified', resourceType: 'domain', resourceId: seen.id, serviceId: seen.service_id, details: { hostname: seen.hostname, error: problem } });

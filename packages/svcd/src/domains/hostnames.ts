@@ -5,11 +5,18 @@ import { ValidationError } from '../errors.js';
 
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 /**
- * Special-use names (RFC 6761, 6762, 7686, 8375, ICANN's .internal): private to a site, so no
- * public CA certifies them, and proving one through svc's resolver would prove a name of the
- * operator's network. (.test and .example stay allowed: test setups with a private CA use them.)
+ * Special-use names (RFC 6761, 6762 and its appendix G, 7686, 8375, 9476, ICANN's .internal):
+ * private to a site, so no public CA certifies them, and proving one through svc's resolver would
+ * prove a name of the operator's network. (.test and .example stay allowed: test setups with a
+ * private CA use them.)
  */
-const SPECIAL_USE = ['local', 'localdomain', 'internal', 'arpa', 'onion', 'invalid', 'lan', 'intranet', 'corp', 'home'];
+const SPECIAL_USE = ['local', 'localdomain', 'internal', 'arpa', 'onion', 'invalid', 'alt', 'lan', 'intranet', 'corp', 'home', 'private'];
+
+/** Whether every label is 1-63 letters, digits and inner hyphens, and the last is not all digits (an IPv4 address). */
+export function isDnsName(name: string): boolean {
+  const labels = name.split('.');
+  return labels.every((l) => LABEL.test(l)) && !/^[0-9]+$/.test(labels.at(-1) ?? '');
+}
 
 /**
  * The name as svc keeps it (lower case, ASCII, no trailing dot), or a ValidationError that says

@@ -333,7 +333,11 @@ export interface ServiceDomainsTable {
   certificate_expires_at: number | null;
   checked_at: number | null;
   next_check_at: number;
+  /** Misses of the record in a row, each counted at least 6 hours after the one before. */
   failures: Generated<number>;
+  missed_at: number | null;
+  /** Since when the record's lookups fail (no answer at all), while they do. */
+  lookup_failing_since: number | null;
   created_at: number;
 }
 export type ServiceDomainRow = Selectable<ServiceDomainsTable>;

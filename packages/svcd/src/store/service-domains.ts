@@ -2,7 +2,10 @@ import type { Kysely, Updateable } from 'kysely';
 import type { Database, NewServiceDomainRow, ServiceDomainRow, ServiceDomainsTable } from './schema.js';
 
 /** The fields a check writes. */
-export type DomainUpdate = Pick<Updateable<ServiceDomainsTable>, 'status' | 'last_error' | 'verified_at' | 'certificate_expires_at' | 'checked_at' | 'next_check_at' | 'failures'>;
+export type DomainUpdate = Pick<
+  Updateable<ServiceDomainsTable>,
+  'status' | 'last_error' | 'verified_at' | 'certificate_expires_at' | 'checked_at' | 'next_check_at' | 'failures' | 'missed_at' | 'lookup_failing_since'
+>;
 
 /** Custom domains of services, scoped by tenant for every request-driven read and write. */
 export class ServiceDomainStore {
@@ -50,6 +53,20 @@ export class ServiceDomainStore {
   /** The domains whose check is due, soonest first (the checker's work). */
   async due(now: number, limit: number): Promise<ServiceDomainRow[]> {
     return this.db.selectFrom('service_domains').selectAll().where('next_check_at', '<=', now).orderBy('next_check_at').orderBy('id').limit(limit).execute();
+  }
+
+  /**
+   * Takes the right to check the claim now: false when it was checked less than `cooldownS` ago
+   * (by a concurrent request too, since the update is the test).
+   */
+  async reserveCheck(id: string, now: number, cooldownS: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('service_domains')
+      .set({ checked_at: now })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('checked_at', 'is', null), eb('checked_at', '<=', now - cooldownS)]))
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
   }
 
   /** By id alone: the checker's re-read before it writes. */

@@ -20,9 +20,12 @@ export const serviceDomains = {
       .addColumn('verified_at', 'bigint')
       .addColumn('certificate_expires_at', 'bigint')
       .addColumn('checked_at', 'bigint')
-      // When the checker looks at it next; failed checks in a row (a record that vanished).
+      // When the checker looks at it next; misses of the record in a row (a record that vanished).
       .addColumn('next_check_at', 'bigint', (c) => c.notNull())
       .addColumn('failures', 'integer', (c) => c.notNull().defaultTo(0))
+      // When the last miss was counted (at most one per 6 hours), and since when lookups fail.
+      .addColumn('missed_at', 'bigint')
+      .addColumn('lookup_failing_since', 'bigint')
       .addColumn('created_at', 'bigint', (c) => c.notNull())
       .execute();
     // One claim of a name per tenant; other tenants may claim it too until one proves it.
