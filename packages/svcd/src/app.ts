@@ -9,7 +9,7 @@ import { ApiKeys } from './auth/api-keys.js';
 import { Authenticator } from './auth/authenticator.js';
 import { KeyCache } from './auth/key-cache.js';
 import { OperatorTokens } from './auth/operator.js';
-import { type Clock, type Timers, systemClock, systemTimers, unixSeconds } from './clock.js';
+import { type Clock, type Timers, systemClock, systemTimers } from './clock.js';
 import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
@@ -348,10 +348,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const diskMeter = new DiskMeter({ ...core, halts: [services, environments], buildRegistry: config.buildRegistry });
   jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => { await diskMeter.pass(); } });
   jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: (lease) => metering.rollUp(() => lease.assertHeld()) });
-  const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status(), async () => ({
-    byStatus: await store.serviceDomains.countByStatus(),
-    expiringWithinWeek: await store.serviceDomains.countExpiringBefore(unixSeconds(clock) + 7 * 24 * 3600),
-  }));
+  const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status(), () => domains.operatorFigures());
   activity.observe((event) => metrics.activityRecorded(event));
   const retention = new Retention(store, clock, log, config.retention);
   jobs.schedule({ name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => { await retention.sweep(); } });

@@ -160,7 +160,7 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
 
   const domains = program.command('domains').description("a service's custom domains (proven with a DNS TXT record)");
   domains.command('list <service>').description("the service's custom domains (service: id or name)").action(
-    action(out, async (which: string) => client().listDomains((await serviceByNameOrId(client(), which)).id)),
+    action(out, async (which: string) => client().listDomains((await serviceByNameOrId(client(), which)).id), { columns: ['id', 'hostname', 'status', 'url', 'last_error'] }),
   );
   domains.command('add <service> <hostname>').description('add a custom domain; prints the TXT record that proves you own it').action(
     action(out, async (which: string, hostname: string) => {

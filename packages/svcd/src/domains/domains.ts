@@ -17,6 +17,7 @@ import { hexId } from '../ids.js';
 import type { JobLease } from '../jobs/periodic.js';
 import type { Platform } from '../platform.js';
 import type { CertificateState } from '../proxy/caddy.js';
+import type { DomainCertificateStatus } from '../observability/operator-metrics.js';
 import { proxyUrl, type RoutingOptions } from '../services/routing.js';
 import { isUniqueViolation, type ServiceDomainRow } from '../store/index.js';
 import type { DomainUpdate } from '../store/service-domains.js';
@@ -74,7 +75,31 @@ export interface DomainsDeps extends Pick<Platform, 'store' | 'activity' | 'cloc
 }
 
 export class Domains {
+  /** The operator figures: the last read, and the read under way. */
+  private figures: DomainCertificateStatus | null = null;
+  private refreshing = false;
+
   constructor(private readonly deps: DomainsDeps) {}
+
+  /**
+   * The operator figures as last read, starting a new read when none runs: a metrics scrape never
+   * waits for the store (SQLite's one connection may be in a long transaction), and so shows
+   * figures at most one scrape old.
+   */
+  operatorFigures(): DomainCertificateStatus | null {
+    if (!this.refreshing) {
+      this.refreshing = true;
+      const { serviceDomains } = this.deps.store;
+      void (async () => ({
+        byStatus: await serviceDomains.countByStatus(),
+        expiringWithinWeek: await serviceDomains.countExpiringBefore(unixSeconds(this.deps.clock) + 7 * 24 * HOUR),
+      }))()
+        .then((figures) => (this.figures = figures))
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'custom domain figures could not be read'))
+        .finally(() => (this.refreshing = false));
+    }
+    return this.figures;
+  }
 
   async add(tenantId: string, serviceId: string, req: CreateDomainRequest): Promise<Domain> {
     const hostname = customHostname(req.hostname, this.deps.routing.baseDomain);

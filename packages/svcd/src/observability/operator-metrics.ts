@@ -26,7 +26,7 @@ export class OperatorMetrics {
   private readonly deploys: Counter<'outcome'>;
   private readonly builds: Counter<'outcome'>;
 
-  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus, domains: () => Promise<DomainCertificateStatus>) {
+  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus, domains: () => DomainCertificateStatus | null) {
     const registers = [this.registry];
     // Process figures (CPU, memory, event-loop lag, handles) for the svcd process itself.
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_process_' });
@@ -70,26 +70,25 @@ export class OperatorMetrics {
         this.set(at === null ? -1 : (clock.now() - at) / 1000);
       },
     });
-    // Read from the store at each scrape (small aggregates), so every svcd reports the same.
+    // From the store, but never waited for: a scrape answers the last figures (domains.ts), and
+    // none before the first.
     new Gauge({
       name: 'svc_domains',
-      help: "Tenants' custom domains, by status",
+      help: "Tenants' custom domains, by status (as of the last refresh, at most a scrape old)",
       labelNames: ['status'],
       registers,
-      async collect() {
-        // A store that does not answer leaves the figures out, not the whole scrape.
-        const d = await domains().catch(() => null);
+      collect() {
+        const d = domains();
         if (!d) return;
-        const { byStatus } = d;
-        for (const status of ['pending_verification', 'issuing', 'active', 'failed']) this.set({ status }, byStatus.find((r) => r.status === status)?.n ?? 0);
+        for (const status of ['pending_verification', 'issuing', 'active', 'failed']) this.set({ status }, d.byStatus.find((r) => r.status === status)?.n ?? 0);
       },
     });
     new Gauge({
       name: 'svc_domain_certificates_expiring_within_week',
       help: "Custom domains whose served certificate ends within 7 days: Caddy renews a third of the lifetime ahead (30 days for Let's Encrypt's), so these are renewals that keep failing",
       registers,
-      async collect() {
-        const d = await domains().catch(() => null);
+      collect() {
+        const d = domains();
         if (d) this.set(d.expiringWithinWeek);
       },
     });
