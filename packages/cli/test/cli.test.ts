@@ -201,7 +201,7 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     assert.deepEqual([domain.hostname, domain.status], ['shop.example.com', 'pending_verification']);
     assert.ok(added.stderr.includes(`create the TXT record _svc-challenge.shop.example.com with the value ${domain.verification.value};`), added.stderr);
     assert.match((await c.svc('domains', 'list', copy.id)).stdout, /shop\.example\.com\s+pending_verification/);
-    await assert.rejects(c.svc('domains', 'add', 'copy', '*.example.com'), /wildcard names are not offered .*\(HTTP 400\)/);
+    await assert.rejects(c.svc('domains', 'add', 'copy', '*.example.com'), /wildcard names are not offered.*\(HTTP 400\)/);
     assert.match((await c.svc('domains', 'delete', 'copy', domain.id)).stderr, /removed/);
     assert.deepEqual(await c.json('domains', 'list', 'copy'), []);
     const deleted = await c.svc('services', 'delete', copy.id);

@@ -220,8 +220,14 @@ export async function newTenant(t: TestServer, name?: string): Promise<{ id: str
   return { id: r.body.tenant_id, key: r.body.api_key, client: t.client.withKey(r.body.api_key) };
 }
 
-/** A tenant row with the default quotas, for seeding a store directly. */
+/**
+ * A tenant row with the default quotas, for seeding a store directly. Without the quota columns
+ * later migrations added with a default (max_domains_per_service): the migration tests seed
+ * stores migrated only that far.
+ */
 export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> = {}): NewTenantRow {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- left out (above)
+  const { max_domains_per_service, ...quotas } = DEFAULT_QUOTAS;
   return {
     id,
     name,
@@ -231,7 +237,7 @@ export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> 
     status: 'active',
     created_at: 1_800_000_000,
     updated_at: 1_800_000_000,
-    ...DEFAULT_QUOTAS,
+    ...quotas,
     ...over,
   };
 }
