@@ -4,10 +4,9 @@
 import { Resolver } from 'node:dns';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { domainToASCII } from 'node:url';
 import { isIP } from 'node:net';
 import type { TemplateId } from '@svc/contract';
-import { isDnsName } from './domains/hostnames.js';
+import { asciiHostname, isDnsName } from './domains/hostnames.js';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
@@ -456,7 +455,7 @@ function tlsConfig(raw: RawOptions): TlsConfig | null {
 function baseDomainOf(value: string | undefined): string | null {
   const raw = value?.trim() ?? '';
   if (raw === '') return null;
-  const name = (/[\s/?#@:[\]\\%]/.test(raw) ? '' : domainToASCII(raw.toLowerCase())).replace(/\.$/, '');
+  const name = asciiHostname(raw);
   if (name === '' || !isDnsName(name)) throw new ConfigError(`--base-domain must be a DNS name, got ${JSON.stringify(value)}`);
   return name;
 }

@@ -19,7 +19,18 @@ export function isDnsName(name: string): boolean {
 }
 
 /**
- * The name as svc keeps it (lower case, ASCII, no trailing dot), or a ValidationError that says
+ * A host name as svc compares and keeps names: lower case, ASCII (an internationalized name in its
+ * xn-- form, what DNS and certificates carry), no trailing dot; '' when it is no name. The mapping
+ * parses a URL's host, so what would end one (a path, a port, a user) is refused first: it would
+ * otherwise be cut off silently. The trailing dot (the root, the same host) is dropped after the
+ * mapping, which turns an ideographic full stop into one.
+ */
+export function asciiHostname(trimmed: string): string {
+  return (/[\s/?#@:[\]\\%]/.test(trimmed) ? '' : domainToASCII(trimmed.toLowerCase())).replace(/\.$/, '');
+}
+
+/**
+ * The name as svc keeps it (asciiHostname), or a ValidationError that says
  * what is wrong. Apex names (example.com) are allowed: the tenant points them here with A/AAAA
  * records (or its DNS provider's ALIAS). Wildcards are not: a certificate for *.example.com needs
  * a DNS-01 challenge at the tenant's DNS provider, which svc does not hold keys for.
@@ -27,12 +38,7 @@ export function isDnsName(name: string): boolean {
 export function customHostname(raw: string, baseDomain: string | null): string {
   const trimmed = raw.trim();
   if (trimmed.startsWith('*.')) throw new ValidationError('wildcard names are not offered: add each name (a certificate for a wildcard needs a DNS-01 challenge at your DNS provider)');
-  // Internationalized names become their xn-- form (what DNS and certificates carry); '' is a name
-  // that has none. It parses a URL's host, so what would end one (a path, a port, a user) is
-  // refused first: it would otherwise be cut off silently.
-  // A trailing dot (the root) names the same host; dropped after the mapping, which turns an
-  // ideographic full stop into one.
-  const name = (/[\s/?#@:[\]\\%]/.test(trimmed) ? '' : domainToASCII(trimmed.toLowerCase())).replace(/\.$/, '');
+  const name = asciiHostname(trimmed);
   if (name === '') throw new ValidationError(`hostname ${JSON.stringify(raw)} is not a valid DNS name`);
   if (name.length > HOSTNAME_MAX) throw new ValidationError(`hostname is longer than ${HOSTNAME_MAX} characters (its record _svc-challenge.<hostname> must fit DNS's 253)`);
   const labels = name.split('.');
