@@ -39,6 +39,7 @@ import { Snapshots } from './services/snapshots.js';
 import { CrashHandler } from './services/crashes.js';
 import { loadInstanceId } from './instance.js';
 import { CaddyProxy } from './proxy/caddy.js';
+import { CertificateOrders } from './domains/certificate-orders.js';
 import { Domains } from './domains/domains.js';
 import { DnsTxtLookup, type TxtLookup } from './domains/txt-records.js';
 import { apiRouteTargets, routeTargets } from './services/routing.js';
@@ -219,7 +220,12 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const apiRoute: ApiRoute = { upstream: null };
   const proxy = config.proxyListen
     ? new CaddyProxy(
-        { listen: config.proxyListen, adminUrl: config.caddyAdmin, dataDir: config.dataDir, ...(config.tls ? { tls: config.tls } : {}) },
+        {
+          listen: config.proxyListen,
+          adminUrl: config.caddyAdmin,
+          dataDir: config.dataDir,
+          ...(config.tls ? { tls: config.tls, certificateOrders: new CertificateOrders({ jobLocks: store.jobLocks, clock, holder }) } : {}),
+        },
         async () => {
           const customHosts = new Map<string, string[]>();
           for (const d of await store.serviceDomains.routed()) customHosts.set(d.service_id, [...(customHosts.get(d.service_id) ?? []), d.hostname]);
@@ -229,6 +235,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
             ...apiRouteTargets(apiRoute.upstream, config.baseDomain),
           ];
         },
+        clock,
         timers,
         log,
       )

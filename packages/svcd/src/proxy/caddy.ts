@@ -9,12 +9,13 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connect } from 'node:tls';
 import type { Logger } from 'pino';
-import type { Timers, TimerHandle } from '../clock.js';
+import type { Clock, Timers, TimerHandle } from '../clock.js';
 import { parseListen, type TlsConfig } from '../config.js';
 import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
-import { TlsAskServer } from './tls-ask.js';
+import { TlsAskServer, type CertificateOrderClaims } from './tls-ask.js';
 
 export { buildCaddyConfig, routeId, type RouteTarget } from './caddy-config.js';
+export type { CertificateOrderClaims } from './tls-ask.js';
 
 export interface ProxyOptions {
   /** Public listen address, e.g. 127.0.0.1:8081 (--proxy-listen). */
@@ -26,6 +27,8 @@ export interface ProxyOptions {
   caddyPath?: string;
   /** HTTPS with certificates on demand (--tls on), for the certified hosts (caddy-config.ts). */
   tls?: TlsConfig;
+  /** With tls: one svcd at a time orders a name's certificate (tls-ask.ts). */
+  certificateOrders?: CertificateOrderClaims;
 }
 
 /** A certificate the proxy serves for a name (unix seconds), or why it serves none. */
@@ -59,6 +62,7 @@ export class CaddyProxy {
     private readonly opts: ProxyOptions,
     /** The routes as the store has them now. */
     private readonly targets: () => Promise<RouteTarget[]>,
+    private readonly clock: Clock,
     private readonly timers: Timers,
     private readonly log: Logger,
   ) {
@@ -74,11 +78,14 @@ export class CaddyProxy {
   async start(): Promise<void> {
     const tls = this.opts.tls;
     if (tls) {
-      this.ask = new TlsAskServer(tls.askListen, () => this.pushedHosts, this.log);
-      const askUrl = await this.ask.start();
       // Certificates and the ACME account in the data dir (or the shared --tls-storage): a restart
       // orders nothing again.
-      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir: tls.storageDir ?? join(this.opts.dataDir, 'caddy-tls') };
+      const storageDir = tls.storageDir ?? join(this.opts.dataDir, 'caddy-tls');
+      const claims = this.opts.certificateOrders;
+      if (!claims) throw new Error('--tls on needs the certificate order claims');
+      this.ask = new TlsAskServer(tls.askListen, { routedHosts: () => this.pushedHosts, storageDir, claims, clock: this.clock, timers: this.timers, log: this.log });
+      const askUrl = await this.ask.start();
+      this.tlsInput = { httpsListen: tls.httpsListen, askUrl, acme: tls.acme, storageDir };
     }
     if (this.opts.adminUrl === null) await this.spawnCaddy();
     await this.sync();

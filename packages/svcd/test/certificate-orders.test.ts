@@ -1,0 +1,135 @@
+// One order per name among svcd sharing certificate storage (issue 22, item 3): Caddy's question
+// "may I order a certificate for this name?" (tls-ask.ts) is answered yes by one svcd at a time,
+// through a claim in the store; the others wait until the certificate is in the shared storage.
+// Two answering servers stand for two svcd, each with its own store handle on one database, on
+// both stores; certificates are made with openssl where Caddy would write them.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
+import { systemTimers } from '../src/clock.js';
+import { CertificateOrders } from '../src/domains/certificate-orders.js';
+import { ASK_WAIT_MS, needsNoRenewal, TlsAskServer } from '../src/proxy/tls-ask.js';
+import { openStore, type Store } from '../src/store/index.js';
+import { eachStore, storeLocation } from './harness.js';
+
+const NAME = 'web-1.apps.example.com';
+const ISSUER = 'acme.example-dir';
+
+/** Writes a certificate for `name` as Caddy's file storage holds it, valid from now for 90 days. */
+function storeCertificate(storageDir: string, name: string): void {
+  const dir = join(storageDir, 'certificates', ISSUER, name);
+  mkdirSync(dir, { recursive: true });
+  const base = join(dir, name);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${base}.key`, '-out', `${base}.crt`, '-subj', `/CN=${name}`, '-days', '90'], { stdio: 'ignore' });
+  writeFileSync(`${base}.json`, JSON.stringify({ sans: [name] }));
+}
+
+async function ask(url: string, domain: string): Promise<{ status: number; ms: number }> {
+  const started = Date.now();
+  const res = await fetch(`${url}?domain=${encodeURIComponent(domain)}`);
+  return { status: res.status, ms: Date.now() - started };
+}
+
+test('a stored certificate needs no renewal until the last share of its lifetime', () => {
+  const day = 86_400;
+  const now = 1_800_000_000;
+  assert.equal(needsNoRenewal({ validFrom: now - 10 * day, validTo: now + 80 * day }, now * 1000), true);
+  assert.equal(needsNoRenewal({ validFrom: now - 60 * day, validTo: now + 30 * day }, now * 1000), false, 'in the renewal window');
+  assert.equal(needsNoRenewal({ validFrom: now - 90 * day, validTo: now - day }, now * 1000), false, 'expired');
+  assert.equal(needsNoRenewal(null, now * 1000), false);
+});
+
+eachStore((kind) => {
+  describe(`certificate orders among svcd sharing storage (${kind})`, () => {
+    let stores: Store[] = [];
+    let servers: TlsAskServer[] = [];
+    let urls: string[] = [];
+    let storageDir = '';
+    let cleanup: () => Promise<void> = async () => {};
+    // Both svcd's clock, moved on to see a certificate age.
+    let daysLater = 0;
+    const clock = { now: () => Date.now() + daysLater * 86_400_000 };
+
+    before(async () => {
+      const loc = await storeLocation(kind);
+      cleanup = loc.cleanup;
+      storageDir = mkdtempSync(join(tmpdir(), 'svc-cert-orders-'));
+      stores = [await openStore(loc), await openStore(loc)];
+      const log = pino({ level: 'silent' });
+      servers = stores.map(
+        (store, i) =>
+          new TlsAskServer(
+            { host: '127.0.0.1', port: 0 },
+            {
+              routedHosts: () => new Set([NAME, 'web-2.apps.example.com', 'web-3.apps.example.com']),
+              storageDir,
+              claims: new CertificateOrders({ jobLocks: store.jobLocks, clock, holder: `svcd-${String(i)}/boot` }),
+              clock,
+              timers: systemTimers,
+              log,
+            },
+          ),
+      );
+      urls = await Promise.all(servers.map((s) => s.start()));
+    });
+
+    after(async () => {
+      await Promise.all(servers.map((s) => s.close()));
+      await Promise.all(stores.map((s) => s.close()));
+      rmSync(storageDir, { recursive: true, force: true });
+      await cleanup();
+    });
+
+    test('asked at once for a new name, one svcd may order; the other waits and says yes once the certificate is stored', async () => {
+      const [a, b] = [ask(urls[0] ?? '', NAME), ask(urls[1] ?? '', NAME)];
+      // Whichever claimed first answers at once; the certificate arrives 1.5 s later.
+      const first = await Promise.race([a, b]);
+      assert.equal(first.status, 200);
+      assert.ok(first.ms < 1_000, `the claimant waited ${String(first.ms)} ms`);
+      await new Promise((r) => setTimeout(r, 1_500));
+      storeCertificate(storageDir, NAME);
+      const [ra, rb] = await Promise.all([a, b]);
+      const second = ra === first ? rb : ra;
+      assert.equal(second.status, 200, 'the other svcd said no although the certificate is stored');
+      assert.ok(second.ms >= 1_400, `the other svcd said yes after ${String(second.ms)} ms, before the certificate was stored`);
+      // Once stored, both say yes at once (Caddy loads it from the storage).
+      for (const url of urls) {
+        const r = await ask(url, NAME);
+        assert.equal(r.status, 200);
+        assert.ok(r.ms < 1_000);
+      }
+    });
+
+    test('while another svcd holds the claim and nothing is stored, the answer is no after the wait', async () => {
+      const name = 'web-2.apps.example.com';
+      assert.equal((await ask(urls[0] ?? '', name)).status, 200, 'the first asker claims');
+      const other = await ask(urls[1] ?? '', name);
+      assert.equal(other.status, 404);
+      assert.ok(other.ms >= ASK_WAIT_MS - 100, `no after ${String(other.ms)} ms`);
+      // The claimant's Caddy asks again (another handshake): its own claim still holds.
+      assert.equal((await ask(urls[0] ?? '', name)).status, 200);
+    });
+
+    test('a stored certificate due for renewal needs the claim again', async () => {
+      const name = 'web-3.apps.example.com';
+      storeCertificate(storageDir, name);
+      assert.equal((await ask(urls[1] ?? '', name)).status, 200, 'fresh: no claim needed');
+      assert.equal((await ask(urls[0] ?? '', name)).status, 200, 'fresh: no claim needed');
+      daysLater = 70;
+      assert.equal((await ask(urls[1] ?? '', name)).status, 200, 'the renewal is claimed');
+      const other = await ask(urls[0] ?? '', name);
+      assert.equal(other.status, 404, 'two svcd would renew at once');
+    });
+
+    test('a name svc does not route gets no, at once, and no claim', async () => {
+      const r = await ask(urls[0] ?? '', 'elsewhere.example.org');
+      assert.equal(r.status, 404);
+      assert.ok(r.ms < 1_000);
+      assert.equal(await stores[0]?.jobLocks.holds('certificate-order:elsewhere.example.org', 'svcd-0/boot', Date.now()), false);
+    });
+  });
+});
