@@ -270,7 +270,8 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
   let a: TestServer;
   let b: TestServer;
   let storage = '';
-  let db: { drop: () => Promise<void> } | null = null;
+  // What before() made, undone in reverse by after() (only what it got to: its own error is the one to see).
+  const undo: Array<() => Promise<unknown>> = [];
   let ports: { httpA: number; httpsA: number; httpB: number; httpsB: number };
   let tenant: { id: string; client: SvcClient } | null = null;
   before(async () => {
@@ -279,9 +280,11 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
     // The ACME server validates at A's ports; B's Caddy answers no challenge itself (A's finds
     // B's in the shared storage: Caddy's distributed solving).
     pebble = await startPebble({ http: ports.httpA, tls: ports.httpsA });
+    undo.push(() => pebble.stop());
     storage = mkdtempSync(join(tmpdir(), 'svc-tls-shared-'));
+    undo.push(async () => rmSync(storage, { recursive: true, force: true }));
     const pg = await freshPgDatabase();
-    db = pg;
+    undo.push(() => pg.drop());
     const server = (http: number, https: number) =>
       startServer({
         realTime: true,
@@ -295,16 +298,14 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
         overrides: { readyTimeoutMs: 10_000 },
       });
     a = await server(ports.httpA, ports.httpsA);
+    undo.push(() => a.close());
     b = await server(ports.httpB, ports.httpsB);
+    undo.push(() => b.close());
     tenant = await newTenant(a);
   });
   after(async () => {
-    await b.close();
-    await a.close();
-    await pebble.stop();
+    for (const step of undo.reverse()) await step();
     await removeTenantWorkloads(tenant ? [tenant.id] : []);
-    await db?.drop();
-    rmSync(storage, { recursive: true, force: true });
   });
 
   /** Creates services and waits until both proxies route them (B learns routes within its 5 s check); answers their hosts. */

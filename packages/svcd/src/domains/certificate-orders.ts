@@ -7,16 +7,21 @@ import type { CertificateOrderClaims } from '../proxy/caddy.js';
 import type { JobLockStore } from '../store/job-locks.js';
 
 /**
- * How long a claim holds without a renewal: long enough for one order (an ACME order with its
- * validation takes seconds, a slow CA's retries up to about a minute). A claimant that dies
- * blocks the others for no longer than this.
+ * How long a claim holds without a renewal: longer than Caddy spends on one order, retries
+ * included (up to its 5-minute renewal deadline). Waiting svcd answer as soon as the certificate
+ * is stored, so a long claim costs nothing when the order succeeds; a claimant that dies or
+ * whose order fails blocks the others' orders for no longer than this.
  */
-export const CERTIFICATE_ORDER_CLAIM_MS = 120_000;
+export const CERTIFICATE_ORDER_CLAIM_MS = 6 * 60_000;
 
 export class CertificateOrders implements CertificateOrderClaims {
   constructor(private readonly deps: { jobLocks: JobLockStore; clock: Clock; holder: string }) {}
 
-  claim(name: string): Promise<boolean> {
-    return this.deps.jobLocks.tryAcquire(`certificate-order:${name}`, this.deps.holder, this.deps.clock.now(), CERTIFICATE_ORDER_CLAIM_MS);
+  claim(key: string): Promise<boolean> {
+    return this.deps.jobLocks.tryAcquire(`certificate-order:${key}`, this.deps.holder, this.deps.clock.now(), CERTIFICATE_ORDER_CLAIM_MS);
+  }
+
+  release(key: string): Promise<void> {
+    return this.deps.jobLocks.release(`certificate-order:${key}`, this.deps.holder);
   }
 }

@@ -10,11 +10,15 @@
 // does not hold: its file lock is created empty and written a moment later, and a Caddy that reads
 // it in between takes it for a crashed holder's and orders too (seen here: 11 orders for 10 names
 // handshaken on two proxies at once). So the question also serializes orders: svcd says yes when
-// the shared storage already holds a certificate that needs no renewal (Caddy loads it from there
-// and orders nothing), or when this svcd claims the name in the store (one claimant at a time for
-// all svcd, `CertificateOrderClaims`). Otherwise it waits for the claimant's certificate to appear,
-// and says no when none did in time: that handshake fails, and the client's next one finds it.
+// the storage already holds a certificate that needs no renewal (Caddy loads it from there and
+// orders nothing), or when this svcd claims the name in the store (one claimant at a time among
+// the svcd sharing the storage: the claim names the storage's id, `CertificateOrderClaims`).
+// Otherwise it waits for the claimant's certificate to appear, up to 7 s and 32 questions at once,
+// and says no when none did: that handshake fails, and a later one finds it stored.
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock, Timers } from '../clock.js';
@@ -27,10 +31,15 @@ export function wantsCertificate(domain: string, routedHosts: ReadonlySet<string
   return isCertified(name) && routedHosts.has(name);
 }
 
-/** Who may have a certificate ordered for a name now: one svcd at a time, across every svcd on the store. */
+/**
+ * Who may have a certificate ordered for a name now: one svcd at a time, across every svcd on the
+ * store. A key names the storage as well as the name: svcd with storages of their own each order.
+ */
 export interface CertificateOrderClaims {
-  /** Claims `name` for this svcd's Caddy, or renews this svcd's claim; false while another svcd holds it. */
-  claim(name: string): Promise<boolean>;
+  /** Claims `key` for this svcd's Caddy, or renews this svcd's claim; false while another svcd holds it. */
+  claim(key: string): Promise<boolean>;
+  /** Gives up this svcd's claim (nothing will be ordered under it). */
+  release(key: string): Promise<void>;
 }
 
 /**
@@ -38,13 +47,22 @@ export interface CertificateOrderClaims {
  * (Caddy 2.6's ask client), and a handshake it answers late fails anyway.
  */
 export const ASK_WAIT_MS = 7_000;
-/** How often a waiting question looks at the storage and the claim again. */
+/** How often a waiting question looks at the storage. */
 const ASK_POLL_MS = 200;
+/** How often a waiting question tries the claim again (a store write: less often than the storage). */
+const CLAIM_RETRY_MS = 2_000;
+/**
+ * Questions that may wait at once: routed names are the tenants' to pick, and one whose orders keep
+ * failing would otherwise park questions without bound. Past it, the answer is no at once.
+ */
+export const ASK_WAITING_MAX = 32;
 /**
  * A stored certificate with less than this share of its lifetime left may be due for renewal
  * (Caddy renews in the last third): renewing is ordering, so it needs the claim too.
  */
 const RENEWAL_SHARE = 0.4;
+/** The file that names a certificate storage, so that claims are per storage (storageId()). */
+const STORAGE_ID_FILE = 'svc-storage-id';
 
 /** Whether a stored certificate's validity (unix seconds) leaves it clear of Caddy's renewal window at `nowMs`. */
 export function needsNoRenewal(cert: { validFrom: number; validTo: number } | null, nowMs: number): boolean {
@@ -64,8 +82,16 @@ export interface TlsAskDeps {
   log: Logger;
 }
 
+/** The answer to one question, and the claim it rests on (given back when Caddy never hears it). */
+interface Answer {
+  yes: boolean;
+  claimed: string | null;
+}
+
 export class TlsAskServer {
   private server: Server | null = null;
+  private storage: string | null = null;
+  private waiting = 0;
 
   constructor(
     private readonly listen: { host: string; port: number },
@@ -74,6 +100,7 @@ export class TlsAskServer {
 
   /** Starts listening; answers the URL Caddy is to ask. */
   async start(): Promise<string> {
+    this.storage = await storageId(this.deps.storageDir);
     const server = createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://ask');
       if (req.method !== 'GET' || url.pathname !== '/ask') {
@@ -83,9 +110,11 @@ export class TlsAskServer {
       }
       const domain = url.searchParams.get('domain') ?? '';
       void this.answer(domain).then(
-        (yes) => {
-          this.deps.log.debug({ domain, yes }, 'on-demand TLS question');
-          res.statusCode = yes ? 200 : 404;
+        (answer) => {
+          this.deps.log.debug({ domain, yes: answer.yes }, 'on-demand TLS question');
+          // Caddy gave up meanwhile: nothing will be ordered under this claim.
+          if (answer.claimed && res.destroyed) void this.deps.claims.release(answer.claimed).catch(() => {});
+          res.statusCode = answer.yes ? 200 : 404;
           res.end();
         },
         (err: unknown) => {
@@ -107,16 +136,32 @@ export class TlsAskServer {
   }
 
   /** Whether Caddy may go on with `domain`: routed, and either stored already or claimed by this svcd. */
-  async answer(domain: string): Promise<boolean> {
-    const { routedHosts, storageDir, claims, clock } = this.deps;
-    if (!wantsCertificate(domain, routedHosts())) return false;
+  async answer(domain: string): Promise<Answer> {
+    const { routedHosts, storageDir, claims, clock, timers } = this.deps;
     const name = domain.toLowerCase();
-    const deadline = clock.now() + ASK_WAIT_MS;
-    for (;;) {
-      if (needsNoRenewal(await storedCertificate(storageDir, name), clock.now())) return true;
-      if (await claims.claim(name)) return true;
-      if (clock.now() >= deadline) return false;
-      await new Promise<void>((resolve) => this.deps.timers.setTimeout(resolve, ASK_POLL_MS));
+    const no = { yes: false, claimed: null };
+    if (!wantsCertificate(name, routedHosts())) return no;
+    if (needsNoRenewal(await storedCertificate(storageDir, name), clock.now())) return { yes: true, claimed: null };
+    const key = `${this.storage ?? ''}:${name}`;
+    if (await claims.claim(key)) return { yes: true, claimed: key };
+    if (this.waiting >= ASK_WAITING_MAX) return no;
+    this.waiting++;
+    try {
+      const deadline = clock.now() + ASK_WAIT_MS;
+      let claimTriedAt = clock.now();
+      while (clock.now() < deadline) {
+        await new Promise<void>((resolve) => timers.setTimeout(resolve, ASK_POLL_MS));
+        // Unrouted meanwhile (a domain removed): no order.
+        if (!wantsCertificate(name, routedHosts())) return no;
+        if (needsNoRenewal(await storedCertificate(storageDir, name), clock.now())) return { yes: true, claimed: null };
+        if (clock.now() - claimTriedAt >= CLAIM_RETRY_MS && clock.now() < deadline) {
+          claimTriedAt = clock.now();
+          if (await claims.claim(key)) return { yes: true, claimed: key };
+        }
+      }
+      return no;
+    } finally {
+      this.waiting--;
     }
   }
 
@@ -125,4 +170,21 @@ export class TlsAskServer {
     if (!server) return;
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+}
+
+/**
+ * The id of a certificate storage, written into it by the first svcd that uses it: svcd that
+ * share the storage share the id, and so the claims.
+ */
+async function storageId(dir: string): Promise<string> {
+  const file = join(dir, STORAGE_ID_FILE);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  try {
+    await writeFile(file, randomBytes(8).toString('hex'), { flag: 'wx', mode: 0o600 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const id = (await readFile(file, 'utf8')).trim();
+  if (!/^[0-9a-f]{16}$/.test(id)) throw new Error(`${file} does not hold a storage id`);
+  return id;
 }
