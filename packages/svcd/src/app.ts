@@ -14,12 +14,12 @@ import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, HostFirewall, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
+import { DockerRuntime, HostFirewall, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { SourceUploads } from './builds/source-uploads.js';
 import { Databases } from './databases/databases.js';
 import { Kanban } from './kanban/kanban.js';
-import { RECONCILE_EVERY_MS, WorkloadController } from './workloads/controller.js';
+import { MOVING_RECONCILE_EVERY_MS, RECONCILE_EVERY_MS, WorkloadController } from './workloads/controller.js';
 import { KanbanImage } from './kanban/image.js';
 import { Environments } from './environments/environments.js';
 import { EnvironmentFiles } from './environments/files.js';
@@ -193,16 +193,18 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const tenantCgroups = config.tenantCpuWeight === null ? null : new TenantCgroups(config.tenantCpuWeight);
   const runtime =
     o.runtime ??
-    new DockerRuntime({
-      host: config.dockerHost,
-      installation,
-      placement: tenantCgroups && {
-        groups: tenantCgroups,
-        // Said once, when the first workload would have been placed.
-        unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
-      },
-      tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
-    });
+    (config.runtime === 'swarm'
+      ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), installation, clock, timers })
+      : new DockerRuntime({
+          host: config.dockerHost,
+          installation,
+          placement: tenantCgroups && {
+            groups: tenantCgroups,
+            // Said once, when the first workload would have been placed.
+            unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
+          },
+          tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
+        }));
   const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
   const instance = loadInstanceId(config.dataDir);
@@ -344,7 +346,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   environments.useWarmPool(warmPool);
   jobs.schedule(warmPoolJob);
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
-  const reconcileJobs = [{ name: 'workloads.reconcile', everyMs: RECONCILE_EVERY_MS, run: () => workloads.reconcile() }];
+  const reconcileJobs = [{ name: 'workloads.reconcile', everyMs: config.runtime === 'swarm' ? MOVING_RECONCILE_EVERY_MS : RECONCILE_EVERY_MS, run: () => workloads.reconcile() }];
   for (const job of reconcileJobs) jobs.schedule(job);
   const meteringStore = config.meteringDatabaseUrl
     ? openMeteringStore(config.meteringDatabaseUrl, (err) => log.warn({ err }, 'idle metering database connection failed; the pool replaces it'))

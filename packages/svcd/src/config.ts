@@ -39,6 +39,10 @@ export interface Config {
   openRegistration: boolean;
   sandbox: SandboxMode;
   dockerHost: string;
+  /** docker: one Docker Engine (--docker-host); swarm: a Docker Swarm whose manager --docker-host is. */
+  runtime: 'docker' | 'swarm';
+  /** With swarm: each node's own Engine API by its host name (--swarm-node NAME=URL,...), for exec and stats. */
+  swarmNodes: Record<string, string>;
   bootstrapTokens: string[];
   adminTokens: string[];
   /** SVC_MASTER_KEY; null means the key file in the data dir. */
@@ -148,6 +152,8 @@ export interface RawOptions {
   openRegistration?: boolean;
   sandbox: string;
   dockerHost: string;
+  runtime?: string;
+  swarmNode?: string;
   logLevel: string;
   devRateLimit?: string;
   allowLoopbackGit?: boolean;
@@ -348,6 +354,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     openRegistration,
     sandbox: raw.sandbox as SandboxMode,
     dockerHost: raw.dockerHost,
+    ...runtimeConfig(raw),
     bootstrapTokens,
     adminTokens,
     masterKey,
@@ -458,6 +465,25 @@ function baseDomainOf(value: string | undefined): string | null {
   const name = asciiHostname(raw);
   if (name === '' || !isDnsName(name)) throw new ConfigError(`--base-domain must be a DNS name, got ${JSON.stringify(value)}`);
   return name;
+}
+
+/** --runtime and the flags that go with it. */
+function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> {
+  const runtime = (raw.runtime ?? 'docker').trim();
+  if (runtime !== 'docker' && runtime !== 'swarm') throw new ConfigError(`--runtime must be docker or swarm, got ${JSON.stringify(raw.runtime)}`);
+  const swarmNodes: Record<string, string> = {};
+  for (const entry of (raw.swarmNode ?? '').split(',').map((e) => e.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z0-9][A-Za-z0-9.-]*)=((?:unix|tcp):\/\/\S+)$/.exec(entry);
+    if (!m?.[1] || !m[2]) throw new ConfigError(`--swarm-node must be NAME=unix:///path or NAME=tcp://host:port, got ${JSON.stringify(entry)}`);
+    swarmNodes[m[1]] = m[2];
+  }
+  if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
+  if (runtime === 'swarm') {
+    // Nodes pull built images from the cluster's registry: the manager's own images reach no other node.
+    if (!raw.buildRegistry?.trim()) throw new ConfigError('--runtime swarm needs --build-registry (a registry every node pulls from)');
+    if (raw.sandbox === 'required') throw new ConfigError('--sandbox required is not possible with --runtime swarm (a Swarm service cannot choose gVisor)');
+  }
+  return { runtime, swarmNodes };
 }
 
 /** --dns-server: the servers asked for custom domains' TXT records; null: the system's. */

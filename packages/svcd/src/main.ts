@@ -29,7 +29,9 @@ const program = new Command('svcd')
   .addOption(
     new Option('--sandbox <mode>', 'gVisor for tenant workloads: auto, required or off').env('SVC_SANDBOX').default('auto'),
   )
-  .addOption(new Option('--docker-host <url>', 'Docker Engine address').env('SVC_DOCKER_HOST').default('unix:///var/run/docker.sock'))
+  .addOption(new Option('--docker-host <url>', 'Docker Engine address (with --runtime swarm: a manager\'s)').env('SVC_DOCKER_HOST').default('unix:///var/run/docker.sock'))
+  .addOption(new Option('--runtime <kind>', 'docker (one engine) or swarm (a Docker Swarm cluster)').env('SVC_RUNTIME').default('docker'))
+  .addOption(new Option('--swarm-node <list>', "with --runtime swarm: each node's Engine API, NAME=unix:///path or NAME=tcp://host:port, comma-separated").env('SVC_SWARM_NODE'))
   .addOption(new Option('--log-level <level>', 'pino log level').env('SVC_LOG_LEVEL').default('info'))
   .addOption(new Option('--allow-loopback-git', 'builds may clone from loopback hosts (always so with --dev)').env('SVC_ALLOW_LOOPBACK_GIT'))
   .addOption(new Option('--build-registry <host:port>', 'a loopback registry that built images are pushed to').env('SVC_BUILD_REGISTRY'))

@@ -105,6 +105,8 @@ export function testConfig(over: Partial<Config> = {}): Config {
     openRegistration: true,
     sandbox: 'auto',
     dockerHost: DOCKER_HOST,
+    runtime: 'docker',
+    swarmNodes: {},
     bootstrapTokens: [],
     adminTokens: [],
     masterKey: null,

@@ -19,6 +19,8 @@ import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js'
  */
 export const TEST_REGISTRY = process.env.SVC_TEST_REGISTRY ?? '127.0.0.1:5055';
 const TEST_REGISTRY_DIR = '/var/tmp/svc-test-registry';
+/** Its configuration file (the swarm lab serves the same storage on each node: swarm-lab.ts). */
+export const TEST_REGISTRY_CONFIG = join(TEST_REGISTRY_DIR, 'config.yml');
 
 export const BUSYBOX_IMAGE = `${TEST_REGISTRY}/svc-test/busybox-httpd:5`;
 /** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way. */
@@ -101,7 +103,7 @@ export async function ensureTestRegistry(): Promise<void> {
   const answers = () => fetch(`http://${TEST_REGISTRY}/v2/`).then((r) => r.ok, () => false);
   if (await answers()) return;
   mkdirSync(TEST_REGISTRY_DIR, { recursive: true });
-  const config = join(TEST_REGISTRY_DIR, 'config.yml');
+  const config = TEST_REGISTRY_CONFIG;
   writeFileSync(config, [
     'version: 0.1',
     'log: { level: error }',

@@ -15,6 +15,7 @@ import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOption
 import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
 import { ValidationError } from '../src/errors.js';
 import { wantsCertificate } from '../src/proxy/tls-ask.js';
+import { repositoryOf } from '../src/runtime/swarm/swarm-runtime.js';
 import { customHostname } from '../src/domains/hostnames.js';
 import { certificateProblem } from '../src/domains/domains.js';
 import { apiRouteTargets } from '../src/services/routing.js';
@@ -472,4 +473,12 @@ describe("the engine's fault or the tenant's", () => {
     assert.equal(isEngineFault(withProps("ENOENT: no such file or directory, open 'x'", { code: 'ENOENT', syscall: 'open' })), false);
     assert.equal(isEngineFault('not an error'), false);
   });
+});
+
+test("the swarm driver matches an image name to the repository the engine's RepoDigests name", () => {
+  assert.equal(repositoryOf('docker.io/library/busybox:latest'), 'busybox');
+  assert.equal(repositoryOf('docker.io/someone/app:1'), 'someone/app');
+  assert.equal(repositoryOf('127.0.0.1:5055/svc-test/busybox-httpd:5'), '127.0.0.1:5055/svc-test/busybox-httpd');
+  assert.equal(repositoryOf('127.0.0.1:5055/svc/t1/s1'), '127.0.0.1:5055/svc/t1/s1');
+  assert.equal(repositoryOf(`localhost:5000/a/b@sha256:${'a'.repeat(64)}`), 'localhost:5000/a/b');
 });

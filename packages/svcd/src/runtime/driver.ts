@@ -68,8 +68,12 @@ export interface WorkloadInfo {
   state: WorkloadState;
   exitCode: number | null;
   labels: Record<string, string>;
-  /** Where the workload answers on its tenant network (the pool's while it waits unassigned), as seen from the host. */
-  address: { host: string; port: number } | null;
+  /**
+   * Where the workload answers on its tenant network (the pool's while it waits unassigned), as
+   * seen from the host; `published`: the port is one its node publishes for it (Swarm), where
+   * svcd and the proxy reach it instead of at the spec's port.
+   */
+  address: { host: string; port: number; published?: boolean } | null;
   /** When it last stopped (ms), if it ever did; inspect only. */
   finishedAtMs?: number | null;
 }

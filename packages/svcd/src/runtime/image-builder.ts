@@ -21,7 +21,11 @@ export interface ImageBuildSpec {
 
 export interface ImageBuilder {
   hasImage(image: string): Promise<boolean>;
-  /** The ID of the local image of that name, or null when there is none. */
+  /**
+   * What a workload runs the local image of that name by, pinned to its content (null when there
+   * is none): its ID on one engine; on a swarm, whose other nodes cannot pull an ID, the
+   * registry digest its pull or push left (repository@sha256:...).
+   */
   imageId(image: string): Promise<string | null>;
   /** The ONBUILD triggers a local image carries (empty when none). */
   imageTriggers(image: string): Promise<string[]>;

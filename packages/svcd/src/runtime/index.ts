@@ -3,6 +3,7 @@
 // code imports them from there, not from this index that re-exports the engine code (a cycle).
 export * from './port.js';
 export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docker/docker-runtime.js';
+export { SwarmRuntime, type SwarmRuntimeOptions } from './swarm/swarm-runtime.js';
 export { DEFAULT_LOG_RATE, TenantInitMissingError, builtTenantInit, installTenantInit, type LogRate, type TenantInit } from './tenant-init.js';
 export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';
 export { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroupError, TenantCgroups, type CgroupInstall } from './tenant-cgroups.js';

@@ -41,7 +41,8 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
         const tail = await o.logTail(o.ref).catch(() => '');
         throw new WorkloadEndedError(`container exited with code ${info.exitCode ?? '?'} before it was ready${tail ? `: ${tail}` : ''}`);
       }
-      endpoint = info.state === 'running' && info.address ? { host: info.address.host, port: o.port } : null;
+      // The spec's port at its address, or the port its node publishes for it (Swarm).
+      endpoint = info.state === 'running' && info.address ? { host: info.address.host, port: o.port === null ? null : info.address.published ? info.address.port : o.port } : null;
     }
     if (endpoint) {
       const probe = o.ready.probe ?? defaultProbe;

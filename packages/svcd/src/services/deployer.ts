@@ -194,7 +194,7 @@ export class Deployer implements WorkloadRules {
           status: 'running',
           last_error: null,
           container_id: outcome.applied.ref,
-          upstream: service ? `${outcome.applied.endpoint.host}:${service.port}` : null,
+          upstream: service ? `${outcome.applied.endpoint.host}:${outcome.applied.endpoint.port ?? service.port}` : null,
           updated_at: now,
         });
         return;
@@ -232,7 +232,26 @@ export class Deployer implements WorkloadRules {
       await this.redeploy(s, w.generation, 'reconcile', 'the container vanished; redeploying');
     } else if (info.state === 'exited' || info.state === 'dead') {
       await this.deps.crashes.handleExit({ id: info.id, labels: info.labels, exitCode: info.exitCode });
+    } else if (info.state === 'running' && info.address?.published && s.status === 'running') {
+      // The driver moved it (Swarm rescheduled its task to another node): the route follows.
+      const upstream = `${info.address.host}:${String(info.address.port)}`;
+      if (s.upstream !== upstream) await this.routeMoved(s, w, upstream);
     }
+  }
+
+  /** The service's route, to where its running workload answers now (unless it changed meanwhile). */
+  private async routeMoved(s: ServiceRow, w: WorkloadRow, upstream: string): Promise<void> {
+    const now = unixSeconds(this.deps.clock);
+    const moved = await this.deps.store.transaction(async (tx) => {
+      const current = await tx.services.findAny(s.id);
+      const workload = await tx.workloads.find('service', s.id);
+      // A newer deployment, a stop or another svcd's move since the look: theirs stands.
+      if (current?.status !== 'running' || current.upstream !== s.upstream || workload?.generation !== w.generation) return false;
+      await tx.services.update(s.id, { upstream, updated_at: now });
+      tx.afterCommit(this.deps.routesChanged);
+      return true;
+    });
+    if (moved) this.deps.log.info({ service: s.id, from: s.upstream, to: upstream }, "the service's workload moved; its route follows");
   }
 
   /**

@@ -16,6 +16,11 @@ import type { Platform } from '../platform.js';
 
 /** How often reconcile matches the store's workloads against the engine's (a periodic job). */
 export const RECONCILE_EVERY_MS = 30_000;
+/**
+ * The same on a driver whose workloads move (Swarm reschedules a task to another node): a route
+ * follows its workload within this (issue 21 asks for 10 s of the task running).
+ */
+export const MOVING_RECONCILE_EVERY_MS = 3_000;
 /** How long a claim holds without renewal: another svcd takes the row over this long after this one died. */
 export const WORKLOAD_LEASE_MS = 30_000;
 /** How often a lagging row is looked for when nothing kicked the controller. */

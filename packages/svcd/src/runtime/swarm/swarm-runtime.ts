@@ -1,0 +1,429 @@
+// The Docker Swarm driver (issue 21, --runtime swarm): svc's workloads as Swarm services on a
+// cluster, through a manager's Engine API, behind the same port as the single-engine driver
+// (driver.ts). What Swarm has no API of its own for (exec, one-shot stats) goes to the engine of
+// the node that runs the task, at the address the operator names for that node (--swarm-node);
+// svc never uses SSH.
+//
+// How a workload runs here:
+// - A tenant's network is an attachable overlay network (VXLAN), `tenant-<id>`.
+// - A workload is a Swarm service of one replica with svc's labels, hardened as far as a service
+//   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
+//   runtime per service nor set no-new-privileges (Engine 20.10): sandbox is not offered.
+// - Its port is published in host mode on the node that runs the task, on a port the node picks:
+//   this kernel has no IPVS, so Swarm's virtual IPs and ingress mesh are out (endpoint mode
+//   dnsrr). svcd and the proxy reach the task at <node address>:<published port>, read from the
+//   task list; a rescheduled task is found there again.
+// - Swarm restarts a task that exits and reschedules tasks of a node that is gone (restart
+//   condition any). A task that fails before its service was ever running counts as an exit, so
+//   that a deploy of an image that crashes fails at once instead of at the readiness deadline.
+// - Images come from a registry every node reaches: Swarm's nodes pull them themselves.
+// Images are built and the host's figures read on the manager's engine (the single-engine
+// driver, over the same address).
+import Docker from 'dockerode';
+import type { Clock, Timers } from '../../clock.js';
+import { systemClock, systemTimers } from '../../clock.js';
+import { applyInOrder } from '../apply-sequence.js';
+import { DockerRuntime, dockerOptions } from '../docker/docker-runtime.js';
+import { OutputDemuxer } from '../docker/engine-streams.js';
+import {
+  LABELS,
+  WorkloadNotRunningError,
+  tenantNetworkName,
+  workloadLabels,
+  type Applied,
+  type ApplyRequest,
+  type DriverCapabilities,
+  type EngineHost,
+  type Endpoint,
+  type ExecOutcome,
+  type ExecSpec,
+  type ImageBuildSpec,
+  type LogOptions,
+  type Runtime,
+  type WorkloadExit,
+  type WorkloadInfo,
+  type WorkloadKind,
+  type WorkloadSpec,
+  type WorkloadStats,
+} from '../port.js';
+
+export interface SwarmRuntimeOptions {
+  /** A manager's Engine API (--docker-host). */
+  manager: string;
+  /** Each node's own Engine API by its host name (--swarm-node NAME=URL), for exec and stats. */
+  nodes: ReadonlyMap<string, string>;
+  installation: string;
+  timeoutMs?: number;
+  clock?: Clock;
+  timers?: Timers;
+  /** How often the task list is read for exits (events). */
+  eventsEveryMs?: number;
+}
+
+/** Task states after which a task runs no more. */
+const ENDED_TASK_STATES = new Set(['complete', 'failed', 'shutdown', 'rejected', 'orphaned', 'remove']);
+
+interface TaskView {
+  id: string;
+  serviceId: string;
+  nodeId: string;
+  state: string;
+  desired: string;
+  createdAt: string;
+  exitCode: number | null;
+  error: string;
+  containerId: string | null;
+  publishedPort: number | null;
+}
+
+type ServiceSpec = Record<string, unknown> & { Name?: string; Labels?: Record<string, string>; Mode?: { Replicated?: { Replicas?: number } } };
+
+export class SwarmRuntime implements Runtime {
+  private readonly docker: Docker;
+  private readonly streaming: Docker;
+  /** The manager's engine, for builds, images and the host's figures. */
+  private readonly managerEngine: DockerRuntime;
+  /** Engines of the nodes by host name, made on first use. */
+  private readonly nodeEngines = new Map<string, DockerRuntime>();
+  private readonly clock: Clock;
+  private readonly timers: Timers;
+
+  constructor(private readonly o: SwarmRuntimeOptions) {
+    const timeoutMs = o.timeoutMs ?? 5_000;
+    this.clock = o.clock ?? systemClock;
+    this.timers = o.timers ?? systemTimers;
+    this.docker = new Docker(dockerOptions(o.manager, timeoutMs));
+    this.streaming = new Docker({ ...dockerOptions(o.manager, timeoutMs), timeout: undefined });
+    this.managerEngine = new DockerRuntime({ host: o.manager, installation: o.installation, timeoutMs, clock: this.clock, timers: this.timers });
+  }
+
+  // --- The host and images: the manager's engine. ---
+  info: EngineHost['info'] = () => this.managerEngine.info();
+  sandboxVersion: EngineHost['sandboxVersion'] = () => Promise.resolve(null);
+  storage: EngineHost['storage'] = () => this.managerEngine.storage();
+  diskUsage: EngineHost['diskUsage'] = () => this.managerEngine.diskUsage();
+  countNetworks: EngineHost['countNetworks'] = (prefix) => this.managerEngine.countNetworks(prefix);
+  hasImage = (image: string) => this.managerEngine.hasImage(image);
+  imageTriggers = (image: string) => this.managerEngine.imageTriggers(image);
+  pullImage = (image: string, signal?: AbortSignal) => this.managerEngine.pullImage(image, signal);
+  buildImage = (spec: ImageBuildSpec) => this.managerEngine.buildImage(spec);
+  pushImage = (image: string, signal: AbortSignal, onOutput: (line: string) => void) => this.managerEngine.pushImage(image, signal, onOutput);
+  removeImage = (reference: string) => this.managerEngine.removeImage(reference);
+  removeRepository = (repository: string) => this.managerEngine.removeRepository(repository);
+
+  /**
+   * The registry digest of the image the manager pulled (or pushed) under this name: the nodes
+   * pull that, pinned to the same content as the single-engine driver's image ID.
+   */
+  async imageId(image: string): Promise<string | null> {
+    let info: { RepoDigests?: string[] | null };
+    try {
+      info = (await this.docker.getImage(image).inspect());
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return null;
+      throw err;
+    }
+    const repository = repositoryOf(image);
+    return (info.RepoDigests ?? []).find((d) => d.slice(0, d.indexOf('@')) === repository) ?? null;
+  }
+
+  capabilities(): Promise<DriverCapabilities> {
+    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false });
+  }
+
+  apply(request: ApplyRequest): Promise<Applied> {
+    return applyInOrder(request, {
+      clock: this.clock,
+      timers: this.timers,
+      ensureNetwork: (spec) => this.ensureTenantNetwork(spec.tenantId),
+      // Every node pulls for its own tasks, from a registry they all reach.
+      hasImage: () => Promise.resolve(true),
+      pullImage: () => Promise.resolve(),
+      remove: (ref) => this.remove(ref),
+      run: (spec) => this.createService(spec),
+      inspect: (ref) => this.inspect(ref),
+      logTail: (ref) => this.logTail(ref),
+    });
+  }
+
+  private async ensureTenantNetwork(tenantId: string): Promise<void> {
+    const name = tenantNetworkName(tenantId);
+    const existing = await this.docker.listNetworks({ filters: { name: [name] } });
+    if (existing.some((n) => n.Name === name)) return;
+    try {
+      await this.docker.createNetwork({
+        Name: name,
+        Driver: 'overlay',
+        Attachable: true,
+        CheckDuplicate: true,
+        Labels: { [LABELS.managed]: 'true', [LABELS.installation]: this.o.installation, [LABELS.tenant]: tenantId },
+      });
+    } catch (err) {
+      // Made meanwhile by another apply (409).
+      if ((err as { statusCode?: number }).statusCode !== 409) throw err;
+    }
+  }
+
+  private async createService(spec: WorkloadSpec): Promise<string> {
+    const labels = workloadLabels(spec, this.o.installation);
+    const created = (await this.docker.createService({
+      Name: spec.name,
+      Labels: labels,
+      TaskTemplate: {
+        ContainerSpec: {
+          Image: spec.image,
+          Labels: labels,
+          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+          ...(spec.entrypoint ? { Command: spec.entrypoint } : {}),
+          ...(spec.cmd ? { Args: spec.cmd } : {}),
+          ...(spec.user ? { User: spec.user } : {}),
+          ...(spec.init ? { Init: true } : {}),
+          Mounts: (spec.volumes ?? []).map((v) => ({ Type: 'volume', Source: v.name, Target: v.target, VolumeOptions: { Labels: labels } })),
+          // Hardening as far as a service spec goes (Engine API 1.41).
+          CapabilityDrop: ['ALL'],
+        },
+        Resources: { Limits: { NanoCPUs: Math.round(spec.limits.cpus * 1e9), MemoryBytes: spec.limits.memoryMb * 1024 * 1024, Pids: spec.limits.pids } },
+        RestartPolicy: { Condition: 'any', Delay: 1_000_000_000 },
+        LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
+        Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: spec.aliases ?? [] }],
+      },
+      Mode: { Replicated: { Replicas: 1 } },
+      EndpointSpec: { Mode: 'dnsrr', ...(spec.port ? { Ports: [{ Protocol: 'tcp', TargetPort: spec.port, PublishMode: 'host' }] } : {}) },
+    } as unknown as Docker.CreateServiceOptions)) as { id?: string; ID?: string };
+    const id = created.id ?? created.ID;
+    if (!id) throw new Error('the swarm manager answered no service id');
+    return id;
+  }
+
+  /** The service's tasks, newest first. */
+  private async tasks(serviceRef: string): Promise<TaskView[]> {
+    const raw = (await this.docker.listTasks({ filters: { service: [serviceRef] } })) as Array<{
+      ID: string;
+      ServiceID: string;
+      NodeID?: string;
+      DesiredState?: string;
+      CreatedAt?: string;
+      Status?: { State?: string; Err?: string; ContainerStatus?: { ContainerID?: string; ExitCode?: number }; PortStatus?: { Ports?: Array<{ PublishedPort?: number }> } };
+    }>;
+    return raw
+      .map((t) => ({
+        id: t.ID,
+        serviceId: t.ServiceID,
+        nodeId: t.NodeID ?? '',
+        state: t.Status?.State ?? 'new',
+        desired: t.DesiredState ?? 'running',
+        createdAt: t.CreatedAt ?? '',
+        exitCode: t.Status?.ContainerStatus?.ExitCode ?? null,
+        error: t.Status?.Err ?? '',
+        containerId: t.Status?.ContainerStatus?.ContainerID ?? null,
+        publishedPort: t.Status?.PortStatus?.Ports?.[0]?.PublishedPort ?? null,
+      }))
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  }
+
+  /** Node addresses by node id, and host names (the key of --swarm-node). */
+  private async nodes(): Promise<Map<string, { address: string; hostname: string }>> {
+    const list = (await this.docker.listNodes()) as Array<{ ID: string; Status?: { Addr?: string }; Description?: { Hostname?: string } }>;
+    return new Map(list.map((n) => [n.ID, { address: n.Status?.Addr ?? '', hostname: n.Description?.Hostname ?? '' }]));
+  }
+
+  private async serviceInspect(ref: string): Promise<{ ID: string; Spec: ServiceSpec; Version: { Index: number } } | null> {
+    try {
+      return (await this.docker.getService(ref).inspect()) as { ID: string; Spec: ServiceSpec; Version: { Index: number } };
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return null;
+      throw err;
+    }
+  }
+
+  async inspect(ref: string): Promise<WorkloadInfo | null> {
+    const service = await this.serviceInspect(ref);
+    if (!service) return null;
+    const tasks = await this.tasks(service.ID);
+    const running = tasks.find((t) => t.state === 'running' && t.desired === 'running');
+    const base = { id: service.ID, name: service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
+    if (running) {
+      const node = (await this.nodes()).get(running.nodeId);
+      return { ...base, state: 'running', exitCode: null, address: node?.address ? { host: node.address, port: running.publishedPort ?? 0, published: running.publishedPort !== null } : null };
+    }
+    const replicas = service.Spec.Mode?.Replicated?.Replicas ?? 1;
+    const newest = tasks[0];
+    // Stopped by svc (no replicas), or every task so far ended and none is on its way.
+    if (replicas === 0) return { ...base, state: 'exited', exitCode: newest?.exitCode ?? null, address: null };
+    const failed = tasks.find((t) => t.state === 'failed' || t.state === 'rejected');
+    if (failed && !tasks.some((t) => t.state === 'running' || (t.state === 'complete' && t.desired === 'running'))) {
+      return { ...base, state: 'exited', exitCode: failed.exitCode, address: null };
+    }
+    return { ...base, state: 'created', exitCode: null, address: null };
+  }
+
+  /** The last lines the service printed, or the task's error (an image no node could pull). */
+  private async logTail(ref: string): Promise<string> {
+    let text = '';
+    try {
+      const stream = await this.logs(ref, { tail: 5, follow: false });
+      for await (const chunk of stream) text += String(chunk);
+    } catch {
+      // no logs: the task error below says why
+    }
+    const lines = text.trim().split('\n').filter(Boolean).slice(-5);
+    if (lines.length > 0) return lines.join(' | ').slice(0, 500);
+    const failed = (await this.tasks(ref).catch(() => [])).find((t) => t.error);
+    return failed?.error.slice(0, 500) ?? '';
+  }
+
+  async start(ref: string): Promise<Endpoint | null> {
+    await this.scale(ref, 1);
+    const deadline = this.clock.now() + 60_000;
+    for (;;) {
+      const info = await this.inspect(ref);
+      if (!info) throw new WorkloadNotRunningError('the service is gone');
+      if (info.state === 'running' && info.address) return { host: info.address.host, port: info.address.port || null };
+      if (this.clock.now() >= deadline) throw new Error('no task of the service ran within 60 s');
+      await new Promise<void>((resolve) => this.timers.setTimeout(resolve, 250));
+    }
+  }
+
+  async stop(ref: string): Promise<void> {
+    await this.scale(ref, 0);
+  }
+
+  private async scale(ref: string, replicas: number): Promise<void> {
+    const service = await this.serviceInspect(ref);
+    if (!service) {
+      if (replicas === 0) return;
+      throw new WorkloadNotRunningError('the service is gone');
+    }
+    await this.docker.getService(service.ID).update({ ...service.Spec, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
+  }
+
+  async remove(ref: string): Promise<void> {
+    try {
+      await this.docker.getService(ref).remove();
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode !== 404) throw err;
+    }
+  }
+
+  /** A named volume lives on each node that ran a task with it: removed from every node svcd can reach. */
+  async removeVolume(name: string): Promise<void> {
+    for (const hostname of this.o.nodes.keys()) await this.nodeEngine(hostname).removeVolume(name);
+  }
+
+  async releaseTenant(tenantId: string): Promise<boolean> {
+    const mine = await this.list({ tenantId });
+    if (mine.length > 0) return false;
+    try {
+      await this.docker.getNetwork(tenantNetworkName(tenantId)).remove();
+      return true;
+    } catch (err) {
+      const status = (err as { statusCode?: number }).statusCode ?? 0;
+      if (status === 404 || status === 403 || status === 409) return false;
+      throw err;
+    }
+  }
+
+  async list(filter: { tenantId?: string; kind?: WorkloadKind } = {}): Promise<WorkloadInfo[]> {
+    const label = [`${LABELS.installation}=${this.o.installation}`];
+    if (filter.tenantId) label.push(`${LABELS.tenant}=${filter.tenantId}`);
+    if (filter.kind) label.push(`${LABELS.kind}=${filter.kind}`);
+    const services = (await this.docker.listServices({ filters: { label } })) as Array<{ ID: string }>;
+    const infos = await Promise.all(services.map((s) => this.inspect(s.ID)));
+    return infos.filter((i): i is WorkloadInfo => i !== null);
+  }
+
+  /**
+   * Exits of svc's tasks, read from the task list (a manager's events name services, not the
+   * tasks that ended on other nodes). Each ended task is told once; tasks already ended when
+   * this starts are not.
+   */
+  async *events(signal: AbortSignal): AsyncIterable<WorkloadExit> {
+    const every = this.o.eventsEveryMs ?? 1_000;
+    let seen: Set<string> | null = null;
+    while (!signal.aborted) {
+      const services = (await this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } })) as Array<{ ID: string; Spec?: ServiceSpec }>;
+      const labelsOf = new Map(services.map((s) => [s.ID, s.Spec?.Labels ?? {}]));
+      const ended = (await Promise.all(services.map((s) => this.tasks(s.ID)))).flat().filter((t) => ENDED_TASK_STATES.has(t.state) && t.state !== 'shutdown');
+      const now = new Set(ended.map((t) => t.id));
+      if (seen) {
+        for (const t of ended) if (!seen.has(t.id)) yield { id: t.serviceId, labels: labelsOf.get(t.serviceId) ?? {}, exitCode: t.exitCode };
+      }
+      // Only the tasks Swarm still lists are kept: the set stays as small as its task history.
+      seen = now;
+      await new Promise<void>((resolve) => {
+        const timer = this.timers.setTimeout(resolve, every);
+        signal.addEventListener(
+          'abort',
+          () => {
+            timer.cancel();
+            resolve();
+          },
+          { once: true },
+        );
+      });
+    }
+  }
+
+  /** The running task's container and the engine of its node. */
+  private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
+    const running = (await this.tasks(ref)).find((t) => t.state === 'running' && t.containerId);
+    if (!running?.containerId) return null;
+    const node = (await this.nodes()).get(running.nodeId);
+    if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? running.nodeId} (--swarm-node)`);
+    return { containerId: running.containerId, engine: this.nodeEngine(node.hostname) };
+  }
+
+  private nodeEngine(hostname: string): DockerRuntime {
+    let engine = this.nodeEngines.get(hostname);
+    if (!engine) {
+      const host = this.o.nodes.get(hostname);
+      if (!host) throw new Error(`svcd has no address for the engine of node ${hostname} (--swarm-node)`);
+      engine = new DockerRuntime({ host, installation: this.o.installation, clock: this.clock, timers: this.timers, ...(this.o.timeoutMs ? { timeoutMs: this.o.timeoutMs } : {}) });
+      this.nodeEngines.set(hostname, engine);
+    }
+    return engine;
+  }
+
+  async exec(ref: string, spec: ExecSpec): Promise<ExecOutcome> {
+    const task = await this.runningTask(ref);
+    if (!task) throw new WorkloadNotRunningError('no task of the service is running');
+    return task.engine.exec(task.containerId, spec);
+  }
+
+  async stats(ref: string): Promise<WorkloadStats | null> {
+    const task = await this.runningTask(ref);
+    return task ? task.engine.stats(task.containerId) : null;
+  }
+
+  /** The service's log through the manager, whichever nodes its tasks ran on. */
+  async logs(ref: string, opts: LogOptions): Promise<NodeJS.ReadableStream> {
+    const options = { stdout: true, stderr: true, tail: opts.tail, timestamps: false, follow: opts.follow };
+    const raw = await new Promise<NodeJS.ReadableStream & { destroy(): void }>((resolve, reject) => {
+      this.streaming.modem.dial(
+        { path: `/services/${encodeURIComponent(ref)}/logs?`, method: 'GET', isStream: true, statusCodes: { 200: true, 404: 'no such service', 500: 'server error', 503: 'node is not part of a swarm' }, options },
+        (err: Error | null, stream?: unknown) => (err ? reject(err) : resolve(stream as NodeJS.ReadableStream & { destroy(): void })),
+      );
+    }).catch((err: unknown) => {
+      if ((err as { statusCode?: number }).statusCode === 404) throw new WorkloadNotRunningError('no such service');
+      throw err;
+    });
+    const out = new OutputDemuxer();
+    raw.pipe(out);
+    raw.on('error', (err: Error) => out.destroy(err));
+    out.on('close', () => raw.destroy());
+    return out;
+  }
+
+  assign(): Promise<string | null> {
+    return Promise.reject(new Error('the swarm driver has no warm pool'));
+  }
+}
+
+/** An image name's repository as the engine lists it in RepoDigests (no tag, no digest; Docker Hub's short form). */
+export function repositoryOf(image: string): string {
+  let name = image.split('@')[0] ?? image;
+  const colon = name.lastIndexOf(':');
+  if (colon > name.lastIndexOf('/')) name = name.slice(0, colon);
+  for (const hub of ['docker.io/', 'index.docker.io/']) if (name.startsWith(hub)) name = name.slice(hub.length);
+  return name.startsWith('library/') ? name.slice('library/'.length) : name;
+}

@@ -1,0 +1,118 @@
+// svcd on Docker Swarm (issue 21, --runtime swarm), on a swarm of three engines this test makes
+// (swarm-lab.ts): services run as Swarm services with their port published on the node that runs
+// the task, and the proxy on svcd's host reaches them there.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
+import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages } from './images.js';
+import { startSwarmLab, type SwarmLab } from './swarm-lab.js';
+
+interface SwarmTask {
+  ServiceID: string;
+  NodeID: string;
+  Status: { State: string; PortStatus?: { Ports?: Array<{ PublishedPort?: number; PublishMode?: string }> } };
+}
+
+describe('svcd on a Docker Swarm of three engines', () => {
+  let lab: SwarmLab;
+  let t: TestServer;
+  let proxyPort = 0;
+  const undo: Array<() => Promise<unknown>> = [];
+
+  before(async () => {
+    await ensureTestImages();
+    lab = await startSwarmLab();
+    undo.push(() => lab.stop());
+    proxyPort = await freePort();
+    t = await startServer({
+      realTime: true,
+      config: {
+        runtime: 'swarm',
+        dockerHost: lab.manager.engineUrl,
+        swarmNodes: Object.fromEntries(lab.nodes.map((n) => [n.name, n.engineUrl])),
+        buildRegistry: TEST_REGISTRY,
+        sandbox: 'auto',
+        proxyListen: `127.0.0.1:${String(proxyPort)}`,
+      },
+      overrides: { readyTimeoutMs: 60_000 },
+    });
+    undo.push(() => t.close());
+  });
+
+  after(async () => {
+    for (const step of undo.reverse()) await step();
+  });
+
+  const tasksOf = async (serviceName: string): Promise<SwarmTask[]> =>
+    (await lab.manager.engine.listTasks({ filters: { service: [serviceName] } })) as SwarmTask[];
+
+  test('a service runs as a Swarm service, published on its node in host mode, and answers through the proxy', async () => {
+    const { client } = await newTenant(t);
+    const s = await client.createService({ name: 'web', image: BUSYBOX_IMAGE });
+    let last = '';
+    const running = await waitFor('running', async () => {
+      const now = await client.service(s.id);
+      last = `${now.status}: ${now.last_error ?? ''}`;
+      return now.status === 'running' ? now : undefined;
+    }, 90_000).catch((err: unknown) => assert.fail(`${String(err)} (last seen ${last})`));
+    const host = new URL(running.url ?? assert.fail('no url')).host;
+    const page = await waitFor('the page through the proxy', () => viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
+    assert.match(page.body, /hello/i);
+    // What svc made is a Swarm service whose task publishes its port on its node, in host mode.
+    const services = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } }));
+    assert.equal(services.length, 1);
+    const tasks = await tasksOf(services[0]?.ID ?? '');
+    const task = tasks.find((x) => x.Status.State === 'running');
+    assert.ok(task, 'a running task');
+    assert.equal(task.Status.PortStatus?.Ports?.[0]?.PublishMode, 'host');
+    // Its logs come through the manager, whatever node the task is on.
+    assert.equal((await viaProxy(proxyPort, host, '/cgi-bin/log?swarm-marker')).status, 200);
+    await waitFor('the line in its log', async () => ((await client.serviceLogs(s.id, 50)).includes('log: swarm-marker') ? true : undefined));
+    // Deleted: the Swarm service goes.
+    await client.deleteService(s.id);
+    await waitFor('the swarm service removed', async () => (((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })) as unknown[]).length === 0 ? true : undefined));
+  });
+
+  test('an image that exits fails the deploy with its exit, instead of waiting for the deadline', async () => {
+    const { client } = await newTenant(t);
+    const started = Date.now();
+    const s = await client.createService({ name: 'exits', image: EXITER_IMAGE });
+    const failed = await waitFor('failed', async () => {
+      const now = await client.service(s.id);
+      return now.status === 'failed' ? now : undefined;
+    }, 60_000);
+    assert.match(failed.last_error ?? '', /exited/);
+    assert.ok(Date.now() - started < 45_000, 'failed at the deadline, not at the exit');
+    assert.equal(((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })) as unknown[]).length, 0, 'the failed deploy left its service');
+  });
+
+  test('a node lost under a running service: Swarm runs its task on another node, and the route follows', async () => {
+    const { client } = await newTenant(t);
+    const s = await client.createService({ name: 'moves', image: BUSYBOX_IMAGE });
+    const running = await waitFor('running', async () => {
+      const now = await client.service(s.id);
+      return now.status === 'running' ? now : undefined;
+    }, 90_000);
+    const host = new URL(running.url ?? assert.fail('no url')).host;
+    await waitFor('the page', () => viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
+    const [service] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } }));
+    const nodeIdOf = async () => (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running')?.NodeID;
+    const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>;
+    const before = await nodeIdOf();
+    const lost = nodes.find((n) => n.ID === before)?.Description.Hostname ?? assert.fail('no node runs the task');
+    lab.disconnect(lost);
+    try {
+      const lostAt = Date.now();
+      // The route answers again from the task's new node (Swarm's rescheduling is the floor).
+      await waitFor('the page from another node', async () => {
+        const now = await nodeIdOf();
+        if (!now || now === before) return undefined;
+        return viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined));
+      }, 120_000);
+      process.stderr.write(`swarm: the service answered again ${String(Date.now() - lostAt)} ms after its node was cut off\n`);
+      assert.equal((await client.service(s.id)).status, 'running');
+    } finally {
+      lab.reconnect(lost);
+    }
+  });
+});
