@@ -1,6 +1,8 @@
 // A typed client for svc's HTTP API. Request and response types come from @svc/contract, the
 // same schemas the server validates with. Used by the CLI and by the integration tests.
 import type {
+  ClusterNode,
+  ClusterNodeList,
   Domain,
   SourceArchive,
   CreateEnvironmentRequest,
@@ -223,6 +225,15 @@ export class SvcClient {
   /** Usage rollups: the tenant's totals, or one service's with service_id. */
   usageMetrics(q: TenantMetricsQuery = {}): Promise<UsageRollup[]> {
     return this.call('GET', '/v1/tenant/usage/metrics', { query: { ...q } });
+  }
+  /** Operator: the cluster's nodes (--runtime swarm). */
+  async listClusterNodes(): Promise<ClusterNode[]> {
+    return (await this.call<ClusterNodeList>('GET', '/v1/system/nodes', { headers: this.operatorHeaders(), auth: false })).nodes;
+  }
+  /** Operator: drain a node (its tasks move to the others), or make it take tasks again. */
+  setClusterNodeAvailability(node: string, availability: 'drain' | 'active'): Promise<ClusterNode> {
+    const action = availability === 'drain' ? 'drain' : 'activate';
+    return this.call('POST', `/v1/system/nodes/${encodeURIComponent(node)}/${action}`, { headers: this.operatorHeaders(), auth: false });
   }
   reactivateTenant(tenantId: string): Promise<ReactivateResponse> {
     return this.call('POST', `/v1/tenants/${encodeURIComponent(tenantId)}/reactivate`, { headers: this.operatorHeaders(), auth: false });

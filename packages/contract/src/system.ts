@@ -29,6 +29,10 @@ export const HealthDetail = Type.Object({
     { installed: Type.Boolean(), detail: Type.String() },
     { description: "svc's iptables rules that close the host and private networks to tenant workloads; missing rules make the status degraded" },
   ),
+  nodes: Type.Object(
+    { total: Type.Integer(), down: Type.Integer() },
+    { description: 'Swarm nodes (--runtime swarm) and how many of them are not ready (the status is degraded then); 0 and 0 on one engine' },
+  ),
   checked_at: Type.Integer({ description: 'unix seconds when these figures were gathered (cached 30 s)' }),
 });
 export type HealthDetail = Static<typeof HealthDetail>;
@@ -41,3 +45,24 @@ export const ValidateTokenRequest = Type.Object({ token: Type.String() });
 export type ValidateTokenRequest = Static<typeof ValidateTokenRequest>;
 export const ValidateTokenResponse = Type.Object({ valid: Type.Boolean() });
 export type ValidateTokenResponse = Static<typeof ValidateTokenResponse>;
+
+export const ClusterNode = Type.Object({
+  id: Type.String(),
+  hostname: Type.String(),
+  role: Type.Union([Type.Literal('manager'), Type.Literal('worker')]),
+  state: Type.String({ description: "Swarm's view of the node: ready, down, unknown or disconnected" }),
+  availability: Type.Union([Type.Literal('active'), Type.Literal('pause'), Type.Literal('drain')], {
+    description: 'active: takes tasks; drain: its tasks move to other nodes and it takes no new ones',
+  }),
+  address: Type.String(),
+  engine_version: Type.String(),
+  tasks: Type.Integer({ description: "svc's tasks running on the node" }),
+  memory_bytes: Type.Integer(),
+  cpus: Type.Number(),
+});
+export type ClusterNode = Static<typeof ClusterNode>;
+export const ClusterNodeList = Type.Object({ nodes: Type.Array(ClusterNode) });
+export type ClusterNodeList = Static<typeof ClusterNodeList>;
+export const ClusterNodeParams = Type.Object({
+  node: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$', description: "the node's id or host name" }),
+});

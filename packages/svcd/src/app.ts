@@ -29,6 +29,7 @@ import { writeCaBundle } from './sources/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck } from './sources/sources.js';
 import { openStore, type Store } from './store/index.js';
+import { Cluster } from './system/cluster.js';
 import { Health, type DiskReader } from './system/health.js';
 import { Tenants, type TenantResources } from './tenants/tenants.js';
 import type { Platform } from './platform.js';
@@ -73,6 +74,7 @@ export interface Deps {
   apiKeys: ApiKeys;
   tenants: Tenants;
   health: Health;
+  cluster: Cluster;
   sealer: Sealer;
   deployer: Deployer;
   services: Services;
@@ -191,10 +193,13 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // One id per store: it labels every workload, so installations sharing an engine stay apart.
   const installation = await store.settings.getOrCreate('installation_id', hexId(8));
   const tenantCgroups = config.tenantCpuWeight === null ? null : new TenantCgroups(config.tenantCpuWeight);
+  // On a swarm, the runtime is also the cluster's nodes (operators list and drain them).
+  const swarm = config.runtime === 'swarm' && !o.runtime ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), installation, clock, timers }) : null;
+  const cluster = new Cluster(swarm);
   const runtime =
     o.runtime ??
-    (config.runtime === 'swarm'
-      ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), installation, clock, timers })
+    (swarm
+      ? swarm
       : new DockerRuntime({
           host: config.dockerHost,
           installation,
@@ -392,7 +397,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       resources: [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])],
       maxActiveTenants: o.maxActiveTenants,
     }),
-    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: hostFirewall, log, readDisk: o.readDisk }),
+    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: hostFirewall, log, readDisk: o.readDisk, cluster }),
+    cluster,
     sealer,
     deployer,
     services,

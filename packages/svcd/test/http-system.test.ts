@@ -6,7 +6,8 @@ import Docker from 'dockerode';
 import type { Runtime } from '../src/runtime/index.js';
 import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import type { DiskReader } from '../src/system/health.js';
-import { DOCKER_HOST, newTenant, startServer, type TestServer } from './harness.js';
+import { ApiError, SvcClient } from '@svc/client';
+import { ADMIN_TOKEN, DOCKER_HOST, newTenant, startServer, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 
 describe('health', () => {
@@ -28,7 +29,7 @@ describe('health detail against the real engine', () => {
   const docker = new Docker(dockerOptions(DOCKER_HOST, 10_000));
   const network = `tenant-healthtest-${randomBytes(4).toString('hex')}`;
   before(async () => {
-    t = await startServer();
+    t = await startServer({ config: { adminTokens: [ADMIN_TOKEN] } });
   });
   after(async () => {
     await docker.getNetwork(network).remove().catch(() => {});
@@ -37,6 +38,16 @@ describe('health detail against the real engine', () => {
 
   test('needs a key', async () => {
     assert.equal((await t.client.raw('GET', '/v1/system/health/detailed')).status, 401);
+  });
+
+  test("on one engine there are no cluster nodes: the detail counts none, the operator's node routes answer 409", async () => {
+    const a = await newTenant(t);
+    assert.deepEqual((await a.client.healthDetailed(true)).nodes, { total: 0, down: 0 });
+    const operator = new SvcClient({ baseUrl: t.url, adminToken: ADMIN_TOKEN });
+    await assert.rejects(operator.listClusterNodes(), (err: ApiError) => err.status === 409 && /one Docker Engine/.test(err.message));
+    await assert.rejects(operator.setClusterNodeAvailability('node2', 'drain'), (err: ApiError) => err.status === 409);
+    // Not for tenants: their key is no operator's token.
+    assert.equal((await a.client.raw('GET', '/v1/system/nodes')).status, 401);
   });
 
   test('reports the engine, gVisor, disks, storage and tenant networks; cached 30 s unless fresh=true', async () => {

@@ -61,7 +61,7 @@ describe('layout', () => {
     });
   }
 
-  test('svcd: nothing below the API imports it, and only the Docker driver imports dockerode', () => {
+  test('svcd: nothing below the API imports it, and only the engine drivers (Docker, Swarm) import dockerode', () => {
     const src = join(PACKAGES, 'svcd', 'src');
     // The composition root (app.ts, main.ts, index.ts) wires the API to the rest; everything
     // else is the API itself or below it.
@@ -74,10 +74,10 @@ describe('layout', () => {
       if (!name.startsWith('api/') && !root.has(name)) {
         for (const target of local) if (relative(src, target).startsWith('api/')) upward.push(`${name} -> ${relative(src, target)}`);
       }
-      if (packages.includes('dockerode') && !name.startsWith('runtime/docker/')) engineClients.push(name);
+      if (packages.includes('dockerode') && !name.startsWith('runtime/docker/') && !name.startsWith('runtime/swarm/')) engineClients.push(name);
     }
     assert.deepEqual(upward, [], 'imports of the API from below it');
-    assert.deepEqual(engineClients, [], 'dockerode outside runtime/docker/');
+    assert.deepEqual(engineClients, [], 'dockerode outside runtime/docker/ and runtime/swarm/');
   });
 
   test('svcd: the driver ports are types only, and the memory driver owes nothing to the Docker one', () => {

@@ -3,7 +3,8 @@
 // the task, and the proxy on svcd's host reaches them there.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
+import { SvcClient } from '@svc/client';
+import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages } from './images.js';
 import { startSwarmLab, type SwarmLab } from './swarm-lab.js';
 
@@ -33,6 +34,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
         buildRegistry: TEST_REGISTRY,
         sandbox: 'auto',
         proxyListen: `127.0.0.1:${String(proxyPort)}`,
+        adminTokens: [ADMIN_TOKEN],
       },
       overrides: { readyTimeoutMs: 60_000 },
     });
@@ -103,6 +105,12 @@ describe('svcd on a Docker Swarm of three engines', () => {
     lab.disconnect(lost);
     try {
       const lostAt = Date.now();
+      // Operators see it: the node down, the health detail degraded.
+      const operator = new SvcClient({ baseUrl: t.url, adminToken: ADMIN_TOKEN });
+      await waitFor('the node seen down', async () => ((await operator.listClusterNodes()).find((n) => n.hostname === lost)?.state === 'down' ? true : undefined), 60_000);
+      const health = await client.healthDetailed(true);
+      assert.deepEqual(health.nodes, { total: 3, down: 1 });
+      assert.equal(health.status, 'degraded');
       // The route answers again from the task's new node (Swarm's rescheduling is the floor).
       await waitFor('the page from another node', async () => {
         const now = await nodeIdOf();
@@ -113,6 +121,41 @@ describe('svcd on a Docker Swarm of three engines', () => {
       assert.equal((await client.service(s.id)).status, 'running');
     } finally {
       lab.reconnect(lost);
+    }
+  });
+
+  test("operators list the nodes and drain one: its tasks move to another node, the route follows, and it takes tasks again once activated", async () => {
+    const operator = new SvcClient({ baseUrl: t.url, adminToken: ADMIN_TOKEN });
+    const nodes = await waitFor('three ready nodes', async () => {
+      const list = await operator.listClusterNodes();
+      return list.length === 3 && list.every((n) => n.state === 'ready') ? list : undefined;
+    }, 90_000);
+    assert.deepEqual(nodes.map((n) => n.hostname).sort(), ['node1', 'node2', 'node3']);
+    const manager = nodes.find((n) => n.role === 'manager');
+    assert.equal(manager?.availability, 'drain', "the lab keeps its manager's node free of tasks");
+    for (const n of nodes) assert.ok(n.engine_version !== '' && n.memory_bytes > 0 && n.cpus > 0 && /^10\.77\.0\.1\d$/.test(n.address), JSON.stringify(n));
+    const { client } = await newTenant(t);
+    const s = await client.createService({ name: 'drained', image: BUSYBOX_IMAGE });
+    const running = await waitFor('running', async () => {
+      const now = await client.service(s.id);
+      return now.status === 'running' ? now : undefined;
+    }, 90_000);
+    const host = new URL(running.url ?? assert.fail('no url')).host;
+    const withTask = await waitFor('a node with the task', async () => (await operator.listClusterNodes()).find((n) => n.tasks > 0 && n.role === 'worker'));
+    const drained = await operator.setClusterNodeAvailability(withTask.hostname, 'drain');
+    assert.equal(drained.availability, 'drain');
+    try {
+      await waitFor('the task on the other worker, answering through the proxy', async () => {
+        const list = await operator.listClusterNodes();
+        if ((list.find((n) => n.id === withTask.id)?.tasks ?? 1) > 0) return undefined;
+        return viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined));
+      }, 90_000);
+      // Unknown nodes are 404; a name that is no node's id or host name is refused before.
+      await assert.rejects(operator.setClusterNodeAvailability('node9', 'drain'), (err: { status?: number }) => err.status === 404);
+      assert.equal((await t.client.raw('POST', '/v1/system/nodes/..%2Fx/drain', { headers: { 'x-admin-token': ADMIN_TOKEN } })).status, 400);
+    } finally {
+      const back = await operator.setClusterNodeAvailability(withTask.id, 'active');
+      assert.equal(back.availability, 'active');
     }
   });
 });

@@ -78,6 +78,13 @@ export function accountCommands(program: Command, { out, client }: Cli): void {
   const admin = program.command('admin').description('operator commands (SVC_ADMIN_TOKEN)');
   admin.command('reactivate <tenantID>').description('reactivate a suspended tenant; prints its new key').action(action(out, (id: string) => client().reactivateTenant(id)));
   admin.command('recover <email>').description("issue a new key for the tenant with this email").action(action(out, (email: string) => client().recover(email)));
+  const nodes = admin.command('nodes').description("the cluster's nodes (svcd with --runtime swarm)");
+  nodes
+    .command('list')
+    .description('nodes with their state, availability, engine version and svc tasks')
+    .action(action(out, () => client().listClusterNodes(), { columns: ['hostname', 'id', 'role', 'state', 'availability', 'tasks', 'engine_version'] }));
+  nodes.command('drain <node>').description("move a node's tasks to the others and give it no new ones (by id or host name)").action(action(out, (node: string) => client().setClusterNodeAvailability(node, 'drain')));
+  nodes.command('activate <node>').description('let a drained node take tasks again').action(action(out, (node: string) => client().setClusterNodeAvailability(node, 'active')));
   admin
     .command('quotas <tenantID>')
     .description("change a tenant's quotas")

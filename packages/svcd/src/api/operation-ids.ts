@@ -6,6 +6,9 @@ export const OPERATION_IDS: Record<string, string> = {
   'GET /v1/system/health': 'getHealth',
   'GET /v1/system/health/detailed': 'getDetailedHealth',
   'POST /v1/system/bootstrap-token/validate': 'validateBootstrapToken',
+  'GET /v1/system/nodes': 'listClusterNodes',
+  'POST /v1/system/nodes/{node}/drain': 'drainClusterNode',
+  'POST /v1/system/nodes/{node}/activate': 'activateClusterNode',
 
   'POST /v1/tenants/register': 'registerTenant',
   'POST /v1/auth/recover': 'recoverAccount',

@@ -92,6 +92,29 @@ export interface EngineHost {
   countNetworks(prefix: string): Promise<number>;
 }
 
+/** A node of a cluster (Swarm), as operators see it. */
+export interface ClusterNodeInfo {
+  id: string;
+  hostname: string;
+  role: 'manager' | 'worker';
+  /** ready, down, unknown or disconnected. */
+  state: string;
+  availability: 'active' | 'pause' | 'drain';
+  address: string;
+  engineVersion: string;
+  /** svc's tasks running on it. */
+  tasks: number;
+  memoryBytes: number;
+  cpus: number;
+}
+
+/** The nodes of a cluster runtime (Swarm); a single engine has none. */
+export interface ClusterNodes {
+  nodes(): Promise<ClusterNodeInfo[]>;
+  /** Drains a node (its tasks move elsewhere) or makes it take tasks again; null when no node has that id or host name. */
+  setAvailability(node: string, availability: 'active' | 'drain'): Promise<ClusterNodeInfo | null>;
+}
+
 /** One engine behind the three ports: workloads (driver.ts), images (image-builder.ts) and the host. */
 export interface Runtime extends WorkloadDriver, ImageBuilder, EngineHost {}
 

@@ -47,6 +47,8 @@ export interface HealthOptions {
   log?: Logger;
   /** statfs unless a test gives another. */
   readDisk?: DiskReader;
+  /** The cluster's nodes (Swarm): how many, and how many are not ready. */
+  cluster?: { health(): Promise<{ total: number; down: number }> };
 }
 
 /** GET /v1/system/health/detailed: gathered at most every 30 s unless asked fresh. */
@@ -121,7 +123,13 @@ export class Health {
       return 'rules could not be read (see the svcd log)';
     });
 
+    const nodes = (await this.o.cluster?.health().catch((err: unknown) => {
+      log?.warn({ err }, 'the cluster nodes could not be read');
+      return null;
+    })) ?? { total: 0, down: 0 };
+
     const degraded =
+      nodes.down > 0 ||
       egressMissing !== null ||
       !storeOk ||
       disk === null ||
@@ -138,6 +146,7 @@ export class Health {
       runtime_storage: storage,
       proxy_networks: networks,
       egress_firewall: { installed: egressMissing === null, detail: egressMissing ?? 'tenant workloads reach the internet and their own network only' },
+      nodes,
       checked_at: Math.floor(atMs / 1000),
     };
     this.cached = { atMs, detail };

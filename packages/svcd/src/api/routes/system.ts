@@ -1,4 +1,4 @@
-import { HealthBody, HealthDetail, HealthDetailQuery, ValidateTokenRequest, ValidateTokenResponse } from '@svc/contract';
+import { ClusterNode, ClusterNodeList, ClusterNodeParams, HealthBody, HealthDetail, HealthDetailQuery, ValidateTokenRequest, ValidateTokenResponse } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Deps } from '../../app.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
@@ -28,6 +28,41 @@ export function systemRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       },
       async (request) => deps.health.detail(request.query.fresh === true),
     );
+
+    app.get(
+      '/v1/system/nodes',
+      {
+        config: { svc: { auth: 'operator', registrationLimited: true } },
+        schema: {
+          summary: "Operator: the cluster's nodes (--runtime swarm) with their state, availability and svc's tasks; 409 on one engine",
+          tags: ['operator'],
+          response: { 200: ClusterNodeList, ...errors(401, 403, 409, 429, 503) },
+        },
+      },
+      () => deps.cluster.list(),
+    );
+
+    for (const [action, availability] of [
+      ['drain', 'drain'],
+      ['activate', 'active'],
+    ] as const) {
+      app.post(
+        `/v1/system/nodes/:node/${action}`,
+        {
+          config: { svc: { auth: 'operator', registrationLimited: true } },
+          schema: {
+            summary:
+              action === 'drain'
+                ? 'Operator: drains a node: Swarm moves its tasks to the other nodes and gives it no new ones (maintenance)'
+                : 'Operator: makes a drained node take tasks again',
+            tags: ['operator'],
+            params: ClusterNodeParams,
+            response: { 200: ClusterNode, ...errors(400, 401, 403, 404, 409, 429, 503) },
+          },
+        },
+        (request) => deps.cluster.setAvailability(request.params.node, availability),
+      );
+    }
 
     app.post(
       '/v1/system/bootstrap-token/validate',

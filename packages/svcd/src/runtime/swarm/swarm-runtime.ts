@@ -32,6 +32,8 @@ import {
   workloadLabels,
   type Applied,
   type ApplyRequest,
+  type ClusterNodeInfo,
+  type ClusterNodes,
   type DriverCapabilities,
   type EngineHost,
   type Endpoint,
@@ -76,9 +78,17 @@ interface TaskView {
   publishedPort: number | null;
 }
 
+interface SwarmNode {
+  ID: string;
+  Version: { Index: number };
+  Spec: Record<string, unknown> & { Role?: string; Availability?: 'active' | 'pause' | 'drain' };
+  Status?: { State?: string; Addr?: string };
+  Description?: { Hostname?: string; Engine?: { EngineVersion?: string }; Resources?: { NanoCPUs?: number; MemoryBytes?: number } };
+}
+
 type ServiceSpec = Record<string, unknown> & { Name?: string; Labels?: Record<string, string>; Mode?: { Replicated?: { Replicas?: number } } };
 
-export class SwarmRuntime implements Runtime {
+export class SwarmRuntime implements Runtime, ClusterNodes {
   private readonly docker: Docker;
   private readonly streaming: Docker;
   /** The manager's engine, for builds, images and the host's figures. */
@@ -222,7 +232,7 @@ export class SwarmRuntime implements Runtime {
   }
 
   /** Node addresses by node id, and host names (the key of --swarm-node). */
-  private async nodes(): Promise<Map<string, { address: string; hostname: string }>> {
+  private async nodeDirectory(): Promise<Map<string, { address: string; hostname: string }>> {
     const list = (await this.docker.listNodes()) as Array<{ ID: string; Status?: { Addr?: string }; Description?: { Hostname?: string } }>;
     return new Map(list.map((n) => [n.ID, { address: n.Status?.Addr ?? '', hostname: n.Description?.Hostname ?? '' }]));
   }
@@ -243,7 +253,7 @@ export class SwarmRuntime implements Runtime {
     const running = tasks.find((t) => t.state === 'running' && t.desired === 'running');
     const base = { id: service.ID, name: service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
     if (running) {
-      const node = (await this.nodes()).get(running.nodeId);
+      const node = (await this.nodeDirectory()).get(running.nodeId);
       return { ...base, state: 'running', exitCode: null, address: node?.address ? { host: node.address, port: running.publishedPort ?? 0, published: running.publishedPort !== null } : null };
     }
     const replicas = service.Spec.Mode?.Replicated?.Replicas ?? 1;
@@ -368,7 +378,7 @@ export class SwarmRuntime implements Runtime {
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
     const running = (await this.tasks(ref)).find((t) => t.state === 'running' && t.containerId);
     if (!running?.containerId) return null;
-    const node = (await this.nodes()).get(running.nodeId);
+    const node = (await this.nodeDirectory()).get(running.nodeId);
     if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? running.nodeId} (--swarm-node)`);
     return { containerId: running.containerId, engine: this.nodeEngine(node.hostname) };
   }
@@ -412,6 +422,38 @@ export class SwarmRuntime implements Runtime {
     raw.on('error', (err: Error) => out.destroy(err));
     out.on('close', () => raw.destroy());
     return out;
+  }
+
+  // --- The cluster's nodes, for operators. ---
+
+  async nodes(): Promise<ClusterNodeInfo[]> {
+    const [list, services, tasks] = await Promise.all([
+      this.docker.listNodes() as Promise<SwarmNode[]>,
+      this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } }) as Promise<Array<{ ID: string }>>,
+      this.docker.listTasks({ filters: { 'desired-state': ['running'] } }) as Promise<Array<{ ServiceID: string; NodeID?: string; Status?: { State?: string } }>>,
+    ]);
+    const ours = new Set(services.map((x) => x.ID));
+    const running = tasks.filter((t) => ours.has(t.ServiceID) && t.Status?.State === 'running');
+    return list.map((n) => ({
+      id: n.ID,
+      hostname: n.Description?.Hostname ?? '',
+      role: n.Spec.Role === 'manager' ? 'manager' : 'worker',
+      state: n.Status?.State ?? 'unknown',
+      availability: n.Spec.Availability ?? 'active',
+      address: n.Status?.Addr ?? '',
+      engineVersion: n.Description?.Engine?.EngineVersion ?? '',
+      tasks: running.filter((t) => t.NodeID === n.ID).length,
+      memoryBytes: n.Description?.Resources?.MemoryBytes ?? 0,
+      cpus: (n.Description?.Resources?.NanoCPUs ?? 0) / 1e9,
+    }));
+  }
+
+  async setAvailability(node: string, availability: 'active' | 'drain'): Promise<ClusterNodeInfo | null> {
+    const list = (await this.docker.listNodes()) as SwarmNode[];
+    const target = list.find((n) => n.ID === node || n.Description?.Hostname === node);
+    if (!target) return null;
+    await this.docker.getNode(target.ID).update({ ...target.Spec, Availability: availability, version: target.Version.Index });
+    return (await this.nodes()).find((n) => n.id === target.ID) ?? null;
   }
 
   assign(): Promise<string | null> {
