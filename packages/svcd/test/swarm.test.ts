@@ -158,4 +158,34 @@ describe('svcd on a Docker Swarm of three engines', () => {
       assert.equal(back.availability, 'active');
     }
   });
+
+  test("tenants' overlay networks are apart: a task reaches its own tenant's task over the overlay, never another tenant's", async () => {
+    const a = await newTenant(t);
+    const b = await newTenant(t);
+    const create = async (client: SvcClient, name: string) => {
+      const s = await client.createService({ name, image: BUSYBOX_IMAGE });
+      return waitFor(`${name} running`, async () => {
+        const now = await client.service(s.id);
+        return now.status === 'running' ? now : undefined;
+      }, 90_000);
+    };
+    const [prober, sibling, foreign] = [await create(a.client, 'prober'), await create(a.client, 'sibling'), await create(b.client, 'foreign')];
+    /** The task's address on its tenant's overlay network. */
+    const overlayAddress = async (serviceId: string) => {
+      const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${serviceId}`] } });
+      const tasks = (await lab.manager.engine.listTasks({ filters: { service: [service?.ID ?? ''], 'desired-state': ['running'] } })) as Array<{ NetworksAttachments?: Array<{ Network: { Spec: { Name: string } }; Addresses: string[] }> }>;
+      const attachment = tasks[0]?.NetworksAttachments?.find((n) => n.Network.Spec.Name.startsWith('tenant-'));
+      return (attachment?.Addresses[0] ?? assert.fail('no overlay address')).split('/')[0];
+    };
+    const host = new URL(prober.url ?? assert.fail('no url')).host;
+    const fetchFrom = async (target: string, expect: RegExp) => {
+      let answer = '';
+      // nc's 2 s can be missed on a loaded machine: a few tries for the answer expected.
+      for (let i = 0; i < 4 && !expect.test(answer); i++) answer = (await viaProxy(proxyPort, host, `/cgi-bin/fetch?${target}`)).body;
+      return answer;
+    };
+    // The same probe, both ways: its own tenant's task answers over the overlay, the other tenant's does not.
+    assert.match(await fetchFrom(`${String(await overlayAddress(sibling.id))}:8000`, /HTTP\/1\.[01] 200/), /HTTP\/1\.[01] 200/, "its own tenant's task");
+    assert.match(await fetchFrom(`${String(await overlayAddress(foreign.id))}:8000`, /unreachable/), /unreachable/, "another tenant's task");
+  });
 });
