@@ -121,6 +121,14 @@ export interface Deps {
   requestTimeoutMs: number;
 }
 
+/**
+ * The health detail's egress line on a swarm: svcd's rules guard its own host's bridges only, and
+ * none are installed on the nodes (README, Docker Swarm), so the detail says so (degraded).
+ */
+const SWARM_EGRESS = {
+  missing: () => Promise.resolve("svc installs no egress rules on a swarm's nodes: tasks reach the nodes' addresses and their published ports"),
+};
+
 /** What tests (and later a multi-host runtime) may replace. */
 export interface DepsOverrides {
   clock?: Clock;
@@ -397,7 +405,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       resources: [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])],
       maxActiveTenants: o.maxActiveTenants,
     }),
-    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: hostFirewall, log, readDisk: o.readDisk, cluster }),
+    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: swarm ? SWARM_EGRESS : hostFirewall, log, readDisk: o.readDisk, cluster }),
     cluster,
     sealer,
     deployer,

@@ -473,12 +473,18 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   if (runtime !== 'docker' && runtime !== 'swarm') throw new ConfigError(`--runtime must be docker or swarm, got ${JSON.stringify(raw.runtime)}`);
   const swarmNodes: Record<string, string> = {};
   for (const entry of (raw.swarmNode ?? '').split(',').map((e) => e.trim()).filter(Boolean)) {
-    const m = /^([A-Za-z0-9][A-Za-z0-9.-]*)=((?:unix|tcp):\/\/\S+)$/.exec(entry);
-    if (!m?.[1] || !m[2]) throw new ConfigError(`--swarm-node must be NAME=unix:///path or NAME=tcp://host:port, got ${JSON.stringify(entry)}`);
+    // unix:// only: svcd speaks plain HTTP to an engine, and a node's engine reached over TCP
+    // without TLS is root on that node for whoever else reaches the port.
+    const m = /^([A-Za-z0-9][A-Za-z0-9.-]*)=(unix:\/\/\S+)$/.exec(entry);
+    if (!m?.[1] || !m[2]) throw new ConfigError(`--swarm-node must be NAME=unix:///path (TLS to a node's engine is not supported yet), got ${JSON.stringify(entry)}`);
     swarmNodes[m[1]] = m[2];
   }
   if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
   if (runtime === 'swarm') {
+    // Tenant isolation is not complete on a swarm (README, Docker Swarm): tasks reach the nodes'
+    // addresses, and with them every published port. Until svc installs its rules on every node,
+    // a swarm is for development and tenants that trust each other.
+    if (raw.dev !== true) throw new ConfigError('--runtime swarm needs --dev for now: tenant isolation is not complete on a swarm (see the README, Docker Swarm)');
     // Nodes pull built images from the cluster's registry: the manager's own images reach no other node.
     if (!raw.buildRegistry?.trim()) throw new ConfigError('--runtime swarm needs --build-registry (a registry every node pulls from)');
     if (raw.sandbox === 'required') throw new ConfigError('--sandbox required is not possible with --runtime swarm (a Swarm service cannot choose gVisor)');

@@ -71,7 +71,11 @@ function tearDown(children: ChildProcess[]): void {
     for (const m of mounts) quiet('umount', ['-l', m]);
     rmSync(dir, { recursive: true, force: true });
   }
-  for (let i = 1; i <= NODE_COUNT; i++) quiet('ip', ['netns', 'delete', `svclab${String(i)}`]);
+  for (let i = 1; i <= NODE_COUNT; i++) {
+    quiet('ip', ['netns', 'delete', `svclab${String(i)}`]);
+    // The pair goes with its host end, also while something still holds the namespace.
+    quiet('ip', ['link', 'delete', `svclab${String(i)}-h`]);
+  }
   quiet('ip', ['link', 'delete', BRIDGE]);
   while (existsRule()) quiet('iptables', ['-D', 'FORWARD', '-i', BRIDGE, '-o', BRIDGE, '-j', 'ACCEPT']);
 }

@@ -11,7 +11,7 @@ import { startSwarmLab, type SwarmLab } from './swarm-lab.js';
 interface SwarmTask {
   ServiceID: string;
   NodeID: string;
-  Status: { State: string; PortStatus?: { Ports?: Array<{ PublishedPort?: number; PublishMode?: string }> } };
+  Status: { State: string; ContainerStatus?: { ContainerID?: string }; PortStatus?: { Ports?: Array<{ PublishedPort?: number; PublishMode?: string }> } };
 }
 
 describe('svcd on a Docker Swarm of three engines', () => {
@@ -67,6 +67,13 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const task = tasks.find((x) => x.Status.State === 'running');
     assert.ok(task, 'a running task');
     assert.equal(task.Status.PortStatus?.Ports?.[0]?.PublishMode, 'host');
+    // Hardened as far as a service spec goes: the container on its node has every capability
+    // dropped and the tenant's pids, memory and CPU limits.
+    const nodeName = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).find((n) => n.ID === task.NodeID)?.Description.Hostname;
+    const node = lab.nodes.find((n) => n.name === nodeName) ?? assert.fail('the task runs on no lab node');
+    const container = await node.engine.getContainer(task.Status.ContainerStatus?.ContainerID ?? '').inspect();
+    assert.deepEqual(container.HostConfig.CapDrop, ['ALL']);
+    assert.ok((container.HostConfig.PidsLimit ?? 0) > 0 && (container.HostConfig.Memory ?? 0) > 0 && (container.HostConfig.NanoCpus ?? 0) > 0, JSON.stringify(container.HostConfig));
     // Its logs come through the manager, whatever node the task is on.
     assert.equal((await viaProxy(proxyPort, host, '/cgi-bin/log?swarm-marker')).status, 200);
     await waitFor('the line in its log', async () => ((await client.serviceLogs(s.id, 50)).includes('log: swarm-marker') ? true : undefined));
@@ -110,6 +117,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
       await waitFor('the node seen down', async () => ((await operator.listClusterNodes()).find((n) => n.hostname === lost)?.state === 'down' ? true : undefined), 60_000);
       const health = await client.healthDetailed(true);
       assert.deepEqual(health.nodes, { total: 3, down: 1 });
+      // svc's egress rules guard svcd's own host only: on a swarm the detail says they are missing.
+      assert.equal(health.egress_firewall.installed, false);
       assert.equal(health.status, 'degraded');
       // The route answers again from the task's new node (Swarm's rescheduling is the floor).
       await waitFor('the page from another node', async () => {
@@ -141,17 +150,26 @@ describe('svcd on a Docker Swarm of three engines', () => {
       return now.status === 'running' ? now : undefined;
     }, 90_000);
     const host = new URL(running.url ?? assert.fail('no url')).host;
-    const withTask = await waitFor('a node with the task', async () => (await operator.listClusterNodes()).find((n) => n.tasks > 0 && n.role === 'worker'));
+    // This service's own task, and its node.
+    const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
+    const nodeOfTask = async () => (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running')?.NodeID;
+    const first = await waitFor('its task', nodeOfTask);
+    const withTask = nodes.find((n) => n.id === first) ?? assert.fail('its node is not listed');
+    assert.ok(((await operator.listClusterNodes()).find((n) => n.id === first)?.tasks ?? 0) >= 1, 'the node counts its task');
     const drained = await operator.setClusterNodeAvailability(withTask.hostname, 'drain');
     assert.equal(drained.availability, 'drain');
     try {
-      await waitFor('the task on the other worker, answering through the proxy', async () => {
-        const list = await operator.listClusterNodes();
-        if ((list.find((n) => n.id === withTask.id)?.tasks ?? 1) > 0) return undefined;
+      await waitFor('its task on the other worker, answering through the proxy', async () => {
+        const now = await nodeOfTask();
+        if (!now || now === first) return undefined;
         return viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined));
       }, 90_000);
+      assert.equal((await operator.listClusterNodes()).find((n) => n.id === first)?.tasks, 0, 'a drained node runs no task of svc');
       // Unknown nodes are 404; a name that is no node's id or host name is refused before.
       await assert.rejects(operator.setClusterNodeAvailability('node9', 'drain'), (err: { status?: number }) => err.status === 404);
+      // Operators only: a tenant's key drains nothing.
+      const { client: tenantClient } = await newTenant(t);
+      assert.equal((await tenantClient.raw('POST', `/v1/system/nodes/${withTask.hostname}/activate`)).status, 401);
       assert.equal((await t.client.raw('POST', '/v1/system/nodes/..%2Fx/drain', { headers: { 'x-admin-token': ADMIN_TOKEN } })).status, 400);
     } finally {
       const back = await operator.setClusterNodeAvailability(withTask.id, 'active');
@@ -187,5 +205,17 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // The same probe, both ways: its own tenant's task answers over the overlay, the other tenant's does not.
     assert.match(await fetchFrom(`${String(await overlayAddress(sibling.id))}:8000`, /HTTP\/1\.[01] 200/), /HTTP\/1\.[01] 200/, "its own tenant's task");
     assert.match(await fetchFrom(`${String(await overlayAddress(foreign.id))}:8000`, /unreachable/), /unreachable/, "another tenant's task");
+  });
+
+  test('databases, task boards and environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {
+    const { client } = await newTenant(t);
+    await assert.rejects(client.createDatabase({ name: 'db', type: 'postgres' }), (err: { status?: number; message?: string }) => err.status === 409 && /not available on this installation's runtime \(Docker Swarm\)/.test(err.message ?? ''));
+    assert.equal((await client.databases()).length, 0);
+    await assert.rejects(client.createKanban(), (err: { status?: number }) => err.status === 409);
+    await assert.rejects(client.createEnvironment({ name: 'env', template_id: 'default' }), (err: { status?: number; message?: string }) => err.status === 409 && /environments are not available/.test(err.message ?? ''));
+    assert.equal((await client.environments()).length, 0);
+    // A service still deploys for the same tenant.
+    const s = await client.createService({ name: 'still', image: BUSYBOX_IMAGE });
+    await waitFor('running', async () => ((await client.service(s.id)).status === 'running' ? true : undefined), 90_000);
   });
 });

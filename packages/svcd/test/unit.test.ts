@@ -144,6 +144,21 @@ describe('operator tokens', () => {
 describe('configuration', () => {
   const raw: RawOptions = { listen: '127.0.0.1:8080', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info' };
   const token = 't'.repeat(32);
+  test('--runtime swarm: with --dev only (isolation is not complete there), a build registry, unix:// node engines, no required sandbox', () => {
+    const dev: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock, node2=unix:///run/n2.sock' };
+    const c = buildConfig(dev, {});
+    assert.equal(c.runtime, 'swarm');
+    assert.deepEqual(c.swarmNodes, { node1: 'unix:///run/n1.sock', node2: 'unix:///run/n2.sock' });
+    assert.equal(buildConfig({ ...raw, dev: true }, {}).runtime, 'docker');
+    assert.throws(() => buildConfig({ ...dev, dev: false }, { SVC_BOOTSTRAP_TOKEN: token }), /--runtime swarm needs --dev/);
+    assert.throws(() => buildConfig({ ...dev, buildRegistry: undefined }, {}), /needs --build-registry/);
+    assert.throws(() => buildConfig({ ...dev, swarmNode: 'node1=tcp://10.0.0.1:2375' }, {}), /--swarm-node must be NAME=unix/);
+    assert.throws(() => buildConfig({ ...dev, swarmNode: 'a b=unix:///x' }, {}), /--swarm-node/);
+    assert.throws(() => buildConfig({ ...dev, sandbox: 'required' }, {}), /--sandbox required is not possible/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, runtime: 'kubernetes' }, {}), /--runtime must be docker or swarm/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, swarmNode: 'node1=unix:///x' }, {}), /--swarm-node needs --runtime swarm/);
+  });
+
   test('production needs SVC_BOOTSTRAP_TOKEN; tokens are at least 32 characters; lists are comma-separated', () => {
     assert.throws(() => buildConfig(raw, {}), ConfigError);
     assert.throws(() => buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: 'short' }), /at least 32/);

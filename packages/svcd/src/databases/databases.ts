@@ -17,6 +17,7 @@ import { Lifecycle } from '../provisioning/lifecycle.js';
 import type { WorkloadController } from '../workloads/controller.js';
 import { probeDatabase } from './probes.js';
 import type { Platform } from '../platform.js';
+import { requireCapability } from '../workloads/capabilities.js';
 
 export interface DatabasesOptions {
   images: Record<DatabaseType, string>;
@@ -86,6 +87,7 @@ export class Databases implements TenantResources {
   async create(tenantId: string, req: CreateDatabaseRequest): Promise<DatabaseRecord> {
     if (req.type !== 'postgres' && req.type !== 'redis') throw new ValidationError('type must be postgres or redis');
     const type: DatabaseType = req.type;
+    await requireCapability(this.deps.runtime, 'hostPorts', 'databases');
     await this.deps.disk.assertRoom(tenantId);
     const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');

@@ -45,6 +45,7 @@ import { EnvironmentWorkloads, WORKSPACE, environmentSpec, environmentWorkloadNa
 
 export { WORKSPACE, environmentWorkloadName };
 import type { Platform } from '../platform.js';
+import { requireCapability } from '../workloads/capabilities.js';
 
 export interface EnvironmentsOptions {
   images: Record<TemplateId, string>;
@@ -149,6 +150,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
+    await requireCapability(this.deps.runtime, 'addressable', 'environments');
     await this.deps.disk.assertRoom(tenantId);
     const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');

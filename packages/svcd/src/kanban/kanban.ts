@@ -18,6 +18,7 @@ import { isUniqueViolation, type KanbanBoardRow, type TenantRow } from '../store
 import type { TenantResources } from '../tenants/tenants.js';
 import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';
 import type { Platform } from '../platform.js';
+import { requireCapability } from '../workloads/capabilities.js';
 
 export interface KanbanOptions {
   /** Host ports boards are published on, inclusive (--kanban-ports). */
@@ -66,6 +67,7 @@ export class Kanban implements TenantResources {
   /** Starts creating the tenant's board; 409 when it has one (whatever its state). */
   async create(tenantId: string): Promise<KanbanBoard> {
     if (!(await this.deps.store.tenants.findById(tenantId))) throw new NotFoundError('tenant');
+    await requireCapability(this.deps.runtime, 'hostPorts', 'task boards');
     const token = randomBytes(32).toString('base64url');
     const now = unixSeconds(this.deps.clock);
     for (let attempt = 0; attempt < 8; attempt++) {

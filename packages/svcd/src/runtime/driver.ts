@@ -178,6 +178,11 @@ export interface DriverCapabilities {
   warmPool: boolean;
   /** Tenant code runs under svc-init, which serves an environment's agent (`agentPort`). */
   agent: boolean;
+  /**
+   * svcd's host reaches a workload at its own address on its tenant network (environments: their
+   * previews and agent). Not so on a swarm, whose overlay networks svcd's host is not on.
+   */
+  addressable: boolean;
 }
 
 export interface WorkloadDriver {

@@ -201,6 +201,10 @@ export class CrashHandler {
       // Not opened here: the workload moved on (a newer request) since the exit was read.
       if (!opened) return;
       this.deps.log.warn({ service: s.id }, 'crash circuit opened');
+      // An engine that restarts what exits on its own (Swarm's restart policy) would run it again
+      // behind the open circuit: it is stopped (a no-op for the exited container of one engine,
+      // which stays for its logs).
+      if (s.container_id) await this.deps.runtime.stop(s.container_id).catch((err: unknown) => this.deps.log.warn({ err, service: s.id }, 'stopping a service whose circuit opened failed'));
       this.deps.routesChanged();
       return;
     }

@@ -138,7 +138,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false });
+    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false });
   }
 
   apply(request: ApplyRequest): Promise<Applied> {
@@ -158,8 +158,17 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   private async ensureTenantNetwork(tenantId: string): Promise<void> {
     const name = tenantNetworkName(tenantId);
-    const existing = await this.docker.listNetworks({ filters: { name: [name] } });
-    if (existing.some((n) => n.Name === name)) return;
+    const existing = (await this.docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
+    if (existing.some((n) => n.Driver === 'overlay' && n.Scope === 'swarm')) return;
+    // A local network of that name (a build's on the manager's engine, made before the first
+    // deploy) would keep the overlay from being made: it goes, unless something uses it.
+    for (const n of existing) {
+      try {
+        await this.docker.getNetwork(n.Id).remove();
+      } catch (err) {
+        throw new Error(`the tenant's network ${name} exists on the manager as a ${n.Driver} network in use, not as a swarm overlay`, { cause: err });
+      }
+    }
     try {
       await this.docker.createNetwork({
         Name: name,
@@ -254,7 +263,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const base = { id: service.ID, name: service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
     if (running) {
       const node = (await this.nodeDirectory()).get(running.nodeId);
-      return { ...base, state: 'running', exitCode: null, address: node?.address ? { host: node.address, port: running.publishedPort ?? 0, published: running.publishedPort !== null } : null };
+      const ports = (service.Spec.EndpointSpec as { Ports?: unknown[] } | undefined)?.Ports ?? [];
+      // A port asked for but not (yet) published: no address, never the node at the spec's port,
+      // which could be anything the node serves.
+      if (!node?.address || (ports.length > 0 && running.publishedPort === null)) return { ...base, state: 'running', exitCode: null, address: null };
+      return { ...base, state: 'running', exitCode: null, address: { host: node.address, port: running.publishedPort ?? 0, published: running.publishedPort !== null } };
     }
     const replicas = service.Spec.Mode?.Replicated?.Replicas ?? 1;
     const newest = tasks[0];
@@ -351,15 +364,26 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const every = this.o.eventsEveryMs ?? 1_000;
     let seen: Set<string> | null = null;
     while (!signal.aborted) {
-      const services = (await this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } })) as Array<{ ID: string; Spec?: ServiceSpec }>;
-      const labelsOf = new Map(services.map((s) => [s.ID, s.Spec?.Labels ?? {}]));
-      const ended = (await Promise.all(services.map((s) => this.tasks(s.ID)))).flat().filter((t) => ENDED_TASK_STATES.has(t.state) && t.state !== 'shutdown');
-      const now = new Set(ended.map((t) => t.id));
-      if (seen) {
-        for (const t of ended) if (!seen.has(t.id)) yield { id: t.serviceId, labels: labelsOf.get(t.serviceId) ?? {}, exitCode: t.exitCode };
+      try {
+        // One listing of each per tick, matched in memory: a service removed between the two is
+        // no error, and the cost does not grow with a call per service.
+        const [services, tasks] = await Promise.all([
+          this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } }) as Promise<Array<{ ID: string; Spec?: ServiceSpec }>>,
+          this.docker.listTasks() as Promise<Array<{ ID: string; ServiceID: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>>,
+        ]);
+        const labelsOf = new Map(services.map((x) => [x.ID, x.Spec?.Labels ?? {}]));
+        const ended = tasks.filter((t) => labelsOf.has(t.ServiceID) && ENDED_TASK_STATES.has(t.Status?.State ?? '') && t.Status?.State !== 'shutdown');
+        if (seen) {
+          for (const t of ended) if (!seen.has(t.ID)) yield { id: t.ServiceID, labels: labelsOf.get(t.ServiceID) ?? {}, exitCode: t.Status?.ContainerStatus?.ExitCode ?? null };
+        }
+        // Only the tasks Swarm still lists are kept: the set stays as small as its task history.
+        seen = new Set(ended.map((t) => t.ID));
+      } catch (err) {
+        // The manager away: the exits are read when it answers again (the set is kept meanwhile).
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the signal may have fired while the tasks were read
+        if (signal.aborted) return;
+        if (!seen) throw err;
       }
-      // Only the tasks Swarm still lists are kept: the set stays as small as its task history.
-      seen = now;
       await new Promise<void>((resolve) => {
         const timer = this.timers.setTimeout(resolve, every);
         signal.addEventListener(
