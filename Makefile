@@ -42,7 +42,7 @@ TEST_FILES := 'packages/*/test/*.test.ts'
 # engine-restart.test.ts stops and starts the machine's dockerd under its own workloads.
 TEST_CONCURRENCY ?= 1
 
-.PHONY: build deps typecheck lint run test bench-api bench-deploy bench-proxy bench-tls bench-build bench-db bench-env clean
+.PHONY: build deps typecheck lint run test bench-api bench-deploy bench-proxy bench-tls bench-build bench-db bench-env bench-swarm clean
 
 # npm ci only when the lock file changed since the last install (it wipes node_modules), or when
 # the install was made for another Node (native addons are built for one Node ABI).
@@ -146,6 +146,13 @@ bench-env: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
 	node --import tsx bench/env/run.ts
+
+# A swarm of three engines in network namespaces (packages/svcd/test/swarm-lab.ts), made and removed by the bench.
+bench-swarm: build
+	@bash scripts/ensure-docker.sh
+	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-caddy.sh
+	node --import tsx bench/swarm/run.ts
 
 # 10 minutes a phase by default (SOAK_MINUTES=4 make bench-soak for a shorter run); see bench/soak/run.ts.
 .PHONY: bench-soak

@@ -15,6 +15,7 @@ const BENCHES: Array<{ bench: string; timeout: number }> = [
   { bench: 'build', timeout: 90_000 },
   { bench: 'db', timeout: 240_000 }, // PostgreSQL's initdb under a 0.4-CPU share, on both sides
   { bench: 'env', timeout: 120_000 },
+  { bench: 'swarm', timeout: 180_000 }, // three engines in network namespaces (swarm-lab.ts)
 ];
 
 for (const { bench, timeout } of BENCHES) {

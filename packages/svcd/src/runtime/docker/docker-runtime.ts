@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { consumeProgress, OutputDemuxer } from './engine-streams.js';
+import { consumeProgress, demuxedLog } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
 import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from '../tenant-init.js';
@@ -669,13 +669,7 @@ export class DockerRuntime implements Runtime {
       if (statusCode === 409 || statusCode === 404) throw new WorkloadNotRunningError(message ?? 'container is being removed');
       throw err;
     });
-    const out = new OutputDemuxer();
-    raw.pipe(out);
-    // The engine ends the stream when the log is complete (or the container is gone); a broken
-    // connection is passed on as one, so that a cut log never looks complete to the client.
-    raw.on('error', (err: Error) => out.destroy(err));
-    out.on('close', () => raw.destroy());
-    return out;
+    return demuxedLog(raw);
   }
 
   /**

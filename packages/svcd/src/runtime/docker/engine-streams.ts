@@ -56,6 +56,20 @@ export class OutputDemuxer extends Transform {
 }
 
 /** One event of the engine's progress streams. */
+/**
+ * A log as the engine sends it (a container's or a Swarm service's), as text at the reader's pace.
+ * The engine ends the stream when the log is complete (or its workload is gone); a broken
+ * connection is passed on as one, so that a cut log never looks complete to the client, and a
+ * reader that leaves closes the engine's stream.
+ */
+export function demuxedLog(raw: NodeJS.ReadableStream & { destroy(): void }): NodeJS.ReadableStream {
+  const out = new OutputDemuxer();
+  raw.pipe(out);
+  raw.on('error', (err: Error) => out.destroy(err));
+  out.on('close', () => raw.destroy());
+  return out;
+}
+
 export interface ProgressEvent {
   status?: string;
   id?: string;

@@ -24,7 +24,7 @@ import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
 import { DockerRuntime, dockerOptions } from '../docker/docker-runtime.js';
-import { OutputDemuxer } from '../docker/engine-streams.js';
+import { demuxedLog } from '../docker/engine-streams.js';
 import {
   LABELS,
   WorkloadNotRunningError,
@@ -62,8 +62,12 @@ export interface SwarmRuntimeOptions {
   eventsEveryMs?: number;
 }
 
-/** Task states after which a task runs no more. */
-const ENDED_TASK_STATES = new Set(['complete', 'failed', 'shutdown', 'rejected', 'orphaned', 'remove']);
+/**
+ * Task states that are the workload's own end: its process exited (complete, failed) or it could
+ * not start (rejected). Not svc's or Swarm's stops (shutdown, remove), nor a task left on a node
+ * that went away (orphaned): a node's loss is not charged to the tenant's crash circuit.
+ */
+const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
 
 interface TaskView {
   id: string;
@@ -372,7 +376,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           this.docker.listTasks() as Promise<Array<{ ID: string; ServiceID: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>>,
         ]);
         const labelsOf = new Map(services.map((x) => [x.ID, x.Spec?.Labels ?? {}]));
-        const ended = tasks.filter((t) => labelsOf.has(t.ServiceID) && ENDED_TASK_STATES.has(t.Status?.State ?? '') && t.Status?.State !== 'shutdown');
+        const ended = tasks.filter((t) => labelsOf.has(t.ServiceID) && EXIT_TASK_STATES.has(t.Status?.State ?? ''));
         if (seen) {
           for (const t of ended) if (!seen.has(t.ID)) yield { id: t.ServiceID, labels: labelsOf.get(t.ServiceID) ?? {}, exitCode: t.Status?.ContainerStatus?.ExitCode ?? null };
         }
@@ -400,7 +404,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /** The running task's container and the engine of its node. */
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
-    const running = (await this.tasks(ref)).find((t) => t.state === 'running' && t.containerId);
+    const running = (await this.tasks(ref)).find((t) => t.state === 'running' && t.desired === 'running' && t.containerId);
     if (!running?.containerId) return null;
     const node = (await this.nodeDirectory()).get(running.nodeId);
     if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? running.nodeId} (--swarm-node)`);
@@ -441,11 +445,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       if ((err as { statusCode?: number }).statusCode === 404) throw new WorkloadNotRunningError('no such service');
       throw err;
     });
-    const out = new OutputDemuxer();
-    raw.pipe(out);
-    raw.on('error', (err: Error) => out.destroy(err));
-    out.on('close', () => raw.destroy());
-    return out;
+    return demuxedLog(raw);
   }
 
   // --- The cluster's nodes, for operators. ---
