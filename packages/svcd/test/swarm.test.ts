@@ -50,16 +50,22 @@ describe('svcd on a Docker Swarm of three engines', () => {
   const tasksOf = async (serviceName: string): Promise<SwarmTask[]> =>
     (await lab.manager.engine.listTasks({ filters: { service: [serviceName] } })) as SwarmTask[];
 
-  test('a service runs as a Swarm service, published on its node in host mode, and answers through the proxy', async () => {
-    const { client } = await newTenant(t);
-    const s = await client.createService({ name: 'web', image: BUSYBOX_IMAGE });
+  /** A new service of the busybox image, once running (the last status seen in the error otherwise), and its host on the proxy. */
+  async function runningService(client: SvcClient, name: string): Promise<{ id: string; host: string }> {
+    const s = await client.createService({ name, image: BUSYBOX_IMAGE });
     let last = '';
-    const running = await waitFor('running', async () => {
+    const running = await waitFor(`${name} running`, async () => {
       const now = await client.service(s.id);
       last = `${now.status}: ${now.last_error ?? ''}`;
       return now.status === 'running' ? now : undefined;
     }, 90_000).catch((err: unknown) => assert.fail(`${String(err)} (last seen ${last})`));
-    const host = new URL(running.url ?? assert.fail('no url')).host;
+    return { id: s.id, host: new URL(running.url ?? assert.fail('no url')).host };
+  }
+
+  test('a service runs as a Swarm service, published on its node in host mode, and answers through the proxy', async () => {
+    const { client } = await newTenant(t);
+    const s = await runningService(client, 'web');
+    const { host } = s;
     const page = await waitFor('the page through the proxy', () => viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
     assert.match(page.body, /hello/i);
     // What svc made is a Swarm service whose task publishes its port on its node, in host mode.
@@ -99,12 +105,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
 
   test('a node lost under a running service: Swarm runs its task on another node, and the route follows', async () => {
     const { client } = await newTenant(t);
-    const s = await client.createService({ name: 'moves', image: BUSYBOX_IMAGE });
-    const running = await waitFor('running', async () => {
-      const now = await client.service(s.id);
-      return now.status === 'running' ? now : undefined;
-    }, 90_000);
-    const host = new URL(running.url ?? assert.fail('no url')).host;
+    const s = await runningService(client, 'moves');
+    const { host } = s;
     await waitFor('the page', () => viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
     // The node running the service's task, whatever Swarm service svc runs it as now.
     const nodeIdOf = async () => {
@@ -152,12 +154,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal(manager?.availability, 'drain', "the lab keeps its manager's node free of tasks");
     for (const n of nodes) assert.ok(n.engine_version !== '' && n.memory_bytes > 0 && n.cpus > 0 && /^10\.77\.0\.1\d$/.test(n.address), JSON.stringify(n));
     const { client } = await newTenant(t);
-    const s = await client.createService({ name: 'drained', image: BUSYBOX_IMAGE });
-    const running = await waitFor('running', async () => {
-      const now = await client.service(s.id);
-      return now.status === 'running' ? now : undefined;
-    }, 90_000);
-    const host = new URL(running.url ?? assert.fail('no url')).host;
+    const s = await runningService(client, 'drained');
+    const { host } = s;
     // This service's own task, and its node.
     const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
     const nodeOfTask = async () => (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running')?.NodeID;
@@ -188,14 +186,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
   test("tenants' overlay networks are apart: a task reaches its own tenant's task over the overlay, never another tenant's", async () => {
     const a = await newTenant(t);
     const b = await newTenant(t);
-    const create = async (client: SvcClient, name: string) => {
-      const s = await client.createService({ name, image: BUSYBOX_IMAGE });
-      return waitFor(`${name} running`, async () => {
-        const now = await client.service(s.id);
-        return now.status === 'running' ? now : undefined;
-      }, 90_000);
-    };
-    const [prober, sibling, foreign] = [await create(a.client, 'prober'), await create(a.client, 'sibling'), await create(b.client, 'foreign')];
+    const [prober, sibling, foreign] = [await runningService(a.client, 'prober'), await runningService(a.client, 'sibling'), await runningService(b.client, 'foreign')];
     /** The task's address on its tenant's overlay network. */
     const overlayAddress = async (serviceId: string) => {
       const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${serviceId}`] } });
@@ -203,7 +194,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
       const attachment = tasks[0]?.NetworksAttachments?.find((n) => n.Network.Spec.Name.startsWith('tenant-'));
       return (attachment?.Addresses[0] ?? assert.fail('no overlay address')).split('/')[0];
     };
-    const host = new URL(prober.url ?? assert.fail('no url')).host;
+    const host = prober.host;
     const fetchFrom = async (target: string, expect: RegExp) => {
       let answer = '';
       // nc's 2 s can be missed on a loaded machine: a few tries for the answer expected.
@@ -223,7 +214,6 @@ describe('svcd on a Docker Swarm of three engines', () => {
     await assert.rejects(client.createEnvironment({ name: 'env', template_id: 'default' }), (err: { status?: number; message?: string }) => err.status === 409 && /environments are not available/.test(err.message ?? ''));
     assert.equal((await client.environments()).length, 0);
     // A service still deploys for the same tenant.
-    const s = await client.createService({ name: 'still', image: BUSYBOX_IMAGE });
-    await waitFor('running', async () => ((await client.service(s.id)).status === 'running' ? true : undefined), 90_000);
+    await runningService(client, 'still');
   });
 });
