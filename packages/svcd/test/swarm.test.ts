@@ -69,7 +69,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const page = await waitFor('the page through the proxy', () => viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
     assert.match(page.body, /hello/i);
     // What svc made is a Swarm service whose task publishes its port on its node, in host mode.
-    const services = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } }));
+    const services = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
     assert.equal(services.length, 1);
     const tasks = await tasksOf(services[0]?.ID ?? '');
     const task = tasks.find((x) => x.Status.State === 'running' && x.DesiredState === 'running');
@@ -87,7 +87,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     await waitFor('the line in its log', async () => ((await client.serviceLogs(s.id, 50)).includes('log: swarm-marker') ? true : undefined));
     // Deleted: the Swarm service goes.
     await client.deleteService(s.id);
-    await waitFor('the swarm service removed', async () => (((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })) as unknown[]).length === 0 ? true : undefined));
+    await waitFor('the swarm service removed', async () => ((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })).length === 0 ? true : undefined));
   });
 
   test('an image that exits fails the deploy with its exit, instead of waiting for the deadline', async () => {
@@ -100,7 +100,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     }, 60_000);
     assert.match(failed.last_error ?? '', /exited/);
     assert.ok(Date.now() - started < 45_000, 'failed at the deadline, not at the exit');
-    assert.equal(((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })) as unknown[]).length, 0, 'the failed deploy left its service');
+    assert.equal((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })).length, 0, 'the failed deploy left its service');
   });
 
   test('a node lost under a running service: Swarm runs its task on another node, and the route follows', async () => {

@@ -132,7 +132,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   async imageId(image: string): Promise<string | null> {
     let info: { RepoDigests?: string[] | null };
     try {
-      info = (await this.docker.getImage(image).inspect());
+      info = await this.docker.getImage(image).inspect();
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 404) return null;
       throw err;
