@@ -206,18 +206,17 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const cluster = new Cluster(swarm);
   const runtime =
     o.runtime ??
-    (swarm
-      ? swarm
-      : new DockerRuntime({
-          host: config.dockerHost,
-          installation,
-          placement: tenantCgroups && {
-            groups: tenantCgroups,
-            // Said once, when the first workload would have been placed.
-            unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
-          },
-          tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
-        }));
+    swarm ??
+    new DockerRuntime({
+      host: config.dockerHost,
+      installation,
+      placement: tenantCgroups && {
+        groups: tenantCgroups,
+        // Said once, when the first workload would have been placed.
+        unplaced: (driver) => log.warn({ driver }, "the engine's cgroup driver is not cgroupfs: tenant workloads stay in the engine's own CPU group"),
+      },
+      tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
+    });
   const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
   const instance = loadInstanceId(config.dataDir);
