@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { consumeProgress, demuxedLog } from './engine-streams.js';
+import { consumeProgress, demuxedLog, lastLinesOf } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
 import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from '../tenant-init.js';
@@ -460,10 +460,7 @@ export class DockerRuntime implements Runtime {
 
   /** The last few lines a container printed, on one line, for an error message. */
   private async logTail(id: string): Promise<string> {
-    const stream = await this.logs(id, { tail: 5, follow: false });
-    let text = '';
-    for await (const chunk of stream) text += String(chunk);
-    return text.trim().split('\n').slice(-5).join(' | ').slice(0, 500);
+    return lastLinesOf(await this.logs(id, { tail: 5, follow: false }));
   }
 
   /** Creates and starts the spec's container; returns its engine id. */
@@ -864,7 +861,8 @@ export function workloadStats(s: EngineStats): WorkloadStats {
   };
 }
 
-function isNotFound(err: unknown): boolean {
+/** The Engine API's 404 (no such container, image, volume, service...). */
+export function isNotFound(err: unknown): boolean {
   return (err as { statusCode?: number }).statusCode === 404;
 }
 

@@ -70,6 +70,13 @@ export function demuxedLog(raw: NodeJS.ReadableStream & { destroy(): void }): No
   return out;
 }
 
+/** A short log's last lines on one line, for an error message ('' when it printed nothing). */
+export async function lastLinesOf(log: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of log) text += String(chunk);
+  return text.trim().split('\n').slice(-5).join(' | ').slice(0, 500);
+}
+
 export interface ProgressEvent {
   status?: string;
   id?: string;

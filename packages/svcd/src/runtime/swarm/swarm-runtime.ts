@@ -23,8 +23,8 @@ import Docker from 'dockerode';
 import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { DockerRuntime, dockerOptions } from '../docker/docker-runtime.js';
-import { demuxedLog } from '../docker/engine-streams.js';
+import { DockerRuntime, dockerOptions, isNotFound } from '../docker/docker-runtime.js';
+import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
 import {
   LABELS,
   WorkloadNotRunningError,
@@ -134,7 +134,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     try {
       info = await this.docker.getImage(image).inspect();
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 404) return null;
+      if (isNotFound(err)) return null;
       throw err;
     }
     const repository = repositoryOf(image);
@@ -254,7 +254,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     try {
       return (await this.docker.getService(ref).inspect()) as { ID: string; Spec: ServiceSpec; Version: { Index: number } };
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 404) return null;
+      if (isNotFound(err)) return null;
       throw err;
     }
   }
@@ -286,15 +286,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /** The last lines the service printed, or the task's error (an image no node could pull). */
   private async logTail(ref: string): Promise<string> {
-    let text = '';
-    try {
-      const stream = await this.logs(ref, { tail: 5, follow: false });
-      for await (const chunk of stream) text += String(chunk);
-    } catch {
-      // no logs: the task error below says why
-    }
-    const lines = text.trim().split('\n').filter(Boolean).slice(-5);
-    if (lines.length > 0) return lines.join(' | ').slice(0, 500);
+    // No logs: the task error below says why.
+    const printed = await this.logs(ref, { tail: 5, follow: false }).then(lastLinesOf).catch(() => '');
+    if (printed !== '') return printed;
     const failed = (await this.tasks(ref).catch(() => [])).find((t) => t.error);
     return failed?.error.slice(0, 500) ?? '';
   }
@@ -328,7 +322,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     try {
       await this.docker.getService(ref).remove();
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode !== 404) throw err;
+      if (!isNotFound(err)) throw err;
     }
   }
 
@@ -442,7 +436,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         (err: Error | null, stream?: unknown) => (err ? reject(err) : resolve(stream as NodeJS.ReadableStream & { destroy(): void })),
       );
     }).catch((err: unknown) => {
-      if ((err as { statusCode?: number }).statusCode === 404) throw new WorkloadNotRunningError('no such service');
+      if (isNotFound(err)) throw new WorkloadNotRunningError('no such service');
       throw err;
     });
     return demuxedLog(raw);
