@@ -66,6 +66,8 @@ $(SVC_INIT): $(wildcard packages/svc-init/*.go) packages/svc-init/go.mod
 build: deps $(SVC_INIT)
 	@echo "make: compiling TypeScript"
 	npx tsc -b packages/kanban packages/svcd packages/cli
+	@echo "make: building the dashboard (Vite) into packages/dashboard/dist, which svcd serves at /"
+	npx --workspace packages/dashboard vite build --logLevel warn
 	@mkdir -p bin
 	@jemalloc=$$(bash scripts/ensure-jemalloc.sh); \
 	{ printf '#!/bin/sh\n'; \
@@ -82,8 +84,9 @@ build: deps $(SVC_INIT)
 # Tests and benches run through tsx, which strips types unchecked: this checks them (and the
 # sources once more, as one program) so that a fake that no longer matches its interface fails.
 typecheck: deps
-	@echo "make: type-checking sources, tests and benches (tsconfig.tests.json)"
+	@echo "make: type-checking sources, tests and benches (tsconfig.tests.json), and the dashboard (DOM and JSX)"
 	npx tsc -p tsconfig.tests.json
+	npx tsc -p packages/dashboard
 
 # typescript-eslint's strict type-checked rules (eslint.config.js), over sources, tests and
 # benches; make test runs it after the type check.

@@ -23,6 +23,13 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard is a browser program with its own compiler options (DOM, JSX): its own program.
+    files: ['packages/dashboard/**/*.{ts,tsx}'],
+    languageOptions: {
+      parserOptions: { project: './packages/dashboard/tsconfig.json', tsconfigRootDir: import.meta.dirname },
+    },
+  },
+  {
     // Tests and benches only: two rules that are about style there, not about correctness.
     files: ['packages/*/test/**/*.ts', 'bench/**/*.ts'],
     rules: {

@@ -47,7 +47,11 @@ import type {
   RegisterResponse,
   RevokedKey,
   Tenant,
+  TenantListQuery,
+  TenantSummary,
   TenantUsage,
+  WebSession,
+  EndedSession,
   ValidateTokenResponse,
   MetricsQuery,
   TenantMetricsQuery,
@@ -57,7 +61,7 @@ import type {
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
 // From the module without TypeBox: a client's start does not load the schemas.
-export { EXEC_ID_HEADER, FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
 /** An answer other than 2xx, carrying the API's {error} message. */
@@ -115,6 +119,8 @@ export interface ClientOptions {
   adminToken?: string;
   /** Sent as X-Bootstrap-Token on registration. */
   bootstrapToken?: string;
+  /** Sent with every request (the dashboard's X-CSRF-Token). */
+  headers?: Record<string, string>;
 }
 
 export class SvcClient {
@@ -122,6 +128,8 @@ export class SvcClient {
   apiKey: string | undefined;
   adminToken: string | undefined;
   bootstrapToken: string | undefined;
+  /** Sent with every request; a request's own headers win. */
+  headers: Record<string, string>;
   private readonly observe: ClientOptions['observe'];
 
   constructor(opts: ClientOptions) {
@@ -130,17 +138,18 @@ export class SvcClient {
     this.apiKey = opts.apiKey;
     this.adminToken = opts.adminToken;
     this.bootstrapToken = opts.bootstrapToken;
+    this.headers = { ...opts.headers };
   }
 
   /** A copy of this client that authenticates with another key. */
   withKey(apiKey: string): SvcClient {
-    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken, observe: this.observe });
+    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken, observe: this.observe, headers: this.headers });
   }
 
   private send(method: string, path: string, o: RequestOptions): Promise<Response> {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { ...o.headers };
+    const headers: Record<string, string> = { ...this.headers, ...o.headers };
     if (o.auth !== false && this.apiKey && !('authorization' in headers)) headers.authorization = `Bearer ${this.apiKey}`;
     let body: string | Uint8Array<ArrayBuffer> | undefined = o.rawBody;
     if (o.body !== undefined) body = JSON.stringify(o.body);
@@ -238,12 +247,33 @@ export class SvcClient {
   reactivateTenant(tenantId: string): Promise<ReactivateResponse> {
     return this.call('POST', `/v1/tenants/${encodeURIComponent(tenantId)}/reactivate`, { headers: this.operatorHeaders(), auth: false });
   }
+  listTenants(q: TenantListQuery = {}): Promise<TenantSummary[]> {
+    return this.call('GET', '/v1/tenants', { query: q, headers: this.operatorHeaders(), auth: false });
+  }
+  tenantQuotas(tenantId: string): Promise<QuotaRecord> {
+    return this.call('GET', `/v1/tenants/${encodeURIComponent(tenantId)}/quotas`, { headers: this.operatorHeaders(), auth: false });
+  }
+  /** The health detail read with the operator token instead of a key (the operator's pages). */
+  healthDetailedAsOperator(fresh = false): Promise<HealthDetail> {
+    return this.call('GET', '/v1/system/health/detailed', { query: { fresh: fresh || undefined }, headers: this.operatorHeaders(), auth: false });
+  }
   patchQuotas(tenantId: string, patch: QuotaPatchRequest): Promise<QuotaRecord> {
     return this.call('PATCH', `/v1/tenants/${encodeURIComponent(tenantId)}/quotas`, {
       body: patch,
       headers: this.operatorHeaders(),
       auth: false,
     });
+  }
+
+  // Dashboard sessions (the browser keeps the cookie; the answer's csrf_token goes in headers)
+  createSession(apiKey: string): Promise<WebSession> {
+    return this.call('POST', '/v1/auth/session', { body: { api_key: apiKey }, auth: false });
+  }
+  session(): Promise<WebSession> {
+    return this.call('GET', '/v1/auth/session');
+  }
+  endSession(): Promise<EndedSession> {
+    return this.call('DELETE', '/v1/auth/session');
   }
 
   // API keys

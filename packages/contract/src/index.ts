@@ -13,3 +13,4 @@ export * from './databases.js';
 export * from './kanban.js';
 export * from './environments.js';
 export * from './metering.js';
+export * from './web-sessions.js';

@@ -10,3 +10,10 @@ export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
 export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
 /** The header a streamed exec's answer names its command by, for the signal route (beyond the spec). */
 export const EXEC_ID_HEADER = 'x-exec-id';
+
+/** The cookie that carries a dashboard session: `<session id>.<secret>` (web-sessions.ts). */
+export const SESSION_COOKIE = 'svc_session';
+/** The header a cookie-authenticated request that changes something must carry (the session's csrf_token). */
+export const CSRF_HEADER = 'x-csrf-token';
+/** How long a session lasts at most (12 hours); never past the expiry of the key it came from. */
+export const SESSION_TTL_SECONDS = 12 * 3600;

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { UnixSeconds } from './common.js';
+import { PAGE_LIMIT_DEFAULT, pageLimit, pageOffset, UnixSeconds } from './common.js';
 
 export const TENANT_NAME_MIN = 2;
 export const TENANT_NAME_MAX = 128;
@@ -104,3 +104,24 @@ export const ReactivateResponse = Type.Object({
   status: TenantStatus,
 });
 export type ReactivateResponse = Static<typeof ReactivateResponse>;
+
+/** Operator list of tenants (beyond the spec): spec pagination, oldest first. */
+export const TenantListQuery = Type.Object({
+  limit: pageLimit(PAGE_LIMIT_DEFAULT),
+  offset: pageOffset(),
+  status: Type.Optional(TenantStatus),
+});
+export type TenantListQuery = Static<typeof TenantListQuery>;
+
+export const TenantSummary = Type.Object({
+  ...Tenant.properties,
+  usage: Type.Object({
+    services: UsedMax,
+    databases: UsedMax,
+    environments: UsedMax,
+    disk_used_bytes: Type.Integer(),
+    disk_gb: Type.Integer(),
+  }),
+});
+export type TenantSummary = Static<typeof TenantSummary>;
+export const TenantSummaryList = Type.Array(TenantSummary);

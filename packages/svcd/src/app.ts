@@ -9,6 +9,7 @@ import { ApiKeys } from './auth/api-keys.js';
 import { Authenticator } from './auth/authenticator.js';
 import { KeyCache } from './auth/key-cache.js';
 import { OperatorTokens } from './auth/operator.js';
+import { WebSessions } from './auth/web-sessions.js';
 import { type Clock, type Timers, systemClock, systemTimers } from './clock.js';
 import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
@@ -68,6 +69,8 @@ export interface Deps {
   holder: string;
   keyCache: KeyCache;
   authenticator: Authenticator;
+  /** Dashboard sign-in sessions (cookie authentication). */
+  webSessions: WebSessions;
   operatorTokens: OperatorTokens;
   rateLimits: RateLimits;
   activity: Activity;
@@ -382,6 +385,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       await store.jobLocks.pruneExpired(clock.now());
     },
   });
+  const authenticator = new Authenticator(store, keyCache, clock);
   return {
     config,
     clock,
@@ -392,7 +396,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     runtime,
     holder,
     keyCache,
-    authenticator: new Authenticator(store, keyCache, clock),
+    authenticator,
+    webSessions: new WebSessions({ store, audit, clock, authenticator }),
     operatorTokens: new OperatorTokens(config.bootstrapTokens, config.adminTokens),
     rateLimits: new RateLimits(config.rateLimits, clock, timers),
     activity,

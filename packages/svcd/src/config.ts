@@ -58,6 +58,8 @@ export interface Config {
   databasePorts: { from: number; to: number };
   /** The board's Node base image (--kanban-image). */
   kanbanImage: string;
+  /** The built dashboard served at / (--dashboard-dir; default packages/dashboard/dist beside svcd). */
+  dashboardDir: string;
   /** Host ports task boards are published on (--kanban-ports FROM-TO). */
   kanbanPorts: { from: number; to: number };
   /** The host address boards are published on and their url names (--kanban-address). */
@@ -162,6 +164,7 @@ export interface RawOptions {
   redisImage?: string;
   databasePorts?: string;
   kanbanImage?: string;
+  dashboardDir?: string;
   kanbanPorts?: string;
   kanbanAddress?: string;
   envImageDefault?: string;
@@ -194,6 +197,8 @@ export const DEFAULT_REDIS_IMAGE = 'redis:7-alpine';
 export const DEFAULT_DATABASE_PORTS = '21000-21999';
 /** Node 24, the LTS svc itself runs on (DECISIONS.md named node:22 before Node 20's end of life). */
 export const DEFAULT_KANBAN_IMAGE = 'node:24-bookworm-slim';
+/** packages/dashboard/dist, from svcd's src or dist folder alike. */
+export const DEFAULT_DASHBOARD_DIR = resolve(import.meta.dirname, '../../dashboard/dist');
 /** The spec's range for task-board ports. */
 export const DEFAULT_KANBAN_PORTS = '7100-9100';
 export const DEFAULT_KANBAN_ADDRESS = '127.0.0.1';
@@ -364,6 +369,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     databaseImages: { postgres: raw.postgresImage ?? DEFAULT_POSTGRES_IMAGE, redis: raw.redisImage ?? DEFAULT_REDIS_IMAGE },
     databasePorts,
     kanbanImage: raw.kanbanImage?.trim() || DEFAULT_KANBAN_IMAGE,
+    dashboardDir: raw.dashboardDir?.trim() ? resolve(raw.dashboardDir.trim()) : DEFAULT_DASHBOARD_DIR,
     kanbanPorts,
     kanbanAddress,
     environmentImages: {

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
-import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_STALLED_READER_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_STALLED_READER_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
@@ -116,6 +116,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     databaseImages: { postgres: 'svc-test/postgres:15', redis: 'svc-test/redis:7' },
     databasePorts: { from: 22000, to: 22999 },
     kanbanImage: 'svc-test/node:18',
+    dashboardDir: DEFAULT_DASHBOARD_DIR,
     kanbanPorts: { from: 7100, to: 9100 },
     kanbanAddress: '127.0.0.1',
     environmentImages: { default: 'svc-test/env-default:1', node: 'svc-test/env-node:1', python: 'svc-test/env-python:1', go: 'svc-test/env-go:1' },

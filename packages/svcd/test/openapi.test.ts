@@ -33,7 +33,8 @@ describe('OpenAPI document', () => {
   test('documents exactly the routes svcd serves', () => {
     const served = new Set(
       t.server.svcRoutes
-        .filter((r) => r.url !== '/v1/openapi.json')
+        // The document itself, and the dashboard's page and assets (not API routes).
+        .filter((r) => r.url !== '/v1/openapi.json' && r.url.startsWith('/v1/'))
         .map((r) => `${r.method} ${r.url.replace(/:([A-Za-z]+)/g, '{$1}')}`),
     );
     const documented = new Set(
@@ -55,7 +56,8 @@ describe('OpenAPI document', () => {
         assert.ok(Array.isArray(op.security), `${method} ${path}: no security`);
       }
     }
-    assert.deepEqual(doc.paths['/v1/tenant']?.get?.security, [{ apiKey: [] }]);
+    assert.deepEqual(doc.paths['/v1/tenant']?.get?.security, [{ apiKey: [] }, { sessionCookie: [] }]);
+    assert.deepEqual(doc.paths['/v1/system/health/detailed']?.get?.security, [{ apiKey: [] }, { sessionCookie: [] }, { adminToken: [] }, { bootstrapToken: [] }]);
     assert.deepEqual(doc.paths['/v1/system/health']?.get?.security, []);
     assert.ok(doc.paths['/v1/tenants/register']?.post?.requestBody, 'request bodies come from the same schemas');
   });

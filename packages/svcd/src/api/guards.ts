@@ -9,6 +9,9 @@
 //   the address has spent its allowance, a key is checked before the global bucket is touched and
 //   only a valid one goes on (a tenant behind that address is not starved by its neighbours), and
 //   only a key already in this process's cache is checked at all (no store query per made-up key);
+// - a dashboard session cookie (only when no Authorization header is sent) is judged as a key is,
+//   and a request that changes something must also carry the session's CSRF token, from the
+//   page's own origin (auth/web-sessions.ts);
 // - an operator token is checked first: a valid one is charged to neither the client-IP nor the
 //   registration limiter (strangers exhausting those must not lock the operator out), a refused
 //   one to both.
@@ -16,9 +19,22 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../app.js';
 import type { OperatorCredential } from '../auth/operator.js';
 import type { Principal } from '../auth/authenticator.js';
+import { CSRF_HEADER } from '@svc/contract';
+import { sessionCookieOf } from './session-cookie.js';
 import { ForbiddenError, InternalError, RateLimitedError, UnauthorizedError, UnavailableError } from '../errors.js';
 import { clientIp, isLoopback } from './client-ip.js';
 import type { SvcRouteConfig } from './route-config.js';
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Whether an Origin header names the host the request was sent to (any scheme: the proxy terminates TLS). */
+function sameOrigin(origin: string, host: string | undefined): boolean {
+  try {
+    return host !== undefined && new URL(origin).host === host.toLowerCase();
+  } catch {
+    return false;
+  }
+}
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
@@ -26,11 +42,46 @@ function header(request: FastifyRequest, name: string): string | undefined {
 }
 
 export function accessGuard(deps: Deps) {
-  const { config, rateLimits, authenticator, operatorTokens, audit } = deps;
+  const { config, rateLimits, authenticator, operatorTokens, audit, webSessions } = deps;
+
+  /** The tenant's own limit, once its credential holds. */
+  function admitTenant(request: FastifyRequest, reply: FastifyReply, principal: Principal): void {
+    if (!principal.tenantId) throw new InternalError('authenticated request without a tenant id');
+    request.principal = principal;
+    const r = rateLimits.takeTenant(principal.tenantId);
+    void reply.header('x-ratelimit-limit', String(rateLimits.tenantLimit));
+    void reply.header('x-ratelimit-remaining', String(r.remaining));
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'tenant');
+  }
+
+  async function sessionAccess(request: FastifyRequest, reply: FastifyReply, ip: string, cookie: string): Promise<void> {
+    // Every session is read from the store: an address that has spent its allowance on failures
+    // gets no more reads (as made-up keys get none).
+    if (!rateLimits.clientIpHasAllowance(ip)) rateLimits.takeClientIp(ip);
+    rateLimits.takeGlobal();
+    let session;
+    try {
+      session = await webSessions.authenticate(cookie);
+    } catch (err) {
+      if (err instanceof UnauthorizedError) rateLimits.chargeClientIp(ip);
+      throw err;
+    }
+    // SameSite=Strict keeps the cookie off cross-site requests in browsers that honour it; the
+    // origin and token checks hold without that (a WebSocket's upgrade is a GET: its origin counts).
+    const origin = header(request, 'origin');
+    if (origin !== undefined && !sameOrigin(origin, header(request, 'host'))) throw new ForbiddenError('cross-origin request refused');
+    if (!SAFE_METHODS.has(request.method) && !webSessions.csrfMatches(session, header(request, CSRF_HEADER))) {
+      throw new ForbiddenError(`missing or invalid CSRF token (${CSRF_HEADER})`);
+    }
+    request.webSession = session;
+    admitTenant(request, reply, session);
+  }
 
   async function keyAccess(request: FastifyRequest, reply: FastifyReply, ip: string): Promise<void> {
     const authorization = header(request, 'authorization');
     const presented = authorization !== undefined;
+    const cookie = presented ? undefined : sessionCookieOf(header(request, 'cookie'));
+    if (cookie !== undefined) return sessionAccess(request, reply, ip, cookie);
     if (!presented) rateLimits.takeClientIp(ip);
     const mustProveFirst = presented && !rateLimits.clientIpHasAllowance(ip);
     // A spent address may go on only with a key known here already: checking any other would
@@ -49,12 +100,7 @@ export function accessGuard(deps: Deps) {
       throw err;
     }
     if (mustProveFirst) rateLimits.takeGlobal();
-    if (!principal.tenantId) throw new InternalError('authenticated request without a tenant id');
-    request.principal = principal;
-    const r = rateLimits.takeTenant(principal.tenantId);
-    void reply.header('x-ratelimit-limit', String(rateLimits.tenantLimit));
-    void reply.header('x-ratelimit-remaining', String(r.remaining));
-    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, 'tenant');
+    admitTenant(request, reply, principal);
   }
 
   function operatorAccess(request: FastifyRequest, route: SvcRouteConfig, ip: string): void {
@@ -91,6 +137,10 @@ export function accessGuard(deps: Deps) {
     const ip = clientIp(request);
     switch (route.auth) {
       case 'key':
+        if (route.operatorAlso && header(request, 'authorization') === undefined && header(request, 'x-admin-token') !== undefined) {
+          operatorAccess(request, route, ip);
+          return;
+        }
         return keyAccess(request, reply, ip);
       case 'operator':
         operatorAccess(request, route, ip);

@@ -2,7 +2,7 @@
 // served at GET /v1/openapi.json. Each operation's security follows its route config.
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { ErrorBody, QUERY_COUNT_MAX, QUERY_UNIX_SECONDS_MAX } from '@svc/contract';
+import { ErrorBody, QUERY_COUNT_MAX, QUERY_UNIX_SECONDS_MAX, SESSION_COOKIE } from '@svc/contract';
 import { CLIENT_IP_BUCKETS_MAX, CLIENT_IP_BURST, CLIENT_IP_PER_SECOND } from '../ratelimit/index.js';
 import type { SvcRouteConfig } from './route-config.js';
 import { isIdempotencyCandidate } from './idempotency.js';
@@ -10,7 +10,8 @@ import { OPERATION_IDS } from './operation-ids.js';
 
 const SECURITY: Record<SvcRouteConfig['auth'], Array<Record<string, string[]>>> = {
   public: [],
-  key: [{ apiKey: [] }],
+  // Or the dashboard's session cookie (with X-CSRF-Token on requests that change something).
+  key: [{ apiKey: [] }, { sessionCookie: [] }],
   bootstrap: [{ bootstrapToken: [] }],
   operator: [{ adminToken: [] }, { bootstrapToken: [] }],
 };
@@ -44,6 +45,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           apiKey: { type: 'http', scheme: 'bearer', description: '<keyID>.<secret>' },
           bootstrapToken: { type: 'apiKey', in: 'header', name: 'X-Bootstrap-Token' },
           adminToken: { type: 'apiKey', in: 'header', name: 'X-Admin-Token' },
+          sessionCookie: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: SESSION_COOKIE,
+            description: 'a dashboard session (POST /v1/auth/session); requests that change something also send its csrf_token as X-CSRF-Token',
+          },
         },
       },
     },
@@ -53,7 +60,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
       if (!transformed.hide && methods.length === 1) transformed.operationId = operationId(methods[0] ?? '', url);
       if (svc) {
-        transformed.security = SECURITY[svc.auth];
+        transformed.security = svc.operatorAlso ? [...SECURITY[svc.auth], ...SECURITY.operator] : SECURITY[svc.auth];
         transformed.response = { ...pipelineErrors(svc, methods), ...(transformed.response as Record<string, unknown> | undefined) };
       }
       return { schema: transformed, url };

@@ -12,6 +12,8 @@ export const OPERATION_IDS: Record<string, string> = {
 
   'POST /v1/tenants/register': 'registerTenant',
   'POST /v1/auth/recover': 'recoverAccount',
+  'GET /v1/tenants': 'listTenants',
+  'GET /v1/tenants/{tenantID}/quotas': 'getTenantQuotas',
   'PATCH /v1/tenants/{tenantID}/quotas': 'updateTenantQuotas',
   'POST /v1/tenants/{tenantID}/reactivate': 'reactivateTenant',
   'GET /v1/tenant': 'getTenant',
@@ -24,6 +26,9 @@ export const OPERATION_IDS: Record<string, string> = {
   'GET /v1/auth/keys': 'listApiKeys',
   'POST /v1/auth/keys': 'createApiKey',
   'DELETE /v1/auth/keys/{keyID}': 'revokeApiKey',
+  'POST /v1/auth/session': 'createSession',
+  'GET /v1/auth/session': 'getSession',
+  'DELETE /v1/auth/session': 'deleteSession',
 
   'GET /v1/services': 'listServices',
   'POST /v1/services': 'createService',

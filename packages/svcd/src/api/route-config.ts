@@ -13,6 +13,11 @@ export type RouteAuth =
 
 export interface SvcRouteConfig {
   auth: RouteAuth;
+  /**
+   * A key route that an operator token may also read (the dashboard's operator pages show the
+   * health detail without a tenant's key).
+   */
+  operatorAlso?: boolean;
   /** Counts against the registration limiter (register, recover, reactivate, quota patch, validate). */
   registrationLimited?: boolean;
   /** No 30 s request timeout (logs, exec, long creates). */
@@ -34,6 +39,8 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     principal?: import('../auth/authenticator.js').Principal;
+    /** Set when the request was authenticated by a dashboard session cookie instead of a key. */
+    webSession?: import('../auth/web-sessions.js').SessionPrincipal;
     rawBody?: string;
     idempotencyClaim?: { tenantId: string; key: string };
   }

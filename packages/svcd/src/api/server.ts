@@ -27,9 +27,11 @@ import { environmentRoutes } from './routes/environments.js';
 import { environmentFileRoutes } from './routes/environment-files.js';
 import { environmentTerminalRoutes } from './routes/environment-terminal.js';
 import { keyRoutes } from './routes/keys.js';
+import { webSessionRoutes } from './routes/web-sessions.js';
 import { systemRoutes } from './routes/system.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { meteringRoutes } from './routes/metering.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import './route-config.js';
 
 // ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
@@ -125,6 +127,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   // The fields the access pipeline sets on a request (route-config.ts), declared up front so that
   // every request object has one shape, as Fastify advises for V8.
   app.decorateRequest('principal', undefined);
+  app.decorateRequest('webSession', undefined);
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('idempotencyClaim', undefined);
   registerFollowedStreams(app, deps.timers, deps.config.stalledReaderMs);
@@ -170,7 +173,8 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/';
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
-    if (allowed.length > 0) {
+    // The mirror may match what the router did not (an empty parameter: `/assets/`): not a 405.
+    if (allowed.length > 0 && !allowed.includes(request.method as (typeof METHODS)[number])) {
       return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(request, `method ${request.method} not allowed on ${path}`));
     }
     return reply.code(404).send(errorBody(request, `no route for ${request.method} ${path}`));
@@ -202,6 +206,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(systemRoutes(deps));
   await app.register(tenantRoutes(deps));
   await app.register(keyRoutes(deps));
+  await app.register(webSessionRoutes(deps));
   await app.register(activityRoutes(deps));
   await app.register(serviceRoutes(deps));
   await app.register(domainRoutes(deps));
@@ -213,6 +218,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   await app.register(environmentFileRoutes(deps));
   await app.register(environmentTerminalRoutes(deps));
   await app.register(meteringRoutes(deps));
+  await app.register(dashboardRoutes(deps));
   openApiRoute(app);
   await app.ready();
   return app;

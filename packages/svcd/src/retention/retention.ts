@@ -42,6 +42,8 @@ export interface RetentionReport {
   buildLogs: number;
   builds: number;
   keys: number;
+  /** Dashboard sessions that ended (expired) before today. */
+  sessions: number;
 }
 
 /** Statements a rule may still run in this sweep. */
@@ -64,6 +66,7 @@ export class Retention {
       deployments: await this.deployments(now),
       ...(await this.builds(now)),
       keys: await this.keys(now),
+      sessions: await this.drain({ left: BATCHES_PER_RULE }, (limit) => this.store.webSessions.deleteExpiredBefore(now - DAY_S, limit)),
     };
     if (Object.values(report).some((n) => n > 0)) this.log.info({ pruned: report }, 'retention sweep');
     return report;

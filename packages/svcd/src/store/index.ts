@@ -15,6 +15,7 @@ import { withStatementCache } from './sqlite-statements.js';
 import { WalCheckpointer } from './wal-checkpointer.js';
 import { TenantStore } from './tenants.js';
 import { ApiKeyStore } from './api-keys.js';
+import { WebSessionStore } from './web-sessions.js';
 import { ActivityStore } from './activity.js';
 import { IdempotencyStore } from './idempotency.js';
 import { JobLockStore } from './job-locks.js';
@@ -42,6 +43,7 @@ export type { Dialect } from './dialect.js';
 export type * from './schema.js';
 export type { QuotaColumns } from './tenants.js';
 export type { KeyWithTenantStatus } from './api-keys.js';
+export type { WebSessionForAuth } from './web-sessions.js';
 export type { ActivityFilter } from './activity.js';
 export type { ServicePatch } from './services.js';
 export type { DatabasePatch } from './databases.js';
@@ -54,6 +56,7 @@ export { MeteringStore, openMeteringStore } from './metering.js';
 export interface Repositories {
   tenants: TenantStore;
   apiKeys: ApiKeyStore;
+  webSessions: WebSessionStore;
   activity: ActivityStore;
   idempotency: IdempotencyStore;
   jobLocks: JobLockStore;
@@ -96,6 +99,7 @@ function repositories(db: Kysely<Database>): Omit<Repositories, 'afterCommit'> {
   return {
     tenants: new TenantStore(db),
     apiKeys: new ApiKeyStore(db),
+    webSessions: new WebSessionStore(db),
     activity: new ActivityStore(db),
     idempotency: new IdempotencyStore(db),
     jobLocks: new JobLockStore(db),

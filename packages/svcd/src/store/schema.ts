@@ -436,7 +436,23 @@ export interface WorkloadsTable {
 export type WorkloadRow = Selectable<WorkloadsTable>;
 export type NewWorkloadRow = Insertable<WorkloadsTable>;
 
+/** A dashboard sign-in session (auth/web-sessions.ts). */
+export interface WebSessionsTable {
+  /** The public part of the cookie `<id>.<secret>`. */
+  id: string;
+  /** SHA-256 of the secret part. */
+  secret_hash: string;
+  tenant_id: string;
+  /** The API key exchanged for it. */
+  key_id: string;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+export type WebSessionRow = Selectable<WebSessionsTable>;
+
 export interface Database {
+  web_sessions: WebSessionsTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   activity: ActivityTable;

@@ -25,6 +25,13 @@ export class TenantStore {
     return (await this.byId(id))[0];
   }
 
+  /** The operator's list: oldest first, id breaking ties, so pages do not overlap. */
+  async listPage(limit: number, offset: number, status?: TenantRow['status']): Promise<TenantRow[]> {
+    let q = this.db.selectFrom('tenants').selectAll();
+    if (status !== undefined) q = q.where('status', '=', status);
+    return q.orderBy('created_at').orderBy('id').limit(limit).offset(offset).execute();
+  }
+
   async findByEmailKey(emailKey: string): Promise<TenantRow | undefined> {
     return this.db.selectFrom('tenants').selectAll().where('email_key', '=', emailKey).executeTakeFirst();
   }

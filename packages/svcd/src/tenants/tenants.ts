@@ -5,9 +5,11 @@ import type {
   RegisterRequest,
   RegisterResponse,
   Tenant,
+  TenantListQuery,
+  TenantSummary,
   TenantUsage,
 } from '@svc/contract';
-import { MAX_API_KEYS } from '@svc/contract';
+import { MAX_API_KEYS, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import type { ApiKeys } from '../auth/api-keys.js';
 import type { KeyCache } from '../auth/key-cache.js';
 import { ExpiringLru } from '../cache/expiring-lru.js';
@@ -209,6 +211,11 @@ export class Tenants {
     return quotaRecord(await this.row(tenantId));
   }
 
+  /** Operator route (beyond the spec). */
+  async quotas(tenantId: string): Promise<QuotaRecord> {
+    return quotaRecord(await this.row(tenantId));
+  }
+
   async usage(tenantId: string): Promise<TenantUsage> {
     const t = await this.row(tenantId);
     const disk = await this.deps.store.tenantDisk.find(tenantId);
@@ -226,6 +233,31 @@ export class Tenants {
       disk_measured_at: disk?.measured_at ?? null,
       rate_limit: t.api_rate_limit,
     };
+  }
+
+  /**
+   * Operator route (beyond the spec): tenants with what they hold against their quotas. One page
+   * costs a few reads per tenant; it is an operator's page, at most 200 tenants.
+   */
+  async listForOperator(q: TenantListQuery): Promise<TenantSummary[]> {
+    const rows = await this.deps.store.tenants.listPage(Math.min(q.limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), q.offset ?? 0, q.status);
+    const page: TenantSummary[] = [];
+    for (const t of rows) {
+      const counts = { services: 0, databases: 0, environments: 0 };
+      for (const r of this.deps.resources) Object.assign(counts, await r.count(t.id));
+      const disk = await this.deps.store.tenantDisk.find(t.id);
+      page.push({
+        ...tenantView(t),
+        usage: {
+          services: { used: counts.services, max: t.max_services },
+          databases: { used: counts.databases, max: t.max_databases },
+          environments: { used: counts.environments, max: t.max_environments },
+          disk_used_bytes: disk?.used_bytes ?? 0,
+          disk_gb: t.max_disk_gb,
+        },
+      });
+    }
+    return page;
   }
 
   private async row(tenantId: string): Promise<TenantRow> {

@@ -18,7 +18,7 @@ export function systemRoutes(deps: Deps): FastifyPluginAsyncTypebox {
     app.get(
       '/v1/system/health/detailed',
       {
-        config: { svc: { auth: 'key' } },
+        config: { svc: { auth: 'key', operatorAlso: true } },
         schema: {
           summary: 'Store, engine, sandbox, disks and networks; cached 30 s unless fresh=true',
           tags: ['system'],

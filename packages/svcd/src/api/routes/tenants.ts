@@ -6,6 +6,8 @@ import {
   RegisterResponse,
   Tenant,
   TenantIdParams,
+  TenantListQuery,
+  TenantSummaryList,
   TenantUsage,
   UpdateTenantRequest,
 } from '@svc/contract';
@@ -89,6 +91,34 @@ export function tenantRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         },
       },
       async (request) => tenants.reactivate(request.params.tenantID),
+    );
+
+    app.get(
+      '/v1/tenants',
+      {
+        config: { svc: { auth: 'operator' } },
+        schema: {
+          summary: 'Operator (beyond the spec): tenants with their status and usage, oldest first, paginated',
+          tags: ['operator'],
+          querystring: TenantListQuery,
+          response: { 200: TenantSummaryList, ...errors(400, 401, 403, 429) },
+        },
+      },
+      async (request) => tenants.listForOperator(request.query),
+    );
+
+    app.get(
+      '/v1/tenants/:tenantID/quotas',
+      {
+        config: { svc: { auth: 'operator' } },
+        schema: {
+          summary: "Operator (beyond the spec): the tenant's quota record, as the patch returns it",
+          tags: ['operator'],
+          params: TenantIdParams,
+          response: { 200: QuotaRecord, ...errors(401, 403, 404, 429) },
+        },
+      },
+      async (request) => tenants.quotas(request.params.tenantID),
     );
 
     app.patch(

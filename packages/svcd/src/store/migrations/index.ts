@@ -20,6 +20,7 @@ import { environmentWorkloads } from './0017_environment_workloads.js';
 import { environmentAgents } from './0018_environment_agents.js';
 import { sourceArchives } from './0019_source_archives.js';
 import { serviceDomains } from './0020_service_domains.js';
+import { webSessions } from './0021_web_sessions.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -47,6 +48,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0018_environment_agents': environmentAgents,
     '0019_source_archives': sourceArchives(dialect),
     '0020_service_domains': serviceDomains,
+    '0021_web_sessions': webSessions,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

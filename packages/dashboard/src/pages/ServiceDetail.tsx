@@ -1,0 +1,309 @@
+// One service: its URL and state, the lifecycle actions, deployments, live logs, variables,
+// builds with live build logs, snapshots and usage charts.
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useCallback, useState, type SyntheticEvent } from 'react';
+import type { Build } from '@svc/client';
+import { client } from '../api.js';
+import { BarChart } from '../charts.js';
+import { LiveLog } from '../live-log.js';
+import { navigate } from '../router.js';
+import { Ago, ErrorNote, Section, Status } from '../ui.js';
+
+type Action = 'start' | 'stop' | 'restart' | 'redeploy' | 'reset';
+const ACTIONS: Array<[Action, string]> = [
+  ['start', 'Start'],
+  ['stop', 'Stop'],
+  ['restart', 'Restart'],
+  ['redeploy', 'Redeploy'],
+  ['reset', 'Reset'],
+];
+
+export function ServiceDetail({ id }: { id: string }) {
+  const queryClient = useQueryClient();
+  const service = useQuery({ queryKey: ['service', id], queryFn: () => client.service(id), refetchInterval: 3_000 });
+  const action = useMutation({
+    mutationFn: (a: Action) => client.serviceAction(id, a),
+    onSettled: () => queryClient.invalidateQueries({ queryKey: ['service', id] }),
+  });
+  const remove = useMutation({
+    mutationFn: () => client.deleteService(id),
+    onSuccess: async () => {
+      await queryClient.invalidateQueries({ queryKey: ['services'] });
+      navigate({ page: 'services' });
+    },
+  });
+  const s = service.data;
+  if (service.error) return <ErrorNote error={service.error} />;
+  if (!s) return <p className="loading">Loading…</p>;
+  return (
+    <>
+      <h1>{s.name}</h1>
+      <Section title="Status">
+        <dl className="facts">
+          <dt>Status</dt>
+          <dd>
+            <Status value={s.status} />
+            {s.circuit_open ? ' (restarts stopped after repeated crashes: reset to try again)' : ''}
+          </dd>
+          <dt>URL</dt>
+          <dd>{s.url ? <a href={s.url}>{s.url}</a> : 'not routed yet'}</dd>
+          <dt>Image</dt>
+          <dd>
+            <code>{s.image === '' ? 'waiting for its first build' : s.image}</code> on port {s.port}
+          </dd>
+          <dt>Crashes</dt>
+          <dd>
+            {s.crash_count} in the last 10 minutes{s.last_crash_at ? <>, last <Ago unix={s.last_crash_at} /></> : null}
+          </dd>
+        </dl>
+        {s.last_error ? (
+          <p className="error" role="alert">
+            Last error: {s.last_error}
+          </p>
+        ) : null}
+        <div className="actions">
+          {ACTIONS.map(([a, label]) => (
+            <button key={a} type="button" disabled={action.isPending} onClick={() => action.mutate(a)}>
+              {label}
+            </button>
+          ))}
+          <button
+            type="button"
+            className="danger"
+            disabled={remove.isPending}
+            onClick={() => {
+              if (window.confirm(`Delete the service ${s.name}? Its container and routes are removed.`)) remove.mutate();
+            }}
+          >
+            Delete
+          </button>
+        </div>
+        {action.isSuccess ? <p className="hint">{`${action.variables} requested: the status follows above.`}</p> : null}
+        <ErrorNote error={action.error ?? remove.error} />
+      </Section>
+      <Deployments id={id} />
+      <Logs id={id} />
+      <EnvEditor id={id} />
+      <Builds id={id} />
+      <Snapshots id={id} />
+      <Charts id={id} />
+    </>
+  );
+}
+
+function Deployments({ id }: { id: string }) {
+  const queryClient = useQueryClient();
+  const list = useQuery({ queryKey: ['deployments', id], queryFn: () => client.deployments(id), refetchInterval: 3_000 });
+  const cancel = useMutation({
+    mutationFn: (deploymentId: string) => client.cancelDeployment(id, deploymentId),
+    onSettled: () => queryClient.invalidateQueries({ queryKey: ['deployments', id] }),
+  });
+  return (
+    <Section title="Deployments">
+      <ErrorNote error={list.error ?? cancel.error} />
+      <ul className="plain">
+        {(list.data ?? []).slice(0, 10).map((d) => (
+          <li key={d.id}>
+            <Status value={d.status} /> {d.reason} · <code>{d.image}</code> · <Ago unix={d.created_at} />
+            {d.status === 'pending' || d.status === 'running' ? (
+              <button type="button" className="small" onClick={() => cancel.mutate(d.id)}>
+                Cancel
+              </button>
+            ) : null}
+            {d.last_error ? <p className="error-detail">{d.last_error}</p> : null}
+          </li>
+        ))}
+      </ul>
+    </Section>
+  );
+}
+
+function Logs({ id }: { id: string }) {
+  const [follow, setFollow] = useState(true);
+  const open = useCallback((signal: AbortSignal) => client.followServiceLogs(id, 100, signal), [id]);
+  return (
+    <Section
+      title="Logs"
+      actions={
+        <button type="button" onClick={() => setFollow(!follow)} aria-pressed={follow}>
+          {follow ? 'Pause' : 'Follow'}
+        </button>
+      }
+    >
+      <LiveLog label="Service logs" open={open} active={follow} reconnect />
+    </Section>
+  );
+}
+
+function EnvEditor({ id }: { id: string }) {
+  const queryClient = useQueryClient();
+  const [revealed, setRevealed] = useState(false);
+  const [key, setKey] = useState('');
+  const [value, setValue] = useState('');
+  const env = useQuery({ queryKey: ['env', id, revealed], queryFn: () => client.serviceEnv(id, revealed) });
+  const set = useMutation({
+    mutationFn: () => client.setServiceEnv(id, { [key.trim()]: value }),
+    onSuccess: async () => {
+      setKey('');
+      setValue('');
+      await queryClient.invalidateQueries({ queryKey: ['env', id] });
+    },
+  });
+  const unset = useMutation({
+    mutationFn: (k: string) => client.unsetServiceEnv(id, k),
+    onSuccess: () => queryClient.invalidateQueries({ queryKey: ['env', id] }),
+  });
+  function onSubmit(e: SyntheticEvent) {
+    e.preventDefault();
+    set.mutate();
+  }
+  const entries = Object.entries(env.data ?? {});
+  return (
+    <Section
+      title="Environment variables"
+      actions={
+        <button type="button" onClick={() => setRevealed(!revealed)} aria-pressed={revealed}>
+          {revealed ? 'Hide values' : 'Reveal values'}
+        </button>
+      }
+    >
+      {revealed ? <p className="hint">Revealing values is written to the audit log.</p> : null}
+      <ErrorNote error={env.error ?? unset.error} />
+      {entries.length === 0 ? <p>No variables.</p> : null}
+      <ul className="plain env">
+        {entries.map(([k, v]) => (
+          <li key={k}>
+            <code>{k}</code> = <code>{v}</code>
+            <button type="button" className="small" onClick={() => unset.mutate(k)} aria-label={`Remove ${k}`}>
+              Remove
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form onSubmit={onSubmit} className="row">
+        <div>
+          <label htmlFor="env-key">Name</label>
+          <input id="env-key" required pattern="[A-Za-z_][A-Za-z0-9_]*" maxLength={256} value={key} onChange={(e) => setKey(e.target.value)} />
+        </div>
+        <div>
+          <label htmlFor="env-value">Value</label>
+          <input id="env-value" type="password" autoComplete="off" value={value} onChange={(e) => setValue(e.target.value)} />
+        </div>
+        <button type="submit" disabled={set.isPending}>
+          Set variable
+        </button>
+      </form>
+      <p className="hint">Variables apply when the service next starts: restart it to apply them now.</p>
+      <ErrorNote error={set.error} />
+    </Section>
+  );
+}
+
+function Builds({ id }: { id: string }) {
+  const queryClient = useQueryClient();
+  const [gitUrl, setGitUrl] = useState('');
+  const [gitRef, setGitRef] = useState('');
+  const [watching, setWatching] = useState<string | null>(null);
+  const builds = useQuery({ queryKey: ['builds', id], queryFn: () => client.builds(id), refetchInterval: 3_000 });
+  const start = useMutation({
+    mutationFn: () => client.createBuild(id, { source_type: 'git', source_url: gitUrl.trim(), source_ref: gitRef.trim() === '' ? undefined : gitRef.trim() }),
+    onSuccess: async (b) => {
+      setWatching(b.build_id);
+      await queryClient.invalidateQueries({ queryKey: ['builds', id] });
+    },
+  });
+  const list: Build[] = builds.data ?? [];
+  const shown = watching ?? list[0]?.id ?? null;
+  const open = useCallback((signal: AbortSignal) => client.followBuildLogs(id, shown ?? '', signal), [id, shown]);
+  return (
+    <Section title="Builds">
+      <form
+        className="row"
+        onSubmit={(e) => {
+          e.preventDefault();
+          start.mutate();
+        }}
+      >
+        <div>
+          <label htmlFor="build-url">Git URL</label>
+          <input id="build-url" type="url" required value={gitUrl} onChange={(e) => setGitUrl(e.target.value)} placeholder="https://…" />
+        </div>
+        <div>
+          <label htmlFor="build-ref">Branch, tag or commit</label>
+          <input id="build-ref" value={gitRef} onChange={(e) => setGitRef(e.target.value)} />
+        </div>
+        <button type="submit" disabled={start.isPending}>
+          Build and deploy
+        </button>
+      </form>
+      <ErrorNote error={builds.error ?? start.error} />
+      <ul className="plain">
+        {list.slice(0, 10).map((b) => (
+          <li key={b.id}>
+            <Status value={b.status} /> {b.source_url} {b.source_ref ?? ''} · <Ago unix={b.created_at} />
+            <button type="button" className="small" onClick={() => setWatching(b.id)} aria-pressed={shown === b.id}>
+              Logs
+            </button>
+            {b.last_error ? <p className="error-detail">{b.last_error}</p> : null}
+          </li>
+        ))}
+      </ul>
+      {shown ? <LiveLog label="Build logs" open={open} active /> : null}
+    </Section>
+  );
+}
+
+function Snapshots({ id }: { id: string }) {
+  const queryClient = useQueryClient();
+  const [name, setName] = useState('');
+  const snapshots = useQuery({ queryKey: ['snapshots'], queryFn: () => client.listSnapshots() });
+  const take = useMutation({
+    mutationFn: () => client.createSnapshot(id, name.trim()),
+    onSuccess: async () => {
+      setName('');
+      await queryClient.invalidateQueries({ queryKey: ['snapshots'] });
+    },
+  });
+  const mine = (snapshots.data ?? []).filter((s) => s.service_id === id);
+  return (
+    <Section title="Snapshots">
+      <form
+        className="row"
+        onSubmit={(e) => {
+          e.preventDefault();
+          take.mutate();
+        }}
+      >
+        <div>
+          <label htmlFor="snap-name">Snapshot name</label>
+          <input id="snap-name" required maxLength={128} value={name} onChange={(e) => setName(e.target.value)} />
+        </div>
+        <button type="submit" disabled={take.isPending}>
+          Take snapshot
+        </button>
+      </form>
+      <ErrorNote error={snapshots.error ?? take.error} />
+      <ul className="plain">
+        {mine.map((s) => (
+          <li key={s.id}>
+            {s.name} · <code>{s.image}</code> · {s.env_keys.length} variables · <Ago unix={s.created_at} />
+          </li>
+        ))}
+      </ul>
+    </Section>
+  );
+}
+
+function Charts({ id }: { id: string }) {
+  const metrics = useQuery({ queryKey: ['metrics', id], queryFn: () => client.serviceMetrics(id, { period: 'hourly' }), refetchInterval: 60_000 });
+  const rollups = metrics.data ?? [];
+  return (
+    <Section title="CPU and memory (last 24 hours)">
+      <ErrorNote error={metrics.error} />
+      <div className="charts">
+        <BarChart title="CPU" rollups={rollups} value={(r) => r.cpu_seconds} unit="CPU seconds" />
+        <BarChart title="Memory" rollups={rollups} value={(r) => r.memory_avg_mb} unit="MB on average" />
+      </div>
+    </Section>
+  );
+}
