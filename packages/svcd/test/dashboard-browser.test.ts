@@ -302,6 +302,12 @@ async function auditEveryPage(
       await page.goto('about:blank');
       await page.goto(`${t.url}/${hash}`);
       await page.getByRole('heading', { name: heading, exact: true }).first().waitFor();
+      if (name === 'operator') {
+        // The operator's pages themselves, behind the token (a fresh load forgets it).
+        await page.getByLabel('Admin token', { exact: true }).fill(ADMIN_TOKEN);
+        await page.getByRole('button', { name: 'Open operator pages' }).click();
+        await page.getByRole('row').filter({ hasText: 'Page Tenant' }).waitFor();
+      }
       // Data shown, not "Loading…" (followed logs keep a request open: the network never idles).
       await page.waitForFunction('!document.querySelector(".loading")');
       await page.waitForTimeout(300);

@@ -120,6 +120,7 @@ function Console({ id, running }: { id: string; running: boolean }) {
     <Section title="Console">
       {running ? null : <p className="hint">Start the environment to run commands.</p>}
       <div className="console" role="log" aria-label="Command output" tabIndex={0}>
+        {history.length === 0 ? <div className="hint">Output of the commands you run appears here.</div> : null}
         {history.map((h, i) => (
           <div key={i} className="ran">
             <div className="prompt">$ {h.command}</div>

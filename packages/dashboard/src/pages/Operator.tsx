@@ -3,6 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type SyntheticEvent } from 'react';
 import type { QuotaPatchRequest, RecoverResponse, ReactivateResponse, TenantSummary } from '@svc/client';
+import { ApiError } from '@svc/client';
 import { operator } from '../api.js';
 import { Ago, bytes, ErrorNote, Pager, Secret, Section, Status, TableWrap } from '../ui.js';
 
@@ -45,6 +46,7 @@ export function Operator() {
         </button>
       </div>
       <Health />
+      <Nodes />
       <Tenants />
       <Recover />
     </>
@@ -81,6 +83,50 @@ function Health() {
           <dd>{h.nodes.total === 0 ? 'one engine' : `${h.nodes.total} (${h.nodes.down} down)`}</dd>
         </dl>
       ) : null}
+    </Section>
+  );
+}
+
+/** A Swarm cluster's nodes (--runtime swarm), drained and activated from here; one engine has none. */
+function Nodes() {
+  const queryClient = useQueryClient();
+  const nodes = useQuery({
+    queryKey: ['operator', 'nodes'],
+    queryFn: async () => {
+      try {
+        return await operator.listClusterNodes();
+      } catch (err) {
+        // 409: this svcd runs on one engine, not a cluster: nothing to show.
+        if (err instanceof ApiError && err.status === 409) return null;
+        throw err;
+      }
+    },
+    refetchInterval: 10_000,
+  });
+  const change = useMutation({
+    mutationFn: ({ node, availability }: { node: string; availability: 'drain' | 'active' }) => operator.setClusterNodeAvailability(node, availability),
+    onSettled: () => queryClient.invalidateQueries({ queryKey: ['operator', 'nodes'] }),
+  });
+  if (nodes.data === null) return null;
+  return (
+    <Section title="Cluster nodes">
+      <ErrorNote error={nodes.error ?? change.error} />
+      <ul className="plain">
+        {(nodes.data ?? []).map((n) => (
+          <li key={n.id}>
+            <strong>{n.hostname}</strong> {n.role} <Status value={n.state === 'ready' ? 'ok' : n.state} /> {n.availability} · {n.tasks} tasks ·{' '}
+            {n.cpus} CPUs, {bytes(n.memory_bytes)}
+            <button
+              type="button"
+              className="small"
+              onClick={() => change.mutate({ node: n.id, availability: n.availability === 'drain' ? 'active' : 'drain' })}
+              aria-label={`${n.availability === 'drain' ? 'Activate' : 'Drain'} ${n.hostname}`}
+            >
+              {n.availability === 'drain' ? 'Activate' : 'Drain'}
+            </button>
+          </li>
+        ))}
+      </ul>
     </Section>
   );
 }
