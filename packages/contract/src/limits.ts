@@ -11,8 +11,15 @@ export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
 /** The header a streamed exec's answer names its command by, for the signal route (beyond the spec). */
 export const EXEC_ID_HEADER = 'x-exec-id';
 
-/** The cookie that carries a dashboard session: `<session id>.<secret>` (web-sessions.ts). */
-export const SESSION_COOKIE = 'svc_session';
+/**
+ * The cookie that carries a dashboard session, `<session id>.<secret>` (web-sessions.ts). Outside
+ * --dev its name has the `__Host-` prefix: a browser then takes it only from the API's own host,
+ * Secure, for Path=/ and without Domain, so a tenant's app on a sibling host of the base domain
+ * cannot plant one (SameSite does not stop siblings: they are the same site).
+ */
+export const SESSION_COOKIE = '__Host-svc_session';
+/** Its name in --dev, where the browser talks plain HTTP to loopback (`__Host-` needs Secure). */
+export const DEV_SESSION_COOKIE = 'svc_session';
 /** The header a cookie-authenticated request that changes something must carry (the session's csrf_token). */
 export const CSRF_HEADER = 'x-csrf-token';
 /** How long a session lasts at most (12 hours); never past the expiry of the key it came from. */

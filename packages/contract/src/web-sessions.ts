@@ -6,7 +6,7 @@ import { CSRF_HEADER } from './limits.js';
 // it exchanges one for a session cookie (HttpOnly, SameSite=Strict, Secure outside --dev), and
 // sends the session's CSRF token in a header on every request that changes something.
 
-export { CSRF_HEADER, SESSION_COOKIE, SESSION_TTL_SECONDS } from './limits.js';
+export { CSRF_HEADER, DEV_SESSION_COOKIE, SESSION_COOKIE, SESSION_TTL_SECONDS } from './limits.js';
 
 export const CreateSessionRequest = Type.Object(
   { api_key: Type.String({ minLength: 1, maxLength: 256, description: '<keyID>.<secret>; used once, never stored by the page' }) },

@@ -14,9 +14,12 @@ export type Route =
   | { page: 'activity' }
   | { page: 'operator' };
 
+/** Resource ids are hex (svc makes them): anything else in a link opens the list instead. */
+const ID = /^[A-Za-z0-9_-]{1,64}$/;
+
 export function parseRoute(hash: string): Route {
-  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
-  const [first, id] = parts;
+  const [first, rawId] = hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+  const id = rawId !== undefined && ID.test(rawId) ? rawId : undefined;
   switch (first) {
     case 'services':
       return id ? { page: 'service', id } : { page: 'services' };

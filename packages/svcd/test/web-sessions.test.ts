@@ -4,20 +4,20 @@
 // and the health detail read with the admin token, which the dashboard's operator pages use.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { CSRF_HEADER, SESSION_TTL_SECONDS, type WebSession } from '@svc/contract';
-import { ADMIN_TOKEN, eachStore, newTenant, startServer, type TestServer } from './harness.js';
+import { CSRF_HEADER, DEV_SESSION_COOKIE, SESSION_COOKIE, SESSION_TTL_SECONDS, type WebSession } from '@svc/contract';
+import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, newTenant, startServer, type TestServer } from './harness.js';
 
 /** The `name=value` of the session cookie a sign-in set, and the Set-Cookie line itself. */
-function sessionCookie(headers: Headers): { pair: string; line: string } {
-  const line = headers.getSetCookie().find((c) => c.startsWith('svc_session='));
+function sessionCookie(headers: Headers, name = DEV_SESSION_COOKIE): { pair: string; line: string } {
+  const line = headers.getSetCookie().find((c) => c.startsWith(`${name}=`));
   assert.ok(line, 'a session cookie was set');
   return { pair: line.split(';')[0] ?? '', line };
 }
 
-async function signIn(t: TestServer, apiKey: string, headers: Record<string, string> = {}) {
+async function signIn(t: TestServer, apiKey: string, headers: Record<string, string> = {}, name = DEV_SESSION_COOKIE) {
   const r = await t.client.raw<WebSession>('POST', '/v1/auth/session', { body: { api_key: apiKey }, auth: false, headers });
   assert.equal(r.status, 201, r.text);
-  return { session: r.body, ...sessionCookie(r.headers) };
+  return { session: r.body, ...sessionCookie(r.headers, name) };
 }
 
 eachStore((kind) => {
@@ -135,6 +135,47 @@ eachStore((kind) => {
       assert.equal((await t.client.raw('GET', '/v1/tenant', withCookie(pair))).status, 401);
     });
 
+    test('sign-in refuses what another page could send: a foreign Origin or site, a form body', async () => {
+      const a = await newTenant(t);
+      const attempts: Array<[string, Record<string, string>, number]> = [
+        ['a foreign origin', { origin: 'https://evil.example' }, 403],
+        // A tenant's service on a sibling host of the base domain is the same site, not the same origin.
+        ['a sibling host', { 'sec-fetch-site': 'same-site' }, 403],
+        ['another site', { 'sec-fetch-site': 'cross-site' }, 403],
+        ['a form body', { 'content-type': 'text/plain' }, 400],
+      ];
+      for (const [what, headers, status] of attempts) {
+        const r = await t.client.raw('POST', '/v1/auth/session', { body: { api_key: a.key }, auth: false, headers });
+        assert.equal(r.status, status, what);
+        assert.deepEqual(r.headers.getSetCookie(), [], `${what}: no cookie`);
+      }
+      const host = new URL(t.url).host;
+      await signIn(t, a.key, { origin: `http://${host}`, 'sec-fetch-site': 'same-origin' });
+    });
+
+    test("refusals of a valid session's requests count against its tenant's limit", async () => {
+      const a = await newTenant(t);
+      const { pair } = await signIn(t, a.key);
+      const statuses = new Set<number>();
+      // The tenant bucket holds 200 (spec 8); the clock does not move, so nothing refills.
+      for (let i = 0; i < 210; i++) statuses.add((await t.client.raw('POST', '/v1/auth/keys', { body: {}, ...withCookie(pair) })).status);
+      assert.deepEqual([...statuses].sort(), [403, 429]);
+    });
+
+    test("an address spent on made-up cookies still lets a session that held lately through", async () => {
+      const a = await newTenant(t);
+      const ip = { 'x-real-ip': '10.77.2.1' };
+      const { pair } = await signIn(t, a.key, ip);
+      assert.equal((await t.client.raw('GET', '/v1/tenant', withCookie(pair, ip))).status, 200);
+      const statuses: number[] = [];
+      for (let i = 0; i < 60; i++) statuses.push((await t.client.raw('GET', '/v1/tenant', withCookie(`svc_session=${'b'.repeat(32)}.made-up-${i}`, ip))).status);
+      assert.ok(statuses.includes(429), statuses.join(','));
+      assert.equal((await t.client.raw('GET', '/v1/tenant', withCookie(pair, ip))).status, 200);
+      // A session this svcd has not seen hold is not read for that address.
+      const fresh = await signIn(t, (await a.client.createKey()).api_key);
+      assert.equal((await t.client.raw('GET', '/v1/tenant', withCookie(fresh.pair, ip))).status, 429);
+    });
+
     test('operator: tenants with status and usage, paginated; quotas; health detail with the admin token', async () => {
       const a = await newTenant(t);
       await newTenant(t);
@@ -176,7 +217,38 @@ describe('dashboard sessions outside --dev', () => {
       auth: false,
     });
     assert.equal(r.status, 201, r.text);
-    const { line } = await signIn(t, r.body.api_key, https);
+    const { line, pair } = await signIn(t, r.body.api_key, https, SESSION_COOKIE);
+    assert.match(line, /^__Host-svc_session=/);
     assert.match(line, /; Secure/i);
+    assert.match(line, /; Path=\//i);
+    assert.doesNotMatch(line, /; Domain=/i, '__Host- cookies are host-only');
+    const withIt = (cookie: string) => ({ auth: false, headers: { ...https, cookie } });
+    assert.equal((await t.client.raw('GET', '/v1/tenant', withIt(pair))).status, 200);
+    // What a sibling host could plant is not read: the plain name, even with a valid session in it...
+    const value = pair.slice(pair.indexOf('=') + 1);
+    assert.equal((await t.client.raw('GET', '/v1/tenant', withIt(`${DEV_SESSION_COOKIE}=${value}`))).status, 401);
+    // ...and two cookies of the session's name are refused, not resolved, and the browser told to drop it.
+    const two = await t.client.raw<{ error: string }>('GET', '/v1/tenant', withIt(`${SESSION_COOKIE}=${'c'.repeat(32)}.planted; ${pair}`));
+    assert.equal(two.status, 401);
+    assert.match(two.body.error, /more than one session cookie/);
+    assert.match(two.headers.getSetCookie().join('\n'), /__Host-svc_session=;.*Max-Age=0/i);
+  });
+});
+
+describe('operator routes that list tenants need the admin token itself', () => {
+  let t: TestServer;
+  before(async () => {
+    // No admin token: the deprecated fallback lets the bootstrap token open operator routes.
+    t = await startServer({ config: { bootstrapTokens: [BOOTSTRAP_TOKEN], openRegistration: false } });
+  });
+  after(() => t.close());
+
+  test('the bootstrap token may still patch quotas, but not list every tenant or read quotas', async () => {
+    const headers = { 'x-bootstrap-token': BOOTSTRAP_TOKEN };
+    const list = await t.client.raw<{ error: string }>('GET', '/v1/tenants', { auth: false, headers });
+    assert.equal(list.status, 403);
+    assert.match(list.body.error, /admin token/);
+    assert.equal((await t.client.raw('GET', '/v1/tenants/nope/quotas', { auth: false, headers })).status, 403);
+    assert.equal((await t.client.raw('PATCH', '/v1/tenants/nope/quotas', { body: { max_services: 2 }, auth: false, headers: { ...headers, 'x-real-ip': '10.77.3.1' } })).status, 404);
   });
 });

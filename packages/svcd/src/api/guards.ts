@@ -20,21 +20,13 @@ import type { Deps } from '../app.js';
 import type { OperatorCredential } from '../auth/operator.js';
 import type { Principal } from '../auth/authenticator.js';
 import { CSRF_HEADER } from '@svc/contract';
-import { sessionCookieOf } from './session-cookie.js';
+import { crossOriginRefusal } from './origin.js';
+import { clearedSessionCookie, presentedSession, sessionCookieName } from './session-cookie.js';
 import { ForbiddenError, InternalError, RateLimitedError, UnauthorizedError, UnavailableError } from '../errors.js';
 import { clientIp, isLoopback } from './client-ip.js';
 import type { SvcRouteConfig } from './route-config.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/** Whether an Origin header names the host the request was sent to (any scheme: the proxy terminates TLS). */
-function sameOrigin(origin: string, host: string | undefined): boolean {
-  try {
-    return host !== undefined && new URL(origin).host === host.toLowerCase();
-  } catch {
-    return false;
-  }
-}
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
@@ -43,6 +35,7 @@ function header(request: FastifyRequest, name: string): string | undefined {
 
 export function accessGuard(deps: Deps) {
   const { config, rateLimits, authenticator, operatorTokens, audit, webSessions } = deps;
+  const cookieName = sessionCookieName(!config.dev);
 
   /** The tenant's own limit, once its credential holds. */
   function admitTenant(request: FastifyRequest, reply: FastifyReply, principal: Principal): void {
@@ -56,8 +49,9 @@ export function accessGuard(deps: Deps) {
 
   async function sessionAccess(request: FastifyRequest, reply: FastifyReply, ip: string, cookie: string): Promise<void> {
     // Every session is read from the store: an address that has spent its allowance on failures
-    // gets no more reads (as made-up keys get none).
-    if (!rateLimits.clientIpHasAllowance(ip)) rateLimits.takeClientIp(ip);
+    // goes on only with a session this process has seen hold lately (as with cached keys), so
+    // made-up cookies get no more reads and its valid sessions are not starved by them.
+    if (!rateLimits.clientIpHasAllowance(ip) && !webSessions.recentlyValid(cookie)) rateLimits.takeClientIp(ip);
     rateLimits.takeGlobal();
     let session;
     try {
@@ -66,22 +60,30 @@ export function accessGuard(deps: Deps) {
       if (err instanceof UnauthorizedError) rateLimits.chargeClientIp(ip);
       throw err;
     }
-    // SameSite=Strict keeps the cookie off cross-site requests in browsers that honour it; the
-    // origin and token checks hold without that (a WebSocket's upgrade is a GET: its origin counts).
-    const origin = header(request, 'origin');
-    if (origin !== undefined && !sameOrigin(origin, header(request, 'host'))) throw new ForbiddenError('cross-origin request refused');
+    // The tenant's own limit first: a refusal below costs the tenant too, so a valid session
+    // cannot send refused requests against the shared global bucket alone.
+    admitTenant(request, reply, session);
+    // SameSite=Strict keeps the cookie off cross-site requests, not off sibling hosts (tenants'
+    // services share the API's base domain); the origin and token checks hold regardless (a
+    // WebSocket's upgrade is a GET: its origin counts).
+    const refusal = crossOriginRefusal(request);
+    if (refusal !== null) throw new ForbiddenError(refusal);
     if (!SAFE_METHODS.has(request.method) && !webSessions.csrfMatches(session, header(request, CSRF_HEADER))) {
       throw new ForbiddenError(`missing or invalid CSRF token (${CSRF_HEADER})`);
     }
     request.webSession = session;
-    admitTenant(request, reply, session);
   }
 
   async function keyAccess(request: FastifyRequest, reply: FastifyReply, ip: string): Promise<void> {
     const authorization = header(request, 'authorization');
     const presented = authorization !== undefined;
-    const cookie = presented ? undefined : sessionCookieOf(header(request, 'cookie'));
-    if (cookie !== undefined) return sessionAccess(request, reply, ip, cookie);
+    const cookie = presented ? ({ kind: 'none' } as const) : presentedSession(header(request, 'cookie'), cookieName);
+    if (cookie.kind === 'several') {
+      rateLimits.takeClientIp(ip);
+      void reply.header('set-cookie', clearedSessionCookie(!config.dev));
+      throw new UnauthorizedError('more than one session cookie: sign in again');
+    }
+    if (cookie.kind === 'one') return sessionAccess(request, reply, ip, cookie.value);
     if (!presented) rateLimits.takeClientIp(ip);
     const mustProveFirst = presented && !rateLimits.clientIpHasAllowance(ip);
     // A spent address may go on only with a key known here already: checking any other would
@@ -119,6 +121,7 @@ export function accessGuard(deps: Deps) {
       throw err;
     }
     rateLimits.takeGlobal();
+    if (used === 'bootstrap' && route.adminOnly) throw new ForbiddenError('this operator route needs the admin token (SVC_ADMIN_TOKEN)');
     if (used === 'bootstrap') {
       audit.warn({ audit: true, route: request.routeOptions.url }, 'bootstrap token used on an operator route (deprecated: configure SVC_ADMIN_TOKEN)');
     }

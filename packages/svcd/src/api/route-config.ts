@@ -18,6 +18,11 @@ export interface SvcRouteConfig {
    * health detail without a tenant's key).
    */
   operatorAlso?: boolean;
+  /**
+   * An operator route that only the admin token opens, never the deprecated bootstrap fallback
+   * (reads of every tenant: the bootstrap token is often handed to people so they can register).
+   */
+  adminOnly?: boolean;
   /** Counts against the registration limiter (register, recover, reactivate, quota patch, validate). */
   registrationLimited?: boolean;
   /** No 30 s request timeout (logs, exec, long creates). */

@@ -1,15 +1,29 @@
 // Reading and writing the dashboard's session cookie (auth/web-sessions.ts). jshttp's `cookie`
-// does the parsing and the Set-Cookie syntax (quoting, attributes), as Fastify's cookie plugin
-// would, without a hook that parses the Cookie header of every request: only key routes that
-// come without an Authorization header look at it.
+// does the Set-Cookie syntax (quoting, attributes), as Fastify's cookie plugin would, without a
+// hook that parses the Cookie header of every request: only key routes that come without an
+// Authorization header look at it.
 import { parseCookie, stringifySetCookie } from 'cookie';
-import { SESSION_COOKIE } from '@svc/contract';
+import { DEV_SESSION_COOKIE, SESSION_COOKIE } from '@svc/contract';
 
-/** The session cookie's value, or undefined when there is none (or it is empty). */
-export function sessionCookieOf(cookieHeader: string | undefined): string | undefined {
-  if (cookieHeader === undefined || !cookieHeader.includes(SESSION_COOKIE)) return undefined;
-  const value = parseCookie(cookieHeader)[SESSION_COOKIE];
-  return value === '' ? undefined : value;
+/** What a request's Cookie header says about the session cookie. */
+export type PresentedSession = { kind: 'none' } | { kind: 'one'; value: string } | { kind: 'several' };
+
+/** The cookie's name: `__Host-` outside --dev (contract, limits.ts). */
+export function sessionCookieName(secure: boolean): string {
+  return secure ? SESSION_COOKIE : DEV_SESSION_COOKIE;
+}
+
+/**
+ * The session cookie of a request. More than one of that name is refused rather than resolved:
+ * a browser sends every cookie whose domain and path match, so a second one was set by someone
+ * else (a sibling host, a narrower path), and whichever came first would win.
+ */
+export function presentedSession(cookieHeader: string | undefined, name: string): PresentedSession {
+  if (cookieHeader === undefined || !cookieHeader.includes(name)) return { kind: 'none' };
+  const count = cookieHeader.split(';').filter((pair) => pair.trimStart().startsWith(`${name}=`)).length;
+  if (count > 1) return { kind: 'several' };
+  const value = parseCookie(cookieHeader)[name];
+  return value === undefined || value === '' ? { kind: 'none' } : { kind: 'one', value };
 }
 
 /**
@@ -19,7 +33,7 @@ export function sessionCookieOf(cookieHeader: string | undefined): string | unde
  */
 export function sessionSetCookie(value: string, expiresAt: number, secure: boolean): string {
   return stringifySetCookie({
-    name: SESSION_COOKIE,
+    name: sessionCookieName(secure),
     value,
     httpOnly: true,
     sameSite: 'strict',
@@ -31,5 +45,5 @@ export function sessionSetCookie(value: string, expiresAt: number, secure: boole
 
 /** Tells the browser to drop the cookie (sign-out, or a session that no longer holds). */
 export function clearedSessionCookie(secure: boolean): string {
-  return stringifySetCookie({ name: SESSION_COOKIE, value: '', httpOnly: true, sameSite: 'strict', secure, path: '/', maxAge: 0 });
+  return stringifySetCookie({ name: sessionCookieName(secure), value: '', httpOnly: true, sameSite: 'strict', secure, path: '/', maxAge: 0 });
 }

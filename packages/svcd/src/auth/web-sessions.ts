@@ -13,6 +13,7 @@
 // headers), and a cross-site form cannot set a header.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { SESSION_TTL_SECONDS, type WebSession } from '@svc/contract';
+import { ExpiringLru } from '../cache/expiring-lru.js';
 import { unixSeconds } from '../clock.js';
 import { UnauthorizedError } from '../errors.js';
 import type { Platform } from '../platform.js';
@@ -36,8 +37,26 @@ function csrfTokenOf(secret: string): string {
   return createHmac('sha256', secret).update('svc csrf token').digest('base64url');
 }
 
+/** How long a session that held is remembered for the client-address gate (guards.ts). */
+const RECENT_TTL_MS = 60_000;
+const RECENT_MAX = 10_000;
+
 export class WebSessions {
-  constructor(private readonly deps: WebSessionsDeps) {}
+  /**
+   * Ids of sessions that held lately. Never an authentication decision (every request still
+   * reads the store); only whether an address that spent its allowance may still try one.
+   */
+  private readonly recent: ExpiringLru<string, true>;
+
+  constructor(private readonly deps: WebSessionsDeps) {
+    this.recent = new ExpiringLru(deps.clock, RECENT_TTL_MS, RECENT_MAX);
+  }
+
+  /** Whether this cookie names a session that held in this process within the last minute. */
+  recentlyValid(cookie: string): boolean {
+    const parsed = parseKey(cookie);
+    return parsed !== null && this.recent.get(parsed.id) !== undefined;
+  }
 
   /** Exchanges a valid API key for a session; the cookie's value is returned once, here. */
   async signIn(apiKey: string): Promise<{ cookie: string; session: WebSession }> {
@@ -78,7 +97,11 @@ export class WebSessions {
       row.key_revoked_at === null &&
       (row.key_expires_at === null || row.key_expires_at > now) &&
       row.tenant_status === 'active';
-    if (!valid) throw new UnauthorizedError(SIGNED_OUT);
+    if (!valid) {
+      this.recent.delete(parsed.id);
+      throw new UnauthorizedError(SIGNED_OUT);
+    }
+    this.recent.set(parsed.id, true);
     return { tenantId: row.tenant_id, keyId: row.key_id, sessionId: row.id, csrfToken: csrfTokenOf(parsed.secret), expiresAt: row.expires_at };
   }
 
@@ -95,6 +118,7 @@ export class WebSessions {
   }
 
   async signOut(session: SessionPrincipal): Promise<void> {
+    this.recent.delete(session.sessionId);
     await this.deps.store.webSessions.revoke(session.sessionId, unixSeconds(this.deps.clock));
     this.deps.audit.info({ audit: true, event: 'session.ended', tenant_id: session.tenantId, session_id: session.sessionId }, 'dashboard sign-out');
   }

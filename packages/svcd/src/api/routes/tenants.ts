@@ -96,7 +96,7 @@ export function tenantRoutes(deps: Deps): FastifyPluginAsyncTypebox {
     app.get(
       '/v1/tenants',
       {
-        config: { svc: { auth: 'operator' } },
+        config: { svc: { auth: 'operator', adminOnly: true } },
         schema: {
           summary: 'Operator (beyond the spec): tenants with their status and usage, oldest first, paginated',
           tags: ['operator'],
@@ -110,7 +110,7 @@ export function tenantRoutes(deps: Deps): FastifyPluginAsyncTypebox {
     app.get(
       '/v1/tenants/:tenantID/quotas',
       {
-        config: { svc: { auth: 'operator' } },
+        config: { svc: { auth: 'operator', adminOnly: true } },
         schema: {
           summary: "Operator (beyond the spec): the tenant's quota record, as the patch returns it",
           tags: ['operator'],

@@ -3,7 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../../app.js';
 import type { SessionPrincipal } from '../../auth/web-sessions.js';
-import { NotFoundError } from '../../errors.js';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../errors.js';
+import { crossOriginRefusal } from '../origin.js';
 import { clearedSessionCookie, sessionSetCookie } from '../session-cookie.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { routePlugin } from './plugin.js';
@@ -28,10 +29,17 @@ export function webSessionRoutes(deps: Deps): FastifyPluginAsyncTypebox {
           description: 'Requests authenticated by the cookie alone must send csrf_token as X-CSRF-Token when they change something.',
           tags: ['keys'],
           body: CreateSessionRequest,
-          response: { 201: WebSession, ...errors(400, 401, 429) },
+          response: { 201: WebSession, ...errors(400, 401, 403, 429) },
         },
       },
       async (request, reply) => {
+        // Login CSRF: another page (a tenant's app on a sibling host included) must not sign a
+        // visitor into its own tenant. A browser sends Origin and Sec-Fetch-Site on this POST,
+        // and only a script of the page's own origin can send JSON (a form cannot; a
+        // cross-origin script is stopped by the preflight, which svcd never grants).
+        const refusal = crossOriginRefusal(request);
+        if (refusal !== null) throw new ForbiddenError(refusal);
+        if (!/^application\/json\b/i.test(request.headers['content-type'] ?? '')) throw new ValidationError('sign-in takes Content-Type: application/json');
         const { cookie, session } = await webSessions.signIn(request.body.api_key);
         return reply.code(201).header('cache-control', 'no-store').header('set-cookie', sessionSetCookie(cookie, session.expires_at, secure)).send(session);
       },
