@@ -167,6 +167,10 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     assert.equal(tenant.status, 200);
     assert.equal((JSON.parse(tenant.body) as { id: string }).id, a.id);
     assert.deepEqual(await redirectOf(httpPort, host, '/v1/system/health'), { status: 308, location: `https://${host}:${httpsPort}/v1/system/health` });
+    // The dashboard, served by svcd at / on the API's name, over HTTPS.
+    const page = await viaTls(httpsPort, host, pebble.issuerRoot, '/');
+    assert.equal(page.status, 200);
+    assert.match(page.body, /<div id="root"><\/div>/);
   });
 
   test('streamed responses and WebSocket upgrades pass through over TLS', async () => {
