@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState, type SyntheticEvent } from 'react';
 import type { Build } from '@svc/client';
 import { client } from '../api.js';
+import { useGitSource } from '../git-source.js';
 import { BarChart } from '../charts.js';
 import { LiveLog } from '../live-log.js';
 import { navigate } from '../router.js';
@@ -201,12 +202,11 @@ function EnvEditor({ id }: { id: string }) {
 
 function Builds({ id }: { id: string }) {
   const queryClient = useQueryClient();
-  const [gitUrl, setGitUrl] = useState('');
-  const [gitRef, setGitRef] = useState('');
+  const git = useGitSource('build');
   const [watching, setWatching] = useState<string | null>(null);
   const builds = useQuery({ queryKey: ['builds', id], queryFn: () => client.builds(id), refetchInterval: 3_000 });
   const start = useMutation({
-    mutationFn: () => client.createBuild(id, { source_type: 'git', source_url: gitUrl.trim(), source_ref: gitRef.trim() === '' ? undefined : gitRef.trim() }),
+    mutationFn: () => client.createBuild(id, git.request()),
     onSuccess: async (b) => {
       setWatching(b.build_id);
       await queryClient.invalidateQueries({ queryKey: ['builds', id] });
@@ -224,14 +224,7 @@ function Builds({ id }: { id: string }) {
           start.mutate();
         }}
       >
-        <div>
-          <label htmlFor="build-url">Git URL</label>
-          <input id="build-url" type="url" required value={gitUrl} onChange={(e) => setGitUrl(e.target.value)} placeholder="https://…" />
-        </div>
-        <div>
-          <label htmlFor="build-ref">Branch, tag or commit</label>
-          <input id="build-ref" value={gitRef} onChange={(e) => setGitRef(e.target.value)} />
-        </div>
+        {git.fields}
         <button type="submit" disabled={start.isPending}>
           Build and deploy
         </button>

@@ -2,6 +2,7 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type SyntheticEvent } from 'react';
 import { client } from '../api.js';
+import { useGitSource } from '../git-source.js';
 import { href, navigate } from '../router.js';
 import { Ago, ErrorNote, Pager, Section, Status, TableWrap } from '../ui.js';
 
@@ -59,14 +60,13 @@ function CreateService() {
   const [name, setName] = useState('');
   const [image, setImage] = useState('');
   const [port, setPort] = useState('');
-  const [gitUrl, setGitUrl] = useState('');
-  const [gitRef, setGitRef] = useState('');
+  const git = useGitSource('svc');
   const create = useMutation({
     mutationFn: async () => {
       const portNumber = port.trim() === '' ? undefined : Number(port);
       if (source === 'image') return client.createService({ name: name.trim(), image: image.trim(), port: portNumber });
       const service = await client.createService({ name: name.trim(), port: portNumber, await_build: true });
-      await client.createBuild(service.id, { source_type: 'git', source_url: gitUrl.trim(), source_ref: gitRef.trim() === '' ? undefined : gitRef.trim() });
+      await client.createBuild(service.id, git.request());
       return service;
     },
     onSuccess: async (service) => {
@@ -101,16 +101,7 @@ function CreateService() {
               <input id="svc-image" required maxLength={512} value={image} onChange={(e) => setImage(e.target.value)} placeholder="nginx:alpine" />
             </div>
           ) : (
-            <>
-              <div>
-                <label htmlFor="svc-git">Git URL</label>
-                <input id="svc-git" type="url" required value={gitUrl} onChange={(e) => setGitUrl(e.target.value)} placeholder="https://…" />
-              </div>
-              <div>
-                <label htmlFor="svc-ref">Branch, tag or commit</label>
-                <input id="svc-ref" value={gitRef} onChange={(e) => setGitRef(e.target.value)} placeholder="default branch" />
-              </div>
-            </>
+            git.fields
           )}
           <div>
             <label htmlFor="svc-port">Port</label>
