@@ -16,7 +16,8 @@ export const EXEC_STDIN_MAX_BYTES = 512 * 1024;
 export { FILE_MAX_BYTES } from './limits.js';
 export const LEASE_DEFAULT_S = 3600;
 /** Longest lease one call may ask for: 30 days. */
-export const LEASE_MAX_S = 30 * 24 * 3600;
+export { LEASE_MAX_S } from './limits.js';
+import { LEASE_MAX_S } from './limits.js';
 
 export const Template = Type.Object({
   id: Type.String({ description: 'default, node, python or go' }),

@@ -24,3 +24,5 @@ export const DEV_SESSION_COOKIE = 'svc_session';
 export const CSRF_HEADER = 'x-csrf-token';
 /** How long a session lasts at most (12 hours); never past the expiry of the key it came from. */
 export const SESSION_TTL_SECONDS = 12 * 3600;
+/** The longest lease an environment takes, from now (spec 4, Environments: 30 days). */
+export const LEASE_MAX_S = 30 * 24 * 3600;

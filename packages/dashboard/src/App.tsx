@@ -1,6 +1,6 @@
 // The page's frame: the sign-in gate, then the navigation and the current view.
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { client, isSignedOut, sessionQuery, setCsrfToken } from './api.js';
 import { href, useRoute, type Route } from './router.js';
 import { ErrorNote } from './ui.js';
@@ -39,7 +39,9 @@ export function App() {
     );
   }
   if (session.isPending) return <p className="loading">Loading…</p>;
-  if (session.isError) {
+  // A failed re-read (a network blip on window focus) keeps a session the page already has;
+  // only a 401, or no session at all, means signing in.
+  if (session.isError && (!session.data || isSignedOut(session.error))) {
     return (
       <Frame route={route} signedIn={false}>
         {isSignedOut(session.error) ? null : <ErrorNote error={session.error} />}
@@ -60,14 +62,15 @@ function View({ route }: { route: Route }) {
       return <Overview />;
     case 'services':
       return <Services />;
+    // Keyed by id: another service's page starts afresh (no revealed values, history or input carried over).
     case 'service':
-      return <ServiceDetail id={route.id} />;
+      return <ServiceDetail key={route.id} id={route.id} />;
     case 'databases':
       return <Databases />;
     case 'environments':
       return <Environments />;
     case 'environment':
-      return <EnvironmentDetail id={route.id} />;
+      return <EnvironmentDetail key={route.id} id={route.id} />;
     case 'board':
       return <Board />;
     case 'keys':
@@ -81,6 +84,15 @@ function View({ route }: { route: Route }) {
 
 function Frame({ route, signedIn, children }: { route: Route; signedIn: boolean; children: React.ReactNode }) {
   const queryClient = useQueryClient();
+  const label = NAV.find((n) => n.matches.includes(route.page))?.label ?? 'Overview';
+  const first = useRef(true);
+  useEffect(() => {
+    document.title = `${signedIn ? label : 'Sign in'} · svc`;
+    // After a navigation, focus goes to the new content (not left on a link of the old page);
+    // the first load leaves it where the browser put it.
+    if (first.current) first.current = false;
+    else document.getElementById('main')?.focus();
+  }, [label, signedIn, route]);
   const [error, setError] = useState<unknown>(null);
   const tenant = useQuery({ queryKey: ['tenant'], queryFn: () => client.tenant(), enabled: signedIn });
   async function signOut() {
@@ -100,7 +112,15 @@ function Frame({ route, signedIn, children }: { route: Route; signedIn: boolean;
   const nav = signedIn ? NAV : NAV.filter((n) => n.route.page === 'operator' || n.route.page === 'overview');
   return (
     <>
-      <a className="skip" href="#main">
+      {/* Not href="#main": the hash is the route. */}
+      <a
+        className="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          document.getElementById('main')?.focus();
+        }}
+      >
         Skip to content
       </a>
       <header className="top">

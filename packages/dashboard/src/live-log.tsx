@@ -3,14 +3,27 @@
 // cannot grow the tab's memory without bound. Leaving the view aborts the request, which ends the
 // follow on svcd too.
 import { useEffect, useRef, useState } from 'react';
+import { ApiError } from '@svc/client';
 import { messageOf } from './api.js';
 
 const KEEP_LINES = 2_000;
-const RECONNECT_MS = 2_000;
+/** Output without a newline (a progress bar's carriage returns) is cut into lines this long. */
+const LINE_MAX_CHARS = 64 * 1024;
+const RECONNECT_FIRST_MS = 2_000;
+const RECONNECT_MAX_MS = 30_000;
+/** Within this of the bottom, the view follows new lines; scrolled further up, it stays put. */
+const STICK_PX = 24;
+
+interface Line {
+  n: number;
+  text: string;
+}
 
 /**
  * `reconnect`: a service's follow ends when its container is replaced (a restart, a deploy); the
- * view then follows the new one after a pause. A build's log ends with the build: no reconnect.
+ * view then follows the new one, after a pause that grows while nothing comes. A refusal (4xx:
+ * signed out, not found, too many streams) is shown and not retried. A build's log ends with the
+ * build: no reconnect.
  */
 export function LiveLog({
   label,
@@ -23,11 +36,20 @@ export function LiveLog({
   active: boolean;
   reconnect?: boolean;
 }) {
-  const [attempt, setAttempt] = useState(0);
-  const [lines, setLines] = useState<string[]>([]);
+  const [lines, setLines] = useState<Line[]>([]);
   const [state, setState] = useState<'connecting' | 'live' | 'ended' | 'paused'>('connecting');
   const [error, setError] = useState<string | null>(null);
-  const box = useRef<HTMLPreElement>(null);
+  const [attempt, setAttempt] = useState(0);
+  const box = useRef<HTMLDivElement>(null);
+  const stick = useRef(true);
+  const counter = useRef(0);
+  const delay = useRef(RECONNECT_FIRST_MS);
+
+  // Another source (another build): start from nothing.
+  useEffect(() => {
+    setLines([]);
+    delay.current = RECONNECT_FIRST_MS;
+  }, [open]);
 
   useEffect(() => {
     if (!active) {
@@ -36,10 +58,14 @@ export function LiveLog({
     }
     const abort = new AbortController();
     let retry: ReturnType<typeof setTimeout> | undefined;
-    setLines([]);
+    const append = (texts: string[]) => {
+      if (texts.length === 0) return;
+      setLines((old) => [...old, ...texts.map((text) => ({ n: counter.current++, text }))].slice(-KEEP_LINES));
+    };
     setError(null);
     setState('connecting');
     void (async () => {
+      let refused = false;
       try {
         const body = await open(abort.signal);
         setState('live');
@@ -50,18 +76,28 @@ export function LiveLog({
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
+          delay.current = RECONNECT_FIRST_MS;
           const parts = (partial + decoder.decode(value, { stream: true })).split('\n');
           partial = parts.pop() ?? '';
-          if (parts.length > 0) setLines((old) => [...old, ...parts].slice(-KEEP_LINES));
+          while (partial.length > LINE_MAX_CHARS) {
+            parts.push(partial.slice(0, LINE_MAX_CHARS));
+            partial = partial.slice(LINE_MAX_CHARS);
+          }
+          append(parts);
         }
-        if (partial !== '') setLines((old) => [...old, partial].slice(-KEEP_LINES));
+        partial += decoder.decode();
+        if (partial !== '') append([partial]);
         setState('ended');
       } catch (err) {
         if (abort.signal.aborted) return;
+        refused = err instanceof ApiError && err.status >= 400 && err.status < 500;
         setError(messageOf(err));
         setState('ended');
       }
-      if (reconnect && !abort.signal.aborted) retry = setTimeout(() => setAttempt((n) => n + 1), RECONNECT_MS);
+      if (reconnect && !refused && !abort.signal.aborted) {
+        retry = setTimeout(() => setAttempt((n) => n + 1), delay.current);
+        delay.current = Math.min(delay.current * 2, RECONNECT_MAX_MS);
+      }
     })();
     return () => {
       abort.abort();
@@ -71,7 +107,7 @@ export function LiveLog({
 
   useEffect(() => {
     const el = box.current;
-    if (el) el.scrollTop = el.scrollHeight;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
   }, [lines]);
 
   return (
@@ -84,9 +120,22 @@ export function LiveLog({
           {error}
         </p>
       ) : null}
-      <pre ref={box} role="log" aria-label={label} tabIndex={0}>
-        {lines.join('\n')}
-      </pre>
+      {/* One element per line: a screen reader announces the lines added, not the whole log again. */}
+      <div
+        ref={box}
+        className="log-lines"
+        role="log"
+        aria-label={label}
+        tabIndex={0}
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          stick.current = el.scrollHeight - el.scrollTop - el.clientHeight <= STICK_PX;
+        }}
+      >
+        {lines.map((l) => (
+          <div key={l.n}>{l.text === '' ? '\u00a0' : l.text}</div>
+        ))}
+      </div>
     </div>
   );
 }

@@ -237,6 +237,10 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   // Keyboard: the first Tab reaches the skip link.
   await overview.keyboard.press('Tab');
   assert.equal(await overview.evaluate<unknown>('document.activeElement?.textContent'), 'Skip to content');
+  // ...and takes focus to the content without leaving the view (the hash is the route).
+  await overview.keyboard.press('Enter');
+  assert.equal(await overview.evaluate<unknown>('document.activeElement?.id'), 'main');
+  assert.equal(new URL(overview.url()).hash, '#/');
   await overview.close();
 
   // The operator pages: the admin token, typed once, opens tenants, quotas and health.

@@ -78,6 +78,7 @@ export function Databases() {
                 <button
                   type="button"
                   className="danger"
+                  disabled={remove.isPending}
                   onClick={() => {
                     if (window.confirm(`Delete the database ${d.name} and its data?`)) remove.mutate(d.id);
                   }}

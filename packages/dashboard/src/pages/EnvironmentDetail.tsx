@@ -2,7 +2,7 @@
 // console with history, previews with their links, and git sync into the workspace.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type SyntheticEvent } from 'react';
-import type { ExecResult } from '@svc/client';
+import { LEASE_MAX_S, type ExecResult } from '@svc/client';
 import { client } from '../api.js';
 import { navigate } from '../router.js';
 import { Ago, ErrorNote, relative, Section, Status, useNow } from '../ui.js';
@@ -23,12 +23,13 @@ export function EnvironmentDetail({ id }: { id: string }) {
     },
   });
   const e = env.data;
-  if (env.error) return <ErrorNote error={env.error} />;
-  if (!e) return <p className="loading">Loading…</p>;
+  // A failed refresh keeps what the page shows (the console's history included), with the error above.
+  if (!e) return env.error ? <ErrorNote error={env.error} /> : <p className="loading">Loading…</p>;
   const left = e.lease_expires_at - now / 1000;
   return (
     <>
       <h1>{e.name}</h1>
+      <ErrorNote error={env.error} />
       <Section title="Status">
         <dl className="facts">
           <dt>Status</dt>
@@ -57,18 +58,20 @@ export function EnvironmentDetail({ id }: { id: string }) {
           </p>
         ) : null}
         <div className="actions">
-          <button type="button" onClick={() => extend.mutate(Math.max(0, Math.round(left)) + 3600)}>
+          {/* The lease runs duration_seconds from now: what is left plus an hour, at most the 30-day cap. */}
+          <button type="button" disabled={extend.isPending} onClick={() => extend.mutate(Math.min(LEASE_MAX_S, Math.max(0, Math.round(left)) + 3600))}>
             Extend by 1 hour
           </button>
-          <button type="button" onClick={() => start.mutate()} disabled={e.status === 'running'}>
+          <button type="button" onClick={() => start.mutate()} disabled={e.status === 'running' || start.isPending}>
             Start
           </button>
-          <button type="button" onClick={() => stop.mutate()} disabled={e.status !== 'running'}>
+          <button type="button" onClick={() => stop.mutate()} disabled={e.status !== 'running' || stop.isPending}>
             Stop
           </button>
           <button
             type="button"
             className="danger"
+            disabled={remove.isPending}
             onClick={() => {
               if (window.confirm(`Delete the environment ${e.name} and its workspace?`)) remove.mutate();
             }}

@@ -27,7 +27,18 @@ export function Keys() {
       await queryClient.invalidateQueries({ queryKey: ['keys'] });
     },
   });
-  const revoke = useMutation({ mutationFn: (id: string) => client.revokeKey(id), onSuccess: () => queryClient.invalidateQueries({ queryKey: ['keys'] }) });
+  const revoke = useMutation({
+    mutationFn: (id: string) => client.revokeKey(id),
+    onSuccess: async (_answer, id) => {
+      // This session came from that key and has ended with it: back to sign-in, nothing kept.
+      if (id === session.data?.key_id) {
+        queryClient.clear();
+        window.location.replace('/');
+        return;
+      }
+      await queryClient.invalidateQueries({ queryKey: ['keys'] });
+    },
+  });
   function onSubmit(e: SyntheticEvent) {
     e.preventDefault();
     create.mutate();
@@ -95,6 +106,7 @@ export function Keys() {
                     <button
                       type="button"
                       className="danger small"
+                      disabled={revoke.isPending}
                       aria-label={`Revoke ${k.name} (${k.prefix})`}
                       onClick={() => {
                         const warning = session.data?.key_id === k.id ? ' This session came from it and ends too.' : '';

@@ -10,6 +10,7 @@ import { Ago, bytes, ErrorNote, Pager, Secret, Section, Status, TableWrap } from
 const PAGE = 25;
 
 export function Operator() {
+  const queryClient = useQueryClient();
   const [token, setToken] = useState(operator.adminToken ?? '');
   const [signedIn, setSignedIn] = useState(operator.adminToken !== undefined);
   function onSubmit(e: SyntheticEvent) {
@@ -38,6 +39,8 @@ export function Operator() {
           type="button"
           onClick={() => {
             operator.adminToken = undefined;
+            // Nothing read with the token stays for whoever types the next one.
+            queryClient.removeQueries({ queryKey: ['operator'] });
             setToken('');
             setSignedIn(false);
           }}
@@ -195,7 +198,7 @@ function Tenants() {
                     Quotas
                   </button>
                   {t.status === 'suspended' ? (
-                    <button type="button" className="small" onClick={() => reactivate.mutate(t.id)} aria-label={`Reactivate ${t.name}`}>
+                    <button type="button" className="small" disabled={reactivate.isPending} onClick={() => reactivate.mutate(t.id)} aria-label={`Reactivate ${t.name}`}>
                       Reactivate
                     </button>
                   ) : null}
@@ -206,7 +209,8 @@ function Tenants() {
         </table>
       </TableWrap>
       <Pager offset={offset} limit={PAGE} count={list.data?.length ?? 0} onChange={setOffset} />
-      {editing ? <Quotas tenantId={editing} /> : null}
+      {/* Keyed: what was typed for one tenant never goes to another. */}
+      {editing ? <Quotas key={editing} tenantId={editing} /> : null}
     </Section>
   );
 }

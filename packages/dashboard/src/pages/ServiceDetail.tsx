@@ -34,11 +34,12 @@ export function ServiceDetail({ id }: { id: string }) {
     },
   });
   const s = service.data;
-  if (service.error) return <ErrorNote error={service.error} />;
-  if (!s) return <p className="loading">Loading…</p>;
+  // A failed refresh keeps what the page shows (and what is typed in it), with the error above.
+  if (!s) return service.error ? <ErrorNote error={service.error} /> : <p className="loading">Loading…</p>;
   return (
     <>
       <h1>{s.name}</h1>
+      <ErrorNote error={service.error} />
       <Section title="Status">
         <dl className="facts">
           <dt>Status</dt>
@@ -83,7 +84,7 @@ export function ServiceDetail({ id }: { id: string }) {
         <ErrorNote error={action.error ?? remove.error} />
       </Section>
       <Deployments id={id} />
-      <Logs id={id} />
+      <Logs id={id} running={s.status === 'running' || s.status === 'deploying'} />
       <EnvEditor id={id} />
       <Builds id={id} />
       <Snapshots id={id} />
@@ -107,7 +108,7 @@ function Deployments({ id }: { id: string }) {
           <li key={d.id}>
             <Status value={d.status} /> {d.reason} · <code>{d.image}</code> · <Ago unix={d.created_at} />
             {d.status === 'pending' || d.status === 'running' ? (
-              <button type="button" className="small" onClick={() => cancel.mutate(d.id)}>
+              <button type="button" className="small" disabled={cancel.isPending} onClick={() => cancel.mutate(d.id)}>
                 Cancel
               </button>
             ) : null}
@@ -119,7 +120,7 @@ function Deployments({ id }: { id: string }) {
   );
 }
 
-function Logs({ id }: { id: string }) {
+function Logs({ id, running }: { id: string; running: boolean }) {
   const [follow, setFollow] = useState(true);
   const open = useCallback((signal: AbortSignal) => client.followServiceLogs(id, 100, signal), [id]);
   return (
@@ -131,7 +132,7 @@ function Logs({ id }: { id: string }) {
         </button>
       }
     >
-      <LiveLog label="Service logs" open={open} active={follow} reconnect />
+      <LiveLog label="Service logs" open={open} active={follow} reconnect={running} />
     </Section>
   );
 }
@@ -141,7 +142,12 @@ function EnvEditor({ id }: { id: string }) {
   const [revealed, setRevealed] = useState(false);
   const [key, setKey] = useState('');
   const [value, setValue] = useState('');
-  const env = useQuery({ queryKey: ['env', id, revealed], queryFn: () => client.serviceEnv(id, revealed) });
+  // A reveal is audit-logged: read once per click, not again on every focus of the window.
+  const env = useQuery({
+    queryKey: ['env', id, revealed],
+    queryFn: () => client.serviceEnv(id, revealed),
+    ...(revealed ? { staleTime: Infinity, refetchOnWindowFocus: false } : {}),
+  });
   const set = useMutation({
     mutationFn: () => client.setServiceEnv(id, { [key.trim()]: value }),
     onSuccess: async () => {

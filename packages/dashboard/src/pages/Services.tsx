@@ -1,6 +1,7 @@
 // Services: the list (paged) and the two ways to create one, from an image or built from git.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type SyntheticEvent } from 'react';
+import type { Service } from '@svc/client';
 import { client } from '../api.js';
 import { useGitSource } from '../git-source.js';
 import { href, navigate } from '../router.js';
@@ -61,12 +62,19 @@ function CreateService() {
   const [image, setImage] = useState('');
   const [port, setPort] = useState('');
   const git = useGitSource('svc');
+  const [halfMade, setHalfMade] = useState<Service | null>(null);
   const create = useMutation({
     mutationFn: async () => {
       const portNumber = port.trim() === '' ? undefined : Number(port);
       if (source === 'image') return client.createService({ name: name.trim(), image: image.trim(), port: portNumber });
       const service = await client.createService({ name: name.trim(), port: portNumber, await_build: true });
-      await client.createBuild(service.id, git.request());
+      // The service exists now whatever the build says: the error links to it, where another
+      // build can be started (submitting this form again would meet the name, taken).
+      await client.createBuild(service.id, git.request()).catch((err: unknown) => {
+        setHalfMade(service);
+        void queryClient.invalidateQueries({ queryKey: ['services'] });
+        throw err;
+      });
       return service;
     },
     onSuccess: async (service) => {
@@ -76,6 +84,7 @@ function CreateService() {
   });
   function onSubmit(e: SyntheticEvent) {
     e.preventDefault();
+    setHalfMade(null);
     create.mutate();
   }
   return (
@@ -112,6 +121,12 @@ function CreateService() {
           {create.isPending ? 'Creating…' : 'Create service'}
         </button>
         <ErrorNote error={create.error} />
+        {create.isError && halfMade ? (
+          <p>
+            The service <a href={href({ page: 'service', id: halfMade.id })}>{halfMade.name}</a> was created, but its build did not start: open it to try the
+            build again.
+          </p>
+        ) : null}
       </form>
     </Section>
   );

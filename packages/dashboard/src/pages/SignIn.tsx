@@ -15,6 +15,9 @@ export function SignIn() {
   async function startSession(key: string) {
     const session = await client.createSession(key);
     setCsrfToken(session.csrf_token);
+    // Nothing read under an earlier session (another tenant's, perhaps) stays on screen. The
+    // session's own query stays: the page's gate watches it.
+    queryClient.removeQueries({ predicate: (q) => q.queryKey[0] !== sessionQuery.queryKey[0] });
     queryClient.setQueryData(sessionQuery.queryKey, session);
   }
 
@@ -39,7 +42,16 @@ export function SignIn() {
         <section className="card" aria-labelledby="new-key">
           <h2 id="new-key">Your tenant is registered</h2>
           <Secret label="API key" value={registered} note="Copy it now: it is shown only once. The CLI and scripts use it; this page signs in with it." />
-          <button type="button" onClick={() => void startSession(registered).catch(setError)}>
+          <button
+            type="button"
+            disabled={busy}
+            onClick={() => {
+              setBusy(true);
+              void startSession(registered)
+                .catch(setError)
+                .finally(() => setBusy(false));
+            }}
+          >
             Continue to the dashboard
           </button>
         </section>
