@@ -331,3 +331,31 @@ async function auditEveryPage(
   }
   assert.deepEqual(violations, [], 'no serious or critical accessibility violations');
 }
+
+test('in chromium: a session ended elsewhere (its key revoked) sends the open page back to sign-in', async () => {
+  const register = await t.client.raw<{ tenant_id: string; api_key: string }>('POST', '/v1/tenants/register', {
+    body: { name: 'Ended Elsewhere', email: 'ended-elsewhere@example.com' },
+    auth: false,
+    headers: { 'x-real-ip': '10.66.0.1' },
+  });
+  assert.equal(register.status, 201, register.text);
+  tenants.push(register.body.tenant_id);
+  const owner = t.client.withKey(register.body.api_key);
+  const pageKey = await owner.createKey({ name: 'page' });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const { page, problems } = await watchedPage(context);
+  try {
+    await page.goto(t.url);
+    await page.getByLabel('API key', { exact: true }).fill(pageKey.api_key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Services' }).click();
+    await page.getByRole('heading', { name: 'Services', exact: true }).waitFor();
+    await owner.revokeKey(pageKey.id);
+    // The list polls every 5 s: its 401 re-reads the session, which is gone.
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor({ timeout: 20_000 });
+    assert.equal(await page.title(), 'Sign in · svc');
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+  }
+});
