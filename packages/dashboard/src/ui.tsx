@@ -153,3 +153,41 @@ export function TableWrap({ label, children }: { label: string; children: ReactN
     </div>
   );
 }
+
+/**
+ * A button whose action is asked about first (deletes, revokes, audit-logged reveals): the
+ * browser's own dialog, which every assistive technology knows.
+ */
+export function ConfirmButton({
+  question,
+  onConfirm,
+  pending = false,
+  danger = false,
+  small = false,
+  label,
+  children,
+}: {
+  question: string;
+  onConfirm: () => void;
+  pending?: boolean;
+  danger?: boolean;
+  small?: boolean;
+  /** An accessible name when the visible text alone is ambiguous in a list. */
+  label?: string;
+  children: ReactNode;
+}) {
+  const className = [danger ? 'danger' : '', small ? 'small' : ''].filter(Boolean).join(' ') || undefined;
+  return (
+    <button
+      type="button"
+      className={className}
+      disabled={pending}
+      aria-label={label}
+      onClick={() => {
+        if (window.confirm(question)) onConfirm();
+      }}
+    >
+      {children}
+    </button>
+  );
+}

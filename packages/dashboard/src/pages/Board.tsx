@@ -4,7 +4,7 @@ import { useState } from 'react';
 import type { KanbanAdminToken } from '@svc/client';
 import { ApiError } from '@svc/client';
 import { client } from '../api.js';
-import { Ago, ErrorNote, Secret, Section, Status } from '../ui.js';
+import { Ago, ConfirmButton, ErrorNote, Secret, Section, Status } from '../ui.js';
 
 export function Board() {
   const queryClient = useQueryClient();
@@ -60,23 +60,12 @@ export function Board() {
             </dl>
             {b.last_error ? <p className="error-detail">{b.last_error}</p> : null}
             <div className="actions">
-              <button
-                type="button"
-                onClick={() => {
-                  if (window.confirm('Revealing the admin token is written to the audit log. Reveal it?')) reveal.mutate();
-                }}
-              >
+              <ConfirmButton question="Revealing the admin token is written to the audit log. Reveal it?" onConfirm={() => reveal.mutate()} pending={reveal.isPending}>
                 Reveal admin token
-              </button>
-              <button
-                type="button"
-                className="danger"
-                onClick={() => {
-                  if (window.confirm('Delete the task board and its cards?')) remove.mutate();
-                }}
-              >
+              </ConfirmButton>
+              <ConfirmButton question="Delete the task board and its cards?" onConfirm={() => remove.mutate()} pending={remove.isPending} danger>
                 Delete
-              </button>
+              </ConfirmButton>
             </div>
             {token ? <Secret label="Board admin token" value={token.admin_token} note="Sign in to the board with it. This reveal was audit-logged." /> : null}
           </>

@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type SyntheticEvent } from 'react';
 import type { ConnectionString } from '@svc/client';
 import { client } from '../api.js';
-import { Ago, ErrorNote, Pager, Secret, Section, Status } from '../ui.js';
+import { Ago, ConfirmButton, ErrorNote, Pager, Secret, Section, Status } from '../ui.js';
 
 const PAGE = 20;
 
@@ -67,24 +67,16 @@ export function Databases() {
               </div>
               {d.last_error ? <p className="error-detail">{d.last_error}</p> : null}
               <div className="actions">
-                <button
-                  type="button"
-                  onClick={() => {
-                    if (window.confirm('The connection string holds the password. Revealing it is written to the audit log. Reveal it?')) reveal.mutate(d.id);
-                  }}
+                <ConfirmButton
+                  question="The connection string holds the password. Revealing it is written to the audit log. Reveal it?"
+                  onConfirm={() => reveal.mutate(d.id)}
+                  pending={reveal.isPending}
                 >
                   Reveal connection string
-                </button>
-                <button
-                  type="button"
-                  className="danger"
-                  disabled={remove.isPending}
-                  onClick={() => {
-                    if (window.confirm(`Delete the database ${d.name} and its data?`)) remove.mutate(d.id);
-                  }}
-                >
+                </ConfirmButton>
+                <ConfirmButton question={`Delete the database ${d.name} and its data?`} onConfirm={() => remove.mutate(d.id)} pending={remove.isPending} danger>
                   Delete
-                </button>
+                </ConfirmButton>
               </div>
               {revealed[d.id] ? (
                 <>

@@ -5,7 +5,7 @@ import { useState, type SyntheticEvent } from 'react';
 import { LEASE_MAX_S, type ExecResult } from '@svc/client';
 import { client } from '../api.js';
 import { navigate } from '../router.js';
-import { Ago, ErrorNote, relative, Section, Status, useNow } from '../ui.js';
+import { Ago, ConfirmButton, ErrorNote, relative, Section, Status, useNow } from '../ui.js';
 
 export function EnvironmentDetail({ id }: { id: string }) {
   const queryClient = useQueryClient();
@@ -68,16 +68,9 @@ export function EnvironmentDetail({ id }: { id: string }) {
           <button type="button" onClick={() => stop.mutate()} disabled={e.status !== 'running' || stop.isPending}>
             Stop
           </button>
-          <button
-            type="button"
-            className="danger"
-            disabled={remove.isPending}
-            onClick={() => {
-              if (window.confirm(`Delete the environment ${e.name} and its workspace?`)) remove.mutate();
-            }}
-          >
+          <ConfirmButton question={`Delete the environment ${e.name} and its workspace?`} onConfirm={() => remove.mutate()} pending={remove.isPending} danger>
             Delete
-          </button>
+          </ConfirmButton>
         </div>
         <ErrorNote error={extend.error ?? start.error ?? stop.error ?? remove.error} />
       </Section>

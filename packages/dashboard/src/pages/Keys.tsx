@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type SyntheticEvent } from 'react';
 import type { CreatedKey } from '@svc/client';
 import { client, sessionQuery } from '../api.js';
-import { Ago, ErrorNote, Secret, Section, TableWrap } from '../ui.js';
+import { Ago, ConfirmButton, ErrorNote, Secret, Section, TableWrap } from '../ui.js';
 
 const EXPIRIES: Array<[string, number | undefined]> = [
   ['Never', undefined],
@@ -103,18 +103,16 @@ export function Keys() {
                   </td>
                   <td>{k.expires_at === null ? 'never' : <Ago unix={k.expires_at} />}</td>
                   <td>
-                    <button
-                      type="button"
-                      className="danger small"
-                      disabled={revoke.isPending}
-                      aria-label={`Revoke ${k.name} (${k.prefix})`}
-                      onClick={() => {
-                        const warning = session.data?.key_id === k.id ? ' This session came from it and ends too.' : '';
-                        if (window.confirm(`Revoke the key ${k.name}?${warning}`)) revoke.mutate(k.id);
-                      }}
+                    <ConfirmButton
+                      question={`Revoke the key ${k.name}?${session.data?.key_id === k.id ? ' This session came from it and ends too.' : ''}`}
+                      onConfirm={() => revoke.mutate(k.id)}
+                      pending={revoke.isPending}
+                      label={`Revoke ${k.name} (${k.prefix})`}
+                      danger
+                      small
                     >
                       Revoke
-                    </button>
+                    </ConfirmButton>
                   </td>
                 </tr>
               ))}

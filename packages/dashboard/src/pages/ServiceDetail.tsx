@@ -8,7 +8,7 @@ import { useGitSource } from '../git-source.js';
 import { BarChart } from '../charts.js';
 import { LiveLog } from '../live-log.js';
 import { navigate } from '../router.js';
-import { Ago, ErrorNote, Section, Status } from '../ui.js';
+import { Ago, ConfirmButton, ErrorNote, Section, Status } from '../ui.js';
 
 type Action = 'start' | 'stop' | 'restart' | 'redeploy' | 'reset';
 const ACTIONS: Array<[Action, string]> = [
@@ -69,16 +69,9 @@ export function ServiceDetail({ id }: { id: string }) {
               {label}
             </button>
           ))}
-          <button
-            type="button"
-            className="danger"
-            disabled={remove.isPending}
-            onClick={() => {
-              if (window.confirm(`Delete the service ${s.name}? Its container and routes are removed.`)) remove.mutate();
-            }}
-          >
+          <ConfirmButton question={`Delete the service ${s.name}? Its container and routes are removed.`} onConfirm={() => remove.mutate()} pending={remove.isPending} danger>
             Delete
-          </button>
+          </ConfirmButton>
         </div>
         {action.isSuccess ? <p className="hint">{`${action.variables} requested: the status follows above.`}</p> : null}
         <ErrorNote error={action.error ?? remove.error} />
