@@ -219,8 +219,7 @@ export class Tenants {
   async usage(tenantId: string): Promise<TenantUsage> {
     const t = await this.row(tenantId);
     const disk = await this.deps.store.tenantDisk.find(tenantId);
-    const counts = { services: 0, databases: 0, environments: 0 };
-    for (const r of this.deps.resources) Object.assign(counts, await r.count(tenantId));
+    const counts = await this.resourceCounts(tenantId);
     return {
       services: { used: counts.services, max: t.max_services },
       databases: { used: counts.databases, max: t.max_databases },
@@ -243,8 +242,7 @@ export class Tenants {
     const rows = await this.deps.store.tenants.listPage(Math.min(q.limit ?? PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX), q.offset ?? 0, q.status);
     const page: TenantSummary[] = [];
     for (const t of rows) {
-      const counts = { services: 0, databases: 0, environments: 0 };
-      for (const r of this.deps.resources) Object.assign(counts, await r.count(t.id));
+      const counts = await this.resourceCounts(t.id);
       const disk = await this.deps.store.tenantDisk.find(t.id);
       page.push({
         ...tenantView(t),
@@ -258,6 +256,13 @@ export class Tenants {
       });
     }
     return page;
+  }
+
+  /** What the tenant holds, counted by the modules that own each kind (usage and the operator's list). */
+  private async resourceCounts(tenantId: string): Promise<Record<'services' | 'databases' | 'environments', number>> {
+    const counts = { services: 0, databases: 0, environments: 0 };
+    for (const r of this.deps.resources) Object.assign(counts, await r.count(tenantId));
+    return counts;
   }
 
   private async row(tenantId: string): Promise<TenantRow> {
