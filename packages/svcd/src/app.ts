@@ -244,10 +244,9 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
           ...(config.tls ? { tls: config.tls, certificateOrders: new CertificateOrders({ jobLocks: store.jobLocks, clock, holder }) } : {}),
         },
         async () => {
-          const customHosts = new Map<string, string[]>();
-          for (const d of await store.serviceDomains.routed()) customHosts.set(d.service_id, [...(customHosts.get(d.service_id) ?? []), d.hostname]);
+          const domains = (await store.serviceDomains.routed()).map((d) => ({ service_id: d.service_id, hostname: d.hostname, awaitingCertificate: d.certificate_expires_at === null }));
           return [
-            ...routeTargets(await store.services.listAll(), routing, customHosts),
+            ...routeTargets(await store.services.listAll(), routing, domains),
             ...previewRouteTargets(await store.environments.previewRoutes(), routing),
             ...apiRouteTargets(apiRoute.upstream, config.baseDomain),
           ];

@@ -6,9 +6,11 @@
 // routing over HTTPS are tls.test.ts's.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Domain } from '@svc/contract';
+import { domainChallengeName, type Domain } from '@svc/contract';
 import { DOMAIN_CHECK_EVERY_MS } from '../src/app.js';
-import { DOMAIN_CHECKS, VERIFY_COOLDOWN_S } from '../src/domains/domains.js';
+import { CHECK_RUN_BUDGET_MS, DOMAIN_CHECKS, VERIFY_COOLDOWN_S } from '../src/domains/domains.js';
+import { DnsTxtLookup, type TxtLookup } from '../src/domains/txt-records.js';
+import type { JobLease } from '../src/jobs/periodic.js';
 import { ADMIN_TOKEN, eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { inertRuntime } from './inert-runtime.js';
 import { startDns, type TestDns } from './pebble.js';
@@ -270,6 +272,89 @@ eachStore((kind) => {
       const waiting = await a.client.verifyDomain(s, pending.id);
       assert.equal(waiting.status, 'pending_verification');
       assert.match(waiting.last_error ?? '', /the DNS lookup of _svc-challenge\.\S+ failed \(/);
+    });
+  });
+
+  describe(`the domain checker between tenants (${kind})`, () => {
+    let t: TestServer;
+    let dns: TestDns;
+    /** The names looked up, in the order their lookups began. */
+    const begun: string[] = [];
+    let slowAtOnce = 0;
+    let slowMost = 0;
+    /** When set, the slow lookups wait for it instead of 300 ms. */
+    let gate: Promise<void> | null = null;
+    /** The checker's runs are called here (its schedule is tested above): a lease that holds. */
+    const lease: JobLease = { signal: new AbortController().signal, assertHeld: () => Promise.resolve() };
+
+    before(async () => {
+      dns = await startDns();
+      const real = new DnsTxtLookup([dns.server]);
+      // One tenant's name servers are slow (the "slow-" names): each of its lookups takes 300 ms
+      // more, the others are answered by the test's DNS server as they come.
+      const txtLookup: TxtLookup = {
+        async lookup(name) {
+          begun.push(name);
+          if (!name.includes('.slow-')) return real.lookup(name);
+          slowMost = Math.max(slowMost, ++slowAtOnce);
+          try {
+            await (gate ?? new Promise((r) => setTimeout(r, 300)));
+            return await real.lookup(name);
+          } finally {
+            slowAtOnce--;
+          }
+        },
+      };
+      t = await startServer({ store: kind, config: { baseDomain: BASE, dnsServers: [dns.server] }, overrides: { runtime: inertRuntime(), txtLookup, domainCheckEveryMs: 24 * 3_600_000 } });
+    });
+    after(async () => {
+      await t.close();
+      await dns.stop();
+    });
+
+    test("a tenant with many slow checks has one at a time; another tenant's claim, due later, is taken in the same batch and checked at once", async () => {
+      const slow = await newTenant(t);
+      const quick = await newTenant(t);
+      const slowService = await service(slow, 'slow');
+      for (let i = 0; i < 4; i++) assert.equal((await addDomain(slow, slowService, fresh('slow'))).status, 201);
+      t.clock.advance(1_000);
+      const q = (await addDomain(quick, await service(quick, 'quick'), fresh('quick'))).body;
+      await dns.setTxt(q.verification.name, q.verification.value);
+
+      // The batch: each tenant's most overdue claim before anyone's second.
+      const batch = await t.deps.store.serviceDomains.due(Math.floor(t.clock.now() / 1000), 2);
+      assert.deepEqual(batch.map((r) => r.tenant_id), [slow.id, quick.id]);
+
+      begun.length = 0;
+      await t.deps.domains.checkDue(lease);
+      assert.equal((await quick.client.domain(q.service_id, q.id)).status, 'active');
+      assert.equal(begun.filter((n) => n.includes('.slow-')).length, 4);
+      assert.equal(begun.findIndex((n) => n.includes('.quick-')), 1, `the quick claim waited for the slow ones: ${begun.join(' ')}`);
+      assert.equal(slowMost, 1, 'one check at a time for a tenant');
+    });
+
+    test('a run starts no check past its time budget; the next run takes what it left', async () => {
+      const slow = await newTenant(t);
+      const serviceId = await service(slow, 'budget');
+      const names: string[] = [];
+      for (let i = 0; i < 3; i++) names.push(domainChallengeName((await addDomain(slow, serviceId, fresh('slow'))).body.hostname));
+      const mine = () => begun.filter((n) => names.includes(n)).length;
+      let open!: () => void;
+      gate = new Promise((resolve) => (open = resolve));
+      let run: Promise<void>;
+      try {
+        run = t.deps.domains.checkDue(lease);
+        await waitFor('the first check begun', () => Promise.resolve(mine() === 1));
+        // The budget passes while the first check waits on the slow name server.
+        t.clock.advance(CHECK_RUN_BUDGET_MS);
+      } finally {
+        gate = null;
+        open();
+      }
+      await run;
+      assert.equal(mine(), 1, 'no check begun past the budget');
+      await t.deps.domains.checkDue(lease);
+      assert.equal(mine(), 3);
     });
   });
 });

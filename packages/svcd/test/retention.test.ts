@@ -301,6 +301,45 @@ eachStore((kind) => {
       assert.equal(await store.jobLocks.tryAcquire(name, 'svcd-c/1', clock.now(), 60_000), true, 'the job is free for the next run');
       await jobs.close();
     });
+    test('ticks while the last run of the job goes on start no run beside it (its lease is not freed under a second run): they are folded into one run after it', async () => {
+      const name = 'test.long';
+      const jobs = new PeriodicJobs({ store, clock, timers: clock, log: silent, holder: 'svcd-a/1' });
+      let go!: () => void;
+      const gate = new Promise<void>((resolve) => (go = resolve));
+      let runs = 0;
+      let ended = 0;
+      let atOnce = 0;
+      let most = 0;
+      jobs.schedule({
+        name,
+        everyMs: 15_000,
+        run: async () => {
+          runs++;
+          most = Math.max(most, ++atOnce);
+          await gate;
+          atOnce--;
+          ended++;
+        },
+      });
+      const settle = () => new Promise((r) => setTimeout(r, 50));
+      clock.advance(15_000);
+      await waitFor('the first run', () => Promise.resolve(runs === 1));
+      for (let i = 0; i < 3; i++) {
+        clock.advance(15_000);
+        await settle();
+      }
+      assert.equal(runs, 1, 'ticks during the run started no other');
+      assert.equal(await store.jobLocks.holds(name, 'svcd-a/1', clock.now()), true);
+      go();
+      await waitFor('the three ticks folded into one run after it', () => Promise.resolve(ended === 2));
+      await waitFor('the lease freed', async () => !(await store.jobLocks.holds(name, 'svcd-a/1', clock.now())));
+      await settle();
+      assert.equal(runs, 2, 'one run for the three ticks');
+      clock.advance(15_000);
+      await waitFor('the next tick runs it again', () => Promise.resolve(ended === 3));
+      assert.equal(most, 1, 'never two runs at once');
+      await jobs.close();
+    });
   });
 
   describe(`retention over HTTP (${kind})`, () => {

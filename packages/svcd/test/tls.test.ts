@@ -146,6 +146,10 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     }, 150_000);
     assert.match(failed.last_error ?? '', /point its DNS here/, failed.last_error ?? '');
     assert.ok(failed.verified_at !== null, 'ownership stays proven');
+    // Proven but without its first certificate: plain HTTP serves the name (a redirect would lead
+    // to a handshake that fails), as it serves the <id>.localhost host.
+    const plain = await waitFor('served on plain HTTP', () => viaProxy(httpPort, hostname, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
+    assert.equal(plain.body, 'hello from svc-test\n');
     // Pointed here: the certificate comes at Caddy's next attempt (it backs off a minute after a failure).
     await pebble.dns.clearA(hostname);
     let last = failed;
@@ -156,6 +160,8 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
       throw new Error(`${String(err)}; last: ${JSON.stringify(last)}`);
     });
     assert.equal(active.last_error, null);
+    // Certified: plain HTTP redirects it now.
+    await waitFor('redirected', () => redirectOf(httpPort, hostname, '/x').then((r) => (r.status === 308 ? true : undefined)));
   });
 
   test('the API answers at api.<base-domain> over HTTPS through the same proxy, with a certificate from the ACME server', async () => {

@@ -13,6 +13,7 @@ import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
 import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
+import { CertificateErrors } from '../src/proxy/certificate-errors.js';
 import { ValidationError } from '../src/errors.js';
 import { wantsCertificate } from '../src/proxy/tls-ask.js';
 import { repositoryOf } from '../src/runtime/swarm/swarm-runtime.js';
@@ -287,6 +288,18 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
       assert.equal(wantsCertificate(no, routed), false, no);
     }
   });
+  test('a proven custom domain awaiting its first certificate is served on plain HTTP, not redirected; it is served over HTTPS too (where it gets the certificate)', () => {
+    const t = { ...target('a', '10.0.0.2:8000'), hosts: ['a.localhost', 'a.apps.example.com', 'shop.customer.org'], awaitingCertificate: ['shop.customer.org'] };
+    const { config, marker } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [t], tls });
+    const plain = servers(config).svc!.routes;
+    assert.deepEqual(plain.at(0)?.match, [{ host: ['a.apps.example.com'] }]);
+    assert.equal(plain.at(0)?.handle.at(0)?.status_code, 308);
+    assert.deepEqual(plain.at(1)?.match, [{ host: ['a.localhost', 'shop.customer.org'] }]);
+    assert.equal(plain.at(1)?.handle.at(0)?.handler, 'reverse_proxy');
+    assert.deepEqual(servers(config)['svc-tls']!.routes.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
+    // Certified: the configuration changes, so Caddy is given the redirect.
+    assert.notEqual(buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [{ ...t, awaitingCertificate: [] }], tls }).marker, marker);
+  });
   test("a proven custom domain is redirected and served over HTTPS like the base domain's hosts; every proxied request carries the client's address as X-Real-Ip", () => {
     const t = { ...target('a', '10.0.0.2:8000'), hosts: ['a.localhost', 'a.apps.example.com', 'shop.customer.org'] };
     const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [t], tls });
@@ -294,6 +307,34 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
     const secure = servers(config)['svc-tls']!.routes;
     assert.deepEqual(secure.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
     assert.deepEqual((secure.at(0)?.handle.at(0) as { headers?: unknown } | undefined)?.headers, { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } });
+  });
+});
+
+describe("custom domains: Caddy's certificate errors", () => {
+  const line = (identifier: string, error: string) => JSON.stringify({ level: 'error', logger: 'tls.obtain', msg: 'could not get certificate from issuer', identifier, error });
+  test('an error logged during the probe is the cause; an earlier one is dated, so a mended cause never reads as current; a served certificate clears it', () => {
+    const clock = new ManualClock();
+    const errors = new CertificateErrors(clock);
+    errors.note(line('shop.example.org', 'urn:ietf:params:acme:error:caa - CAA record prevents issuance'));
+    errors.note('{"level":"info","msg":"obtaining certificate"}');
+    errors.note('not json {"error" "identifier"');
+    assert.equal(errors.explain('other.example.org', clock.now(), 'no certificate was served'), 'no certificate was served');
+    // The same moment: logged during the probe.
+    assert.match(errors.explain('shop.example.org', clock.now(), 'no certificate was served'), /^urn:ietf:params:acme:error:caa/);
+    clock.advance(60_000);
+    const later = errors.explain('shop.example.org', clock.now(), 'no certificate was served (alert internal error)');
+    assert.match(later, /^no certificate was served \(alert internal error\); the proxy's last attempt for the name, at 2026-01-01T00:00:00.000Z, failed: urn:ietf:params:acme:error:caa/);
+    errors.note(line('shop.example.org', 'urn:ietf:params:acme:error:connection - connection refused'));
+    assert.match(errors.explain('shop.example.org', clock.now() - 1, 'x'), /^urn:ietf:params:acme:error:connection/);
+    errors.forget('shop.example.org');
+    assert.equal(errors.explain('shop.example.org', 0, 'x'), 'x');
+  });
+  test('one error per name, 1,000 names at most (the oldest go), each cut to 2,000 characters', () => {
+    const clock = new ManualClock();
+    const errors = new CertificateErrors(clock);
+    for (let i = 0; i < 1_001; i++) errors.note(line(`n${i}.example.org`, 'e'.repeat(5_000)));
+    assert.equal(errors.explain('n0.example.org', 0, 'gone'), 'gone');
+    assert.equal(errors.explain('n1000.example.org', 0, 'x').length, 2_000);
   });
 });
 
@@ -469,12 +510,15 @@ describe('workload policy', () => {
 describe("the engine's fault or the tenant's", () => {
   const withProps = (message: string, props: Record<string, unknown>) => Object.assign(new Error(message), props);
 
-  test('no engine answering is the engine fault, also when wrapped', () => {
+  test('no engine answering, or its connection dropped mid-request, is the engine fault, also when wrapped', () => {
     assert.equal(isEngineFault(new RuntimeUnavailableError('container engine unavailable')), true);
     assert.equal(isEngineFault(withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT', syscall: 'connect' })), true);
     assert.equal(isEngineFault(withProps('connect ECONNREFUSED', { code: 'ECONNREFUSED', syscall: 'connect' })), true);
     const wrapped = new Error('starting the workload failed', { cause: withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT', syscall: 'connect' }) });
     assert.equal(isEngineFault(wrapped), true);
+    // Its connection dropped mid-request: restarting under it, or so slow the client gave up.
+    assert.equal(isEngineFault(withProps('socket hang up', { code: 'ECONNRESET' })), true);
+    assert.equal(isEngineFault(withProps('write EPIPE', { code: 'EPIPE', syscall: 'write' })), true);
   });
 
   test("an engine's answer (4xx, 5xx), or svc's own error, is not", () => {
@@ -483,8 +527,9 @@ describe("the engine's fault or the tenant's", () => {
     assert.equal(isEngineFault(withProps('(HTTP code 404) no such image', { statusCode: 404 })), false);
     assert.equal(isEngineFault(withProps('(HTTP code 400) invalid port', { statusCode: 400 })), false);
     assert.equal(isEngineFault(new Error('container exited with code 1 during the deploy')), false);
-    // A slow engine (the client's idle timeout ends the request), and a file of svc's own.
-    assert.equal(isEngineFault(withProps('socket hang up', { code: 'ECONNRESET' })), false);
+    // A file of svc's own; a workload that did not pass its probe in time (the probe's own
+    // resets are its message, not its cause).
+    assert.equal(isEngineFault(new Error('not ready within 60 s: socket hang up')), false);
     assert.equal(isEngineFault(withProps("ENOENT: no such file or directory, open 'x'", { code: 'ENOENT', syscall: 'open' })), false);
     assert.equal(isEngineFault('not an error'), false);
   });

@@ -55,9 +55,11 @@ export const DOMAIN_CHECKS = {
 } as const;
 /** "Never", for next_check_at: a claim that gave up waits for POST .../verify. */
 const NEVER = 253_402_300_799;
-/** Claims the checker takes per run, and checks at once. */
+/** Claims the checker takes per run, and checks at once (one per tenant). */
 const CHECK_BATCH = 50;
 const CHECK_CONCURRENCY = 4;
+/** After this long a run starts no more checks (those under way finish); the next run takes the rest. */
+export const CHECK_RUN_BUDGET_MS = 60_000;
 /**
  * How long POST .../verify waits for a certificate: with the TXT lookup (8 s at most,
  * txt-records.ts) and the store, it stays under the 30 s a request may last.
@@ -179,18 +181,30 @@ export class Domains {
     return this.get(tenantId, serviceId, id);
   }
 
-  /** The checker's run: every claim whose turn came, a few at a time, while the lease holds. */
+  /**
+   * The checker's run: the claims whose turn came, a few at a time, while the lease holds and for
+   * CHECK_RUN_BUDGET_MS at most. Fair between tenants, whose name servers may be slow on purpose
+   * (a check can take 53 s): the batch takes each tenant's most overdue claim before anyone's
+   * second (the store ranks them), and a tenant has one check at a time, so the others keep the
+   * remaining workers; what the budget leaves waits for the next run.
+   */
   async checkDue(lease: JobLease): Promise<void> {
-    const due = await this.deps.store.serviceDomains.due(unixSeconds(this.deps.clock), CHECK_BATCH);
-    let next = 0;
+    const started = this.deps.clock.now();
+    const waiting = await this.deps.store.serviceDomains.due(unixSeconds(this.deps.clock), CHECK_BATCH);
+    const checking = new Set<string>();
     const worker = async () => {
-      while (next < due.length && !lease.signal.aborted) {
-        const row = due[next++];
+      while (!lease.signal.aborted && this.deps.clock.now() - started < CHECK_RUN_BUDGET_MS) {
+        // When every claim left is of a tenant being checked, that tenant's worker goes on with them.
+        const i = waiting.findIndex((r) => !checking.has(r.tenant_id));
+        const row = i < 0 ? undefined : waiting.splice(i, 1)[0];
         if (!row) return;
+        checking.add(row.tenant_id);
         try {
           await this.check(row);
         } catch (err) {
           this.deps.log.warn({ err, domain: row.id }, 'domain check failed');
+        } finally {
+          checking.delete(row.tenant_id);
         }
       }
     };
@@ -265,6 +279,8 @@ export class Domains {
     const nextCheck = checkedAt + Math.max(MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
     const wasActive = seen.status === 'active';
     if (await this.write(seen, { ...record, status: 'active', last_error: lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck })) {
+      // Its first certificate: plain HTTP, which served the name meanwhile, redirects it now.
+      if (seen.certificate_expires_at === null) this.deps.routesChanged();
       if (!wasActive) await this.recordStatus(seen, 'domain.active', { certificate_expires_at: cert.validTo });
     }
   }

@@ -34,6 +34,15 @@ export type PeriodicJobsDeps = Pick<Platform, 'store' | 'clock' | 'timers' | 'lo
 export class PeriodicJobs {
   private readonly handles: TimerHandle[] = [];
   private readonly running = new Set<Promise<boolean>>();
+  /**
+   * The jobs this process is running now. A tick (or a run asked for) while the last run goes on
+   * (a run may outlast its interval: domain checks wait on tenants' name servers) does not start a
+   * second one beside it: the lease is this process's own, so the store would let it start, and
+   * the first one's end would free the lease under the second. It is folded into one run right
+   * after (`again`), so that nothing asked for meanwhile waits a whole interval.
+   */
+  private readonly active = new Set<string>();
+  private readonly again = new Set<string>();
   private closed = false;
 
   constructor(private readonly deps: PeriodicJobsDeps) {}
@@ -42,11 +51,23 @@ export class PeriodicJobs {
     this.handles.push(this.deps.timers.setInterval(() => void this.runOnce(job), job.everyMs));
   }
 
-  /** One run under the lease; false when another process holds it (or this one is closing). */
+  /**
+   * One run under the lease; false when another process holds it, or this one is closing, or runs
+   * it already (one more run then follows that one).
+   */
   runOnce(job: JobDefinition): Promise<boolean> {
     if (this.closed) return Promise.resolve(false);
+    if (this.active.has(job.name)) {
+      this.again.add(job.name);
+      return Promise.resolve(false);
+    }
+    this.active.add(job.name);
     // Tracked from the lease attempt on, so close() waits for store work that is under way.
-    const run = this.leaseAndRun(job).finally(() => this.running.delete(run));
+    const run = this.leaseAndRun(job).finally(() => {
+      this.running.delete(run);
+      this.active.delete(job.name);
+      if (this.again.delete(job.name)) void this.runOnce(job);
+    });
     this.running.add(run);
     return run;
   }

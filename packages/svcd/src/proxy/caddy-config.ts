@@ -12,6 +12,12 @@ export interface RouteTarget {
   status: string;
   /** Hosts that reach it. */
   hosts: string[];
+  /**
+   * Certified hosts of `hosts` whose first certificate is still to come (a custom domain just
+   * proven): plain HTTP serves them instead of redirecting, so the name works from its proof on
+   * and moves to HTTPS once HTTPS can answer.
+   */
+  awaitingCertificate?: string[];
   /** host:port of the container on its tenant network, when it is running. */
   upstream: string | null;
 }
@@ -83,7 +89,8 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
     terminal: true,
   });
   const routes: unknown[] = input.targets.map((t) => route(t, t.hosts, true));
-  const body = JSON.stringify({ listen: input.listen, routes, tls: input.tls ?? null });
+  // The targets too: what plain HTTP redirects is not in `routes`.
+  const body = JSON.stringify({ listen: input.listen, routes, targets: input.targets, tls: input.tls ?? null });
   const marker = `svc-config-${createHash('sha256').update(body).digest('hex').slice(0, 16)}`;
   // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
   const markerRoute = { '@id': marker, handle: [NOT_FOUND], terminal: true };
@@ -100,11 +107,12 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   const tls = input.tls;
   const httpsPort = parseListen(tls.httpsListen).port;
   const certified = isCertified;
-  // Plain HTTP redirects the certified hosts (Caddy answers the ACME HTTP-01 challenges on this
-  // port itself, before any route) and serves the others.
+  // Plain HTTP redirects the certified hosts that have a certificate (Caddy answers the ACME
+  // HTTP-01 challenges on this port itself, before any route) and serves the others.
   const plainRoutes = input.targets.flatMap((t) => {
-    const redirected = t.hosts.filter(certified);
-    const served = t.hosts.filter((h) => !certified(h));
+    const awaiting = new Set(t.awaitingCertificate ?? []);
+    const redirected = t.hosts.filter((h) => certified(h) && !awaiting.has(h));
+    const served = t.hosts.filter((h) => !redirected.includes(h));
     return [
       ...(redirected.length
         ? [{ match: [{ host: redirected }], handle: [{ handler: 'static_response', status_code: 308, headers: { Location: [`https://{http.request.host}${httpsPort === 443 ? '' : `:${httpsPort}`}{http.request.uri}`] } }], terminal: true }]

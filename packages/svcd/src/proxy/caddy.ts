@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Clock, Timers, TimerHandle } from '../clock.js';
 import { parseListen, type TlsConfig } from '../config.js';
 import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
+import { CertificateErrors } from './certificate-errors.js';
 import { TlsAskServer, type CertificateOrderClaims } from './tls-ask.js';
 
 export { buildCaddyConfig, routeId, type RouteTarget } from './caddy-config.js';
@@ -38,8 +39,6 @@ export type CertificateState = { validFrom: number; validTo: number } | { error:
 export const PROXY_CHECK_EVERY_MS = 5_000;
 /** How long a certificate probe waits for Caddy (which may be ordering the certificate meanwhile). */
 const CERTIFICATE_PROBE_MS = 45_000;
-/** Names whose last certificate error is kept (the oldest go first). */
-const CERTIFICATE_ERRORS_KEPT = 1_000;
 
 export class CaddyProxy {
   private child: ChildProcess | null = null;
@@ -52,8 +51,8 @@ export class CaddyProxy {
   private tlsInput: CaddyTls | undefined = undefined;
   /** The hosts of the configuration Caddy took last (lower case): what the TLS question says yes to. */
   private pushedHosts: ReadonlySet<string> = new Set();
-  /** The last error Caddy logged while obtaining a name's certificate, by name. */
-  private readonly certificateErrors = new Map<string, string>();
+  /** The last error Caddy logged while obtaining each name's certificate. */
+  private readonly certificateErrors: CertificateErrors;
   private readonly socketPath: string;
   /** Where admin requests go: the private socket, or the operator's admin host and port. */
   private readonly adminTarget: { socketPath: string } | { host: string; port: number };
@@ -67,6 +66,7 @@ export class CaddyProxy {
     private readonly log: Logger,
   ) {
     this.socketPath = join(opts.dataDir, 'caddy-admin.sock');
+    this.certificateErrors = new CertificateErrors(clock);
     if (opts.adminUrl === null) {
       this.adminTarget = { socketPath: this.socketPath };
     } else {
@@ -164,12 +164,13 @@ export class CaddyProxy {
     if (!tls) return Promise.resolve({ error: 'the proxy serves no HTTPS (--tls off)' });
     const { host, port } = parseListen(tls.httpsListen);
     const dialHost = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
+    const since = this.clock.now();
     return new Promise((resolve) => {
       const done = (state: CertificateState) => {
         socket.destroy();
         resolve(state);
       };
-      const failed = (why: string) => done({ error: this.certificateErrors.get(hostname) ?? why });
+      const failed = (why: string) => done({ error: this.certificateErrors.explain(hostname, since, why) });
       // Not verified against a root here: which certificate is served is the question.
       const socket = connect({ host: dialHost, port, servername: hostname, rejectUnauthorized: false, ALPNProtocols: ['http/1.1'], timeout: timeoutMs });
       socket.once('secureConnect', () => {
@@ -179,32 +180,12 @@ export class CaddyProxy {
           failed(`the proxy served a certificate for other names (${cert.subjectaltname ?? 'none'})`);
           return;
         }
-        this.certificateErrors.delete(hostname);
+        this.certificateErrors.forget(hostname);
         done({ validFrom: Math.floor(Date.parse(cert.valid_from) / 1000), validTo: Math.floor(Date.parse(cert.valid_to) / 1000) });
       });
       socket.once('timeout', () => failed('the proxy did not answer the TLS handshake in time'));
       socket.once('error', (err: Error) => failed(`no certificate was served (${err.message})`));
     });
-  }
-
-  /** Keeps the error of a Caddy log line about obtaining a name's certificate. */
-  private noteCertificateError(line: string): void {
-    if (!line.includes('"error"') || !line.includes('"identifier"')) return;
-    let entry: unknown;
-    try {
-      entry = JSON.parse(line);
-    } catch {
-      return;
-    }
-    if (typeof entry !== 'object' || entry === null) return;
-    const { identifier, error } = entry as { identifier?: unknown; error?: unknown };
-    if (typeof identifier !== 'string' || typeof error !== 'string') return;
-    this.certificateErrors.delete(identifier);
-    this.certificateErrors.set(identifier, error.slice(0, 2_000));
-    if (this.certificateErrors.size > CERTIFICATE_ERRORS_KEPT) {
-      const oldest = this.certificateErrors.keys().next();
-      if (!oldest.done) this.certificateErrors.delete(oldest.value);
-    }
   }
 
   private adminListen(): string {
@@ -225,7 +206,7 @@ export class CaddyProxy {
     // kept by name for the domains' status (certificateOf).
     createInterface({ input: child.stderr }).on('line', (line) => {
       stderr = (stderr + line + '\n').slice(-4000);
-      this.noteCertificateError(line);
+      this.certificateErrors.note(line);
     });
     this.child = child;
     child.once('exit', (code, signal) => {

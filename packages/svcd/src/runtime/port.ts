@@ -131,11 +131,16 @@ export async function engineAnswers(engine: Pick<Runtime, 'info'>): Promise<bool
 }
 
 /**
- * Connect errors of an engine that is not there (stopped, restarting, its socket gone). Only a
- * connect counts: a reset or timeout mid-request is a slow engine (the client's idle timeout),
- * and ENOENT without a connect is a file of svc's own.
+ * Connect errors of an engine that is not there (stopped, restarting, its socket gone). These
+ * count only on a connect: ENOENT without one is a file of svc's own.
  */
 const ENGINE_GONE_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH']);
+/**
+ * The engine's connection dropped mid-request: an engine restarting under the request ("socket
+ * hang up"; a board's start failed for good so while dockerd restarted), or one so slow that the
+ * client's idle timeout gave up. Neither is the tenant's doing, and a start is tried again.
+ */
+const ENGINE_DROPPED_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
 /**
  * Whether an error is the engine's absence, not the tenant's fault: no engine answers (stopped,
@@ -148,6 +153,7 @@ export function isEngineFault(err: unknown): boolean {
     if (e instanceof RuntimeUnavailableError) return true;
     const { code, syscall } = e as { code?: unknown; syscall?: unknown };
     if (syscall === 'connect' && typeof code === 'string' && ENGINE_GONE_CODES.has(code)) return true;
+    if (typeof code === 'string' && ENGINE_DROPPED_CODES.has(code)) return true;
   }
   return false;
 }

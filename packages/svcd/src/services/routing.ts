@@ -33,15 +33,28 @@ export function proxyUrl(host: string, o: RoutingOptions): string | null {
   return `http://${host}${port === 80 ? '' : `:${port}`}`;
 }
 
-/** The services' routes; `customHosts`: the proven custom domains of each service, by its id. */
-export function routeTargets(rows: ServiceRow[], o: RoutingOptions, customHosts: ReadonlyMap<string, string[]> = new Map()): RouteTarget[] {
-  return rows.map((s) => ({
-    routeId: routeId(s.id),
-    label: `Service ${s.name}`,
-    status: s.status,
-    hosts: [...serviceHosts(s, o), ...(customHosts.get(s.id) ?? [])],
-    upstream: s.status === 'running' ? s.upstream : null,
-  }));
+/** A proven custom domain of a service, and whether its first certificate is still to come. */
+export interface RoutedDomain {
+  service_id: string;
+  hostname: string;
+  awaitingCertificate: boolean;
+}
+
+/** The services' routes, with the proven custom domains of each. */
+export function routeTargets(rows: ServiceRow[], o: RoutingOptions, domains: readonly RoutedDomain[] = []): RouteTarget[] {
+  const byService = new Map<string, RoutedDomain[]>();
+  for (const d of domains) byService.set(d.service_id, [...(byService.get(d.service_id) ?? []), d]);
+  return rows.map((s) => {
+    const own = byService.get(s.id) ?? [];
+    return {
+      routeId: routeId(s.id),
+      label: `Service ${s.name}`,
+      status: s.status,
+      hosts: [...serviceHosts(s, o), ...own.map((d) => d.hostname)],
+      awaitingCertificate: own.filter((d) => d.awaitingCertificate).map((d) => d.hostname),
+      upstream: s.status === 'running' ? s.upstream : null,
+    };
+  });
 }
 
 /**

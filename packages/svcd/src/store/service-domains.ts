@@ -50,9 +50,26 @@ export class ServiceDomainStore {
     return Number(r.numDeletedRows) === 1;
   }
 
-  /** The domains whose check is due, soonest first (the checker's work). */
+  /**
+   * The domains whose check is due (the checker's work), in turns: every tenant's most overdue
+   * claim, then every tenant's second, and so on, so that no tenant's many claims fill the batch.
+   */
   async due(now: number, limit: number): Promise<ServiceDomainRow[]> {
-    return this.db.selectFrom('service_domains').selectAll().where('next_check_at', '<=', now).orderBy('next_check_at').orderBy('id').limit(limit).execute();
+    const turns = this.db
+      .selectFrom('service_domains')
+      .select('id')
+      .select((eb) => eb.fn.agg<number>('row_number').over((ob) => ob.partitionBy('tenant_id').orderBy('next_check_at').orderBy('id')).as('turn'))
+      .where('next_check_at', '<=', now)
+      .as('t');
+    return this.db
+      .selectFrom('service_domains')
+      .innerJoin(turns, 't.id', 'service_domains.id')
+      .selectAll('service_domains')
+      .orderBy('t.turn')
+      .orderBy('service_domains.next_check_at')
+      .orderBy('service_domains.id')
+      .limit(limit)
+      .execute();
   }
 
   /**
@@ -90,9 +107,9 @@ export class ServiceDomainStore {
     return Number(r.numUpdatedRows) === 1;
   }
 
-  /** The proven names and their services: what the proxy routes (with the services' own hosts). */
-  async routed(): Promise<Array<Pick<ServiceDomainRow, 'service_id' | 'hostname'>>> {
-    return this.db.selectFrom('service_domains').select(['service_id', 'hostname']).where('verified_at', 'is not', null).orderBy('hostname').execute();
+  /** The proven names, their services and certificates' ends: what the proxy routes (with the services' own hosts). */
+  async routed(): Promise<Array<Pick<ServiceDomainRow, 'service_id' | 'hostname' | 'certificate_expires_at'>>> {
+    return this.db.selectFrom('service_domains').select(['service_id', 'hostname', 'certificate_expires_at']).where('verified_at', 'is not', null).orderBy('hostname').execute();
   }
 
   /** Certified domains whose certificate ends before `at` (operator metrics). */
