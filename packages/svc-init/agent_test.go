@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,24 +218,24 @@ func TestAgentSignalsACommandByItsID(t *testing.T) {
 func TestAgentRefusesASecondCommandUnderARunningID(t *testing.T) {
 	base, _ := startAgent(t, "tok")
 	// The first command ignores SIGUSR1 (an ignored signal stays ignored across exec), so that a
-	// delivered SIGUSR1 tells the test it runs without ending it.
-	first := execOf([]string{"sh", "-c", "trap '' USR1; sleep 3"}, 10, 10)
+	// delivered SIGUSR1 tells the test it runs without ending it. It says when its trap is set:
+	// a SIGUSR1 before that would end the shell.
+	ready := filepath.Join(t.TempDir(), "trapped")
+	first := execOf([]string{"sh", "-c", "trap '' USR1; touch " + ready + "; sleep 3"}, 10, 10)
 	first["id"] = "same"
 	done := make(chan map[string]interface{}, 1)
 	go func() {
 		_, out := call(t, base, "tok", "POST", "/exec", first)
 		done <- out
 	}()
-	running := false
-	for i := 0; i < 200 && !running; i++ {
-		code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "same", "signal": "SIGUSR1"})
-		running = code == 200
-		if !running {
-			time.Sleep(10 * time.Millisecond)
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(ready); err == nil {
+			break
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if !running {
-		t.Fatal("the first command never ran")
+	if code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "same", "signal": "SIGUSR1"}); code != 200 {
+		t.Fatalf("the first command is not signalable while it runs: %d", code)
 	}
 	second := execOf([]string{"true"}, 10, 100)
 	second["id"] = "same"

@@ -39,7 +39,7 @@ export const Domain = Type.Object({
     [Type.Literal('pending_verification'), Type.Literal('issuing'), Type.Literal('active'), Type.Literal('failed')],
     {
       description:
-        'pending_verification: waiting for the TXT record; issuing: proven and routed, the certificate is being obtained (until the first one, plain HTTP serves the name instead of redirecting to HTTPS); active: routed (and certified with --tls on); failed: see last_error (svc keeps checking, and POST .../verify checks now)',
+        'pending_verification: waiting for the TXT record; issuing: proven and routed, the certificate is being obtained (until the first certificate, also while failed, plain HTTP serves the name instead of redirecting to HTTPS); active: routed (and certified with --tls on); failed: see last_error (svc keeps checking, and POST .../verify checks now)',
     },
   ),
   verification: Type.Object(

@@ -333,28 +333,45 @@ eachStore((kind) => {
       assert.equal(slowMost, 1, 'one check at a time for a tenant');
     });
 
-    test('a run starts no check past its time budget; the next run takes what it left', async () => {
-      const slow = await newTenant(t);
-      const serviceId = await service(slow, 'budget');
-      const names: string[] = [];
-      for (let i = 0; i < 3; i++) names.push(domainChallengeName((await addDomain(slow, serviceId, fresh('slow'))).body.hostname));
-      const mine = () => begun.filter((n) => names.includes(n)).length;
+    test("past its time budget a run starts only first checks of tenants it has not checked; a tenant's second claim waits for the next run", async () => {
+      // Five tenants with slow name servers, the first with two claims: four checks hold the
+      // four workers while the budget passes; the fifth tenant's claim still waits its turn.
+      const services: Array<{ tenant: Tenant; serviceId: string }> = [];
+      for (let i = 0; i < 5; i++) {
+        const tenant = await newTenant(t);
+        services.push({ tenant, serviceId: await service(tenant, `budget${i}`) });
+      }
+      // Registering moved the clock on: the last test's claims are due again; checked now, they
+      // are not due in this test's run.
+      await t.deps.domains.checkDue(lease);
+      const names: string[][] = [];
+      for (const [i, { tenant, serviceId }] of services.entries()) {
+        const own: string[] = [];
+        for (let j = 0; j < (i === 0 ? 2 : 1); j++) own.push(domainChallengeName((await addDomain(tenant, serviceId, fresh('slow'))).body.hostname));
+        names.push(own);
+      }
+      // How many of a tenant's claims the lookups began for; tenants with a check begun.
+      const beganOf = (own: string[]) => own.filter((n) => begun.includes(n)).length;
+      const tenantsBegun = () => names.filter((own) => beganOf(own) > 0).length;
       let open!: () => void;
       gate = new Promise((resolve) => (open = resolve));
       let run: Promise<void>;
       try {
         run = t.deps.domains.checkDue(lease);
-        await waitFor('the first check begun', () => Promise.resolve(mine() === 1));
-        // The budget passes while the first check waits on the slow name server.
+        await waitFor('four checks begun', () => Promise.resolve(tenantsBegun() === 4));
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(tenantsBegun(), 4, 'the fifth tenant waits for a worker');
+        // The budget passes while they wait on the slow name servers.
         t.clock.advance(CHECK_RUN_BUDGET_MS);
       } finally {
         gate = null;
         open();
       }
       await run;
-      assert.equal(mine(), 1, 'no check begun past the budget');
+      assert.equal(tenantsBegun(), 5, "a tenant's first check is started past the budget");
+      assert.equal(beganOf(names[0] ?? []), 1, "a tenant's second is not");
       await t.deps.domains.checkDue(lease);
-      assert.equal(mine(), 3);
+      assert.equal(beganOf(names[0] ?? []), 2, 'the next run takes it');
     });
   });
 });

@@ -330,11 +330,17 @@ eachStore((kind) => {
       }
       assert.equal(runs, 1, 'ticks during the run started no other');
       assert.equal(await store.jobLocks.holds(name, 'svcd-a/1', clock.now()), true);
+      // A run asked for meanwhile answers with the run that follows.
+      let asked: boolean | null = null;
+      void jobs.runOnce({ name, everyMs: 15_000, run: () => Promise.resolve() }).then((ran) => (asked = ran));
+      await settle();
+      assert.equal(asked, null, 'not answered while the run goes on');
       go();
       await waitFor('the three ticks folded into one run after it', () => Promise.resolve(ended === 2));
       await waitFor('the lease freed', async () => !(await store.jobLocks.holds(name, 'svcd-a/1', clock.now())));
       await settle();
       assert.equal(runs, 2, 'one run for the three ticks');
+      assert.equal(asked, true, 'the run asked for meanwhile is the one that followed');
       clock.advance(15_000);
       await waitFor('the next tick runs it again', () => Promise.resolve(ended === 3));
       assert.equal(most, 1, 'never two runs at once');

@@ -119,7 +119,9 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     assert.equal(page.body, 'hello from svc-test\n');
     assert.match(page.issuer, /Pebble/i);
     assert.equal(pebble.orders(), ordersBefore + 1, 'one order for the name');
-    assert.deepEqual(await redirectOf(httpPort, hostname, '/x'), { status: 308, location: `https://${hostname}:${httpsPort}/x` });
+    // Redirected once the check that saw the certificate has pushed the routes.
+    const redirect = await waitFor('redirected', () => redirectOf(httpPort, hostname, '/x').then((r) => (r.status === 308 ? r : undefined)));
+    assert.deepEqual(redirect, { status: 308, location: `https://${hostname}:${httpsPort}/x` });
     const taken = await b.client.raw<{ error: string }>('POST', `/v1/services/${(await b.client.createService({ name: 'thief', image: BUSYBOX_IMAGE })).id}/domains`, { body: { hostname } });
     assert.equal(taken.status, 409);
     const actions = (await a.client.activity({ resource_type: 'domain' })).map((e) => e.action);

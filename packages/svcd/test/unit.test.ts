@@ -23,7 +23,7 @@ import { apiRouteTargets } from '../src/services/routing.js';
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
-import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, isEngineFault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
+import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -312,29 +312,35 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
 
 describe("custom domains: Caddy's certificate errors", () => {
   const line = (identifier: string, error: string) => JSON.stringify({ level: 'error', logger: 'tls.obtain', msg: 'could not get certificate from issuer', identifier, error });
-  test('an error logged during the probe is the cause; an earlier one is dated, so a mended cause never reads as current; a served certificate clears it', () => {
+  test('an error logged during the probe is the cause; an earlier one is a dated note apart, so a mended cause never reads as current; a served certificate clears it', () => {
     const clock = new ManualClock();
     const errors = new CertificateErrors(clock);
     errors.note(line('shop.example.org', 'urn:ietf:params:acme:error:caa - CAA record prevents issuance'));
     errors.note('{"level":"info","msg":"obtaining certificate"}');
     errors.note('not json {"error" "identifier"');
-    assert.equal(errors.explain('other.example.org', clock.now(), 'no certificate was served'), 'no certificate was served');
+    assert.deepEqual(errors.explain('other.example.org', clock.now(), 'no certificate was served'), { error: 'no certificate was served', fromIssuer: false });
     // The same moment: logged during the probe.
-    assert.match(errors.explain('shop.example.org', clock.now(), 'no certificate was served'), /^urn:ietf:params:acme:error:caa/);
+    const now = errors.explain('shop.example.org', clock.now(), 'no certificate was served');
+    assert.match(now.error, /^urn:ietf:params:acme:error:caa/);
+    assert.equal(now.fromIssuer, true);
+    assert.equal(now.earlier, undefined);
+    assert.match(certificateProblem(now.error, null), /CAA record of the name forbids/);
+    // A minute on, Caddy backing off: the probe saw a failed handshake, and the CAA error is history.
     clock.advance(60_000);
     const later = errors.explain('shop.example.org', clock.now(), 'no certificate was served (alert internal error)');
-    assert.match(later, /^no certificate was served \(alert internal error\); the proxy's last attempt for the name, at 2026-01-01T00:00:00.000Z, failed: urn:ietf:params:acme:error:caa/);
+    assert.deepEqual([later.error, later.fromIssuer], ['no certificate was served (alert internal error)', false]);
+    assert.match(later.earlier ?? '', /^the proxy's last attempt for the name, at 2026-01-01T00:00:00.000Z, failed: urn:ietf:params:acme:error:caa/);
     errors.note(line('shop.example.org', 'urn:ietf:params:acme:error:connection - connection refused'));
-    assert.match(errors.explain('shop.example.org', clock.now() - 1, 'x'), /^urn:ietf:params:acme:error:connection/);
+    assert.match(errors.explain('shop.example.org', clock.now() - 1, 'x').error, /^urn:ietf:params:acme:error:connection/);
     errors.forget('shop.example.org');
-    assert.equal(errors.explain('shop.example.org', 0, 'x'), 'x');
+    assert.deepEqual(errors.explain('shop.example.org', 0, 'x'), { error: 'x', fromIssuer: false });
   });
   test('one error per name, 1,000 names at most (the oldest go), each cut to 2,000 characters', () => {
     const clock = new ManualClock();
     const errors = new CertificateErrors(clock);
     for (let i = 0; i < 1_001; i++) errors.note(line(`n${i}.example.org`, 'e'.repeat(5_000)));
-    assert.equal(errors.explain('n0.example.org', 0, 'gone'), 'gone');
-    assert.equal(errors.explain('n1000.example.org', 0, 'x').length, 2_000);
+    assert.deepEqual(errors.explain('n0.example.org', 0, 'gone'), { error: 'gone', fromIssuer: false });
+    assert.equal(errors.explain('n1000.example.org', 0, 'x').error.length, 2_000);
   });
 });
 
@@ -510,15 +516,22 @@ describe('workload policy', () => {
 describe("the engine's fault or the tenant's", () => {
   const withProps = (message: string, props: Record<string, unknown>) => Object.assign(new Error(message), props);
 
-  test('no engine answering, or its connection dropped mid-request, is the engine fault, also when wrapped', () => {
+  test('no engine answering is the engine fault, also when wrapped', () => {
     assert.equal(isEngineFault(new RuntimeUnavailableError('container engine unavailable')), true);
     assert.equal(isEngineFault(withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT', syscall: 'connect' })), true);
     assert.equal(isEngineFault(withProps('connect ECONNREFUSED', { code: 'ECONNREFUSED', syscall: 'connect' })), true);
     const wrapped = new Error('starting the workload failed', { cause: withProps('connect ENOENT /var/run/docker.sock', { code: 'ENOENT', syscall: 'connect' }) });
     assert.equal(isEngineFault(wrapped), true);
-    // Its connection dropped mid-request: restarting under it, or so slow the client gave up.
-    assert.equal(isEngineFault(withProps('socket hang up', { code: 'ECONNRESET' })), true);
-    assert.equal(isEngineFault(withProps('write EPIPE', { code: 'EPIPE', syscall: 'write' })), true);
+  });
+
+  test('a connection dropped mid-request is neither the engine\'s absence nor (for sure) the tenant\'s fault', () => {
+    // An engine restarting under the request, or the client's idle timeout on a slow answer.
+    assert.equal(isEngineFault(withProps('socket hang up', { code: 'ECONNRESET' })), false);
+    assert.equal(connectionDropped(withProps('socket hang up', { code: 'ECONNRESET' })), true);
+    assert.equal(connectionDropped(new Error('creating the container failed', { cause: withProps('write EPIPE', { code: 'EPIPE', syscall: 'write' }) })), true);
+    assert.equal(connectionDropped(withProps('connect ECONNREFUSED', { code: 'ECONNREFUSED', syscall: 'connect' })), false);
+    // A probe's reset is its message, not its cause: the workload did not get ready.
+    assert.equal(connectionDropped(new Error('not ready within 60 s: socket hang up')), false);
   });
 
   test("an engine's answer (4xx, 5xx), or svc's own error, is not", () => {
@@ -527,9 +540,7 @@ describe("the engine's fault or the tenant's", () => {
     assert.equal(isEngineFault(withProps('(HTTP code 404) no such image', { statusCode: 404 })), false);
     assert.equal(isEngineFault(withProps('(HTTP code 400) invalid port', { statusCode: 400 })), false);
     assert.equal(isEngineFault(new Error('container exited with code 1 during the deploy')), false);
-    // A file of svc's own; a workload that did not pass its probe in time (the probe's own
-    // resets are its message, not its cause).
-    assert.equal(isEngineFault(new Error('not ready within 60 s: socket hang up')), false);
+    // A file of svc's own.
     assert.equal(isEngineFault(withProps("ENOENT: no such file or directory, open 'x'", { code: 'ENOENT', syscall: 'open' })), false);
     assert.equal(isEngineFault('not an error'), false);
   });

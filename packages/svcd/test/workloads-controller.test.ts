@@ -10,7 +10,7 @@ import pino from 'pino';
 import { systemClock, systemTimers, type Timers } from '../src/clock.js';
 import type { Applied, ApplyRequest, Runtime } from '../src/runtime/index.js';
 import { openStore, type Repositories, type Store, type WorkloadRow } from '../src/store/index.js';
-import { Superseded, WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
+import { DROPPED_CONNECTION_TRIES, Superseded, WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
 import { eachStore, storeLocation, waitFor } from './harness.js';
 import { ManualClock } from './manual-clock.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -60,6 +60,8 @@ eachStore((kind) => {
     let engineDown = false;
     /** How many removals fail next with an engine error that is not its absence (a timeout, a 500). */
     let failingRemovals = 0;
+    /** How many applies fail next with the engine's connection dropped mid-request. */
+    let droppingApplies = 0;
     /** The stops and removals asked of the engine, in order, with their ref. */
     const stopsAndRemovals: string[] = [];
     const controllers: WorkloadController[] = [];
@@ -109,6 +111,10 @@ eachStore((kind) => {
           return (...args: unknown[]) => {
             if (engineDown) return Promise.reject(engineGone());
             if (prop === 'stop' || prop === 'remove') stopsAndRemovals.push(`${prop} ${String(args[0])}`);
+            if (prop === 'apply' && droppingApplies > 0) {
+              droppingApplies -= 1;
+              return Promise.reject(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+            }
             if (prop === 'remove' && failingRemovals > 0) {
               failingRemovals -= 1;
               return Promise.reject(new Error('(HTTP code 500) server error - could not kill: tried to kill container, but did not receive an exit event'));
@@ -122,6 +128,7 @@ eachStore((kind) => {
       for (const c of controllers.splice(0)) await c.close();
       engineDown = false;
       failingRemovals = 0;
+      droppingApplies = 0;
       stopsAndRemovals.length = 0;
       warnings.length = 0;
     });
@@ -212,6 +219,28 @@ eachStore((kind) => {
       assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
       engineDown = false;
       await observedAt(w.id, 'running');
+    });
+
+    test('a start whose engine connection drops mid-request (the engine restarting under it) is tried again, and applied', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      droppingApplies = DROPPED_CONNECTION_TRIES - 1;
+      const w = await add(SERVING);
+      c.start();
+      await observedAt(w.id, 'running');
+      assert.equal(droppingApplies, 0);
+      assert.ok(rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'waiting'));
+      assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
+    });
+
+    test('a start whose engine connection drops every time (the engine too slow for its client) fails after a few tries, not never', async () => {
+      const { c, rules } = controller('ctl-a/1');
+      droppingApplies = 100;
+      const w = await add(SERVING);
+      c.start();
+      const failed = await observedAt(w.id, 'failed');
+      assert.match(failed.last_error ?? '', /socket hang up/);
+      assert.equal(100 - droppingApplies, DROPPED_CONNECTION_TRIES, 'tries');
+      assert.ok(rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'));
     });
 
     test('a controller whose lease went to another holder stops its apply, removes what it started, and writes nothing', async () => {

@@ -58,7 +58,7 @@ const NEVER = 253_402_300_799;
 /** Claims the checker takes per run, and checks at once (one per tenant). */
 const CHECK_BATCH = 50;
 const CHECK_CONCURRENCY = 4;
-/** After this long a run starts no more checks (those under way finish); the next run takes the rest. */
+/** After this long a run starts only first checks of tenants it has not checked yet; the next run takes the rest. */
 export const CHECK_RUN_BUDGET_MS = 60_000;
 /**
  * How long POST .../verify waits for a certificate: with the TXT lookup (8 s at most,
@@ -182,23 +182,28 @@ export class Domains {
   }
 
   /**
-   * The checker's run: the claims whose turn came, a few at a time, while the lease holds and for
-   * CHECK_RUN_BUDGET_MS at most. Fair between tenants, whose name servers may be slow on purpose
-   * (a check can take 53 s): the batch takes each tenant's most overdue claim before anyone's
-   * second (the store ranks them), and a tenant has one check at a time, so the others keep the
-   * remaining workers; what the budget leaves waits for the next run.
+   * The checker's run: the claims whose turn came, a few at a time, while the lease holds. Fair
+   * between tenants, whose name servers may be slow on purpose (a check can take 53 s): the batch
+   * takes each tenant's most overdue claim before anyone's second (the store ranks them), and a
+   * tenant has one check at a time, so the others keep the remaining workers. After
+   * CHECK_RUN_BUDGET_MS a run starts only first checks of tenants it has not checked yet: a
+   * tenant's long queue waits for the next run, which reads the batch again (claims due since
+   * take their turn there).
    */
   async checkDue(lease: JobLease): Promise<void> {
     const started = this.deps.clock.now();
     const waiting = await this.deps.store.serviceDomains.due(unixSeconds(this.deps.clock), CHECK_BATCH);
     const checking = new Set<string>();
+    const checked = new Set<string>();
     const worker = async () => {
-      while (!lease.signal.aborted && this.deps.clock.now() - started < CHECK_RUN_BUDGET_MS) {
+      while (!lease.signal.aborted) {
+        const withinBudget = this.deps.clock.now() - started < CHECK_RUN_BUDGET_MS;
         // When every claim left is of a tenant being checked, that tenant's worker goes on with them.
-        const i = waiting.findIndex((r) => !checking.has(r.tenant_id));
+        const i = waiting.findIndex((r) => !checking.has(r.tenant_id) && (withinBudget || !checked.has(r.tenant_id)));
         const row = i < 0 ? undefined : waiting.splice(i, 1)[0];
         if (!row) return;
         checking.add(row.tenant_id);
+        checked.add(row.tenant_id);
         try {
           await this.check(row);
         } catch (err) {
@@ -262,7 +267,9 @@ export class Domains {
       const wait = since < DOMAIN_CHECKS.issuingFastFor ? DOMAIN_CHECKS.issuingFast : since < DOMAIN_CHECKS.issuingSlowFor ? DOMAIN_CHECKS.issuingSlow : DOMAIN_CHECKS.active;
       const patch: DomainUpdate = {
         status: 'failed',
-        last_error: certificateProblem(cert.error, this.deps.routing.baseDomain),
+        // The cause is told from the CA's error of this attempt only; an earlier attempt's is a
+        // dated note, and the probe's own socket error names no cause.
+        last_error: `${cert.fromIssuer ? certificateProblem(cert.error, this.deps.routing.baseDomain) : `the proxy served no certificate for the name yet (${cert.error})`}${cert.earlier ? `; ${cert.earlier}` : ''}`,
         checked_at: checkedAt,
         next_check_at: checkedAt + wait,
         ...record,

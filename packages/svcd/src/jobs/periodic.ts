@@ -39,10 +39,11 @@ export class PeriodicJobs {
    * (a run may outlast its interval: domain checks wait on tenants' name servers) does not start a
    * second one beside it: the lease is this process's own, so the store would let it start, and
    * the first one's end would free the lease under the second. It is folded into one run right
-   * after (`again`), so that nothing asked for meanwhile waits a whole interval.
+   * after (`queued`, whose outcome every such caller gets), so that nothing asked for meanwhile
+   * waits a whole interval.
    */
   private readonly active = new Set<string>();
-  private readonly again = new Set<string>();
+  private readonly queued = new Map<string, { outcome: Promise<boolean>; start: () => void }>();
   private closed = false;
 
   constructor(private readonly deps: PeriodicJobsDeps) {}
@@ -52,21 +53,29 @@ export class PeriodicJobs {
   }
 
   /**
-   * One run under the lease; false when another process holds it, or this one is closing, or runs
-   * it already (one more run then follows that one).
+   * One run under the lease; false when another process holds it, or this one is closing. While
+   * this process runs the job already, the run that follows that one (its outcome).
    */
   runOnce(job: JobDefinition): Promise<boolean> {
     if (this.closed) return Promise.resolve(false);
     if (this.active.has(job.name)) {
-      this.again.add(job.name);
-      return Promise.resolve(false);
+      let next = this.queued.get(job.name);
+      if (!next) {
+        let start!: () => void;
+        const outcome = new Promise<void>((resolve) => (start = resolve)).then(() => this.runOnce(job));
+        next = { outcome, start };
+        this.queued.set(job.name, next);
+      }
+      return next.outcome;
     }
     this.active.add(job.name);
     // Tracked from the lease attempt on, so close() waits for store work that is under way.
     const run = this.leaseAndRun(job).finally(() => {
       this.running.delete(run);
       this.active.delete(job.name);
-      if (this.again.delete(job.name)) void this.runOnce(job);
+      const next = this.queued.get(job.name);
+      this.queued.delete(job.name);
+      next?.start();
     });
     this.running.add(run);
     return run;

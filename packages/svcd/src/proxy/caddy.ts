@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { Clock, Timers, TimerHandle } from '../clock.js';
 import { parseListen, type TlsConfig } from '../config.js';
 import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
-import { CertificateErrors } from './certificate-errors.js';
+import { CertificateErrors, type CertificateFailure } from './certificate-errors.js';
 import { TlsAskServer, type CertificateOrderClaims } from './tls-ask.js';
 
 export { buildCaddyConfig, routeId, type RouteTarget } from './caddy-config.js';
@@ -33,7 +33,12 @@ export interface ProxyOptions {
 }
 
 /** A certificate the proxy serves for a name (unix seconds), or why it serves none. */
-export type CertificateState = { validFrom: number; validTo: number } | { error: string };
+export type CertificateState = { validFrom: number; validTo: number } | CertificateFailure;
+/**
+ * How long a failed probe waits for Caddy's log line about the attempt: the handshake's end and
+ * the line come on two pipes, in either order.
+ */
+const ERROR_LINE_WAIT_MS = 200;
 
 /** How often the proxy checks that Caddy still has the current routes (a safety net). */
 export const PROXY_CHECK_EVERY_MS = 5_000;
@@ -161,7 +166,7 @@ export class CaddyProxy {
    */
   certificateOf(hostname: string, timeoutMs = CERTIFICATE_PROBE_MS): Promise<CertificateState> {
     const tls = this.opts.tls;
-    if (!tls) return Promise.resolve({ error: 'the proxy serves no HTTPS (--tls off)' });
+    if (!tls) return Promise.resolve({ error: 'the proxy serves no HTTPS (--tls off)', fromIssuer: false });
     const { host, port } = parseListen(tls.httpsListen);
     const dialHost = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
     const since = this.clock.now();
@@ -170,7 +175,11 @@ export class CaddyProxy {
         socket.destroy();
         resolve(state);
       };
-      const failed = (why: string) => done({ error: this.certificateErrors.explain(hostname, since, why) });
+      const failed = (why: string) => {
+        socket.destroy();
+        // A wait on Caddy's pipe, not svc's pacing: Node's timer, as the socket's own timeout.
+        setTimeout(() => resolve(this.certificateErrors.explain(hostname, since, why)), ERROR_LINE_WAIT_MS);
+      };
       // Not verified against a root here: which certificate is served is the question.
       const socket = connect({ host: dialHost, port, servername: hostname, rejectUnauthorized: false, ALPNProtocols: ['http/1.1'], timeout: timeoutMs });
       socket.once('secureConnect', () => {

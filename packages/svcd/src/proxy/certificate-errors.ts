@@ -4,6 +4,15 @@
 // error it shows then is dated, and a cause since mended never reads as today's.
 import type { Clock } from '../clock.js';
 
+/** Why no certificate was served. */
+export interface CertificateFailure {
+  /** Caddy's error for this attempt (`fromIssuer`: the CA's or its validation's), or what the probe saw. */
+  error: string;
+  fromIssuer: boolean;
+  /** The last earlier attempt's error, dated, when none was logged during the probe. */
+  earlier?: string;
+}
+
 /** Names whose last error is kept (the oldest go first): one Caddy serves every tenant's names. */
 const KEPT = 1_000;
 /** Caddy's message is the CA's or the network's, and may be long. */
@@ -42,12 +51,18 @@ export class CertificateErrors {
 
   /**
    * Why a probe of `name` begun at `since` (the clock's ms) got no certificate: Caddy's error
-   * logged since then; or what the probe saw, with the last earlier error and its time.
+   * logged since then; or what the probe saw, with the last earlier error and its time as a note
+   * apart (a cause is told from `error` alone, never from an earlier attempt's).
    */
-  explain(name: string, since: number, probeSaw: string): string {
+  explain(name: string, since: number, probeSaw: string): CertificateFailure {
     const last = this.byName.get(name);
-    if (!last) return probeSaw;
-    if (last.at >= since) return last.error;
-    return `${probeSaw}; the proxy's last attempt for the name, at ${new Date(last.at).toISOString()}, failed: ${last.error}`;
+    if (!last) return { error: probeSaw, fromIssuer: false };
+    if (last.at >= since) return { error: last.error, fromIssuer: true };
+    return { error: probeSaw, fromIssuer: false, earlier: `the proxy's last attempt for the name, at ${new Date(last.at).toISOString()}, failed: ${cut(last.error)}` };
   }
+}
+
+/** An earlier error is a note: its start says enough. */
+function cut(error: string): string {
+  return error.length > 300 ? `${error.slice(0, 300)}...` : error;
 }

@@ -135,12 +135,8 @@ export async function engineAnswers(engine: Pick<Runtime, 'info'>): Promise<bool
  * count only on a connect: ENOENT without one is a file of svc's own.
  */
 const ENGINE_GONE_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH']);
-/**
- * The engine's connection dropped mid-request: an engine restarting under the request ("socket
- * hang up"; a board's start failed for good so while dockerd restarted), or one so slow that the
- * client's idle timeout gave up. Neither is the tenant's doing, and a start is tried again.
- */
-const ENGINE_DROPPED_CODES = new Set(['ECONNRESET', 'EPIPE']);
+/** A connection dropped mid-request (connectionDropped()). */
+const DROPPED_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
 /**
  * Whether an error is the engine's absence, not the tenant's fault: no engine answers (stopped,
@@ -153,7 +149,21 @@ export function isEngineFault(err: unknown): boolean {
     if (e instanceof RuntimeUnavailableError) return true;
     const { code, syscall } = e as { code?: unknown; syscall?: unknown };
     if (syscall === 'connect' && typeof code === 'string' && ENGINE_GONE_CODES.has(code)) return true;
-    if (typeof code === 'string' && ENGINE_DROPPED_CODES.has(code)) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether the engine's connection dropped in the middle of a request ("socket hang up"): an
+ * engine restarting under it (a board's start once failed for good so while dockerd restarted),
+ * or the engine client's idle timeout giving up on a slow answer, which a tenant can cause (an
+ * image whose VOLUME makes the engine copy a large directory at create). So it is neither the
+ * engine's absence nor the tenant's fault for sure: the controller tries a few times.
+ */
+export function connectionDropped(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const { code } = e as { code?: unknown };
+    if (typeof code === 'string' && DROPPED_CODES.has(code)) return true;
   }
   return false;
 }

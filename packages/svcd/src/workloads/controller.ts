@@ -10,7 +10,7 @@
 // Services (services/deployer.ts), databases and task boards (provisioning/lifecycle.ts) and
 // environments (environments/workloads.ts) run under it.
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, WARM_POOL_TENANT, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, WARM_POOL_TENANT, connectionDropped, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
 
@@ -32,6 +32,8 @@ const CLAIM_BATCH = 20;
 /** After an engine fault: 1 s, 2 s, 4 s, ... up to 30 s before the next try. */
 const RETRY_BASE_MS = 1_000;
 const RETRY_MAX_MS = 30_000;
+/** Starts of one generation tried while the engine's connection drops mid-request (port.ts, connectionDropped). */
+export const DROPPED_CONNECTION_TRIES = 3;
 
 /** The part of a workload's spec the controller itself needs (the rest is the kind's, at apply time). */
 export interface WorkloadSpecRecord {
@@ -381,7 +383,13 @@ export class WorkloadController {
     // A stop or a removal is never given up on: the engine is asked again until it is done.
     // Starting fails for good only on the tenant's account (an image that exits, a probe that
     // never passes), not while the engine is away.
-    const retry = w.desired_state !== 'running' || isEngineFault(err) || !(await engineAnswers(this.deps.runtime));
+    // The engine's connection dropped mid-request (restarting under it, or too slow for the
+    // client): tried a few times, then taken as the workload's.
+    const retry =
+      w.desired_state !== 'running' ||
+      isEngineFault(err) ||
+      (connectionDropped(err) && w.attempts + 1 < DROPPED_CONNECTION_TRIES) ||
+      !(await engineAnswers(this.deps.runtime));
     if (retry) {
       const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
       await this.deps.store.transaction(async (tx) => {
