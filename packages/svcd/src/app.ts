@@ -278,6 +278,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     buildRegistry: config.buildRegistry,
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
+    publishedPorts: config.swarmPorts,
     routesChanged,
   });
   const snapshots = new Snapshots(store, sealer, activity, clock);

@@ -43,6 +43,8 @@ export interface Config {
   runtime: 'docker' | 'swarm';
   /** With swarm: each node's own Engine API by its host name (--swarm-node NAME=URL,...), for exec and stats. */
   swarmNodes: Record<string, string>;
+  /** With swarm: the ports services are published on, on the node that runs them (--swarm-ports FROM-TO); one per service. */
+  swarmPorts: { from: number; to: number };
   bootstrapTokens: string[];
   adminTokens: string[];
   /** SVC_MASTER_KEY; null means the key file in the data dir. */
@@ -163,6 +165,7 @@ export interface RawOptions {
   postgresImage?: string;
   redisImage?: string;
   databasePorts?: string;
+  swarmPorts?: string;
   kanbanImage?: string;
   dashboardDir?: string;
   kanbanPorts?: string;
@@ -195,6 +198,8 @@ export interface RawOptions {
 export const DEFAULT_POSTGRES_IMAGE = 'postgres:16-alpine';
 export const DEFAULT_REDIS_IMAGE = 'redis:7-alpine';
 export const DEFAULT_DATABASE_PORTS = '21000-21999';
+/** Kubernetes' NodePort range, which operators keep out of their nodes' own services already. */
+export const DEFAULT_SWARM_PORTS = '30000-32767';
 /** Node 24, the LTS svc itself runs on (DECISIONS.md named node:22 before Node 20's end of life). */
 export const DEFAULT_KANBAN_IMAGE = 'node:24-bookworm-slim';
 /** packages/dashboard/dist, from svcd's src or dist folder alike. */
@@ -299,6 +304,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (kanbanPorts.from <= databasePorts.to && databasePorts.from <= kanbanPorts.to) {
     throw new ConfigError('--kanban-ports and --database-ports must not overlap');
   }
+  const swarmPorts = parsePortRange('--swarm-ports', raw.swarmPorts ?? DEFAULT_SWARM_PORTS);
   const kanbanAddress = raw.kanbanAddress?.trim() || DEFAULT_KANBAN_ADDRESS;
   // The board's url names this address, so it must be one a browser can go to.
   if (isIP(kanbanAddress) === 0 || kanbanAddress === '0.0.0.0' || kanbanAddress === '::') {
@@ -368,6 +374,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     buildRegistry,
     databaseImages: { postgres: raw.postgresImage ?? DEFAULT_POSTGRES_IMAGE, redis: raw.redisImage ?? DEFAULT_REDIS_IMAGE },
     databasePorts,
+    swarmPorts,
     kanbanImage: raw.kanbanImage?.trim() || DEFAULT_KANBAN_IMAGE,
     dashboardDir: raw.dashboardDir?.trim() ? resolve(raw.dashboardDir.trim()) : DEFAULT_DASHBOARD_DIR,
     kanbanPorts,

@@ -167,4 +167,51 @@ eachStore((kind) => {
       assert.ok(d);
     });
   });
+
+  describe(`ports svcd allocates, for a driver that publishes each service on its own (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+    /** The published port of each apply, by service id. */
+    const published = new Map<string, Array<number | null>>();
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      // The memory driver as a swarm would be: it asks svcd for the port (allocatedPorts).
+      const runtime = {
+        ...mem.runtime,
+        capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true }),
+        apply: (r: Parameters<typeof mem.runtime.apply>[0]) => {
+          published.set(r.spec.resourceId, [...(published.get(r.spec.resourceId) ?? []), r.spec.publish?.port ?? null]);
+          return mem.runtime.apply(r);
+        },
+      };
+      t = await startServer({ store: kind, config: { swarmPorts: { from: 40000, to: 40002 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test('each service gets a port of the range for its life, also when created at once; past the range a deploy fails saying so; a deleted service frees its port', async () => {
+      const a = await newTenant(t);
+      const services = await Promise.all(['p1', 'p2', 'p3'].map((name) => a.client.createService({ name, image: SERVING, port: 8000 })));
+      for (const s of services) assert.equal((await settled(a, s.id)).status, 'running');
+      const ports = services.map((s) => published.get(s.id)?.[0]);
+      assert.deepEqual([...ports].sort(), [40000, 40001, 40002], JSON.stringify(ports));
+      const first = services[0] ?? assert.fail();
+      await a.client.serviceAction(first.id, 'redeploy');
+      await waitFor('redeployed', async () => ((await a.client.deployments(first.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined));
+      assert.deepEqual(published.get(first.id), [ports[0], ports[0]], 'kept across deploys');
+
+      const fourth = await a.client.createService({ name: 'p4', image: SERVING, port: 8000 });
+      const refused = await settled(a, fourth.id);
+      assert.equal(refused.status, 'failed');
+      assert.match(refused.last_error ?? '', /every port of --swarm-ports is taken/);
+
+      await a.client.deleteService(first.id);
+      const fifth = await a.client.createService({ name: 'p5', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, fifth.id)).status, 'running');
+      assert.deepEqual(published.get(fifth.id), [ports[0]], "the deleted service's port");
+    });
+  });
 });

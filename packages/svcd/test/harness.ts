@@ -107,6 +107,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     dockerHost: DOCKER_HOST,
     runtime: 'docker',
     swarmNodes: {},
+    swarmPorts: { from: 30000, to: 32767 },
     bootstrapTokens: [],
     adminTokens: [],
     masterKey: null,

@@ -75,6 +75,10 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const task = tasks.find((x) => x.Status.State === 'running' && x.DesiredState === 'running');
     assert.ok(task, 'a running task');
     assert.equal(task.Status.PortStatus?.Ports?.[0]?.PublishMode, 'host');
+    // On the port svcd allocated for the service (--swarm-ports), not one the node picked.
+    const allocated = (await t.deps.store.services.findAny(s.id))?.published_port ?? assert.fail('no port allocated');
+    assert.ok(allocated >= 30_000 && allocated <= 32_767, String(allocated));
+    assert.equal(task.Status.PortStatus?.Ports?.[0]?.PublishedPort, allocated);
     // Hardened as far as a service spec goes: the container on its node has every capability
     // dropped and the tenant's pids, memory and CPU limits.
     const nodeName = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).find((n) => n.ID === task.NodeID)?.Description.Hostname;
@@ -85,6 +89,17 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // Its logs come through the manager, whatever node the task is on.
     assert.equal((await viaProxy(proxyPort, host, '/cgi-bin/log?swarm-marker')).status, 200);
     await waitFor('the line in its log', async () => ((await client.serviceLogs(s.id, 50)).includes('log: swarm-marker') ? true : undefined));
+    // Another service gets a port of its own; a redeploy keeps the service's.
+    const other = await runningService(client, 'web2');
+    const otherPort = (await t.deps.store.services.findAny(other.id))?.published_port;
+    assert.ok(typeof otherPort === 'number' && otherPort !== allocated, `${String(otherPort)} beside ${String(allocated)}`);
+    await client.serviceAction(s.id, 'redeploy');
+    await waitFor('redeployed', async () => ((await client.deployments(s.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined), 90_000);
+    assert.equal((await t.deps.store.services.findAny(s.id))?.published_port, allocated);
+    const [redeployed] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
+    const newTask = (await tasksOf(redeployed?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running');
+    assert.equal(newTask?.Status.PortStatus?.Ports?.[0]?.PublishedPort, allocated);
+    await client.deleteService(other.id);
     // Deleted: the Swarm service goes.
     await client.deleteService(s.id);
     await waitFor('the swarm service removed', async () => ((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })).length === 0 ? true : undefined));

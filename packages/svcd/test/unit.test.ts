@@ -208,6 +208,11 @@ describe('configuration', () => {
       assert.throws(() => buildConfig({ ...raw, dev: true, databasePorts: bad }, {}), /--database-ports/, bad);
     }
   });
+  test("a swarm's published ports: 30000-32767 by default, a range of the flag's", () => {
+    assert.deepEqual(buildConfig({ ...raw, dev: true }, {}).swarmPorts, { from: 30000, to: 32767 });
+    assert.deepEqual(buildConfig({ ...raw, dev: true, swarmPorts: '40000-40009' }, {}).swarmPorts, { from: 40000, to: 40009 });
+    for (const bad of ['32767-30000', '30000', '30000-70000']) assert.throws(() => buildConfig({ ...raw, dev: true, swarmPorts: bad }, {}), /--swarm-ports/, bad);
+  });
   test("task boards: the public Node base by default, ports 7100-9100 apart from the databases', one address a browser can reach", () => {
     const c = buildConfig({ ...raw, dev: true }, {});
     assert.equal(c.kanbanImage, 'node:24-bookworm-slim');

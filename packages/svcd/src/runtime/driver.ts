@@ -54,7 +54,10 @@ export interface WorkloadSpec {
   volumes?: Array<{ name: string; target: string }>;
   /** Extra names the workload answers to on its tenant network. */
   aliases?: string[];
-  /** Publish `port` on this address and port of the host (databases: loopback; boards: --kanban-address). */
+  /**
+   * Publish `port` on this address and port of the host (databases: loopback; boards:
+   * --kanban-address); on a swarm, services on this port of their task's node (the address is not used).
+   */
   publish?: { address: string; port: number };
   /** Let the engine restart it when it exits (workloads svc does not watch for crashes itself). */
   engineRestarts?: boolean;
@@ -183,6 +186,11 @@ export interface DriverCapabilities {
    * previews and agent). Not so on a swarm, whose overlay networks svcd's host is not on.
    */
   addressable: boolean;
+  /**
+   * A service's port is published on the node that runs its task, on the port svcd allocated for
+   * it (`publish` in its spec) rather than one the node picks: a swarm.
+   */
+  allocatedPorts: boolean;
 }
 
 export interface WorkloadDriver {

@@ -12,7 +12,8 @@
 import { type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
 import { LABELS, workloadLimits, type Applied, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
-import type { DeploymentRow, Repositories, ServiceRow, WorkloadRow } from '../store/index.js';
+import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type WorkloadRow } from '../store/index.js';
+import { pickFreePort } from '../provisioning/host-ports.js';
 import { timeOrderedId } from '../ids.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { Superseded, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
@@ -141,7 +142,12 @@ export interface DeployerOptions {
   buildRegistry: string | null;
   deadlineMs?: number;
   readyTimeoutMs?: number;
+  /** --swarm-ports: where services are published on a swarm (driver capability allocatedPorts). */
+  publishedPorts: { from: number; to: number };
 }
+
+/** Tries at allocating a service's published port, each after another service took the one picked. */
+const PORT_ALLOCATION_TRIES = 5;
 
 /** What a Deployer is built from, by name. */
 export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log'> {
@@ -304,8 +310,10 @@ export class Deployer implements WorkloadRules {
     const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
+    const published = (await this.deps.runtime.capabilities()).allocatedPorts ? await this.publishedPort(service.id) : null;
     return this.deps.runtime.apply({
       spec: {
+        ...(published === null ? {} : { publish: { address: '0.0.0.0', port: published } }),
         name: workloadName(service.id),
         image,
         env,
@@ -328,6 +336,26 @@ export class Deployer implements WorkloadRules {
       // Recorded before it is ready: its logs say why a slow start is slow.
       started: (ref) => this.deps.store.services.update(service.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),
     });
+  }
+
+  /**
+   * The port the service is published on (on a swarm): allocated at its first deploy, under the
+   * store's unique index, and kept for its life.
+   */
+  private async publishedPort(serviceId: string): Promise<number> {
+    const { services } = this.deps.store;
+    for (let attempt = 1; ; attempt++) {
+      const current = (await services.findAny(serviceId))?.published_port;
+      if (current === undefined) throw new Error('the service record is gone');
+      if (current !== null) return current;
+      const port = pickFreePort(await services.publishedPorts(), this.deps.publishedPorts, '--swarm-ports');
+      try {
+        // false: another deploy of the service allocated one first; it is read above.
+        await services.allocatePublishedPort(serviceId, port);
+      } catch (err) {
+        if (!isUniqueViolation(err) || attempt >= PORT_ALLOCATION_TRIES) throw err;
+      }
+    }
   }
 
   /**

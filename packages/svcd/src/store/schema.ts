@@ -119,6 +119,8 @@ export interface ServicesTable {
   crash_window_start: number | null;
   last_crash_at: number | null;
   circuit_open_at: number | null;
+  /** On a swarm: the port it is published on, on its task's node, allocated once (null: none yet, or one engine). */
+  published_port: number | null;
   created_at: number;
   updated_at: number;
 }

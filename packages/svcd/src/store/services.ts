@@ -35,6 +35,21 @@ export class ServiceStore {
       .execute();
   }
 
+  /** The ports services are published on (on a swarm): what a new allocation must avoid. */
+  async publishedPorts(): Promise<number[]> {
+    const rows = await this.db.selectFrom('services').select('published_port').where('published_port', 'is not', null).execute();
+    return rows.flatMap((r) => (r.published_port === null ? [] : [r.published_port]));
+  }
+
+  /**
+   * Gives the service `port` unless it has one: false when another deploy gave it one first.
+   * Throws the store's unique violation when another service holds the port.
+   */
+  async allocatePublishedPort(id: string, port: number): Promise<boolean> {
+    const r = await this.db.updateTable('services').set({ published_port: port }).where('id', '=', id).where('published_port', 'is', null).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
   async listAll(): Promise<ServiceRow[]> {
     return this.db.selectFrom('services').selectAll().execute();
   }

@@ -9,8 +9,8 @@
 // - A workload is a Swarm service of one replica with svc's labels, hardened as far as a service
 //   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
 //   runtime per service nor set no-new-privileges (Engine 20.10): sandbox is not offered.
-// - Its port is published in host mode on the node that runs the task, on a port the node picks:
-//   this kernel has no IPVS, so Swarm's virtual IPs and ingress mesh are out (endpoint mode
+// - Its port is published in host mode on the node that runs the task, on the port svcd allocated
+//   for the service (--swarm-ports, one per service for its life): this kernel has no IPVS, so Swarm's virtual IPs and ingress mesh are out (endpoint mode
 //   dnsrr). svcd and the proxy reach the task at <node address>:<published port>, read from the
 //   task list; a rescheduled task is found there again.
 // - Swarm restarts a task that exits and reschedules tasks of a node that is gone (restart
@@ -68,6 +68,8 @@ export interface SwarmRuntimeOptions {
  * that went away (orphaned): a node's loss is not charged to the tenant's crash circuit.
  */
 const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
+/** A task's error when its node still had its published port bound. */
+const PORT_HELD = /port is already allocated|address already in use|port already in use/i;
 
 interface TaskView {
   id: string;
@@ -142,7 +144,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false });
+    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true });
   }
 
   apply(request: ApplyRequest): Promise<Applied> {
@@ -211,7 +213,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: spec.aliases ?? [] }],
       },
       Mode: { Replicated: { Replicas: 1 } },
-      EndpointSpec: { Mode: 'dnsrr', ...(spec.port ? { Ports: [{ Protocol: 'tcp', TargetPort: spec.port, PublishMode: 'host' }] } : {}) },
+      // On the port svcd allocated for the service (a stale route then reaches it or nothing), or
+      // one the node picks.
+      EndpointSpec: { Mode: 'dnsrr', ...(spec.port ? { Ports: [{ Protocol: 'tcp', TargetPort: spec.port, PublishMode: 'host', ...(spec.publish ? { PublishedPort: spec.publish.port } : {}) }] } : {}) },
     } as unknown as Docker.CreateServiceOptions)) as { id?: string; ID?: string };
     const id = created.id ?? created.ID;
     if (!id) throw new Error('the swarm manager answered no service id');
@@ -277,7 +281,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const newest = tasks[0];
     // Stopped by svc (no replicas), or every task so far ended and none is on its way.
     if (replicas === 0) return { ...base, state: 'exited', exitCode: newest?.exitCode ?? null, address: null };
-    const failed = tasks.find((t) => t.state === 'failed' || t.state === 'rejected');
+    // A task refused its port on a node where the service's replaced task still stops (svc removes
+    // it first, and Swarm stops it in the background) is not the workload ending: Swarm tries again.
+    const failed = tasks.find((t) => (t.state === 'failed' || t.state === 'rejected') && !PORT_HELD.test(t.error));
     if (failed && !tasks.some((t) => t.state === 'running' || (t.state === 'complete' && t.desired === 'running'))) {
       return { ...base, state: 'exited', exitCode: failed.exitCode, address: null };
     }
@@ -367,10 +373,10 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         // no error, and the cost does not grow with a call per service.
         const [services, tasks] = await Promise.all([
           this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } }) as Promise<Array<{ ID: string; Spec?: ServiceSpec }>>,
-          this.docker.listTasks() as Promise<Array<{ ID: string; ServiceID: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>>,
+          this.docker.listTasks() as Promise<Array<{ ID: string; ServiceID: string; Status?: { State?: string; Err?: string; ContainerStatus?: { ExitCode?: number } } }>>,
         ]);
         const labelsOf = new Map(services.map((x) => [x.ID, x.Spec?.Labels ?? {}]));
-        const ended = tasks.filter((t) => labelsOf.has(t.ServiceID) && EXIT_TASK_STATES.has(t.Status?.State ?? ''));
+        const ended = tasks.filter((t) => labelsOf.has(t.ServiceID) && EXIT_TASK_STATES.has(t.Status?.State ?? '') && !PORT_HELD.test(t.Status?.Err ?? ''));
         if (seen) {
           for (const t of ended) if (!seen.has(t.ID)) yield { id: t.ServiceID, labels: labelsOf.get(t.ServiceID) ?? {}, exitCode: t.Status?.ContainerStatus?.ExitCode ?? null };
         }

@@ -21,6 +21,7 @@ import { environmentAgents } from './0018_environment_agents.js';
 import { sourceArchives } from './0019_source_archives.js';
 import { serviceDomains } from './0020_service_domains.js';
 import { webSessions } from './0021_web_sessions.js';
+import { publishedPorts } from './0022_published_ports.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -49,6 +50,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0019_source_archives': sourceArchives(dialect),
     '0020_service_domains': serviceDomains,
     '0021_web_sessions': webSessions,
+    '0022_published_ports': publishedPorts,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }

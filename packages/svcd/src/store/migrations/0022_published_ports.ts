@@ -1,0 +1,14 @@
+import type { Kysely } from 'kysely';
+
+/**
+ * The port a service is published on, on the Swarm node that runs it (--swarm-ports): svcd
+ * allocates it once, for the service's life, so that a route a moment stale can reach this
+ * service or nothing, never another's task on a port the node handed on. Unique: two deploys
+ * racing for one port settle here. Null on one engine (no port is published there).
+ */
+export const publishedPorts = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('services').addColumn('published_port', 'integer').execute();
+    await db.schema.createIndex('services_published_port').on('services').column('published_port').unique().execute();
+  },
+};
