@@ -78,7 +78,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // On the port svcd allocated for the service (--swarm-ports), not one the node picked.
     const allocated = (await t.deps.store.services.findAny(s.id))?.published_port ?? assert.fail('no port allocated');
     assert.ok(allocated >= 30_000 && allocated <= 32_767, String(allocated));
-    assert.equal(task.Status.PortStatus?.Ports?.[0]?.PublishedPort, allocated);
+    assert.equal(task.Status.PortStatus.Ports[0].PublishedPort, allocated);
     // Hardened as far as a service spec goes: the container on its node has every capability
     // dropped and the tenant's pids, memory and CPU limits.
     const nodeName = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).find((n) => n.ID === task.NodeID)?.Description.Hostname;
