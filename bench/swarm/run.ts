@@ -71,7 +71,8 @@ async function bareFirstAnswer(round: number): Promise<() => Promise<void>> {
       Networks: [{ Target: 'bench-bare' }],
     },
     Mode: { Replicated: { Replicas: 1 } },
-    EndpointSpec: { Mode: 'dnsrr', Ports: [{ Protocol: 'tcp', TargetPort: 8000, PublishMode: 'host' }] },
+    // A port fixed as svc's are (one per round, below svcd's --swarm-ports).
+    EndpointSpec: { Mode: 'dnsrr', Ports: [{ Protocol: 'tcp', TargetPort: 8000, PublishMode: 'host', PublishedPort: 29_000 + round }] },
   } as never)) as { id?: string; ID?: string };
   const id = created.id ?? created.ID ?? '';
   let task: Task | undefined;

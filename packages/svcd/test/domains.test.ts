@@ -237,7 +237,7 @@ eachStore((kind) => {
       // row) the name.
       await t.deps.store.transaction(async (tx) => {
         assert.ok(await tx.serviceDomains.update(seen, { status: 'active', verified_at: now, next_check_at: now + 60 }));
-        racer.deleting = t.deps.store.services.delete(a.id, s);
+        racer.deleting = t.deps.store.services.delete(a.id, s, Math.floor(t.clock.now() / 1000));
         await new Promise((r) => setTimeout(r, 300));
         await tx.hostNames.claim({ hostname, tenant_id: a.id, kind: 'domain', resource_id: d.id, created_at: now });
       });

@@ -174,7 +174,7 @@ eachStore((kind) => {
       assert.deepEqual([row?.log_bytes, row?.log_truncated], [10, 1]);
       assert.deepEqual((await store.builds.logChunks('bb1', 2, 1000)).map((c) => c.seq), [3], 'chunks after a sequence number');
 
-      await store.services.delete('b1', 'svc1');
+      await store.services.delete('b1', 'svc1', 0);
       assert.equal(await store.builds.findAny('bb1'), undefined);
       assert.deepEqual(await store.builds.logChunks('bb1', 0, 1000), []);
     });
@@ -273,9 +273,9 @@ eachStore((kind) => {
       });
       await store.hostNames.claim(claim('shop', 'h1', 'service', 'hs1'));
       await assert.rejects(second.hostNames.claim(claim('shop', 'h2', 'preview', 'hp0')), isUnique, 'another tenant, another kind: still taken');
-      assert.equal(await store.services.delete('h2', 'hs1'), false, 'scoped by tenant');
+      assert.equal(await store.services.delete('h2', 'hs1', 0), false, 'scoped by tenant');
       assert.equal((await store.hostNames.find('shop'))?.resource_id, 'hs1', 'a refused delete frees nothing');
-      assert.equal(await store.services.delete('h1', 'hs1'), true);
+      assert.equal(await store.services.delete('h1', 'hs1', 0), true);
       assert.equal(await store.hostNames.find('shop'), undefined, 'the service took its label with it');
 
       const env = (id: string) => ({

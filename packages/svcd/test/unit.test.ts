@@ -16,7 +16,7 @@ import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js
 import { CertificateErrors } from '../src/proxy/certificate-errors.js';
 import { ValidationError } from '../src/errors.js';
 import { wantsCertificate } from '../src/proxy/tls-ask.js';
-import { repositoryOf } from '../src/runtime/swarm/swarm-runtime.js';
+import { replacedTaskHoldsPort, repositoryOf } from '../src/runtime/swarm/swarm-runtime.js';
 import { customHostname } from '../src/domains/hostnames.js';
 import { certificateProblem } from '../src/domains/domains.js';
 import { apiRouteTargets } from '../src/services/routing.js';
@@ -207,6 +207,19 @@ describe('configuration', () => {
     for (const bad of ['80-90', '30010-30000', '30000', '30000-70000']) {
       assert.throws(() => buildConfig({ ...raw, dev: true, databasePorts: bad }, {}), /--database-ports/, bad);
     }
+  });
+  test("a swarm task refused its service's own port within a minute of the service's making is the replaced task stopping, not an exit; nothing else is", () => {
+    const made = '2026-01-01T00:00:00.000000000Z';
+    const soon = '2026-01-01T00:00:20.5Z';
+    const bind = 'driver failed programming external connectivity on endpoint x (abc): Bind for 0.0.0.0:30001 failed: port is already allocated';
+    assert.equal(replacedTaskHoldsPort(bind, 30001, soon, made), true);
+    assert.equal(replacedTaskHoldsPort('Error starting userland proxy: listen tcp4 0.0.0.0:30001: bind: address already in use', 30001, soon, made), true);
+    assert.equal(replacedTaskHoldsPort(bind, 30002, soon, made), false, 'another port');
+    assert.equal(replacedTaskHoldsPort(bind, null, soon, made), false, 'no port of svc');
+    assert.equal(replacedTaskHoldsPort(bind, 30001, '2026-01-01T00:01:00.5Z', made), false, 'a minute on: an exit');
+    assert.equal(replacedTaskHoldsPort(bind, 30001, '', made), false, 'no time');
+    // An image's own words are not the engine's.
+    assert.equal(replacedTaskHoldsPort('exec: "/address already in use": stat: no such file', 30001, soon, made), false);
   });
   test("a swarm's published ports: 30000-32767 by default, a range of the flag's", () => {
     assert.deepEqual(buildConfig({ ...raw, dev: true }, {}).swarmPorts, { from: 30000, to: 32767 });

@@ -53,7 +53,11 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
         last = (err as Error).message;
       }
     }
-    if (o.clock.now() >= deadline) throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${last}`);
+    if (o.clock.now() >= deadline) {
+      // Never running: what it printed, or why its driver could not start it (a swarm task's error).
+      const tail = endpoint ? '' : await o.logTail(o.ref).catch(() => '');
+      throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${last}${tail ? ` (${tail})` : ''}`);
+    }
     await pause(o.timers, o.ready.everyMs, o.signal);
   }
 }

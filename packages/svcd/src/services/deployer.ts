@@ -148,6 +148,12 @@ export interface DeployerOptions {
 
 /** Tries at allocating a service's published port, each after another service took the one picked. */
 const PORT_ALLOCATION_TRIES = 5;
+/**
+ * How long a deleted service's published port rests before it is given again: far longer than
+ * its task takes to stop (10 s grace) and its route to leave every proxy (3 s reconcile, 5 s
+ * proxy check), so that no stale route reaches the next owner's task.
+ */
+export const PORT_REST_S = 600;
 
 /** What a Deployer is built from, by name. */
 export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log'> {
@@ -160,6 +166,8 @@ export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 
 
 /** The rules of the `service` kind of workload. */
 export class Deployer implements WorkloadRules {
+  private allocatedPorts: Promise<boolean> | null = null;
+
   constructor(private readonly deps: DeployerDeps) {
     deps.controller.handle('service', this);
   }
@@ -310,7 +318,7 @@ export class Deployer implements WorkloadRules {
     const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
-    const published = (await this.deps.runtime.capabilities()).allocatedPorts ? await this.publishedPort(service.id) : null;
+    const published = (await this.allocatesPorts()) ? await this.publishedPort(service.id) : null;
     return this.deps.runtime.apply({
       spec: {
         ...(published === null ? {} : { publish: { address: '0.0.0.0', port: published } }),
@@ -348,14 +356,27 @@ export class Deployer implements WorkloadRules {
       const current = (await services.findAny(serviceId))?.published_port;
       if (current === undefined) throw new Error('the service record is gone');
       if (current !== null) return current;
-      const port = pickFreePort(await services.publishedPorts(), this.deps.publishedPorts, '--swarm-ports');
+      const port = pickFreePort(await services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S), this.deps.publishedPorts, '--swarm-ports');
       try {
         // false: another deploy of the service allocated one first; it is read above.
         await services.allocatePublishedPort(serviceId, port);
       } catch (err) {
-        if (!isUniqueViolation(err) || attempt >= PORT_ALLOCATION_TRIES) throw err;
+        if (!isUniqueViolation(err)) throw err;
+        if (attempt >= PORT_ALLOCATION_TRIES) throw new ConflictError(`no port of --swarm-ports could be allocated: other services took the ports picked ${PORT_ALLOCATION_TRIES} times; deploy again`);
       }
     }
+  }
+
+  /** Whether the driver publishes services on ports svcd allocates (asked once: it does not change). */
+  private allocatesPorts(): Promise<boolean> {
+    this.allocatedPorts ??= this.deps.runtime.capabilities().then(
+      (c) => c.allocatedPorts,
+      (err: unknown) => {
+        this.allocatedPorts = null; // asked again next time
+        throw err;
+      },
+    );
+    return this.allocatedPorts;
   }
 
   /**

@@ -198,7 +198,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
     await this.deps.store.transaction(async (tx) => {
       await requestStop(tx, this.deps, id, 'absent', 'the service was deleted');
       await tx.snapshots.detachService(id);
-      if (!(await tx.services.delete(tenantId, id))) throw new NotFoundError('service');
+      if (!(await tx.services.delete(tenantId, id, unixSeconds(this.deps.clock)))) throw new NotFoundError('service');
       await this.deps.activity.record(tx, { tenantId, action: 'service.deleted', resourceType: 'service', resourceId: id, serviceId: id, details: { name: s.name } });
     });
     this.deps.routesChanged?.();

@@ -125,6 +125,12 @@ export interface ServicesTable {
   updated_at: number;
 }
 export type ServiceRow = Selectable<ServicesTable>;
+
+/** Published ports of deleted services, resting before they are given again (migration 0022). */
+export interface ReleasedPortsTable {
+  port: number;
+  released_at: number;
+}
 export type NewServiceRow = Insertable<ServicesTable>;
 
 export interface ServiceEnvTable {
@@ -454,6 +460,7 @@ export interface WebSessionsTable {
 export type WebSessionRow = Selectable<WebSessionsTable>;
 
 export interface Database {
+  released_ports: ReleasedPortsTable;
   web_sessions: WebSessionsTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;

@@ -35,10 +35,14 @@ export class ServiceStore {
       .execute();
   }
 
-  /** The ports services are published on (on a swarm): what a new allocation must avoid. */
-  async publishedPorts(): Promise<number[]> {
-    const rows = await this.db.selectFrom('services').select('published_port').where('published_port', 'is not', null).execute();
-    return rows.flatMap((r) => (r.published_port === null ? [] : [r.published_port]));
+  /**
+   * The ports services are published on (on a swarm), and those of services deleted after
+   * `releasedAfter` (unix seconds): what a new allocation must avoid.
+   */
+  async publishedPorts(releasedAfter: number): Promise<number[]> {
+    const held = await this.db.selectFrom('services').select('published_port').where('published_port', 'is not', null).execute();
+    const resting = await this.db.selectFrom('released_ports').select('port').where('released_at', '>', releasedAfter).execute();
+    return [...held.flatMap((r) => (r.published_port === null ? [] : [r.published_port])), ...resting.map((r) => r.port)];
   }
 
   /**
@@ -83,16 +87,26 @@ export class ServiceStore {
     return Number(r.numUpdatedRows) === 1;
   }
 
-  /** Also frees its DNS label, in one transaction (the caller's, or its own). */
-  async delete(tenantId: string, id: string): Promise<boolean> {
+  /**
+   * Also frees its DNS label, in one transaction (the caller's, or its own); its published port
+   * (on a swarm) rests from `now` (unix seconds) before it is given again.
+   */
+  async delete(tenantId: string, id: string, now: number): Promise<boolean> {
     return atomically(this.db, async (db) => {
       // Its custom domains go with it, and the names they held. Deleted first, which locks their
       // rows: a proof under way (domains.ts updates the row before it claims the name) either
       // committed before, and its name is released here, or finds no row and claims nothing.
       const domains = await db.deleteFrom('service_domains').where('service_id', '=', id).where('tenant_id', '=', tenantId).returning('id').execute();
       await new HostNameStore(db).releaseDomains(domains.map((d) => d.id));
-      const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
-      if (Number(r.numDeletedRows) !== 1) return false;
+      const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).returning('published_port').executeTakeFirst();
+      if (!r) return false;
+      if (r.published_port !== null) {
+        await db
+          .insertInto('released_ports')
+          .values({ port: r.published_port, released_at: now })
+          .onConflict((oc) => oc.column('port').doUpdateSet({ released_at: now }))
+          .execute();
+      }
       await new HostNameStore(db).release('service', id);
       return true;
     });

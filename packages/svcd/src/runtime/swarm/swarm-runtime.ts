@@ -68,8 +68,29 @@ export interface SwarmRuntimeOptions {
  * that went away (orphaned): a node's loss is not charged to the tenant's crash circuit.
  */
 const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
-/** A task's error when its node still had its published port bound. */
-const PORT_HELD = /port is already allocated|address already in use|port already in use/i;
+/** How long after a service is made its tasks may find its port still held by the task it replaced. */
+const REPLACED_TASK_GRACE_MS = 60_000;
+/** The engine's errors for a host port in use, with the port. */
+const PORT_IN_USE = /Bind for \S+:(\d+) failed: port is already allocated|listen tcp[46]? \S+:(\d+): bind: address already in use/;
+
+/**
+ * Whether a failed task is one its node refused the service's own published port while the task
+ * the service replaced still stops there (svc removes the old service first; Swarm stops its task
+ * in the background): not the workload ending, and Swarm tries again. Only then: the error names
+ * that port, within a minute of the service's making. A port held for good (something outside svc)
+ * fails the deploy at its readiness deadline, and a later failure is an exit as any other.
+ */
+export function replacedTaskHoldsPort(error: string, port: number | null, taskCreated: string, serviceCreated: string): boolean {
+  const m = PORT_IN_USE.exec(error);
+  if (!m || port === null || Number(m[1] ?? m[2]) !== port) return false;
+  const since = Date.parse(taskCreated) - Date.parse(serviceCreated);
+  return Number.isFinite(since) && since < REPLACED_TASK_GRACE_MS;
+}
+
+/** The port a service spec publishes its task on (svcd's allocation), if it names one. */
+function specPublishedPort(spec: ServiceSpec | undefined): number | null {
+  return (spec?.EndpointSpec as { Ports?: Array<{ PublishedPort?: number }> } | undefined)?.Ports?.[0]?.PublishedPort ?? null;
+}
 
 interface TaskView {
   id: string;
@@ -254,9 +275,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return new Map(list.map((n) => [n.ID, { address: n.Status?.Addr ?? '', hostname: n.Description?.Hostname ?? '' }]));
   }
 
-  private async serviceInspect(ref: string): Promise<{ ID: string; Spec: ServiceSpec; Version: { Index: number } } | null> {
+  private async serviceInspect(ref: string): Promise<{ ID: string; Spec: ServiceSpec; Version: { Index: number }; CreatedAt?: string } | null> {
     try {
-      return (await this.docker.getService(ref).inspect()) as { ID: string; Spec: ServiceSpec; Version: { Index: number } };
+      return (await this.docker.getService(ref).inspect()) as { ID: string; Spec: ServiceSpec; Version: { Index: number }; CreatedAt?: string };
     } catch (err) {
       if (isNotFound(err)) return null;
       throw err;
@@ -281,9 +302,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const newest = tasks[0];
     // Stopped by svc (no replicas), or every task so far ended and none is on its way.
     if (replicas === 0) return { ...base, state: 'exited', exitCode: newest?.exitCode ?? null, address: null };
-    // A task refused its port on a node where the service's replaced task still stops (svc removes
-    // it first, and Swarm stops it in the background) is not the workload ending: Swarm tries again.
-    const failed = tasks.find((t) => (t.state === 'failed' || t.state === 'rejected') && !PORT_HELD.test(t.error));
+    const port = specPublishedPort(service.Spec);
+    const failed = tasks.find((t) => (t.state === 'failed' || t.state === 'rejected') && !replacedTaskHoldsPort(t.error, port, t.createdAt, service.CreatedAt ?? ''));
     if (failed && !tasks.some((t) => t.state === 'running' || (t.state === 'complete' && t.desired === 'running'))) {
       return { ...base, state: 'exited', exitCode: failed.exitCode, address: null };
     }
@@ -372,11 +392,16 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         // One listing of each per tick, matched in memory: a service removed between the two is
         // no error, and the cost does not grow with a call per service.
         const [services, tasks] = await Promise.all([
-          this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } }) as Promise<Array<{ ID: string; Spec?: ServiceSpec }>>,
-          this.docker.listTasks() as Promise<Array<{ ID: string; ServiceID: string; Status?: { State?: string; Err?: string; ContainerStatus?: { ExitCode?: number } } }>>,
+          this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`] } }) as Promise<Array<{ ID: string; Spec?: ServiceSpec; CreatedAt?: string }>>,
+          this.docker.listTasks() as Promise<Array<{ ID: string; ServiceID: string; CreatedAt?: string; Status?: { State?: string; Err?: string; ContainerStatus?: { ExitCode?: number } } }>>,
         ]);
         const labelsOf = new Map(services.map((x) => [x.ID, x.Spec?.Labels ?? {}]));
-        const ended = tasks.filter((t) => labelsOf.has(t.ServiceID) && EXIT_TASK_STATES.has(t.Status?.State ?? '') && !PORT_HELD.test(t.Status?.Err ?? ''));
+        const serviceOf = new Map(services.map((x) => [x.ID, x]));
+        const ended = tasks.filter((t) => {
+          const service = serviceOf.get(t.ServiceID);
+          if (!service || !EXIT_TASK_STATES.has(t.Status?.State ?? '')) return false;
+          return !replacedTaskHoldsPort(t.Status?.Err ?? '', specPublishedPort(service.Spec), t.CreatedAt ?? '', service.CreatedAt ?? '');
+        });
         if (seen) {
           for (const t of ended) if (!seen.has(t.ID)) yield { id: t.ServiceID, labels: labelsOf.get(t.ServiceID) ?? {}, exitCode: t.Status?.ContainerStatus?.ExitCode ?? null };
         }
