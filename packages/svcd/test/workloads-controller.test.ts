@@ -232,6 +232,18 @@ eachStore((kind) => {
       assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
     });
 
+    test('a start whose connection drops as the engine comes back, after tries while it was away, is still tried again', async () => {
+      const { c } = controller('ctl-a/1');
+      engineDown = true;
+      const w = await add(SERVING);
+      c.start();
+      await waitFor('tries while the engine is away', async () => ((await row(w.id)).attempts >= DROPPED_CONNECTION_TRIES ? true : undefined), 30_000);
+      droppingApplies = 1;
+      engineDown = false;
+      await observedAt(w.id, 'running');
+      assert.equal(droppingApplies, 0, 'the dropped connection happened');
+    });
+
     test('a start whose engine connection drops every time (the engine too slow for its client) fails after a few tries, not never', async () => {
       const { c, rules } = controller('ctl-a/1');
       droppingApplies = 100;

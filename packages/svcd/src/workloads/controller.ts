@@ -34,6 +34,8 @@ const RETRY_BASE_MS = 1_000;
 const RETRY_MAX_MS = 30_000;
 /** Starts of one generation tried while the engine's connection drops mid-request (port.ts, connectionDropped). */
 export const DROPPED_CONNECTION_TRIES = 3;
+/** A dropped connection's message, as the last try wrote it into the row's last_error. */
+const DROPPED_MESSAGE = /socket hang up|ECONNRESET|EPIPE/;
 
 /** The part of a workload's spec the controller itself needs (the rest is the kind's, at apply time). */
 export interface WorkloadSpecRecord {
@@ -384,11 +386,13 @@ export class WorkloadController {
     // Starting fails for good only on the tenant's account (an image that exits, a probe that
     // never passes), not while the engine is away.
     // The engine's connection dropped mid-request (restarting under it, or too slow for the
-    // client): tried a few times, then taken as the workload's.
+    // client): tried again, and taken as the workload's once it dropped at DROPPED_CONNECTION_TRIES
+    // tries in a row (tries while the engine was away, before an engine restart, do not count).
+    const droppedInARow = w.attempts > 0 && w.last_error !== null && DROPPED_MESSAGE.test(w.last_error);
     const retry =
       w.desired_state !== 'running' ||
       isEngineFault(err) ||
-      (connectionDropped(err) && w.attempts + 1 < DROPPED_CONNECTION_TRIES) ||
+      (connectionDropped(err) && !(droppedInARow && w.attempts + 1 >= DROPPED_CONNECTION_TRIES)) ||
       !(await engineAnswers(this.deps.runtime));
     if (retry) {
       const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
