@@ -142,10 +142,12 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       const held = await b.deps.store.workloads.find('database', created.id);
       assert.ok(held?.lease_holder, "A's lease is on the row");
       const c = b.client.withKey(a.apiKey);
+      let last = '';
       const done = await waitFor('B to provision it', async () => {
         const now = await c.database(created.id);
+        last = `${now.status}: ${now.last_error ?? ''}`;
         return now.status === 'running' ? now : undefined;
-      }, WORKLOAD_LEASE_MS + 120_000);
+      }, WORKLOAD_LEASE_MS + 120_000).catch((err: unknown) => assert.fail(`${String(err)} (last seen ${last})`));
       assert.equal(done.status, 'running');
       const w = await b.deps.store.workloads.find('database', created.id);
       assert.ok(w);

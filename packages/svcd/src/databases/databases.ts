@@ -111,6 +111,7 @@ export class Databases implements TenantResources {
         host_port: await this.freePort(),
         container_id: null,
         last_error: null,
+        ready_at: null,
         created_at: now,
         updated_at: now,
       };
@@ -192,6 +193,13 @@ export class Databases implements TenantResources {
   private async provision(d: DatabaseRow, tenant: TenantRow, signal: AbortSignal): Promise<Applied> {
     const kind = KINDS[d.type];
     const password = this.deps.sealer.open(d.sealed_password);
+    if (d.ready_at === null) {
+      // It never answered, so its volume holds no tenant data, but it may hold a data directory
+      // half made by a first start that was cut off (its svcd died, and this svcd took the
+      // provisioning over): the image would take it as made and never serve. It starts empty.
+      await this.deps.runtime.remove(databaseWorkloadName(d.id));
+      await this.deps.runtime.removeVolume(databaseWorkloadName(d.id));
+    }
     // A container left from before (an interrupted provisioning, a restart) is replaced; the
     // volume, and with it the data, stays.
     return this.deps.runtime.apply({

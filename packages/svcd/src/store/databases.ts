@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DatabaseRow, DatabasesTable, Database, NewDatabaseRow } from './schema.js';
 
 export type DatabasePatch = Partial<Omit<DatabasesTable, 'id' | 'tenant_id' | 'created_at'>>;
@@ -38,8 +38,13 @@ export class DatabaseStore {
     return (await this.db.selectFrom('databases').select('host_port').execute()).map((r) => r.host_port);
   }
 
+  /** Running for the first time also records when it first answered (ready_at). */
   async update(id: string, patch: DatabasePatch): Promise<void> {
-    await this.db.updateTable('databases').set(patch).where('id', '=', id).execute();
+    await this.db
+      .updateTable('databases')
+      .set(patch.status === 'running' ? { ...patch, ready_at: sql<number>`COALESCE(ready_at, ${patch.updated_at ?? null})` } : patch)
+      .where('id', '=', id)
+      .execute();
   }
 
   async delete(tenantId: string, id: string): Promise<boolean> {

@@ -256,6 +256,8 @@ export interface DatabasesTable {
   host_port: number;
   container_id: string | null;
   last_error: string | null;
+  /** When it first answered (null: never yet; its volume holds no tenant data). */
+  ready_at: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -22,6 +22,7 @@ import { sourceArchives } from './0019_source_archives.js';
 import { serviceDomains } from './0020_service_domains.js';
 import { webSessions } from './0021_web_sessions.js';
 import { publishedPorts } from './0022_published_ports.js';
+import { databaseReadyAt } from './0023_database_ready_at.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -51,6 +52,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0020_service_domains': serviceDomains,
     '0021_web_sessions': webSessions,
     '0022_published_ports': publishedPorts,
+    '0023_database_ready_at': databaseReadyAt,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
