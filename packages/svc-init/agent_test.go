@@ -160,32 +160,32 @@ func TestAgentExecCapsOutputAndKillsTheGroupAtTheTimeout(t *testing.T) {
 
 func TestAgentSignalsACommandByItsID(t *testing.T) {
 	base, _ := startAgent(t, "tok")
-	// The command traps SIGINT and says so: the signal reached its process group.
-	running := execOf([]string{"sh", "-c", `trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.1; done`}, 30, 1000)
+	// The command traps SIGINT and says so: the signal reached its process group. It says when
+	// its trap is set: a SIGINT before that would end the shell with 130.
+	trapped := filepath.Join(t.TempDir(), "trapped")
+	running := execOf([]string{"sh", "-c", `trap 'echo got-int; exit 3' INT; touch ` + trapped + `; echo ready; while :; do sleep 0.1; done`}, 30, 1000)
 	running["id"] = "abc123"
 	type result struct {
 		code int
 		out  map[string]interface{}
 	}
 	done := make(chan result, 1)
+	// Before it runs, its id is unknown (404).
+	if code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGINT"}); code != 404 {
+		t.Fatalf("signal before the start: %d, want 404", code)
+	}
 	go func() {
 		code, out := call(t, base, "tok", "POST", "/exec", running)
 		done <- result{code, out}
 	}()
-	// Until it runs, its id is unknown (404); then the signal is delivered.
-	delivered := false
-	for i := 0; i < 100 && !delivered; i++ {
-		code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGINT"})
-		if code == 200 {
-			delivered = true
-		} else if code != 404 {
-			t.Fatalf("signal: %d, want 200 or (before the start) 404", code)
-		} else {
-			time.Sleep(20 * time.Millisecond)
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(trapped); err == nil {
+			break
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if !delivered {
-		t.Fatal("the command never ran under its id")
+	if code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGINT"}); code != 200 {
+		t.Fatalf("signal while it runs: %d, want 200", code)
 	}
 	select {
 	case r := <-done:
