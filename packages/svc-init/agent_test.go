@@ -178,12 +178,7 @@ func TestAgentSignalsACommandByItsID(t *testing.T) {
 		code, out := call(t, base, "tok", "POST", "/exec", running)
 		done <- result{code, out}
 	}()
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(trapped); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForFile(t, trapped)
 	if code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "abc123", "signal": "SIGINT"}); code != 200 {
 		t.Fatalf("signal while it runs: %d, want 200", code)
 	}
@@ -228,12 +223,7 @@ func TestAgentRefusesASecondCommandUnderARunningID(t *testing.T) {
 		_, out := call(t, base, "tok", "POST", "/exec", first)
 		done <- out
 	}()
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForFile(t, ready)
 	if code, _ := call(t, base, "tok", "POST", "/signal", map[string]string{"id": "same", "signal": "SIGUSR1"}); code != 200 {
 		t.Fatalf("the first command is not signalable while it runs: %d", code)
 	}
@@ -250,4 +240,16 @@ func TestAgentRefusesASecondCommandUnderARunningID(t *testing.T) {
 	if code, out := call(t, base, "tok", "POST", "/exec", second); code != 200 || out["exit_code"] != 0.0 {
 		t.Fatalf("the id after the first ended: %d %v", code, out)
 	}
+}
+
+// waitForFile waits up to 5 s for a command to make the file (it says so when it is ready).
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s was never made", path)
 }
