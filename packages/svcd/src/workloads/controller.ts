@@ -386,8 +386,9 @@ export class WorkloadController {
     // Starting fails for good only on the tenant's account (an image that exits, a probe that
     // never passes), not while the engine is away.
     // The engine's connection dropped mid-request (restarting under it, or too slow for the
-    // client): tried again, and taken as the workload's once it dropped at DROPPED_CONNECTION_TRIES
-    // tries in a row (tries while the engine was away, before an engine restart, do not count).
+    // client): tried again, unless the try before dropped too and this is the generation's
+    // DROPPED_CONNECTION_TRIES-th try or later. A first drop is always tried again, so tries while
+    // the engine was away (before it came back) never end it; only the last try's error is kept.
     const droppedInARow = w.attempts > 0 && w.last_error !== null && DROPPED_MESSAGE.test(w.last_error);
     const retry =
       w.desired_state !== 'running' ||

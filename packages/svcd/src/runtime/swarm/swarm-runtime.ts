@@ -10,9 +10,10 @@
 //   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
 //   runtime per service nor set no-new-privileges (Engine 20.10): sandbox is not offered.
 // - Its port is published in host mode on the node that runs the task, on the port svcd allocated
-//   for the service (--swarm-ports, one per service for its life): this kernel has no IPVS, so Swarm's virtual IPs and ingress mesh are out (endpoint mode
-//   dnsrr). svcd and the proxy reach the task at <node address>:<published port>, read from the
-//   task list; a rescheduled task is found there again.
+//   for the service (--swarm-ports, one per service for its life): this kernel has no IPVS, so
+//   Swarm's virtual IPs and ingress mesh are out (endpoint mode dnsrr). svcd and the proxy reach
+//   the task at <node address>:<published port>, read from the task list; a rescheduled task is
+//   found there again.
 // - Swarm restarts a task that exits and reschedules tasks of a node that is gone (restart
 //   condition any). A task that fails before its service was ever running counts as an exit, so
 //   that a deploy of an image that crashes fails at once instead of at the readiness deadline.
