@@ -48,6 +48,8 @@ const svcd = await spawnSvcd([
   '--runtime', 'swarm',
   '--docker-host', lab.manager.engineUrl,
   '--swarm-node', lab.swarmNodeFlag,
+  // The node firewall's helper (busybox: sleep and chroot), from the tests' registry.
+  '--swarm-helper-image', BUSYBOX_IMAGE,
   '--build-registry', TEST_REGISTRY,
   '--log-level', 'warn',
 ]);

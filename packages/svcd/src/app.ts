@@ -15,7 +15,7 @@ import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, HostFirewall, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
+import { DockerRuntime, EGRESS_NODE_LABEL, HostFirewall, NodeFirewalls, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { SourceUploads } from './builds/source-uploads.js';
 import { Databases } from './databases/databases.js';
@@ -116,6 +116,8 @@ export interface Deps {
   domains: Domains;
   /** Tenant egress: the host's ports and private networks closed to tenant workloads. */
   hostFirewall: HostFirewall;
+  /** On a swarm: the same rules on every node (runtime/swarm/node-firewall.ts); null on one engine. */
+  nodeFirewalls: NodeFirewalls | null;
   /** The tenants' CPU group (null: --tenant-cpu-weight off). */
   tenantCgroups: TenantCgroups | null;
   jobs: PeriodicJobs;
@@ -124,13 +126,8 @@ export interface Deps {
   requestTimeoutMs: number;
 }
 
-/**
- * The health detail's egress line on a swarm: svcd's rules guard its own host's bridges only, and
- * none are installed on the nodes (README, Docker Swarm), so the detail says so (degraded).
- */
-const SWARM_EGRESS = {
-  missing: () => Promise.resolve("svc installs no egress rules on a swarm's nodes: tasks reach the nodes' addresses and their published ports"),
-};
+/** How often svcd checks every swarm node's egress rules and puts back what is missing (a node that rebooted or joined). */
+const NODE_FIREWALL_EVERY_MS = 30_000;
 
 /** What tests (and later a multi-host runtime) may replace. */
 export interface DepsOverrides {
@@ -221,6 +218,20 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
     });
   const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
+  const nodeFirewalls = swarm
+    ? new NodeFirewalls({
+        nodes: new Map(Object.entries(config.swarmNodes)),
+        clusterHostnames: async () => (await swarm.nodes()).map((n) => n.hostname),
+        markNode: (hostname) => swarm.labelNode(hostname, EGRESS_NODE_LABEL, 'installed'),
+        helperImage: config.swarmHelperImage,
+        allow: config.egressAllow,
+        log,
+      })
+    : null;
+  // The health detail's egress line: svcd's host (builds run there), and on a swarm every node.
+  const egress = {
+    missing: async () => (await hostFirewall.missing()) ?? (await nodeFirewalls?.missing()) ?? null,
+  };
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
   const instance = loadInstanceId(config.dataDir);
   const holder = `${instance}/${hexId(4)}`;
@@ -282,7 +293,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     routesChanged,
   });
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services({ ...core, controller: workloads, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk });
+  const services = new Services({ ...core, controller: workloads, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk, ports: deployer });
   const domains = new Domains({
     ...core,
     routing,
@@ -363,6 +374,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
   const reconcileJobs = [{ name: 'workloads.reconcile', everyMs: config.runtime === 'swarm' ? MOVING_RECONCILE_EVERY_MS : RECONCILE_EVERY_MS, run: () => workloads.reconcile() }];
   for (const job of reconcileJobs) jobs.schedule(job);
+  if (nodeFirewalls) jobs.schedule({ name: 'swarm.node-firewalls', everyMs: NODE_FIREWALL_EVERY_MS, run: () => nodeFirewalls.install() });
   const meteringStore = config.meteringDatabaseUrl
     ? openMeteringStore(config.meteringDatabaseUrl, (err) => log.warn({ err }, 'idle metering database connection failed; the pool replaces it'))
     : store.metering;
@@ -372,7 +384,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const diskMeter = new DiskMeter({ ...core, halts: [services, environments], buildRegistry: config.buildRegistry });
   jobs.schedule({ name: 'disk.measure', everyMs: config.meteringIntervalMs, run: async () => { await diskMeter.pass(); } });
   jobs.schedule({ name: 'metering.rollup', everyMs: o.rollupEveryMs ?? ROLLUP_EVERY_MS, run: (lease) => metering.rollUp(() => lease.assertHeld()) });
-  const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status(), () => domains.operatorFigures());
+  const metrics = new OperatorMetrics(() => sampler.status(), clock, () => diskMeter.status(), () => domains.operatorFigures(), () => deployer.publishedPortFigures());
   activity.observe((event) => metrics.activityRecorded(event));
   const retention = new Retention(store, clock, log, config.retention);
   jobs.schedule({ name: RETENTION_JOB, everyMs: RETENTION_EVERY_MS, run: async () => { await retention.sweep(); } });
@@ -409,7 +421,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       resources: [services, builds, databases, kanban, environments, ...(o.tenantResources ?? [])],
       maxActiveTenants: o.maxActiveTenants,
     }),
-    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress: swarm ? SWARM_EGRESS : hostFirewall, log, readDisk: o.readDisk, cluster }),
+    health: new Health({ store, runtime, clock, dataDir: config.dataDir, egress, log, readDisk: o.readDisk, cluster }),
     cluster,
     sealer,
     deployer,
@@ -438,6 +450,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     apiRoute,
     domains,
     hostFirewall,
+    nodeFirewalls,
     tenantCgroups,
     jobs,
     reconcileJobs,
@@ -468,6 +481,15 @@ export async function startBackground(deps: Deps, api?: { address: string; port:
   } catch (err) {
     if (!deps.config.dev) throw err;
     deps.log.warn({ err }, 'tenant egress rules are not installed: tenant workloads can reach the host and private networks');
+  }
+  if (deps.nodeFirewalls) {
+    try {
+      await deps.nodeFirewalls.install();
+    } catch (err) {
+      if (!deps.config.dev) throw err;
+      // The periodic check tries again (a node's engine that was not up yet).
+      deps.log.warn({ err }, "tenant egress rules are not installed on every swarm node: tasks there can reach the node's ports and private networks");
+    }
   }
   // Also before any workload starts, and refused alike: without it one tenant's CPU load slows
   // svcd and every other tenant (runtime/tenant-cgroups.ts).
@@ -502,5 +524,6 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.meteringStore.close();
   await deps.proxy?.close();
   await deps.hostFirewall.close();
+  await deps.nodeFirewalls?.close();
   await deps.store.close();
 }

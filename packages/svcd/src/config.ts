@@ -45,6 +45,8 @@ export interface Config {
   swarmNodes: Record<string, string>;
   /** With swarm: the ports services are published on, on the node that runs them (--swarm-ports FROM-TO); one per service. */
   swarmPorts: { from: number; to: number };
+  /** With swarm: the image of the helper container svcd keeps on every node for its egress rules (--swarm-helper-image; runtime/swarm/node-firewall.ts). */
+  swarmHelperImage: string;
   bootstrapTokens: string[];
   adminTokens: string[];
   /** SVC_MASTER_KEY; null means the key file in the data dir. */
@@ -166,6 +168,7 @@ export interface RawOptions {
   redisImage?: string;
   databasePorts?: string;
   swarmPorts?: string;
+  swarmHelperImage?: string;
   kanbanImage?: string;
   dashboardDir?: string;
   kanbanPorts?: string;
@@ -200,6 +203,8 @@ export const DEFAULT_REDIS_IMAGE = 'redis:7-alpine';
 export const DEFAULT_DATABASE_PORTS = '21000-21999';
 /** Kubernetes' NodePort range, which operators keep out of their nodes' own services already. */
 export const DEFAULT_SWARM_PORTS = '30000-32767';
+/** busybox: sleep and chroot, all the node firewall's helper runs (runtime/swarm/node-firewall.ts). */
+export const DEFAULT_SWARM_HELPER_IMAGE = 'busybox:1.36';
 /** Node 24, the LTS svc itself runs on (DECISIONS.md named node:22 before Node 20's end of life). */
 export const DEFAULT_KANBAN_IMAGE = 'node:24-bookworm-slim';
 /** packages/dashboard/dist, from svcd's src or dist folder alike. */
@@ -375,6 +380,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     databaseImages: { postgres: raw.postgresImage ?? DEFAULT_POSTGRES_IMAGE, redis: raw.redisImage ?? DEFAULT_REDIS_IMAGE },
     databasePorts,
     swarmPorts,
+    swarmHelperImage: raw.swarmHelperImage?.trim() || DEFAULT_SWARM_HELPER_IMAGE,
     kanbanImage: raw.kanbanImage?.trim() || DEFAULT_KANBAN_IMAGE,
     dashboardDir: raw.dashboardDir?.trim() ? resolve(raw.dashboardDir.trim()) : DEFAULT_DASHBOARD_DIR,
     kanbanPorts,
@@ -494,9 +500,9 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   }
   if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
   if (runtime === 'swarm') {
-    // Tenant isolation is not complete on a swarm (README, Docker Swarm): tasks reach the nodes'
-    // addresses, and with them every published port. Until svc installs its rules on every node,
-    // a swarm is for development and tenants that trust each other.
+    // Tenant isolation is not complete on a swarm (README, Docker Swarm): no no-new-privileges,
+    // no gVisor and no svc-init for tasks on Engine 20.10, and the overlays are not encrypted.
+    // Until then, a swarm is for development and tenants that trust each other.
     if (raw.dev !== true) throw new ConfigError('--runtime swarm needs --dev for now: tenant isolation is not complete on a swarm (see the README, Docker Swarm)');
     // Nodes pull built images from the cluster's registry: the manager's own images reach no other node.
     if (!raw.buildRegistry?.trim()) throw new ConfigError('--runtime swarm needs --build-registry (a registry every node pulls from)');

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_SWARM_PORTS, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
 
@@ -32,6 +32,7 @@ const program = new Command('svcd')
   .addOption(new Option('--docker-host <url>', 'Docker Engine address (with --runtime swarm: a manager\'s)').env('SVC_DOCKER_HOST').default('unix:///var/run/docker.sock'))
   .addOption(new Option('--runtime <kind>', 'docker (one engine) or swarm (a Docker Swarm cluster)').env('SVC_RUNTIME').default('docker'))
   .addOption(new Option('--swarm-ports <from-to>', 'with --runtime swarm: the ports services are published on, one per service, on the node that runs it').env('SVC_SWARM_PORTS').default(DEFAULT_SWARM_PORTS))
+  .addOption(new Option('--swarm-helper-image <ref>', "with --runtime swarm: an image with sleep and chroot (busybox), run on every node to install the tenant egress rules there").env('SVC_SWARM_HELPER_IMAGE').default(DEFAULT_SWARM_HELPER_IMAGE))
   .addOption(new Option('--swarm-node <list>', "with --runtime swarm (and --dev, for now): each node's Engine API, NAME=unix:///path, comma-separated").env('SVC_SWARM_NODE'))
   .addOption(new Option('--log-level <level>', 'pino log level').env('SVC_LOG_LEVEL').default('info'))
   .addOption(new Option('--allow-loopback-git', 'builds may clone from loopback hosts (always so with --dev)').env('SVC_ALLOW_LOOPBACK_GIT'))

@@ -193,7 +193,7 @@ eachStore((kind) => {
       await mem.driver.close();
     });
 
-    test("each service gets a port of the range for its life, also when created at once; past the range a deploy fails saying so; a deleted service's port rests before it is given again", async () => {
+    test("each service gets a port of the range for its life, also when created at once; past the range a new service is refused with 409; a deleted service's port rests before it is given again", async () => {
       const a = await newTenant(t);
       const services = await Promise.all(['p1', 'p2', 'p3'].map((name) => a.client.createService({ name, image: SERVING, port: 8000 })));
       for (const s of services) assert.equal((await settled(a, s.id)).status, 'running');
@@ -204,22 +204,76 @@ eachStore((kind) => {
       await waitFor('redeployed', async () => ((await a.client.deployments(first.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined));
       assert.deepEqual(published.get(first.id), [ports[0], ports[0]], 'kept across deploys');
 
-      const fourth = await a.client.createService({ name: 'p4', image: SERVING, port: 8000 });
-      const refused = await settled(a, fourth.id);
-      assert.equal(refused.status, 'failed');
-      assert.match(refused.last_error ?? '', /every port of --swarm-ports is taken/);
+      // Operators see it coming: the free ports of the range (figures at most a scrape old).
+      const gauge = async (state: string) => waitFor(`svc_swarm_ports ${state}`, async () => {
+        const m = new RegExp(`^svc_swarm_ports\\{state="${state}"\\} (\\d+)$`, 'm').exec(await t.deps.metrics.registry.metrics());
+        return m?.[1] === undefined ? undefined : Number(m[1]);
+      });
+      assert.equal(await gauge('total'), 3);
+      await waitFor('no port free', async () => ((await gauge('free')) === 0 ? true : undefined));
+      // Past the range, a new service is refused before anything is written.
+      const full = (err: { status?: number; message?: string }) => err.status === 409 && /every port of --swarm-ports is taken \(3 ports/.test(err.message ?? '');
+      await assert.rejects(a.client.createService({ name: 'p4', image: SERVING, port: 8000 }), full);
+      assert.equal((await a.client.listServices()).length, 3);
 
       // A deleted service's port is not given again at once: its task may still stop on its node,
       // and a proxy still route to it.
       await a.client.deleteService(first.id);
-      await a.client.deleteService(fourth.id);
-      const fifth = await a.client.createService({ name: 'p5', image: SERVING, port: 8000 });
-      assert.match((await settled(a, fifth.id)).last_error ?? '', /every port of --swarm-ports is taken/);
-      await a.client.deleteService(fifth.id);
+      await assert.rejects(a.client.createService({ name: 'p5', image: SERVING, port: 8000 }), full);
       t.clock.advance(PORT_REST_S * 1000);
       const sixth = await a.client.createService({ name: 'p6', image: SERVING, port: 8000 });
       assert.equal((await settled(a, sixth.id)).status, 'running');
       assert.deepEqual(published.get(sixth.id), [ports[0]], "the deleted service's port, once it rested");
+    });
+  });
+
+  describe(`two deploys that pick the same port at once (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      const runtime = { ...mem.runtime, capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true }) };
+      // One port: both deploys pick it.
+      t = await startServer({ store: kind, config: { swarmPorts: { from: 23010, to: 23010 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test("the store's unique index settles it: the loser reads the ports again and picks again (here: none left, said so), never a raw SQL error", async () => {
+      const services = t.deps.store.services;
+      const read = services.publishedPorts.bind(services);
+      // The deploys' allocation is what is tried here: the check at creation (which reads the same
+      // ports, and is tested above) stands aside.
+      const assertPortLeft = t.deps.deployer.assertPortLeft.bind(t.deps.deployer);
+      t.deps.deployer.assertPortLeft = () => Promise.resolve();
+      // Both deploys read the ports in use before either writes: the first two reads wait for each other.
+      let reads = 0;
+      let bothRead: () => void = () => {};
+      const barrier = new Promise<void>((resolve) => (bothRead = resolve));
+      services.publishedPorts = async (releasedAfter) => {
+        const used = await read(releasedAfter);
+        if (++reads === 2) bothRead();
+        await barrier;
+        return used;
+      };
+      try {
+        const a = await newTenant(t);
+        const [one, two] = await Promise.all(['r1', 'r2'].map((name) => a.client.createService({ name, image: SERVING, port: 8000 })));
+        const ends = [await settled(a, one?.id ?? ''), await settled(a, two?.id ?? '')];
+        assert.deepEqual(ends.map((e) => e.status).sort(), ['failed', 'running'], JSON.stringify(ends));
+        const loser = ends.find((e) => e.status === 'failed');
+        assert.match(loser?.last_error ?? '', /every port of --swarm-ports is taken/);
+        assert.equal(reads, 3, 'the loser read the ports again after the store refused its pick');
+        const winner = ends.find((e) => e.status === 'running');
+        assert.equal((await services.findAny(winner?.id ?? ''))?.published_port, 23010);
+        assert.equal((await services.findAny(loser?.id ?? ''))?.published_port, null);
+      } finally {
+        services.publishedPorts = read;
+        t.deps.deployer.assertPortLeft = assertPortLeft;
+      }
     });
   });
 });

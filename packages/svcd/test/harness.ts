@@ -108,6 +108,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     runtime: 'docker',
     swarmNodes: {},
     swarmPorts: { from: 30000, to: 32767 },
+    swarmHelperImage: 'busybox:1.36',
     bootstrapTokens: [],
     adminTokens: [],
     masterKey: null,

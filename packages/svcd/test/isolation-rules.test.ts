@@ -10,6 +10,7 @@ import { checkDockerfile } from '../src/builds/dockerfile.js';
 import { readDockerfile } from '../src/builds/runner.js';
 import { ValidationError } from '../src/errors.js';
 import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
+import { SWARM_GATEWAY_BRIDGE } from '../src/runtime/swarm/node-firewall.js';
 import { canonicalImageReference, tenantImageRefusal } from '../src/services/images.js';
 
 const A = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
@@ -91,6 +92,37 @@ describe('the Dockerfile the check reads', () => {
   });
 });
 
+/** iptables' filter table in memory: -N, -C, -A, -I, -D and -S on chains that exist. */
+function fakeIptables(chains: Record<string, string[][]> = { INPUT: [], 'DOCKER-USER': [] }) {
+  const rules = new Map<string, string[][]>(Object.entries(chains));
+  const calls: string[][] = [];
+  const key = (r: string[]) => r.join(' ');
+  const fake = (args: string[]): Promise<string> => {
+    calls.push(args);
+    const [op, chain, ...rest] = args;
+    if (op === '-N') {
+      if (rules.has(chain!)) return Promise.reject(new Error('exists'));
+      rules.set(chain!, []);
+      return Promise.resolve('');
+    }
+    const list = rules.get(chain!);
+    if (!list) return Promise.reject(new Error(`no chain ${chain}`));
+    if (op === '-S') return Promise.resolve([`-P ${chain!} ACCEPT`, ...list.map((r) => `-A ${chain!} ${key(r)}`)].join('\n') + '\n');
+    if (op === '-C') {
+      if (!list.some((r) => key(r) === key(rest))) return Promise.reject(new Error('missing'));
+    } else if (op === '-A') list.push(rest);
+    else if (op === '-I') list.splice(Number(rest[0]) - 1, 0, rest.slice(1));
+    else if (op === '-D') {
+      // By number, or by the rule's words (the first copy).
+      const at = rest.length === 1 && /^\d+$/.test(rest[0]!) ? Number(rest[0]) - 1 : list.findIndex((r) => key(r) === key(rest));
+      if (at < 0 || at >= list.length) return Promise.reject(new Error('no such rule'));
+      list.splice(at, 1);
+    }
+    return Promise.resolve('');
+  };
+  return { rules, calls, fake };
+}
+
 describe('egress firewall', () => {
   test('--egress-allow entries', () => {
     assert.deepEqual(parseEgressAllow('10.0.0.5, 192.168.1.0/24:5000'), [{ cidr: '10.0.0.5/32', port: null }, { cidr: '192.168.1.0/24', port: 5000 }]);
@@ -99,25 +131,8 @@ describe('egress firewall', () => {
   });
 
   test('install: chains complete before the jumps, allowances ahead of the rejects, idempotent; close removes only the allowances', async () => {
-    const rules = new Map<string, string[][]>([['INPUT', []], ['DOCKER-USER', []]]);
-    const calls: string[][] = [];
+    const { rules, calls, fake } = fakeIptables();
     const key = (r: string[]) => r.join(' ');
-    const fake = async (args: string[]) => {
-      calls.push(args);
-      const [op, chain, ...rest] = args;
-      if (op === '-N') {
-        if (rules.has(chain!)) throw new Error('exists');
-        rules.set(chain!, []);
-        return;
-      }
-      const list = rules.get(chain!);
-      if (!list) throw new Error(`no chain ${chain}`);
-      if (op === '-C') {
-        if (!list.some((r) => key(r) === key(rest))) throw new Error('missing');
-      } else if (op === '-A') list.push(rest);
-      else if (op === '-I') list.splice(Number(rest[0]) - 1, 0, rest.slice(1));
-      else if (op === '-D') list.splice(list.findIndex((r) => key(r) === key(rest)), 1);
-    };
     const fw = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
     assert.equal(await fw.missing(), 'missing rule in DOCKER-USER: -i svc-+ -j SVC-TENANT-EGRESS');
     await fw.install();
@@ -137,5 +152,56 @@ describe('egress firewall', () => {
     await fw.close();
     assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => key(r).includes('10.9.0.0/16')), 'its allowances are gone');
     assert.equal(await new HostFirewall([], fake).missing(), null, 'the shared rules stay for the other svcd on the host');
+  });
+
+  test("a swarm node's gateway bridge: the jump is FORWARD's first rule, put back first (never absent meanwhile, no rule deleted by number) when Docker's rules came before it, and nothing passes between the bridge's members", async () => {
+    // As Engine 20.10 leaves a node: its accept for docker_gwbridge above the jump to DOCKER-USER.
+    const { rules, calls, fake } = fakeIptables({ INPUT: [], 'DOCKER-USER': [['-j', 'RETURN']], FORWARD: [['-i', 'docker_gwbridge', '!', '-o', 'docker_gwbridge', '-j', 'ACCEPT'], ['-j', 'DOCKER-USER']] });
+    const isJump = (r: string[]) => /^-i docker_gwbridge -m comment --comment svc-egress-[ab] -j SVC-TENANT-EGRESS$/.test(r.join(' '));
+    const fw = new HostFirewall([], fake, SWARM_GATEWAY_BRIDGE);
+    assert.match((await fw.missing()) ?? '', /missing rule in INPUT/);
+    await fw.install();
+    const forward = rules.get('FORWARD')!;
+    assert.ok(isJump(forward[0]!), forward[0]!.join(' '));
+    assert.equal(rules.get('DOCKER-USER')!.length, 1, 'DOCKER-USER is left alone');
+    assert.equal(rules.get('INPUT')![0]!.join(' '), '-i docker_gwbridge -j SVC-TENANT-HOST');
+    assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => r.includes('-o')), 'no return for traffic within the shared bridge');
+    assert.equal(await fw.missing(), null);
+    // Docker moves its jump to DOCKER-USER back to the top whenever the node makes a network:
+    // the operator's chain above svc's jump is as it should be.
+    forward.splice(forward.findIndex((r) => r.join(' ') === '-j DOCKER-USER'), 1);
+    forward.unshift(['-j', 'DOCKER-USER']);
+    assert.equal(await fw.missing(), null);
+    // Docker's accept for the bridge inserted above it again: present but no longer first.
+    forward.unshift(['-i', 'docker_gwbridge', '!', '-o', 'docker_gwbridge', '-j', 'ACCEPT']);
+    assert.match((await fw.missing()) ?? '', /is not the first rule of FORWARD/);
+    const before = forward.length;
+    // The chain never lacks a jump: checked after every call of the move.
+    const watched = fake;
+    let gaps = 0;
+    const watching = async (args: string[]) => {
+      const out = await watched(args);
+      if (!forward.some(isJump)) gaps++;
+      return out;
+    };
+    calls.length = 0;
+    await new HostFirewall([], watching, SWARM_GATEWAY_BRIDGE).install();
+    assert.equal(gaps, 0, 'FORWARD was without the jump for a moment');
+    assert.ok(!calls.some((c) => c[0] === '-D' && /^\d+$/.test(c[2] ?? '')), 'no delete by rule number (Docker renumbers FORWARD at will)');
+    assert.equal(forward.filter(isJump).length, 1, 'moved, not copied');
+    assert.ok(isJump(forward[0]!));
+    assert.equal(forward.length, before, 'nothing else deleted');
+    assert.equal(await fw.missing(), null);
+    // Only replies pass established (a flow a task opened while the rules were away is cut).
+    assert.ok(rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ') === '-m conntrack --ctstate RELATED,ESTABLISHED --ctdir REPLY -j RETURN'));
+    // One batched check answers for every rule where the runner has one (an exec on a node).
+    let batches = 0;
+    const batched = new HostFirewall([], fake, SWARM_GATEWAY_BRIDGE, (wanted) => {
+      batches++;
+      return Promise.all(wanted.map(([chain, rule]) => fake(['-C', chain, ...rule]).then(() => true, () => false)));
+    });
+    assert.equal(await batched.missing(), null);
+    await batched.install();
+    assert.equal(batches, 3, "missing(): one check; install(): one for the chains, one for INPUT's jump (FORWARD's first rule is read with -S)");
   });
 });

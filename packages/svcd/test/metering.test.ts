@@ -431,6 +431,7 @@ describe('metering on the real engine, and the Prometheus endpoint', () => {
     assert.ok(lag !== undefined && lag >= 0 && lag < 30, `sampler lag ${lag}`);
     assert.ok(samples.some((s) => s.name === 'svc_containers' && s.labels.state !== undefined), 'containers by state');
     assert.ok(samples.some((s) => s.name.startsWith('svc_process_')), 'process metrics');
+    assert.ok(!samples.some((s) => s.name === 'svc_swarm_ports'), 'one engine allocates no published ports');
     const other = await fetch(`http://127.0.0.1:${t.deps.metricsListener.address()?.port}/other`);
     assert.equal(other.status, 404);
   });

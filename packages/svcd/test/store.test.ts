@@ -453,6 +453,34 @@ eachStore((kind) => {
     });
   });
 
+  describe(`migration 0023_database_ready_at on an existing database (${kind})`, () => {
+    test('every existing database counts as answered (ready_at is its creation), so no take-over ever starts its volume again empty', async () => {
+      const loc = await storeLocation(kind);
+      try {
+        const db = await migratedTo(kind, loc, '0022_published_ports');
+        await db.insertInto('tenants').values([tenantRow('d1', 'one')]).execute();
+        const row = (id: string, status: 'provisioning' | 'running' | 'stopped', created: number) => ({
+          id, tenant_id: 'd1', name: id, type: 'postgres' as const, status, desired_state: 'running' as const, image: 'x', username: 'u', database_name: 'd',
+          sealed_password: 's', host_port: 15000 + created % 1000, container_id: null, last_error: null, created_at: created, updated_at: created,
+        });
+        // Inserted as the table was before 0023: without the column.
+        await (db as unknown as Kysely<Record<string, Record<string, unknown>>>).insertInto('databases').values([row('db-running', 'running', T), row('db-provisioning', 'provisioning', T + 7)]).execute();
+        await db.destroy();
+
+        const migrated = await openStore(loc);
+        try {
+          assert.equal((await migrated.databases.findAny('db-running'))?.ready_at, T);
+          // Even one provisioning when svc was upgraded: its volume may hold a tenant's data already.
+          assert.equal((await migrated.databases.findAny('db-provisioning'))?.ready_at, T + 7);
+        } finally {
+          await migrated.close();
+        }
+      } finally {
+        await loc.cleanup();
+      }
+    });
+  });
+
   describe(`migration 0017_environment_workloads on an existing database (${kind})`, () => {
     test('every environment gets its workload row as its record says: the container it runs on (a warm one too), kept when stopped; a creation waits a lease before the controller takes it; the warm pool\'s get rows of their own', async () => {
       const loc = await storeLocation(kind);

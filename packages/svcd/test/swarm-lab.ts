@@ -19,6 +19,8 @@ import { TEST_REGISTRY, TEST_REGISTRY_CONFIG, ensureTestRegistry } from './image
 
 const BRIDGE = 'svclab0';
 const SUBNET_PREFIX = '10.77.0';
+/** The host's own address on the lab bridge: a private network behind the nodes, as a LAN would be. */
+export const LAB_HOST = `${SUBNET_PREFIX}.1`;
 const NODE_COUNT = 3;
 const STATE_DIR = '/var/lib/svclab';
 const RUN_DIR = '/run/svclab';

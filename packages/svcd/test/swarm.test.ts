@@ -2,11 +2,13 @@
 // (swarm-lab.ts): services run as Swarm services with their port published on the node that runs
 // the task, and the proxy on svcd's host reaches them there.
 import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { SvcClient } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages } from './images.js';
-import { startSwarmLab, type SwarmLab } from './swarm-lab.js';
+import { LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
 
 interface SwarmTask {
   ServiceID: string;
@@ -21,11 +23,21 @@ describe('svcd on a Docker Swarm of three engines', () => {
   let t: TestServer;
   let proxyPort = 0;
   const undo: Array<() => Promise<unknown>> = [];
+  const control = (name: string) => createServer((_req, res) => res.end(`${name} control answered\n`));
+  const allowed = control('allowed');
+  const closed = control('closed');
+  const portOf = (server: Server) => (server.address() as AddressInfo).port;
 
   before(async () => {
     await ensureTestImages();
     lab = await startSwarmLab();
     undo.push(() => lab.stop());
+    // Two HTTP servers on the lab bridge's host address (a private network behind the nodes):
+    // one port opened to tasks with --egress-allow, the other not (the node rules' control).
+    for (const server of [allowed, closed]) {
+      await new Promise<void>((resolve) => server.listen(0, LAB_HOST, resolve));
+      undo.push(() => new Promise((resolve) => server.close(resolve)));
+    }
     proxyPort = await freePort();
     t = await startServer({
       realTime: true,
@@ -33,6 +45,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
         runtime: 'swarm',
         dockerHost: lab.manager.engineUrl,
         swarmNodes: Object.fromEntries(lab.nodes.map((n) => [n.name, n.engineUrl])),
+        // The node firewall's helper: the busybox image has sleep and chroot (runtime/swarm/node-firewall.ts).
+        swarmHelperImage: BUSYBOX_IMAGE,
+        egressAllow: [{ cidr: `${LAB_HOST}/32`, port: portOf(allowed) }],
         buildRegistry: TEST_REGISTRY,
         sandbox: 'auto',
         proxyListen: `127.0.0.1:${String(proxyPort)}`,
@@ -139,8 +154,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
       await waitFor('the node seen down', async () => ((await operator.listClusterNodes()).find((n) => n.hostname === lost)?.state === 'down' ? true : undefined), 60_000);
       const health = await client.healthDetailed(true);
       assert.deepEqual(health.nodes, { total: 3, down: 1 });
-      // svc's egress rules guard svcd's own host only: on a swarm the detail says they are missing.
-      assert.equal(health.egress_firewall.installed, false);
+      // The node is down, not its rules (its engine still answers svcd): degraded for the node.
+      assert.equal(health.egress_firewall.installed, true, health.egress_firewall.detail);
       assert.equal(health.status, 'degraded');
       // The route answers again from the task's new node (Swarm's rescheduling is the floor).
       await waitFor('the page from another node', async () => {
@@ -219,6 +234,35 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // The same probe, both ways: its own tenant's task answers over the overlay, the other tenant's does not.
     assert.match(await fetchFrom(`${String(await overlayAddress(sibling.id))}:8000`, /HTTP\/1\.[01] 200/), /HTTP\/1\.[01] 200/, "its own tenant's task");
     assert.match(await fetchFrom(`${String(await overlayAddress(foreign.id))}:8000`, /unreachable/), /unreachable/, "another tenant's task");
+    // Nor through the nodes: every task's port is published on its node's address, where the proxy
+    // reaches it (the route answers), and the node's rules refuse it to tasks, whichever node they
+    // run on: its own port on its own node too (svc's helper on each node:
+    // runtime/swarm/node-firewall.ts). Without the rules, the same probe answers 200 there
+    // (docker_gwbridge leads to the node; seen).
+    const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Status: { Addr: string }; Spec: { Labels?: Record<string, string> } }>;
+    // Tasks run only on nodes svc secured, which it marked.
+    for (const n of nodes) assert.equal(n.Spec.Labels?.['svc.egress-rules'], 'installed', JSON.stringify(n.Spec));
+    const published = async (serviceId: string) => {
+      const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${serviceId}`] } });
+      assert.deepEqual((service?.Spec?.TaskTemplate)?.Placement?.Constraints, ['node.labels.svc.egress-rules==installed']);
+      const task = (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no running task');
+      const port = task.Status.PortStatus?.Ports?.[0]?.PublishedPort;
+      assert.equal(typeof port, 'number', 'a published port');
+      return { node: task.NodeID, address: `${nodes.find((n) => n.ID === task.NodeID)?.Status.Addr ?? assert.fail('no node')}:${String(port)}` };
+    };
+    const from = await published(prober.id);
+    for (const target of [prober, sibling, foreign]) {
+      assert.equal((await viaProxy(proxyPort, target.host, '/index.html')).status, 200, 'the proxy reaches the published port');
+      const at = await published(target.id);
+      process.stderr.write(`swarm: probing ${at.address} from a task on ${at.node === from.node ? 'the same node' : 'another node'}\n`);
+      assert.match(await fetchFrom(at.address, /unreachable/), /unreachable/, `a published port on a node (${at.address})`);
+    }
+    // The same probe through the same node rules, to a private network behind the nodes: the port
+    // --egress-allow opens answers, the other does not.
+    assert.match(await fetchFrom(`${LAB_HOST}:${String(portOf(allowed))}`, /allowed control answered/), /allowed control answered/, 'an allowed destination');
+    assert.match(await fetchFrom(`${LAB_HOST}:${String(portOf(closed))}`, /unreachable/), /unreachable/, 'a private destination not allowed');
+    const health = await a.client.healthDetailed(true);
+    assert.equal(health.egress_firewall.installed, true, health.egress_firewall.detail);
   });
 
   test('databases, task boards and environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {

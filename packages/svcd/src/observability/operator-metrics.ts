@@ -6,6 +6,7 @@ import type { SamplerStatus } from '../metering/sampler.js';
 import type { DiskMeterStatus } from '../disk/disk-quota.js';
 import type { ActivityEvent } from '../activity/activity.js';
 import type { RateLimitedError } from '../errors.js';
+import type { PortFigures } from '../services/deployer.js';
 
 /** Custom domains by status, and the certified ones whose certificate ends within a week (renewal late). */
 export interface DomainCertificateStatus {
@@ -26,7 +27,7 @@ export class OperatorMetrics {
   private readonly deploys: Counter<'outcome'>;
   private readonly builds: Counter<'outcome'>;
 
-  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus, domains: () => DomainCertificateStatus | null) {
+  constructor(sampler: () => SamplerStatus, clock: Clock, disk: () => DiskMeterStatus, domains: () => DomainCertificateStatus | null, swarmPorts: () => PortFigures | null) {
     const registers = [this.registry];
     // Process figures (CPU, memory, event-loop lag, handles) for the svcd process itself.
     collectDefaultMetrics({ register: this.registry, prefix: 'svc_process_' });
@@ -90,6 +91,18 @@ export class OperatorMetrics {
       collect() {
         const d = domains();
         if (d) this.set(d.expiringWithinWeek);
+      },
+    });
+    new Gauge({
+      name: 'svc_swarm_ports',
+      help: 'On a swarm: ports of --swarm-ports free for new services (neither held by a service nor resting after its deletion) and in all (as of the last refresh, at most a scrape old; absent on one engine)',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const p = swarmPorts();
+        if (!p) return;
+        this.set({ state: 'free' }, p.free);
+        this.set({ state: 'total' }, p.total);
       },
     });
     new Gauge({

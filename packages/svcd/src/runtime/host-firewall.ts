@@ -22,6 +22,9 @@
 // is idempotent and closing leaves them (a tenant bridge without them would be open); only the
 // allowances of one svcd are removed when it closes. Tenant networks are IPv4 only (svc never
 // enables IPv6 on them), so there is no IPv6 path to close.
+//
+// The same rules guard a swarm's nodes (swarm/node-firewall.ts), for the interface a node's tasks
+// leave by: Swarm's docker_gwbridge, which every tenant's tasks on the node share.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { NON_PUBLIC_IPV4 } from '../addresses/non-public.js';
@@ -37,7 +40,37 @@ export function tenantBridgeName(tenantId: string): string {
 
 export const EGRESS_CHAIN = 'SVC-TENANT-EGRESS';
 export const HOST_CHAIN = 'SVC-TENANT-HOST';
-const TENANT_BRIDGES = `${TENANT_BRIDGE_PREFIX}+`;
+
+/** The interfaces tenant workloads' traffic arrives on, as iptables' `-i` names them. */
+export interface TenantInterfaces {
+  pattern: string;
+  /**
+   * Whether traffic from one of them to another is Docker's to judge (its isolation rules keep
+   * apart what must be): true for svc's tenant bridges; false for a bridge tenants share, where
+   * everything between its members (other tenants' published ports) is refused.
+   */
+  dockerIsolates: boolean;
+  /**
+   * Where forwarded traffic is sent to the egress chain: DOCKER-USER, which Docker keeps ahead of
+   * its own rules for the bridges it makes; or FORWARD itself, kept first there, where Docker's
+   * rules for the interface come before DOCKER-USER (a swarm node's docker_gwbridge: Engine 20.10
+   * inserts its accept for the bridge above the jump to DOCKER-USER).
+   */
+  forwardChain: 'DOCKER-USER' | 'FORWARD';
+  /**
+   * Whether only replies pass (conntrack's reply direction): a flow the tenant opened while the
+   * rules were away (a node that rebooted, before svcd put them back) is cut once they are back,
+   * instead of passing as established. The host's rules, installed before any tenant workload
+   * starts and never removed, pass established flows both ways (as they always have).
+   */
+  repliesOnly: boolean;
+}
+
+/** svc's tenant bridges on one engine's host: every tenant, present and future. */
+export const TENANT_BRIDGES: TenantInterfaces = { pattern: `${TENANT_BRIDGE_PREFIX}+`, dockerIsolates: true, forwardChain: 'DOCKER-USER', repliesOnly: false };
+
+/** FORWARD's jump to DOCKER-USER, which Docker moves back to the top whenever it makes a network. */
+const DOCKER_USER_JUMP = '-A FORWARD -j DOCKER-USER';
 
 /** One --egress-allow entry: a destination network, and optionally one TCP/UDP port on it. */
 export interface EgressAllowance {
@@ -45,23 +78,41 @@ export interface EgressAllowance {
   port: number | null;
 }
 
-export type Iptables = (args: string[]) => Promise<void>;
+/** Runs iptables with these arguments; resolves to what it printed, rejects when it fails. */
+export type Iptables = (args: string[]) => Promise<string>;
+/** A rule of a chain, as iptables' arguments after the chain's name. */
+export type ChainRule = readonly [chain: string, rule: string[]];
+/**
+ * Whether each rule is in place (`iptables -C`): a runner whose calls are dear (an exec on a
+ * swarm node) checks them all in one go.
+ */
+export type IptablesCheck = (rules: readonly ChainRule[]) => Promise<boolean[]>;
 
 const execFileAsync = promisify(execFile);
 const systemIptables: Iptables = async (args) => {
   // -w: wait for the xtables lock instead of failing while Docker changes its own rules.
-  await execFileAsync('iptables', ['-w', ...args]);
+  return (await execFileAsync('iptables', ['-w', ...args])).stdout;
 };
 
 export class FirewallError extends Error {}
 
 export class HostFirewall {
-  private installedAllowances: Array<[chain: string, ...rule: string[]]> = [];
+  private installedAllowances: ChainRule[] = [];
+  private readonly check: IptablesCheck;
 
   constructor(
     private readonly allow: readonly EgressAllowance[],
     private readonly iptables: Iptables = systemIptables,
-  ) {}
+    private readonly tenants: TenantInterfaces = TENANT_BRIDGES,
+    check?: IptablesCheck,
+  ) {
+    // -C fails when the rule is missing (rules left by a killed svcd are found and kept).
+    this.check = check ?? (async (rules) => {
+      const present: boolean[] = [];
+      for (const [chain, rule] of rules) present.push(await this.iptables(['-C', chain, ...rule]).then(() => true, () => false));
+      return present;
+    });
+  }
 
   /**
    * Installs the chains, their rules and the jumps to them, and this svcd's allowances.
@@ -69,14 +120,20 @@ export class HostFirewall {
    */
   async install(): Promise<void> {
     try {
-      for (const chain of [EGRESS_CHAIN, HOST_CHAIN]) await this.iptables(['-N', chain]).catch(() => {}); // exists already
-      for (const [chain, rule] of baseRules()) await this.ensure('-A', chain, rule);
-      for (const [chain, rule] of this.allowanceRules()) {
-        await this.ensure('-I', chain, rule);
-        this.installedAllowances.push([chain, ...rule]);
+      const base = baseRules(this.tenants);
+      const allowances = this.allowanceRules();
+      const present = await this.check([...base, ...allowances]);
+      if (present.includes(false)) {
+        for (const chain of [EGRESS_CHAIN, HOST_CHAIN]) await this.iptables(['-N', chain]).catch(() => {}); // exists already
       }
+      for (const [i, [chain, rule]] of base.entries()) if (present[i] !== true) await this.iptables(['-A', chain, ...rule]);
+      // Ahead of the rejects.
+      for (const [i, [chain, rule]] of allowances.entries()) if (present[base.length + i] !== true) await this.iptables(['-I', chain, '1', ...rule]);
+      this.installedAllowances = allowances;
       // Jumps last: until the chains are complete, no traffic is sent through them.
-      for (const [chain, rule] of jumps()) await this.ensure('-I', chain, rule);
+      if (this.tenants.forwardChain === 'FORWARD') await this.ensureFirst();
+      else await this.ensure(...dockerUserJump(this.tenants));
+      await this.ensure(...inputJump(this.tenants));
     } catch (err) {
       throw new FirewallError(`tenant egress rules could not be installed: ${describe(err)}`);
     }
@@ -84,28 +141,64 @@ export class HostFirewall {
 
   /** null when every rule is in place; otherwise what is missing (health detail). */
   async missing(): Promise<string | null> {
-    for (const [chain, rule] of [...jumps(), ...baseRules(), ...this.allowanceRules()]) {
-      const present = await this.iptables(['-C', chain, ...rule]).then(() => true, () => false);
-      if (!present) return `missing rule in ${chain}: ${rule.join(' ')}`;
-    }
+    const keptFirst = this.tenants.forwardChain === 'FORWARD';
+    const wanted = [...(keptFirst ? [] : [dockerUserJump(this.tenants)]), inputJump(this.tenants), ...baseRules(this.tenants), ...this.allowanceRules()];
+    const present = await this.check(wanted);
+    const absent = wanted.find((_, i) => present[i] !== true);
+    if (absent) return `missing rule in ${absent[0]}: ${absent[1].join(' ')}`;
+    if (keptFirst && !(await this.isFirst())) return `the jump -i ${this.tenants.pattern} -j ${EGRESS_CHAIN} is not the first rule of FORWARD (or not there): traffic can pass before it`;
     return null;
   }
 
   async close(): Promise<void> {
-    for (const [chain, ...rule] of this.installedAllowances) {
+    for (const [chain, rule] of this.installedAllowances) {
       await this.iptables(['-D', chain, ...rule]).catch(() => {});
     }
     this.installedAllowances = [];
   }
 
-  private async ensure(position: '-A' | '-I', chain: string, rule: string[]): Promise<void> {
-    // -C fails when the rule is missing (rules left by a killed svcd are found and kept).
-    const present = await this.iptables(['-C', chain, ...rule]).then(() => true, () => false);
-    if (!present) await this.iptables(position === '-I' ? ['-I', chain, '1', ...rule] : ['-A', chain, ...rule]);
+  /** Inserts the rule at the top of the chain unless it is in the chain already. */
+  private async ensure(chain: string, rule: string[]): Promise<void> {
+    const [present] = await this.check([[chain, rule]]);
+    if (present !== true) await this.iptables(['-I', chain, '1', ...rule]);
   }
 
-  private allowanceRules(): Array<[string, string[]]> {
-    const rules: Array<[string, string[]]> = [];
+  /**
+   * Makes FORWARD's jump its first rule (below Docker's jump to DOCKER-USER at most). Docker may
+   * change FORWARD between any two calls, so rule numbers are never used: the jump has two forms
+   * (firstJumpForms), and a move inserts the form not in the chain at the top, then deletes the
+   * other by its words. The chain is never without a jump, and no delete can take another rule.
+   */
+  private async ensureFirst(): Promise<void> {
+    if (await this.isFirst()) return;
+    const [a, b] = firstJumpForms(this.tenants);
+    const [hasA, hasB] = await this.check([a, b]);
+    // Both in the chain, neither first: b goes (a stays meanwhile), to come back at the top.
+    if (hasA === true && hasB === true) await this.deleteAll(b);
+    const [fresh, stale] = hasA === true ? [b, a] : [a, b];
+    await this.iptables(['-I', fresh[0], '1', ...fresh[1]]);
+    await this.deleteAll(stale);
+  }
+
+  private async deleteAll([chain, rule]: ChainRule): Promise<void> {
+    while ((await this.check([[chain, rule]]))[0] === true) await this.iptables(['-D', chain, ...rule]);
+  }
+
+  private async isFirst(): Promise<boolean> {
+    // Docker's jump to DOCKER-USER may stand above: it comes back to the top each time the node's
+    // engine makes a network (a tenant's overlay reaching the node), and DOCKER-USER is the
+    // operator's own chain, where svc puts nothing.
+    const first = (await this.rulesOf('FORWARD')).find((line) => line !== DOCKER_USER_JUMP);
+    return firstJumpForms(this.tenants).some(([chain, rule]) => first === ['-A', chain, ...rule].join(' '));
+  }
+
+  /** The chain's rules as `-S` prints them (`-A CHAIN args`, in the words they were given in), in order. */
+  private async rulesOf(chain: string): Promise<string[]> {
+    return (await this.iptables(['-S', chain])).split('\n').filter((line) => line.startsWith('-A '));
+  }
+
+  private allowanceRules(): ChainRule[] {
+    const rules: ChainRule[] = [];
     for (const a of this.allow) {
       const protocols = a.port === null ? [[]] : [['-p', 'tcp', '--dport', String(a.port)], ['-p', 'udp', '--dport', String(a.port)]];
       for (const p of protocols) {
@@ -119,23 +212,32 @@ export class HostFirewall {
 
 const REJECT = ['-j', 'REJECT', '--reject-with', 'icmp-admin-prohibited'];
 const REPLIES = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'RETURN'];
+const REPLIES_ONLY = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '--ctdir', 'REPLY', '-j', 'RETURN'];
 
-function baseRules(): Array<[string, string[]]> {
+function baseRules(tenants: TenantInterfaces): ChainRule[] {
+  const replies = tenants.repliesOnly ? REPLIES_ONLY : REPLIES;
   return [
-    [EGRESS_CHAIN, REPLIES],
+    [EGRESS_CHAIN, replies],
     // Between tenant bridges, Docker's isolation rules decide (they follow DOCKER-USER).
-    [EGRESS_CHAIN, ['-o', TENANT_BRIDGES, '-j', 'RETURN']],
-    ...NON_PUBLIC_IPV4.map(([net, bits]): [string, string[]] => [EGRESS_CHAIN, ['-d', `${net}/${bits}`, ...REJECT]]),
-    [HOST_CHAIN, REPLIES],
+    ...(tenants.dockerIsolates ? [[EGRESS_CHAIN, ['-o', tenants.pattern, '-j', 'RETURN']] satisfies ChainRule] : []),
+    ...NON_PUBLIC_IPV4.map(([net, bits]): ChainRule => [EGRESS_CHAIN, ['-d', `${net}/${bits}`, ...REJECT]]),
+    [HOST_CHAIN, replies],
     [HOST_CHAIN, REJECT],
   ];
 }
 
-function jumps(): Array<[string, string[]]> {
-  return [
-    ['DOCKER-USER', ['-i', TENANT_BRIDGES, '-j', EGRESS_CHAIN]],
-    ['INPUT', ['-i', TENANT_BRIDGES, '-j', HOST_CHAIN]],
-  ];
+function dockerUserJump(tenants: TenantInterfaces): ChainRule {
+  return ['DOCKER-USER', ['-i', tenants.pattern, '-j', EGRESS_CHAIN]];
+}
+
+/** FORWARD's jump where it is kept first, in its two forms (a comment tells them apart: ensureFirst). */
+function firstJumpForms(tenants: TenantInterfaces): [ChainRule, ChainRule] {
+  const form = (name: string): ChainRule => ['FORWARD', ['-i', tenants.pattern, '-m', 'comment', '--comment', `svc-egress-${name}`, '-j', EGRESS_CHAIN]];
+  return [form('a'), form('b')];
+}
+
+function inputJump(tenants: TenantInterfaces): ChainRule {
+  return ['INPUT', ['-i', tenants.pattern, '-j', HOST_CHAIN]];
 }
 
 function describe(err: unknown): string {

@@ -146,6 +146,12 @@ export interface DeployerOptions {
   publishedPorts: { from: number; to: number };
 }
 
+/** Ports of --swarm-ports: free (neither held by a service nor resting) and in all. */
+export interface PortFigures {
+  free: number;
+  total: number;
+}
+
 /** Tries at allocating a service's published port, each after another service took the one picked. */
 const PORT_ALLOCATION_TRIES = 5;
 /**
@@ -167,6 +173,8 @@ export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 
 /** The rules of the `service` kind of workload. */
 export class Deployer implements WorkloadRules {
   private allocatedPorts: Promise<boolean> | null = null;
+  private portFigures: PortFigures | null = null;
+  private refreshingPorts = false;
 
   constructor(private readonly deps: DeployerDeps) {
     deps.controller.handle('service', this);
@@ -365,6 +373,43 @@ export class Deployer implements WorkloadRules {
         if (attempt >= PORT_ALLOCATION_TRIES) throw new ConflictError(`no port of --swarm-ports could be allocated: other services took the ports picked ${PORT_ALLOCATION_TRIES} times; deploy again`);
       }
     }
+  }
+
+  /**
+   * Refuses a new service (409) when the driver publishes each service on a port svcd allocates
+   * and every port of the range is held or resting: its first deploy could only fail. Services
+   * created at the same moment may still take the last port between this and their deploys,
+   * which then fail saying so.
+   */
+  async assertPortLeft(): Promise<void> {
+    const ports = await this.readPortFigures();
+    if (ports && ports.free <= 0) {
+      throw new ConflictError(`every port of --swarm-ports is taken (${String(ports.total)} ports, one per service for its life; a deleted service's port rests ${String(PORT_REST_S / 60)} minutes): delete a service, or ask the operator to widen --swarm-ports`);
+    }
+  }
+
+  /**
+   * The ports of --swarm-ports free (neither held nor resting) and in all, for the operator's
+   * metrics; null on a driver that allocates none, and before the first read. Never waits for the
+   * store (as Domains.operatorFigures): a scrape shows figures at most one scrape old.
+   */
+  publishedPortFigures(): PortFigures | null {
+    if (!this.refreshingPorts) {
+      this.refreshingPorts = true;
+      void this.readPortFigures()
+        .then((figures) => (this.portFigures = figures))
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'published port figures could not be read'))
+        .finally(() => (this.refreshingPorts = false));
+    }
+    return this.portFigures;
+  }
+
+  private async readPortFigures(): Promise<PortFigures | null> {
+    if (!(await this.allocatesPorts())) return null;
+    const { from, to } = this.deps.publishedPorts;
+    const held = new Set((await this.deps.store.services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S)).filter((p) => p >= from && p <= to));
+    const total = to - from + 1;
+    return { free: total - held.size, total };
   }
 
   /** Whether the driver publishes services on ports svcd allocates (asked once: it does not change). */

@@ -14,7 +14,7 @@ import { WorkloadNotRunningError } from '../runtime/index.js';
 import { isUniqueViolation, type DeploymentRow, type ServiceRow } from '../store/index.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import type { WorkloadController } from '../workloads/controller.js';
-import { deploymentRow, requestCancel, requestDeployment, requestStop, serviceWorkloadSpec } from './deployer.js';
+import { deploymentRow, requestCancel, requestDeployment, requestStop, serviceWorkloadSpec, type Deployer } from './deployer.js';
 import { claimHostName, dnsLabelFor } from './dns-labels.js';
 import { AWAITS_BUILD, builtImageRepository, NO_IMAGE, tenantImageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
@@ -59,6 +59,8 @@ export interface ServicesOptions extends RoutingOptions {
 export interface ServicesDeps extends ServicesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'audit'> {
   controller: Pick<WorkloadController, 'kick' | 'settled'>;
   snapshots: Snapshots;
+  /** On a swarm: whether a port is left for a new service. */
+  ports: Pick<Deployer, 'assertPortLeft'>;
 }
 
 export class Services implements TenantResources, DiskOverrunHalt {
@@ -105,6 +107,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
     if (name === '') throw new ValidationError('body: name must not be blank');
     const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
     await this.deps.disk.assertRoom(tenantId);
+    await this.deps.ports.assertPortLeft();
     const env = req.env ?? {};
     const id = hexId(12);
     const now = unixSeconds(this.deps.clock);

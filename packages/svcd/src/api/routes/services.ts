@@ -39,7 +39,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: key,
         schema: {
-          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes). With ?from_snapshot=ID the body is {name} and the snapshot gives image, port and env. With await_build: true (beyond the spec) and no image, the service is created stopped, without a deployment, and its first successful build deploys it. 409 `quota exceeded: disk` while the tenant is at its disk quota',
+          summary: 'Creates a service (201, status deploying; the deploy runs in the background for up to 10 minutes). With ?from_snapshot=ID the body is {name} and the snapshot gives image, port and env. With await_build: true (beyond the spec) and no image, the service is created stopped, without a deployment, and its first successful build deploys it. 409 `quota exceeded: disk` while the tenant is at its disk quota; on a swarm (--runtime swarm), 409 `every port of --swarm-ports is taken` when no published port is left for a new service',
           tags: ['services'],
           querystring: CreateServiceQuery,
           body: CreateServiceRequest,

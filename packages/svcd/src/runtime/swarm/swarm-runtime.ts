@@ -18,12 +18,15 @@
 //   condition any). A task that fails before its service was ever running counts as an exit, so
 //   that a deploy of an image that crashes fails at once instead of at the readiness deadline.
 // - Images come from a registry every node reaches: Swarm's nodes pull them themselves.
+// - Tasks run only on nodes where svcd put its tenant egress rules (node-firewall.ts), which it
+//   marks with a node label.
 // Images are built and the host's figures read on the manager's engine (the single-engine
 // driver, over the same address).
 import Docker from 'dockerode';
 import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
+import { EGRESS_NODE_CONSTRAINT } from './node-firewall.js';
 import { DockerRuntime, dockerOptions, isNotFound } from '../docker/docker-runtime.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
 import {
@@ -231,6 +234,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         },
         Resources: { Limits: { NanoCPUs: Math.round(spec.limits.cpus * 1e9), MemoryBytes: spec.limits.memoryMb * 1024 * 1024, Pids: spec.limits.pids } },
         RestartPolicy: { Condition: 'any', Delay: 1_000_000_000 },
+        // Only on nodes whose tenant egress rules svcd put in place (node-firewall.ts).
+        Placement: { Constraints: [EGRESS_NODE_CONSTRAINT] },
         LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
         Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: spec.aliases ?? [] }],
       },
@@ -496,6 +501,16 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       memoryBytes: n.Description?.Resources?.MemoryBytes ?? 0,
       cpus: (n.Description?.Resources?.NanoCPUs ?? 0) / 1e9,
     }));
+  }
+
+  /** Sets a label on the node by host name (through the manager), unless it has it already. */
+  async labelNode(hostname: string, key: string, value: string): Promise<void> {
+    const list = (await this.docker.listNodes()) as SwarmNode[];
+    const target = list.find((n) => n.Description?.Hostname === hostname);
+    if (!target) throw new Error(`no swarm node has the host name ${hostname}`);
+    const labels = (target.Spec.Labels ?? {}) as Record<string, string>;
+    if (labels[key] === value) return;
+    await this.docker.getNode(target.ID).update({ ...target.Spec, Labels: { ...labels, [key]: value }, version: target.Version.Index });
   }
 
   async setAvailability(node: string, availability: 'active' | 'drain'): Promise<ClusterNodeInfo | null> {

@@ -1,0 +1,230 @@
+// Tenant egress on a swarm's nodes (DECISIONS.md, "Tenant egress"; issue 21). A Swarm task leaves
+// its node through docker_gwbridge, a bridge every tenant's tasks on the node share: without rules
+// there, a task reaches the node's own ports (its engine, if it listens on TCP) and, through them,
+// every host-mode published port, other tenants' included, bypassing the proxy; and private
+// networks behind the node. The rules are host-firewall.ts's, for docker_gwbridge instead of svc's
+// tenant bridges, and with nothing allowed between members of the bridge: tasks of one tenant talk
+// over their overlay network, never through the gateway bridge.
+//
+// svc has no agent of its own on the nodes and never uses SSH: it runs the rules through each
+// node's engine (--swarm-node), which is root on the node already. On each node it keeps one
+// helper container (HELPER_NAME) in the node's network namespace, with the node's root file
+// system mounted (read only), of an image with a shell, sleep and chroot (--swarm-helper-image;
+// busybox); each iptables call is an exec in it that runs the node's own iptables under chroot.
+// So the rules use the node's iptables binary and backend (legacy or nf_tables), as Docker's own
+// rules on the node do. (Not nsenter into PID 1's mount namespace: it needs SYS_ADMIN and
+// SYS_PTRACE, and some hosts refuse even those.) The helper restarts with its engine; svcd
+// checks every node's rules on a timer and puts back what is missing (a node that rebooted, one
+// that joined).
+import { createHash } from 'node:crypto';
+import Docker from 'dockerode';
+import { PassThrough } from 'node:stream';
+import { dockerOptions, isNotFound } from '../docker/docker-runtime.js';
+import { consumeProgress } from '../docker/engine-streams.js';
+import { FirewallError, HostFirewall, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
+
+/** The bridge Swarm connects every task to for its traffic off the overlay (and its published ports). */
+export const SWARM_GATEWAY_BRIDGE: TenantInterfaces = { pattern: 'docker_gwbridge', dockerIsolates: false, forwardChain: 'FORWARD', repliesOnly: true };
+
+/** The helper container svcd keeps on every node (one per node, shared by every svcd and installation). */
+export const HELPER_NAME = 'svc-node-firewall';
+const HELPER_LABEL = 'svc.role';
+/** The helper's configuration as a label: a helper made otherwise (an older svcd, another image) is made again. */
+const HELPER_CONFIG_LABEL = 'svc.helper-config';
+
+/**
+ * The node label svcd sets once a node's rules are in place, and every workload's placement
+ * constraint: Swarm runs tasks only on nodes svcd has secured (not on one that joined without
+ * an engine address in --swarm-node, nor before svcd reached it).
+ */
+export const EGRESS_NODE_LABEL = 'svc.egress-rules';
+export const EGRESS_NODE_CONSTRAINT = `node.labels.${EGRESS_NODE_LABEL}==installed`;
+
+/** What an iptables call answered, in full, up to this much (its errors are one line). */
+const MAX_OUTPUT_BYTES = 16 * 1024;
+
+export interface NodeFirewallsOptions {
+  /** Each node's Engine API by its host name (--swarm-node). */
+  nodes: ReadonlyMap<string, string>;
+  /** The cluster's nodes by host name, as Swarm lists them now: a node without an engine address is reported. */
+  clusterHostnames: () => Promise<string[]>;
+  /** Sets EGRESS_NODE_LABEL on the node (through the manager), where it is not set yet. */
+  markNode: (hostname: string) => Promise<void>;
+  /** Where what a node lacks is told (tenants read the health detail: it names no node). */
+  log: { warn(obj: object, msg: string): void };
+  /** An image with sleep and chroot (busybox), which every node can pull. */
+  helperImage: string;
+  allow: readonly EgressAllowance[];
+  timeoutMs?: number;
+}
+
+export class NodeFirewalls {
+  private readonly firewalls = new Map<string, { engine: Docker; firewall: HostFirewall }>();
+  private readonly helperConfig: string;
+
+  constructor(private readonly o: NodeFirewallsOptions) {
+    this.helperConfig = createHash('sha256').update(JSON.stringify(this.helperSpec())).digest('hex').slice(0, 16);
+    for (const [name, url] of o.nodes) {
+      const engine = new Docker(dockerOptions(url, o.timeoutMs ?? 10_000));
+      this.firewalls.set(name, { engine, firewall: new HostFirewall(o.allow, (args) => this.iptablesOn(engine, args), SWARM_GATEWAY_BRIDGE, (rules) => this.checkOn(engine, rules)) });
+    }
+  }
+
+  /**
+   * Installs the rules on every node whose engine answers (idempotent). Throws naming the nodes it
+   * could not install on, after trying every node: one node away does not leave the others open.
+   */
+  async install(): Promise<void> {
+    const failed: string[] = [];
+    await Promise.all(
+      [...this.firewalls].map(async ([name, { engine, firewall }]) => {
+        try {
+          await this.ensureHelper(engine);
+          await firewall.install();
+          await this.o.markNode(name);
+        } catch (err) {
+          failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }),
+    );
+    if (failed.length > 0) throw new FirewallError(`swarm nodes: ${failed.sort().join('; ')}`);
+  }
+
+  /**
+   * null when every node of the cluster has every rule; otherwise a line that says so without
+   * naming the node (tenants read it), and the node and what it lacks in the log.
+   */
+  async missing(): Promise<string | null> {
+    const unreachable = (await this.o.clusterHostnames()).filter((h) => !this.firewalls.has(h)).sort();
+    if (unreachable.length > 0) {
+      this.o.log.warn({ nodes: unreachable }, 'swarm nodes without an engine address (--swarm-node): svc cannot install their tenant egress rules, and runs no workload there');
+      return 'a swarm node has no engine address for svc (see the svcd log): svc runs no workload there';
+    }
+    const nodes = [...this.firewalls].sort(([a], [b]) => a.localeCompare(b));
+    const missing = await Promise.all(nodes.map(([, { firewall }]) => firewall.missing()));
+    const lacking = nodes.flatMap(([name], i) => (missing[i] ? [{ node: name, missing: missing[i] }] : []));
+    if (lacking.length === 0) return null;
+    this.o.log.warn({ lacking }, 'tenant egress rules are missing on swarm nodes (put back within 30 s)');
+    return 'tenant egress rules are missing on a swarm node (see the svcd log)';
+  }
+
+  /** Takes this svcd's allowances off the nodes (the shared rules stay, as on one host). */
+  async close(): Promise<void> {
+    await Promise.all([...this.firewalls.values()].map(({ firewall }) => firewall.close()));
+  }
+
+  /** Makes sure the node's helper container exists and runs, of the configured image. */
+  private async ensureHelper(engine: Docker): Promise<void> {
+    const container = engine.getContainer(HELPER_NAME);
+    const state = await container.inspect().catch((err: unknown) => {
+      if (isNotFound(err)) return null;
+      throw err;
+    });
+    // The engine answers null for a container without labels (its typings say otherwise).
+    const labels = state?.Config.Labels as Partial<Record<string, string>> | null | undefined;
+    if (state && labels?.[HELPER_CONFIG_LABEL] !== this.helperConfig) {
+      // Made otherwise (another image, an older svcd's settings, or not svc's at all): made again.
+      await container.remove({ force: true }).catch((err: unknown) => {
+        if (!isNotFound(err)) throw err;
+      });
+    } else if (state) {
+      if (!state.State.Running) await container.start().catch(ignoreAlreadyStarted);
+      return;
+    }
+    const present = await engine.getImage(this.o.helperImage).inspect().then(
+      () => true,
+      (err: unknown) => {
+        if (isNotFound(err)) return false;
+        throw err;
+      },
+    );
+    if (!present) await consumeProgress(await engine.pull(this.o.helperImage));
+    await engine
+      .createContainer({
+        ...this.helperSpec(),
+        name: HELPER_NAME,
+        Labels: { [HELPER_LABEL]: 'node-firewall', [HELPER_CONFIG_LABEL]: this.helperConfig },
+      })
+      .catch((err: unknown) => {
+        // Another svcd made it at the same moment.
+        if ((err as { statusCode?: number }).statusCode !== 409) throw err;
+      });
+    await container.start().catch(ignoreAlreadyStarted);
+  }
+
+  /** The helper container, but for its name and labels. */
+  private helperSpec(): Docker.ContainerCreateOptions {
+    return {
+        Image: this.o.helperImage,
+        // Idles; every call is an exec. busybox's sleep takes seconds up to 2^31.
+        Entrypoint: ['sleep'],
+        Cmd: ['2147483647'],
+        HostConfig: {
+          // The node's network namespace: its iptables. Its root file system under /host, read
+          // only but for /run (iptables' lock): the node's own iptables binary runs there.
+          NetworkMode: 'host',
+          Binds: ['/:/host:ro', '/run:/host/run'],
+          CapDrop: ['ALL'],
+          CapAdd: ['NET_ADMIN', 'NET_RAW', 'SYS_CHROOT'],
+          // runc: the node's default runtime may be gVisor, whose kernel is not the node's.
+          Runtime: 'runc',
+          RestartPolicy: { Name: 'always' },
+        },
+    };
+  }
+
+  /** iptables on the node, through an exec in its helper. Throws with what iptables said. */
+  private async iptablesOn(engine: Docker, args: string[]): Promise<string> {
+    const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', 'iptables', '-w', ...args]);
+    if (exitCode !== 0) throw Object.assign(new Error(`iptables exited with ${String(exitCode)}: ${output.trim()}`), { stderr: output.trim() || `iptables exited with ${String(exitCode)}` });
+    return output;
+  }
+
+  /** `iptables -C` for every rule in one exec (one call to the node's engine rather than one a rule): a line of 1 or 0 each. */
+  private async checkOn(engine: Docker, rules: readonly ChainRule[]): Promise<boolean[]> {
+    const script = rules.map(([chain, rule]) => `if iptables -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`).join('\n');
+    const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', 'sh', '-c', script]);
+    const answers = output.trim().split('\n');
+    if (exitCode !== 0 || answers.length !== rules.length || answers.some((a) => a !== '1' && a !== '0')) throw new Error(`the rules could not be checked: ${output.trim().slice(0, 300)}`);
+    return answers.map((a) => a === '1');
+  }
+
+  private async execIn(engine: Docker, cmd: string[]): Promise<{ exitCode: number; output: string }> {
+    const exec = await engine.getContainer(HELPER_NAME).exec({
+      Cmd: cmd,
+      // Where distributions keep iptables, for chroot and the shell to find it.
+      Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+      AttachStdout: true,
+      AttachStderr: true,
+    });
+    const stream = await exec.start({ hijack: true, stdin: false });
+    const output = new PassThrough();
+    let text = '';
+    output.on('data', (chunk: Buffer) => {
+      if (text.length < MAX_OUTPUT_BYTES) text += chunk.toString('utf8');
+    });
+    engine.modem.demuxStream(stream, output, output);
+    await new Promise<void>((resolve) => {
+      stream.on('end', resolve);
+      stream.on('close', resolve);
+      stream.on('error', resolve);
+    });
+    // The stream can end a moment before the engine records the exit. (Real timers: this waits
+    // on the engine, as every engine call does.)
+    for (let tries = 0; ; tries++) {
+      const { Running, ExitCode } = await exec.inspect();
+      if (!Running && ExitCode !== null) return { exitCode: ExitCode, output: text };
+      if (tries >= 50) throw new Error('the exec did not end within 5 s of its output');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+/** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */
+function shellWord(word: string): string {
+  return `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+function ignoreAlreadyStarted(err: unknown): void {
+  if ((err as { statusCode?: number }).statusCode !== 304) throw err;
+}
