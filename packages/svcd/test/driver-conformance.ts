@@ -194,6 +194,19 @@ export function driverConformance(name: string, setup: () => Promise<DriverFixtu
       await f.driver.remove(applied.ref);
     });
 
+    test('a remove that finds another remove of the workload under way returns once it is gone: its volume can go next', async () => {
+      const volume = `svc-conformance-${tenant}-volume-${++seq}`;
+      const s = spec(f.serving, { port: PORT, volumes: [{ name: volume, target: '/data' }] });
+      const applied = await f.driver.apply(request(s));
+      // As a provisioning that starts a database's volume again empty while its failed start is
+      // still being removed: the engine answers the second remove 409 (removal in progress).
+      const first = f.driver.remove(applied.ref);
+      await f.driver.remove(applied.ref);
+      await f.driver.removeVolume(volume);
+      await first;
+      assert.equal(await f.driver.inspect(applied.ref), null);
+    });
+
     test('logs give what it printed; stats read while it runs; remove is final and idempotent', async () => {
       const s = spec(f.serving, { port: PORT });
       const applied = await f.driver.apply(request(s));

@@ -56,6 +56,10 @@ const SANDBOX_PIDS_HEADROOM = 768;
 /** How long past an exec's deadline its output may stay open before svcd stops reading. */
 const EXEC_GRACE_MS = 5_000;
 
+/** How long a remove waits for another call's removal of the same container, and how often it looks. */
+const REMOVAL_WAIT_MS = 30_000;
+const REMOVAL_POLL_MS = 100;
+
 /** Keeps the first `max` bytes written to it; the rest is counted as truncated and dropped. */
 class CappedText extends Writable {
   private readonly chunks: Buffer[] = [];
@@ -601,8 +605,16 @@ export class DockerRuntime implements Runtime {
       await this.docker.getContainer(id).remove({ force: true, v: true });
     } catch (err) {
       const code = (err as { statusCode?: number }).statusCode;
-      // 404: gone already; 409: removal already in progress.
-      if (code !== 404 && code !== 409) throw err;
+      if (code === 404) return; // gone already
+      if (code !== 409) throw err;
+      // Another call is removing it. Returning now would let the caller's next step find it
+      // still there (a database started again empty removes its volume next: "volume is in
+      // use"), so this waits until the engine says it is gone.
+      for (let waited = 0; (await this.inspect(id)) !== null; waited += REMOVAL_POLL_MS) {
+        if (waited >= REMOVAL_WAIT_MS) throw new Error(`the container ${id} was still being removed after ${String(REMOVAL_WAIT_MS / 1000)} s`);
+        // Real timers: this waits on the engine, like every other call here.
+        await new Promise((resolve) => setTimeout(resolve, REMOVAL_POLL_MS));
+      }
     }
   }
 
