@@ -27,7 +27,7 @@ export const HealthDetail = Type.Object({
   proxy_networks: Type.Integer(),
   egress_firewall: Type.Object(
     { installed: Type.Boolean(), detail: Type.String() },
-    { description: "svc's iptables rules that close the host and private networks to tenant workloads, on svcd's host and, with --runtime swarm, on every node (the detail names the node); missing rules make the status degraded" },
+    { description: "svc's iptables rules that close the host and private networks to tenant workloads, on svcd's host and, with --runtime swarm, on every node (the detail names no node: the svcd log does); missing rules make the status degraded" },
   ),
   nodes: Type.Object(
     { total: Type.Integer(), down: Type.Integer() },

@@ -118,6 +118,8 @@ export interface Deps {
   hostFirewall: HostFirewall;
   /** On a swarm: the same rules on every node (runtime/swarm/node-firewall.ts); null on one engine. */
   nodeFirewalls: NodeFirewalls | null;
+  /** Their periodic install (null on one engine), also run once at start. */
+  nodeFirewallJob: JobDefinition | null;
   /** The tenants' CPU group (null: --tenant-cpu-weight off). */
   tenantCgroups: TenantCgroups | null;
   jobs: PeriodicJobs;
@@ -222,7 +224,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ? new NodeFirewalls({
         nodes: new Map(Object.entries(config.swarmNodes)),
         clusterHostnames: async () => (await swarm.nodes()).map((n) => n.hostname),
-        markNode: (hostname) => swarm.labelNode(hostname, EGRESS_NODE_LABEL, 'installed'),
+        markNode: (hostname, secured) => swarm.labelNode(hostname, EGRESS_NODE_LABEL, secured ? 'installed' : null),
         helperImage: config.swarmHelperImage,
         allow: config.egressAllow,
         log,
@@ -374,7 +376,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   jobs.schedule({ name: 'environments.reap', everyMs: o.environmentReapEveryMs ?? ENVIRONMENT_REAP_EVERY_MS, run: () => environments.reap() });
   const reconcileJobs = [{ name: 'workloads.reconcile', everyMs: config.runtime === 'swarm' ? MOVING_RECONCILE_EVERY_MS : RECONCILE_EVERY_MS, run: () => workloads.reconcile() }];
   for (const job of reconcileJobs) jobs.schedule(job);
-  if (nodeFirewalls) jobs.schedule({ name: 'swarm.node-firewalls', everyMs: NODE_FIREWALL_EVERY_MS, run: () => nodeFirewalls.install() });
+  const nodeFirewallJob = nodeFirewalls ? { name: 'swarm.node-firewalls', everyMs: NODE_FIREWALL_EVERY_MS, run: () => nodeFirewalls.install() } : null;
+  if (nodeFirewallJob) jobs.schedule(nodeFirewallJob);
   const meteringStore = config.meteringDatabaseUrl
     ? openMeteringStore(config.meteringDatabaseUrl, (err) => log.warn({ err }, 'idle metering database connection failed; the pool replaces it'))
     : store.metering;
@@ -451,6 +454,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     domains,
     hostFirewall,
     nodeFirewalls,
+    nodeFirewallJob,
     tenantCgroups,
     jobs,
     reconcileJobs,
@@ -482,15 +486,10 @@ export async function startBackground(deps: Deps, api?: { address: string; port:
     if (!deps.config.dev) throw err;
     deps.log.warn({ err }, 'tenant egress rules are not installed: tenant workloads can reach the host and private networks');
   }
-  if (deps.nodeFirewalls) {
-    try {
-      await deps.nodeFirewalls.install();
-    } catch (err) {
-      if (!deps.config.dev) throw err;
-      // The periodic check tries again (a node's engine that was not up yet).
-      deps.log.warn({ err }, "tenant egress rules are not installed on every swarm node: tasks there can reach the node's ports and private networks");
-    }
-  }
+  // On a swarm, every node's rules, as the periodic job puts them (under its lease: one install at
+  // a time among the svcd, or the moves of FORWARD's jump could cross). A node without them runs
+  // no task (node-firewall.ts); the job logs what failed and tries again every 30 s.
+  if (deps.nodeFirewallJob) await deps.jobs.runOnce(deps.nodeFirewallJob);
   // Also before any workload starts, and refused alike: without it one tenant's CPU load slows
   // svcd and every other tenant (runtime/tenant-cgroups.ts).
   if (deps.tenantCgroups) {

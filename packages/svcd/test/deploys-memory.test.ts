@@ -224,6 +224,13 @@ eachStore((kind) => {
       const sixth = await a.client.createService({ name: 'p6', image: SERVING, port: 8000 });
       assert.equal((await settled(a, sixth.id)).status, 'running');
       assert.deepEqual(published.get(sixth.id), [ports[0]], "the deleted service's port, once it rested");
+      // A service not deployed yet counts as holding a port: one created to await its first build
+      // takes the last one free.
+      await a.client.deleteService(sixth.id);
+      t.clock.advance(PORT_REST_S * 1000);
+      const waiting = await a.client.createService({ name: 'p7', await_build: true, port: 8000 });
+      await assert.rejects(a.client.createService({ name: 'p8', image: SERVING, port: 8000 }), full);
+      await a.client.deleteService(waiting.id);
     });
   });
 

@@ -192,6 +192,19 @@ describe('egress firewall', () => {
     assert.ok(isJump(forward[0]!));
     assert.equal(forward.length, before, 'nothing else deleted');
     assert.equal(await fw.missing(), null);
+    // Both forms in the chain and neither first (a move cut off half way): one stays, first.
+    const other = forward[0]!.join(' ').endsWith('svc-egress-a -j SVC-TENANT-EGRESS') ? 'svc-egress-b' : 'svc-egress-a';
+    forward.push(['-i', 'docker_gwbridge', '-m', 'comment', '--comment', other, '-j', 'SVC-TENANT-EGRESS']);
+    forward.unshift(['-j', 'ACCEPT']);
+    await new HostFirewall([], watching, SWARM_GATEWAY_BRIDGE).install();
+    assert.equal(gaps, 0, 'FORWARD was without the jump for a moment');
+    assert.equal(forward.filter(isJump).length, 1);
+    assert.ok(isJump(forward[0]!));
+    // An empty FORWARD gets it too.
+    const empty = fakeIptables({ INPUT: [], FORWARD: [] });
+    await new HostFirewall([], empty.fake, SWARM_GATEWAY_BRIDGE).install();
+    assert.ok(isJump(empty.rules.get('FORWARD')![0]!));
+    assert.equal(await new HostFirewall([], empty.fake, SWARM_GATEWAY_BRIDGE).missing(), null);
     // Only replies pass established (a flow a task opened while the rules were away is cut).
     assert.ok(rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ') === '-m conntrack --ctstate RELATED,ESTABLISHED --ctdir REPLY -j RETURN'));
     // One batched check answers for every rule where the runner has one (an exec on a node).

@@ -95,7 +95,7 @@ export class OperatorMetrics {
     });
     new Gauge({
       name: 'svc_swarm_ports',
-      help: 'On a swarm: ports of --swarm-ports free for new services (neither held by a service nor resting after its deletion) and in all (as of the last refresh, at most a scrape old; absent on one engine)',
+      help: 'On a swarm: ports of --swarm-ports free for new services (neither held by a service, resting after its deletion, nor promised to a service not deployed yet) and in all (as of the last refresh, at most a scrape old; absent on one engine)',
       labelNames: ['state'],
       registers,
       collect() {

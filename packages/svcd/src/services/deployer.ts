@@ -146,7 +146,7 @@ export interface DeployerOptions {
   publishedPorts: { from: number; to: number };
 }
 
-/** Ports of --swarm-ports: free (neither held by a service nor resting) and in all. */
+/** Ports of --swarm-ports: free (neither held by a service, resting, nor promised to one not deployed yet) and in all. */
 export interface PortFigures {
   free: number;
   total: number;
@@ -389,7 +389,8 @@ export class Deployer implements WorkloadRules {
   }
 
   /**
-   * The ports of --swarm-ports free (neither held nor resting) and in all, for the operator's
+   * The ports of --swarm-ports free (neither held, nor resting, nor promised to a service not
+   * deployed yet) and in all, for the operator's
    * metrics; null on a driver that allocates none, and before the first read. Never waits for the
    * store (as Domains.operatorFigures): a scrape shows figures at most one scrape old.
    */
@@ -407,9 +408,12 @@ export class Deployer implements WorkloadRules {
   private async readPortFigures(): Promise<PortFigures | null> {
     if (!(await this.allocatesPorts())) return null;
     const { from, to } = this.deps.publishedPorts;
-    const held = new Set((await this.deps.store.services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S)).filter((p) => p >= from && p <= to));
+    const { services } = this.deps.store;
+    const held = new Set((await services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S)).filter((p) => p >= from && p <= to));
+    // Services not deployed yet (await_build, or their first deploy to come) take one each too.
+    const promised = await services.countAwaitingPort();
     const total = to - from + 1;
-    return { free: total - held.size, total };
+    return { free: Math.max(0, total - held.size - promised), total };
   }
 
   /** Whether the driver publishes services on ports svcd allocates (asked once: it does not change). */

@@ -45,6 +45,12 @@ export class ServiceStore {
     return [...held.flatMap((r) => (r.published_port === null ? [] : [r.published_port])), ...resting.map((r) => r.port)];
   }
 
+  /** Services of every tenant not given a published port yet (each takes one at its first deploy on a swarm). */
+  async countAwaitingPort(): Promise<number> {
+    const r = await this.db.selectFrom('services').select((eb) => eb.fn.countAll<number | string>().as('n')).where('published_port', 'is', null).executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
   /**
    * Gives the service `port` unless it has one: false when another deploy gave it one first.
    * Throws the store's unique violation when another service holds the port.

@@ -609,11 +609,20 @@ export class DockerRuntime implements Runtime {
       if (code !== 409) throw err;
       // Another call is removing it. Returning now would let the caller's next step find it
       // still there (a database started again empty removes its volume next: "volume is in
-      // use"), so this waits until the engine says it is gone.
-      for (let waited = 0; (await this.inspect(id)) !== null; waited += REMOVAL_POLL_MS) {
+      // use"), so this asks again until the engine says it is gone (404), removing it itself
+      // should the other removal have failed.
+      for (let waited = 0; ; waited += REMOVAL_POLL_MS) {
         if (waited >= REMOVAL_WAIT_MS) throw new Error(`the container ${id} was still being removed after ${String(REMOVAL_WAIT_MS / 1000)} s`);
         // Real timers: this waits on the engine, like every other call here.
         await new Promise((resolve) => setTimeout(resolve, REMOVAL_POLL_MS));
+        try {
+          await this.docker.getContainer(id).remove({ force: true, v: true });
+          return;
+        } catch (again) {
+          const status = (again as { statusCode?: number }).statusCode;
+          if (status === 404) return;
+          if (status !== 409) throw again;
+        }
       }
     }
   }

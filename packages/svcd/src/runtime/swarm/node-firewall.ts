@@ -48,8 +48,8 @@ export interface NodeFirewallsOptions {
   nodes: ReadonlyMap<string, string>;
   /** The cluster's nodes by host name, as Swarm lists them now: a node without an engine address is reported. */
   clusterHostnames: () => Promise<string[]>;
-  /** Sets EGRESS_NODE_LABEL on the node (through the manager), where it is not set yet. */
-  markNode: (hostname: string) => Promise<void>;
+  /** Sets EGRESS_NODE_LABEL on the node (through the manager), or takes it off (secured: false); nothing where it is so already. */
+  markNode: (hostname: string, secured: boolean) => Promise<void>;
   /** Where what a node lacks is told (tenants read the health detail: it names no node). */
   log: { warn(obj: object, msg: string): void };
   /** An image with sleep and chroot (busybox), which every node can pull. */
@@ -71,8 +71,12 @@ export class NodeFirewalls {
   }
 
   /**
-   * Installs the rules on every node whose engine answers (idempotent). Throws naming the nodes it
-   * could not install on, after trying every node: one node away does not leave the others open.
+   * Installs the rules on every node whose engine answers (idempotent), and marks each node that
+   * has them. A node where they could not be put in place (its engine away, an error), or that has
+   * no engine address at all, loses the mark: Swarm then moves its tasks to marked nodes (its
+   * constraint enforcer) and places none there. Throws naming the nodes it could not install on,
+   * after trying every node: one node away does not leave the others open. One run at a time:
+   * svcd runs it as a periodic job, under a lease (app.ts).
    */
   async install(): Promise<void> {
     const failed: string[] = [];
@@ -81,12 +85,15 @@ export class NodeFirewalls {
         try {
           await this.ensureHelper(engine);
           await firewall.install();
-          await this.o.markNode(name);
+          await this.o.markNode(name, true);
         } catch (err) {
           failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
+          await this.o.markNode(name, false).catch(() => {}); // the manager away too: nothing to unmark with
         }
       }),
     );
+    const unreachable = (await this.o.clusterHostnames()).filter((h) => !this.firewalls.has(h));
+    for (const name of unreachable) await this.o.markNode(name, false);
     if (failed.length > 0) throw new FirewallError(`swarm nodes: ${failed.sort().join('; ')}`);
   }
 
@@ -108,9 +115,13 @@ export class NodeFirewalls {
     return 'tenant egress rules are missing on a swarm node (see the svcd log)';
   }
 
-  /** Takes this svcd's allowances off the nodes (the shared rules stay, as on one host). */
-  async close(): Promise<void> {
-    await Promise.all([...this.firewalls.values()].map(({ firewall }) => firewall.close()));
+  /**
+   * Leaves the rules on the nodes, allowances included: the nodes' tasks run on while svcd
+   * restarts, and other svcd serve beside it (unlike one host's rules, whose allowances go with
+   * their svcd). An allowance taken out of --egress-allow stays on the nodes until removed there.
+   */
+  close(): Promise<void> {
+    return Promise.resolve();
   }
 
   /** Makes sure the node's helper container exists and runs, of the configured image. */

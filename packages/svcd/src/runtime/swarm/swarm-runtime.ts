@@ -503,14 +503,27 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }));
   }
 
-  /** Sets a label on the node by host name (through the manager), unless it has it already. */
-  async labelNode(hostname: string, key: string, value: string): Promise<void> {
-    const list = (await this.docker.listNodes()) as SwarmNode[];
-    const target = list.find((n) => n.Description?.Hostname === hostname);
-    if (!target) throw new Error(`no swarm node has the host name ${hostname}`);
-    const labels = (target.Spec.Labels ?? {}) as Record<string, string>;
-    if (labels[key] === value) return;
-    await this.docker.getNode(target.ID).update({ ...target.Spec, Labels: { ...labels, [key]: value }, version: target.Version.Index });
+  /**
+   * Sets a label on the node by host name (through the manager), or takes it off (value null);
+   * nothing where it is so already. Tried again when another svcd changed the node meanwhile.
+   */
+  async labelNode(hostname: string, key: string, value: string | null): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const list = (await this.docker.listNodes()) as SwarmNode[];
+      const target = list.find((n) => n.Description?.Hostname === hostname);
+      if (!target) throw new Error(`no swarm node has the host name ${hostname}`);
+      const current = (target.Spec.Labels ?? {}) as Record<string, string>;
+      if ((current[key] ?? null) === value) return;
+      const others = Object.entries(current).filter(([k]) => k !== key);
+      const labels = Object.fromEntries(value === null ? others : [...others, [key, value]]);
+      try {
+        await this.docker.getNode(target.ID).update({ ...target.Spec, Labels: labels, version: target.Version.Index });
+        return;
+      } catch (err) {
+        // The node's version moved under us (another svcd, an operator): read it again.
+        if (attempt >= 3 || !/out of sequence/i.test((err as Error).message)) throw err;
+      }
+    }
   }
 
   async setAvailability(node: string, availability: 'active' | 'drain'): Promise<ClusterNodeInfo | null> {
