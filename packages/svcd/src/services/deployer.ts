@@ -377,7 +377,8 @@ export class Deployer implements WorkloadRules {
 
   /**
    * Refuses a new service (409) when the driver publishes each service on a port svcd allocates
-   * and every port of the range is held or resting: its first deploy could only fail. Services
+   * and every port of the range is held, resting or promised to a service not deployed yet: its
+   * first deploy could only fail. Services
    * created at the same moment may still take the last port between this and their deploys,
    * which then fail saying so.
    */

@@ -61,7 +61,7 @@ const REMOVAL_WAIT_MS = 30_000;
 const REMOVAL_POLL_MS = 100;
 
 /** Keeps the first `max` bytes written to it; the rest is counted as truncated and dropped. */
-class CappedText extends Writable {
+export class CappedText extends Writable {
   private readonly chunks: Buffer[] = [];
   private size = 0;
   truncated = false;
@@ -601,29 +601,22 @@ export class DockerRuntime implements Runtime {
   }
 
   async remove(id: string): Promise<void> {
-    try {
-      await this.docker.getContainer(id).remove({ force: true, v: true });
-    } catch (err) {
-      const code = (err as { statusCode?: number }).statusCode;
-      if (code === 404) return; // gone already
-      if (code !== 409) throw err;
-      // Another call is removing it. Returning now would let the caller's next step find it
+    for (let waited = 0; ; waited += REMOVAL_POLL_MS) {
+      try {
+        await this.docker.getContainer(id).remove({ force: true, v: true });
+        return;
+      } catch (err) {
+        const code = (err as { statusCode?: number }).statusCode;
+        if (code === 404) return; // gone already
+        if (code !== 409) throw err;
+      }
+      // 409: another call is removing it. Returning now would let the caller's next step find it
       // still there (a database started again empty removes its volume next: "volume is in
       // use"), so this asks again until the engine says it is gone (404), removing it itself
       // should the other removal have failed.
-      for (let waited = 0; ; waited += REMOVAL_POLL_MS) {
-        if (waited >= REMOVAL_WAIT_MS) throw new Error(`the container ${id} was still being removed after ${String(REMOVAL_WAIT_MS / 1000)} s`);
-        // Real timers: this waits on the engine, like every other call here.
-        await new Promise((resolve) => setTimeout(resolve, REMOVAL_POLL_MS));
-        try {
-          await this.docker.getContainer(id).remove({ force: true, v: true });
-          return;
-        } catch (again) {
-          const status = (again as { statusCode?: number }).statusCode;
-          if (status === 404) return;
-          if (status !== 409) throw again;
-        }
-      }
+      if (waited >= REMOVAL_WAIT_MS) throw new Error(`the container ${id} was still being removed after ${String(REMOVAL_WAIT_MS / 1000)} s`);
+      // Real timers: this waits on the engine, like every other call here.
+      await new Promise((resolve) => setTimeout(resolve, REMOVAL_POLL_MS));
     }
   }
 

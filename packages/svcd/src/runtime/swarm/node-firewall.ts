@@ -18,8 +18,7 @@
 // that joined).
 import { createHash } from 'node:crypto';
 import Docker from 'dockerode';
-import { PassThrough } from 'node:stream';
-import { dockerOptions, isNotFound } from '../docker/docker-runtime.js';
+import { CappedText, dockerOptions, isNotFound } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
 import { FirewallError, HostFirewall, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
@@ -92,8 +91,7 @@ export class NodeFirewalls {
         }
       }),
     );
-    const unreachable = (await this.o.clusterHostnames()).filter((h) => !this.firewalls.has(h));
-    for (const name of unreachable) await this.o.markNode(name, false);
+    for (const name of await this.nodesWithoutEngine()) await this.o.markNode(name, false);
     if (failed.length > 0) throw new FirewallError(`swarm nodes: ${failed.sort().join('; ')}`);
   }
 
@@ -102,7 +100,7 @@ export class NodeFirewalls {
    * naming the node (tenants read it), and the node and what it lacks in the log.
    */
   async missing(): Promise<string | null> {
-    const unreachable = (await this.o.clusterHostnames()).filter((h) => !this.firewalls.has(h)).sort();
+    const unreachable = await this.nodesWithoutEngine();
     if (unreachable.length > 0) {
       this.o.log.warn({ nodes: unreachable }, 'swarm nodes without an engine address (--swarm-node): svc cannot install their tenant egress rules, and runs no workload there');
       return 'a swarm node has no engine address for svc (see the svcd log): svc runs no workload there';
@@ -113,6 +111,11 @@ export class NodeFirewalls {
     if (lacking.length === 0) return null;
     this.o.log.warn({ lacking }, 'tenant egress rules are missing on swarm nodes (put back within 30 s)');
     return 'tenant egress rules are missing on a swarm node (see the svcd log)';
+  }
+
+  /** The cluster's nodes that svcd has no engine address for (--swarm-node), by host name. */
+  private async nodesWithoutEngine(): Promise<string[]> {
+    return (await this.o.clusterHostnames()).filter((h) => !this.firewalls.has(h)).sort();
   }
 
   /**
@@ -209,11 +212,7 @@ export class NodeFirewalls {
       AttachStderr: true,
     });
     const stream = await exec.start({ hijack: true, stdin: false });
-    const output = new PassThrough();
-    let text = '';
-    output.on('data', (chunk: Buffer) => {
-      if (text.length < MAX_OUTPUT_BYTES) text += chunk.toString('utf8');
-    });
+    const output = new CappedText(MAX_OUTPUT_BYTES);
     engine.modem.demuxStream(stream, output, output);
     await new Promise<void>((resolve) => {
       stream.on('end', resolve);
@@ -224,7 +223,7 @@ export class NodeFirewalls {
     // on the engine, as every engine call does.)
     for (let tries = 0; ; tries++) {
       const { Running, ExitCode } = await exec.inspect();
-      if (!Running && ExitCode !== null) return { exitCode: ExitCode, output: text };
+      if (!Running && ExitCode !== null) return { exitCode: ExitCode, output: output.text() };
       if (tries >= 50) throw new Error('the exec did not end within 5 s of its output');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
