@@ -35,12 +35,6 @@ SVCD_MALLOC_CONF := background_thread:true
 DATA_DIR ?= .svc-data
 LISTEN ?= 127.0.0.1:8080
 PROXY_LISTEN ?= 127.0.0.1:8081
-# node --test expands the glob itself (Node 21 and later), in a stable order.
-TEST_FILES := 'packages/*/test/*.test.ts'
-# One file at a time: the engine tests (gVisor containers, Caddy, a registry) overload two cores
-# when two files run them at once, and first requests to fresh containers then get resets; and
-# engine-restart.test.ts stops and starts the machine's dockerd under its own workloads.
-TEST_CONCURRENCY ?= 1
 
 .PHONY: build deps typecheck lint run test bench-api bench-deploy bench-proxy bench-tls bench-build bench-db bench-env bench-swarm clean
 
@@ -110,8 +104,8 @@ test: build typecheck lint
 	@echo "make: building the operator-image stand-ins that are missing (once per machine; several minutes on a new one)"
 	node --import tsx packages/svcd/test/operator-images.ts
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
-	  echo "make: running $$(ls packages/*/test/*.test.ts | wc -l) test files on Node $(NODE_VERSION), on SQLite and PostgreSQL ($$SVC_TEST_PG_URL)" && \
-	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx --test --test-concurrency=$(TEST_CONCURRENCY) --test-timeout=300000 --test-reporter=spec $(TEST_FILES)
+	  echo "make: running $$(ls packages/*/test/*.test.ts | wc -l) test files on Node $(NODE_VERSION), on SQLite and PostgreSQL ($$SVC_TEST_PG_URL), in lanes (scripts/run-tests.ts)" && \
+	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx scripts/run-tests.ts
 
 bench-api: build
 	@eval "$$(bash scripts/ensure-postgres.sh)" && taskset -c 1 node --import tsx bench/api/run.ts

@@ -30,14 +30,14 @@ export interface SpawnedSvcd {
 }
 
 /** `pinToCore` runs svcd under taskset on that core (the load generator gets the other one). */
-export async function spawnSvcd(givenArgs: string[], pinToCore?: number): Promise<SpawnedSvcd> {
+/** `env`: added to this process's environment for svcd (SVC_ADMIN_TOKEN, for one). */
+export async function spawnSvcd(givenArgs: string[], pinToCore?: number, env: Record<string, string> = {}): Promise<SpawnedSvcd> {
   // svcd's default metrics address is one fixed port: a bench with two svcd (bench/env), or one
   // beside another svcd on the machine, would fail to start the second. Benches that read the
   // metrics (bench/soak) name a free port themselves.
   const args = givenArgs.includes('--metrics-listen') ? givenArgs : [...givenArgs, '--metrics-listen', 'off'];
-  const proc = pinToCore === undefined
-    ? spawn(BIN, args, { stdio: ['ignore', 'pipe', 'inherit'] })
-    : spawn('taskset', ['-c', String(pinToCore), BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const options = { stdio: ['ignore', 'pipe', 'inherit'] as ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } };
+  const proc = pinToCore === undefined ? spawn(BIN, args, options) : spawn('taskset', ['-c', String(pinToCore), BIN, ...args], options);
   running.add(proc);
   proc.on('exit', () => running.delete(proc));
   exitOnSignals();

@@ -5,14 +5,16 @@
 // is CPU-bound, so a bare side without the CPU cap would measure the cap, not svc) until the same
 // probe passes, in the same run, alternating; median of ROUNDS per type. The images are the local
 // stand-ins (test/operator-images.ts), as svcd is pointed at them with its image flags.
-// Run: make bench-db; --smoke: 1 round per type (bench/smoke.ts).
+// Run: make bench-db; --smoke: 1 round per type (bench/smoke.ts), for a tenant on the tests'
+// one-service plan (DATABASE_TEST_PLAN: a database gets the tenant's two cores, not 0.4), both
+// sides: the smoke run checks that the bench works, its figure is not one to read.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
 import { workloadLimits } from '../../packages/svcd/src/runtime/index.js';
-import { freePort, tenantRow } from '../../packages/svcd/test/harness.js';
+import { ADMIN_TOKEN, DATABASE_TEST_PLAN, freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/operator-images.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
@@ -20,7 +22,8 @@ import { median, spawnSvcd } from '../svcd.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
-const limits = workloadLimits(tenantRow('bench', 'bench'));
+const PLAN = SMOKE ? DATABASE_TEST_PLAN : {};
+const limits = workloadLimits(tenantRow('bench', 'bench', PLAN));
 const PASSWORD = 'bench-password-0123456789';
 
 async function untilProbe(probe: () => Promise<void>): Promise<void> {
@@ -45,9 +48,10 @@ const svcd = await spawnSvcd([
   '--dev', '--open-registration', '--data-dir', join(dir, 'data'), '--listen', `127.0.0.1:${apiPort}`, '--log-level', 'warn',
   '--dev-rate-limit', '1000000:1000000,1000000:1000000', '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE,
   '--database-ports', '24000-24099',
-]);
-const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
+], undefined, { SVC_ADMIN_TOKEN: ADMIN_TOKEN });
+const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}`, adminToken: ADMIN_TOKEN });
 const reg = await anon.register({ name: 'bench-db', email: 'bench-db@x.io' });
+if (SMOKE) await anon.patchQuotas(reg.tenant_id, DATABASE_TEST_PLAN);
 const c = anon.withKey(reg.api_key);
 // The bare side's own network, as a tenant has one.
 await docker.createNetwork({ Name: 'svc-bench-db', Driver: 'bridge', CheckDuplicate: true }).catch(() => {});

@@ -39,7 +39,7 @@
 //   containers: the figures are of the whole machine under this load, as a host would see them.
 //
 // Run: make bench-soak (10 minutes a phase); node --import tsx bench/soak/run.ts --minutes 4;
-// --smoke: phases of 20 s, 5 well-behaved tenants, the misbehaving one still there (make test
+// --smoke: phases of 10 s, 5 well-behaved tenants, the misbehaving one still there (make test
 // runs it through packages/svcd/test/bench-soak.test.ts so that the bench does not rot).
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -70,7 +70,7 @@ if (!(MINUTES > 0) || !Number.isInteger(SLICES_PER_PHASE) || SLICES_PER_PHASE < 
   process.stderr.write('usage: run.ts [--smoke] [--minutes M (> 0)] [--slices N per phase (>= 1)] [--store sqlite|postgres]\n');
   process.exit(2);
 }
-const SLICE_MS = SMOKE ? 20_000 : (MINUTES * 60_000) / SLICES_PER_PHASE;
+const SLICE_MS = SMOKE ? 10_000 : (MINUTES * 60_000) / SLICES_PER_PHASE;
 const TENANTS = Number(process.env.SOAK_TENANTS ?? (SMOKE ? 5 : 50));
 const SERVICE_TENANTS = Math.min(TENANTS, Number(process.env.SOAK_SERVICE_TENANTS ?? (SMOKE ? 3 : 16)));
 const EXEC_TENANTS = Math.min(SERVICE_TENANTS, SMOKE ? 1 : 5);

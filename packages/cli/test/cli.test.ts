@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from '../../svcd/test/harness.js';
+import { ADMIN_TOKEN, databaseTestPlan, freePort, startServer, viaProxy, waitFor, type TestServer } from '../../svcd/test/harness.js';
 import { EXAMPLE_BUSYBOX_IMAGE, ensureExampleImages } from '../../../examples/base-images.js';
 import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from '../../svcd/test/images.js';
 import { ensureDbImages, ensureNodeImage, ensureTemplateImages } from '../../svcd/test/operator-images.js';
@@ -241,6 +241,7 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
   test('databases: create --wait, list, url, delete', async () => {
     const c = await cliTenant(t, 'cli-databases');
     tenants.push(c.id);
+    await databaseTestPlan(t, c.id);
     const r = await c.svc('--json', 'db', 'create', 'orders', '--type', 'postgres', '--wait');
     const d = JSON.parse(r.stdout) as { id: string; status: string };
     assert.equal(d.status, 'running');

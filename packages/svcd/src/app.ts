@@ -164,6 +164,8 @@ export interface DepsOverrides {
   sessions?: SessionLimitsOptions;
   /** How often the custom domains' checker runs (tests: short). */
   domainCheckEveryMs?: number;
+  /** The soonest an active custom domain is checked again, in seconds (tests of renewal: short). */
+  domainSoonestRecheckS?: number;
   /** The TXT lookups of custom domains (tests of the rules without a DNS server). */
   txtLookup?: TxtLookup;
 }
@@ -303,6 +305,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     // Certificates are watched only where the proxy obtains them (--tls on).
     certificates: config.tls ? proxy : null,
     routesChanged,
+    ...(o.domainSoonestRecheckS === undefined ? {} : { soonestRecheckS: o.domainSoonestRecheckS }),
   });
   jobs.schedule({ name: 'domains.check', everyMs: o.domainCheckEveryMs ?? DOMAIN_CHECK_EVERY_MS, run: (lease) => domains.checkDue(lease) });
   // HTTPS git trusts the system's CAs plus the operator's (--git-ca-file): builds and sync.

@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { ADMIN_TOKEN, freePort, startServer, waitFor, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, databaseTestPlan, freePort, startServer, waitFor, type TestServer } from './harness.js';
 import { buildImage, docker, ensureTestImages, finished, httpdImageFiles, removeTenantWorkloads, TEST_REGISTRY } from './images.js';
 import { ensureDbImages, ensureTemplateImages } from './operator-images.js';
 
@@ -111,6 +111,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   const tenantId = (await t.client.withKey(apiKey).tenant()).id;
   tenants.push(tenantId);
+  await databaseTestPlan(t, tenantId, 2); // two services and a PostgreSQL database below
   // The key is nowhere script can read it: the session cookie is HttpOnly, and nothing is stored.
   // (Page code as text: the tests are compiled without the DOM's types.)
   const readable = await page.evaluate<unknown>('({ cookie: document.cookie, local: JSON.stringify(localStorage), session: JSON.stringify(sessionStorage) })');

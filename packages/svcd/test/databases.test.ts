@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import type { DatabaseRecord, SvcClient } from '@svc/client';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
-import { ADMIN_TOKEN, startServer, waitFor, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, DATABASE_TEST_PLAN, databaseTestPlan, startServer, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, docker, engineTenants } from './images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { killableSvcd } from './svcd-process.js';
@@ -92,6 +92,7 @@ describe('managed databases', () => {
 
   test('postgres: psql connects with the revealed string, writes, and the reveal is audit-logged', async () => {
     const a = await tenant();
+    await databaseTestPlan(t, a.id);
     const d = await running(a.client, (await a.client.createDatabase({ name: 'main', type: 'postgres' })).id);
     assert.deepEqual([d.host, d.port, d.username, d.database], ['main', 5432, 'svc', 'app']);
     const conn = await a.client.connectionString(d.id);
@@ -165,7 +166,7 @@ describe('managed databases', () => {
 describe('databases across a restart of svcd', () => {
   test('postgres data survives svcd being killed and the container being recreated', async () => {
     await ensureDbImages();
-    const svcd = await killableSvcd('db-restart', ['--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23000-23099']);
+    const svcd = await killableSvcd('db-restart', ['--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23000-23099'], {}, DATABASE_TEST_PLAN);
     try {
       const c = svcd.client;
       const dbId = (await c.createDatabase({ name: 'durable', type: 'postgres' })).id;

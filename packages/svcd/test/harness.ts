@@ -226,6 +226,23 @@ export async function newTenant(t: TestServer, name?: string): Promise<{ id: str
 }
 
 /**
+ * The plan of a tenant whose workloads start PostgreSQL: one service. Each workload's CPU is the
+ * tenant's quota divided by max_services (workloadLimits), so the default plan's five give a
+ * database 0.4 cores, and PostgreSQL's initdb under gVisor (ptrace, CPU-bound) took 23 s at 0.4
+ * here against 7 s at the whole two. These tests are about databases, not CPU shares (those are
+ * cpu-fairness.test.ts's); the wait was the largest part of their time in CI.
+ */
+export const DATABASE_TEST_PLAN = { max_services: 1 } as const;
+
+/**
+ * DATABASE_TEST_PLAN for a tenant of an in-process svcd (through the domain: its cache follows);
+ * `services` for a test that also runs services (two: a core each).
+ */
+export async function databaseTestPlan(t: TestServer, tenantId: string, services: number = DATABASE_TEST_PLAN.max_services): Promise<void> {
+  await t.deps.tenants.patchQuotas(tenantId, { max_services: services });
+}
+
+/**
  * A tenant row with the default quotas, for seeding a store directly. Without the quota columns
  * later migrations added with a default (max_domains_per_service): the migration tests seed
  * stores migrated only that far.

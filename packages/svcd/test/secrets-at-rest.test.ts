@@ -16,7 +16,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { SvcClient } from '@svc/client';
-import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, limitedRaw, registerRaw, startServer, storeLocation, waitFor, type StoreKind, type TestServer } from './harness.js';
+import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, databaseTestPlan, eachStore, limitedRaw, registerRaw, startServer, storeLocation, waitFor, type StoreKind, type TestServer } from './harness.js';
 import { removeTenantWorkloads } from './images.js';
 import { ensureDbImages, ensureNodeImage } from './operator-images.js';
 import { createLogger } from '../src/observability/logger.js';
@@ -298,6 +298,7 @@ eachStore((kind) => {
         const reg = await registerRaw<{ tenant_id: string; api_key: string }>(t, { name: word('engine-'), email: `${word('engine')}@example.com` });
         assert.equal(reg.status, 201, reg.text);
         tenantId = reg.body.tenant_id;
+        await databaseTestPlan(t, tenantId);
         const c = t.client.withKey(reg.body.api_key);
         const created = await c.raw<{ id: string }>('POST', '/v1/databases', { body: { name: dbName, type: 'postgres' }, headers: { 'idempotency-key': word('db-') } });
         assert.equal(created.status, 201, created.text);

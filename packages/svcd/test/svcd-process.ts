@@ -3,8 +3,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { SvcClient } from '@svc/client';
-import { freePort } from './harness.js';
+import { SvcClient, type QuotaPatchRequest } from '@svc/client';
+import { ADMIN_TOKEN, freePort } from './harness.js';
 import { removeTenantWorkloads } from './images.js';
 
 export const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
@@ -57,15 +57,18 @@ export interface KillableSvcd {
 /**
  * bin/svcd with --dev --open-registration on a fresh data dir and one registered tenant, for
  * the tests that kill svcd and start it again. `env` may hold SVC_ADMIN_TOKEN (the client then
- * carries it).
+ * carries it). `plan`: the tenant's quotas are patched to it (through the operator route, with
+ * SVC_ADMIN_TOKEN or the tests' ADMIN_TOKEN).
  */
-export async function killableSvcd(name: string, args: string[], env: Record<string, string> = {}): Promise<KillableSvcd> {
+export async function killableSvcd(name: string, args: string[], env: Record<string, string> = {}, plan?: QuotaPatchRequest): Promise<KillableSvcd> {
   const dir = mkdtempSync(join(tmpdir(), `svcd-${name}-`));
   const allArgs = ['--dev', '--open-registration', '--data-dir', dir, ...args];
-  const adminToken = env.SVC_ADMIN_TOKEN;
-  let running = await startSvcdProcess(allArgs, env);
+  const adminToken = env.SVC_ADMIN_TOKEN ?? (plan ? ADMIN_TOKEN : undefined);
+  const svcdEnv = adminToken ? { ...env, SVC_ADMIN_TOKEN: adminToken } : env;
+  let running = await startSvcdProcess(allArgs, svcdEnv);
   const anon = new SvcClient({ baseUrl: running.url, adminToken });
   const reg = await anon.register({ name, email: `${name}@x.io` });
+  if (plan) await anon.patchQuotas(reg.tenant_id, plan);
   const stop = async (signal: NodeJS.Signals) => {
     if (running.proc.exitCode !== null || running.proc.signalCode !== null) return;
     running.proc.kill(signal);
@@ -83,7 +86,7 @@ export async function killableSvcd(name: string, args: string[], env: Record<str
     client: anon.withKey(reg.api_key),
     kill: () => stop('SIGKILL'),
     restart: async () => {
-      running = await startSvcdProcess(allArgs, env);
+      running = await startSvcdProcess(allArgs, svcdEnv);
       return new SvcClient({ baseUrl: running.url, apiKey: reg.api_key, adminToken });
     },
     close: async () => {

@@ -9,7 +9,7 @@ import { databaseWorkloadName } from '../src/databases/databases.js';
 import { probePostgres } from '../src/databases/probes.js';
 import { WORKLOAD_LEASE_MS } from '../src/workloads/controller.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
-import { PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
+import { DATABASE_TEST_PLAN, PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
 import { SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { killableSvcd } from './svcd-process.js';
 
@@ -129,7 +129,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
     await ensureTestImages();
     await ensureDbImages();
     const db = await freshPgDatabase();
-    const a = await killableSvcd('provision-a', ['--database-url', db.url, '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23100-23199'], { SVC_MASTER_KEY: MASTER_KEY });
+    const a = await killableSvcd('provision-a', ['--database-url', db.url, '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23100-23199'], { SVC_MASTER_KEY: MASTER_KEY }, DATABASE_TEST_PLAN);
     let b: Awaited<ReturnType<typeof startServer>> | null = null;
     try {
       const created = await a.client.createDatabase({ name: 'handed-over', type: 'postgres' });

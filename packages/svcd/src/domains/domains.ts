@@ -74,6 +74,11 @@ export interface DomainsDeps extends Pick<Platform, 'store' | 'activity' | 'cloc
   /** With --tls on: the certificates Caddy serves. Without, a proven name is active at once. */
   certificates: CertificateProbe | null;
   routesChanged: () => void;
+  /**
+   * The soonest an active name is looked at again, in seconds: a minute (tests of renewal with
+   * certificates that live seconds, less).
+   */
+  soonestRecheckS?: number;
 }
 
 export class Domains {
@@ -283,7 +288,7 @@ export class Domains {
     const renewalFailing = left < lifetime / 6;
     const lastError = renewalFailing ? `the certificate expires at ${new Date(cert.validTo * 1000).toISOString()} and has not been renewed yet (svc keeps trying)` : recordNote;
     // Short-lived certificates are looked at again before their renewal is due.
-    const nextCheck = checkedAt + Math.max(MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
+    const nextCheck = checkedAt + Math.max(this.deps.soonestRecheckS ?? MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
     const wasActive = seen.status === 'active';
     if (await this.write(seen, { ...record, status: 'active', last_error: lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck })) {
       // Its first certificate: plain HTTP, which served the name meanwhile, redirects it now.

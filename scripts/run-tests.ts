@@ -1,0 +1,178 @@
+// make test's run of every test file (packages/*/test/*.test.ts), in three lanes, so that a CI run
+// stays under its 45 minutes on two cores (one file after another it took 48 here):
+//
+// - engine: the files that drive the real engine (gVisor containers, Caddy, a registry, a
+//   browser), one at a time: two at once overload two cores, and first requests to fresh
+//   containers then get resets.
+// - beside: the files that never reach an engine (svcd in-process on the memory runtime or none,
+//   the stores, the rules themselves). Most of their time is spent waiting on leases and timers,
+//   so they run next to the engine lane instead of after it (about six minutes), one at a time,
+//   niced so that the engine lane keeps the CPU it had.
+// - alone: engine files whose assertions the machine's load would move (CPU shares, svcd's RSS
+//   and latency bounds, the benches' smoke runs, server timeouts on real sockets, dockerd
+//   stopped under its workloads): after both others have ended.
+//
+// A file is in the engine lane unless it is named below: a new file is safe there, only slower.
+// The engine lane's report streams as it runs; the beside lane's is printed whole once it has
+// ended (two reports interleaved line by line could not be read); the closing line adds up all.
+//
+// Usage: node --import tsx scripts/run-tests.ts (SVC_BIN_DIR and SVC_TEST_PG_URL as make test
+// sets them). `--lane beside FILE...` is the beside lane's own process (run under nice).
+import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { basename, resolve } from 'node:path';
+import { run } from 'node:test';
+import { spec } from 'node:test/reporters';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const TIMEOUT_MS = 300_000;
+const BESIDE_NICENESS = '10';
+const SUMMARY_MARK = 'svc-test-lane-summary ';
+
+/** Files of the beside lane: no engine, no Caddy, no browser, no child svcd. */
+const BESIDE = new Set([
+  'cli/test/cli-output.test.ts',
+  'kanban/test/board.test.ts',
+  'svcd/test/agent-protocol.test.ts',
+  'svcd/test/build-sources.test.ts',
+  'svcd/test/certificate-orders.test.ts',
+  'svcd/test/dashboard.test.ts',
+  'svcd/test/deploys-memory.test.ts',
+  'svcd/test/domains.test.ts',
+  'svcd/test/driver-memory.test.ts',
+  'svcd/test/environments-memory.test.ts',
+  'svcd/test/host-names.test.ts',
+  'svcd/test/http-access.test.ts',
+  'svcd/test/http-keys.test.ts',
+  'svcd/test/http-requests.test.ts',
+  'svcd/test/http-tenants.test.ts',
+  'svcd/test/layout.test.ts',
+  'svcd/test/openapi.test.ts',
+  'svcd/test/probes.test.ts',
+  'svcd/test/quota-concurrency.test.ts',
+  'svcd/test/resource-limits.test.ts',
+  'svcd/test/retention.test.ts',
+  'svcd/test/source-archive.test.ts',
+  'svcd/test/source-urls.test.ts',
+  'svcd/test/spec-rules.test.ts',
+  'svcd/test/store.test.ts',
+  'svcd/test/tenant-init.test.ts',
+  'svcd/test/two-svcd-memory.test.ts',
+  'svcd/test/web-sessions.test.ts',
+  'svcd/test/workloads-controller.test.ts',
+]);
+
+/** Files of the alone lane, in this order (the benches last: they take the longest). */
+const ALONE = [
+  'svcd/test/cpu-fairness.test.ts',
+  'svcd/test/resource-safety.test.ts',
+  'svcd/test/http-hardening.test.ts',
+  'svcd/test/metering.test.ts',
+  'svcd/test/engine-restart.test.ts',
+  'svcd/test/bench-smoke.test.ts',
+  'svcd/test/bench-soak.test.ts',
+];
+
+interface Counts {
+  files: number;
+  tests: number;
+  passed: number;
+  failed: number;
+  cancelled: number;
+  skipped: number;
+  todo: number;
+  success: boolean;
+}
+
+/** Runs files one at a time; the spec report goes to `out`; resolves with the run's counts. */
+function runLane(files: string[], out: NodeJS.WritableStream): Promise<Counts> {
+  const counts: Counts = { files: files.length, tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, success: true };
+  if (files.length === 0) return Promise.resolve(counts);
+  return new Promise((res, rej) => {
+    const stream = run({ files, concurrency: 1, timeout: TIMEOUT_MS });
+    stream.on('test:summary', (s) => {
+      // One summary per file, then the run's own (without a file): that one is the total.
+      if (s.file !== undefined) return;
+      const { tests, passed, cancelled, skipped, todo } = s.counts;
+      // The event has `failed` too; @types/node does not list it yet: what is not otherwise counted failed.
+      Object.assign(counts, { tests, passed, failed: tests - passed - cancelled - skipped - todo, cancelled, skipped, todo, success: s.success });
+    });
+    const report = stream.pipe(new spec());
+    report.on('error', rej);
+    report.on('end', () => res(counts));
+    report.pipe(out, { end: false });
+  });
+}
+
+function add(a: Counts, b: Counts): Counts {
+  return {
+    files: a.files + b.files,
+    tests: a.tests + b.tests,
+    passed: a.passed + b.passed,
+    failed: a.failed + b.failed,
+    cancelled: a.cancelled + b.cancelled,
+    skipped: a.skipped + b.skipped,
+    todo: a.todo + b.todo,
+    success: a.success && b.success,
+  };
+}
+
+/** The beside lane in its own niced process: its report, and its counts from the last line. */
+function besideLane(files: string[]): Promise<{ report: string; counts: Counts }> {
+  return new Promise((res, rej) => {
+    const child = spawn('nice', ['-n', BESIDE_NICENESS, process.execPath, ...process.execArgv, import.meta.filename, '--lane', 'beside', ...files], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => chunks.push(b));
+    child.on('error', rej);
+    child.on('close', (code) => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const at = text.lastIndexOf(SUMMARY_MARK);
+      if (at < 0) {
+        rej(new Error(`the beside lane ended (${code}) without its counts:\n${text}`));
+        return;
+      }
+      res({ report: text.slice(0, at), counts: JSON.parse(text.slice(at + SUMMARY_MARK.length)) as Counts });
+    });
+  });
+}
+
+const minutes = (ms: number) => `${(ms / 60_000).toFixed(1)} min`;
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  if (args[0] === '--lane') {
+    const counts = await runLane(args.slice(2), process.stdout);
+    process.stdout.write(`\n${SUMMARY_MARK}${JSON.stringify(counts)}\n`);
+    return;
+  }
+  const started = Date.now();
+  const all = readdirSync(resolve(ROOT, 'packages'))
+    .flatMap((p) => readdirSync(resolve(ROOT, 'packages', p), { withFileTypes: true }).some((e) => e.name === 'test' && e.isDirectory()) ? readdirSync(resolve(ROOT, 'packages', p, 'test')).filter((f) => f.endsWith('.test.ts')).map((f) => `packages/${p}/test/${f}`) : [])
+    .sort();
+  const key = (f: string) => f.replace(/^packages\//, '');
+  const unknown = [...BESIDE, ...ALONE].filter((k) => !all.some((f) => key(f) === k));
+  if (unknown.length) throw new Error(`scripts/run-tests.ts names files that do not exist: ${unknown.join(', ')}`);
+  const abs = (f: string) => resolve(ROOT, f);
+  const beside = all.filter((f) => BESIDE.has(key(f))).map(abs);
+  const alone = ALONE.map((k) => abs(`packages/${k}`));
+  const engine = all.filter((f) => !BESIDE.has(key(f)) && !ALONE.includes(key(f))).map(abs);
+  process.stdout.write(`run-tests: ${all.length} files: ${engine.length} on the engine one at a time, ${beside.length} beside them (niced; their report follows the engine lane's), then ${alone.length} alone\n`);
+
+  const besideRun = besideLane(beside);
+  const engineCounts = await runLane(engine, process.stdout);
+  const { report, counts: besideCounts } = await besideRun;
+  process.stdout.write(`\nrun-tests: the beside lane (${beside.map((f) => basename(f)).join(' ')}):\n${report}`);
+  process.stdout.write(`\nrun-tests: the alone lane (${ALONE.map((f) => basename(f)).join(' ')}):\n`);
+  const aloneCounts = await runLane(alone, process.stdout);
+
+  const total = add(add(engineCounts, besideCounts), aloneCounts);
+  const ok = total.success && total.failed === 0 && total.cancelled === 0;
+  process.stdout.write(
+    `\nrun-tests: ${ok ? 'PASSED' : 'FAILED'}: ${total.files} files, ${total.tests} tests: ${total.passed} passed, ${total.failed} failed, ${total.cancelled} cancelled, ${total.skipped} skipped, ${total.todo} todo, in ${minutes(Date.now() - started)}\n`,
+  );
+  process.exitCode = ok ? 0 : 1;
+}
+
+await main();
