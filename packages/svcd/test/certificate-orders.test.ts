@@ -5,15 +5,17 @@
 // both stores; certificates are made with openssl where Caddy would write them.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { after, before, beforeEach, describe, test } from 'node:test';
+import { writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { systemTimers } from '../src/clock.js';
 import { CertificateOrders } from '../src/domains/certificate-orders.js';
-import { ASK_WAITING_MAX, ASK_WAIT_MS, needsNoRenewal, TlsAskServer } from '../src/proxy/tls-ask.js';
+import { ASK_WAITING_MAX, ASK_WAIT_MS, needsNoRenewal, storageId, TlsAskServer } from '../src/proxy/tls-ask.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { eachStore, storeLocation } from './harness.js';
 
@@ -42,6 +44,27 @@ test('a stored certificate needs no renewal until the last share of its lifetime
   assert.equal(needsNoRenewal({ validFrom: now - 60 * day, validTo: now + 30 * day }, now * 1000), false, 'in the renewal window');
   assert.equal(needsNoRenewal({ validFrom: now - 90 * day, validTo: now - day }, now * 1000), false, 'expired');
   assert.equal(needsNoRenewal(null, now * 1000), false);
+});
+
+test('svcd that start at the same moment on a new storage agree on its id, none reading it half-written', async () => {
+  // A write that takes its time between creating the file and filling it (a loaded machine: seen
+  // in make test, where a second svcd read the first one's file empty and did not start).
+  const slowWrite = async (path: string, data: string, o: { flag: 'wx'; mode: number }) => {
+    await writeFile(path, '', o);
+    await sleep(20);
+    await writeFile(path, data);
+  };
+  for (let round = 0; round < 5; round++) {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-storage-id-'));
+    try {
+      const ids = await Promise.all(Array.from({ length: 8 }, () => storageId(dir, slowWrite)));
+      assert.match(ids[0] ?? '', /^[0-9a-f]{16}$/);
+      assert.deepEqual(new Set(ids).size, 1, `one id: ${ids.join(' ')}`);
+      assert.deepEqual(readdirSync(dir), ['svc-storage-id'], 'nothing else left in the storage');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 });
 
 eachStore((kind) => {

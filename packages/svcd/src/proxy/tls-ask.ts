@@ -16,7 +16,7 @@
 // Otherwise it waits for the claimant's certificate to appear, up to 7 s and 32 questions at once,
 // and says no when none did: that handshake fails, and a later one finds it stored.
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -174,15 +174,22 @@ export class TlsAskServer {
 
 /**
  * The id of a certificate storage, written into it by the first svcd that uses it: svcd that
- * share the storage share the id, and so the claims.
+ * share the storage share the id, and so the claims. `write`: node's (a test's, slower).
  */
-async function storageId(dir: string): Promise<string> {
+export async function storageId(dir: string, write: (path: string, data: string, o: { flag: 'wx'; mode: number }) => Promise<void> = writeFile): Promise<string> {
   const file = join(dir, STORAGE_ID_FILE);
   await mkdir(dir, { recursive: true, mode: 0o700 });
+  // Written whole under a name of its own, then linked into place: a link fails when the name
+  // exists, so the first svcd's id stands, and no svcd reads the file half-written (with `wx` on
+  // the name itself, one started at the same moment read it empty: seen in make test).
+  const written = `${file}.${randomBytes(4).toString('hex')}`;
+  await write(written, randomBytes(8).toString('hex'), { flag: 'wx', mode: 0o600 });
   try {
-    await writeFile(file, randomBytes(8).toString('hex'), { flag: 'wx', mode: 0o600 });
+    await link(written, file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    await unlink(written);
   }
   const id = (await readFile(file, 'utf8')).trim();
   if (!/^[0-9a-f]{16}$/.test(id)) throw new Error(`${file} does not hold a storage id`);
