@@ -94,15 +94,25 @@ run: build
 	@echo "make: starting svcd in dev mode with open registration on SQLite in $(DATA_DIR): API http://$(LISTEN), services behind Caddy on http://$(PROXY_LISTEN)"
 	exec bin/svcd --dev --open-registration --data-dir $(DATA_DIR) --listen $(LISTEN) --proxy-listen $(PROXY_LISTEN)
 
-test: build typecheck lint
-	@echo "make: testing svc-init (go vet, go test)"
-	cd packages/svc-init && go vet ./... && go test -count=1 ./...
+# The operator-image stand-ins (several minutes on a new machine, mostly apt-get and dpkg) are
+# built in the background while the checks (type check, lint, svc-init's go vet and go test) run:
+# the two overlap on a CI machine instead of adding up. Tests start only once both succeeded.
+OPERATOR_IMAGES_LOG := .tools/operator-images.log
+test: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
 	@bash scripts/ensure-caddy.sh
 	@bash scripts/ensure-bench-tools.sh
-	@echo "make: building the operator-image stand-ins that are missing (once per machine; several minutes on a new one)"
-	node --import tsx packages/svcd/test/operator-images.ts
+	@mkdir -p .tools
+	@echo "make: building the operator-image stand-ins that are missing, in the background while the checks run (once per machine; several minutes on a new one; log: $(OPERATOR_IMAGES_LOG))"
+	@node --import tsx packages/svcd/test/operator-images.ts > $(OPERATOR_IMAGES_LOG) 2>&1 & images=$$!; \
+	  $(MAKE) --no-print-directory typecheck lint && \
+	  echo "make: testing svc-init (go vet, go test)" && \
+	  (cd packages/svc-init && go vet ./... && go test -count=1 ./...); checks=$$?; \
+	  wait $$images; built=$$?; \
+	  echo "make: the operator-image stand-ins:"; cat $(OPERATOR_IMAGES_LOG); \
+	  if [ $$built -ne 0 ]; then echo "make: building the operator-image stand-ins failed (above)"; fi; \
+	  [ $$checks -eq 0 ] && [ $$built -eq 0 ]
 	@eval "$$(bash scripts/ensure-postgres.sh)" && \
 	  echo "make: running $$(ls packages/*/test/*.test.ts | wc -l) test files on Node $(NODE_VERSION), on SQLite and PostgreSQL ($$SVC_TEST_PG_URL), in lanes (scripts/run-tests.ts)" && \
 	  SVC_BIN_DIR=$(CURDIR)/bin node --import tsx scripts/run-tests.ts
