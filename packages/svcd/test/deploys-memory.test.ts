@@ -186,7 +186,7 @@ eachStore((kind) => {
         },
       };
       // Below the ephemeral range, and apart from the other suites' host ports: the memory driver binds them.
-      t = await startServer({ store: kind, config: { swarmPorts: { from: 23000, to: 23002 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
+      t = await startServer({ store: kind, config: { swarmPorts: { from: 23900, to: 23902 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
     });
     after(async () => {
       await t.close();
@@ -198,7 +198,7 @@ eachStore((kind) => {
       const services = await Promise.all(['p1', 'p2', 'p3'].map((name) => a.client.createService({ name, image: SERVING, port: 8000 })));
       for (const s of services) assert.equal((await settled(a, s.id)).status, 'running');
       const ports = services.map((s) => published.get(s.id)?.[0]);
-      assert.deepEqual([...ports].sort(), [23000, 23001, 23002], JSON.stringify(ports));
+      assert.deepEqual([...ports].sort(), [23900, 23901, 23902], JSON.stringify(ports));
       const first = services[0] ?? assert.fail();
       await a.client.serviceAction(first.id, 'redeploy');
       await waitFor('redeployed', async () => ((await a.client.deployments(first.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined));
@@ -242,7 +242,7 @@ eachStore((kind) => {
       mem = memoryRuntime(IMAGES);
       const runtime = { ...mem.runtime, capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true }) };
       // One port: both deploys pick it.
-      t = await startServer({ store: kind, config: { swarmPorts: { from: 23010, to: 23010 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
+      t = await startServer({ store: kind, config: { swarmPorts: { from: 23910, to: 23910 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
     });
     after(async () => {
       await t.close();
@@ -275,7 +275,7 @@ eachStore((kind) => {
         assert.match(loser?.last_error ?? '', /every port of --swarm-ports is taken/);
         assert.equal(reads, 3, 'the loser read the ports again after the store refused its pick');
         const winner = ends.find((e) => e.status === 'running');
-        assert.equal((await services.findAny(winner?.id ?? ''))?.published_port, 23010);
+        assert.equal((await services.findAny(winner?.id ?? ''))?.published_port, 23910);
         assert.equal((await services.findAny(loser?.id ?? ''))?.published_port, null);
       } finally {
         services.publishedPorts = read;

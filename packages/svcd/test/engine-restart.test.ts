@@ -3,8 +3,9 @@
 // task board and an environment, as an upgrade or a crash of the engine would. Every one of them
 // must come back and answer, and the services' crash counts must not be charged for it.
 //
-// This stops the engine every other test uses: `make test` runs the test files one at a time
-// (TEST_CONCURRENCY in the Makefile), so no other file's containers are stopped under it.
+// This stops the engine every other test uses: `make test` runs it alone, after every other
+// engine file and the files beside them have ended (scripts/run-tests.ts), so no other file's
+// containers are stopped under it.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

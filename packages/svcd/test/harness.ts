@@ -13,10 +13,11 @@ import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
 import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_STALLED_READER_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
+import { fakeIptables } from './fake-iptables.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import { DEFAULT_RETENTION } from '../src/retention/rules.js';
-import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, builtTenantInit } from '../src/runtime/index.js';
+import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, HostFirewall, builtTenantInit } from '../src/runtime/index.js';
 import type { NewTenantRow } from '../src/store/index.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
@@ -166,13 +167,19 @@ export interface StartOptions {
 export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   const loc = await storeLocation(o.store ?? 'sqlite');
   const clock = new ManualClock();
-  const config = testConfig({ dataDir: loc.dataDir, databaseUrl: loc.databaseUrl, ...o.config });
+  // A svcd on a stand-in runtime starts no container: the machine's iptables rules and tenant CPU
+  // groups are the engine tests' (isolation.test.ts takes a rule away and expects health to
+  // miss it), and make test runs the stand-in files beside them. Its rules go to iptables in
+  // memory, and it places nothing in groups; a test may still give it either.
+  const standIn = o.overrides?.runtime !== undefined;
+  const config = testConfig({ dataDir: loc.dataDir, databaseUrl: loc.databaseUrl, ...(standIn ? { tenantCpuWeight: null } : {}), ...o.config });
   const lines = o.logLines;
   const log = lines
     ? pino({ level: 'info' }, { write: (s: string) => void lines.push(s) })
     : pino({ level: 'silent' });
   const time = o.realTime ? { clock: systemClock, timers: systemTimers } : { clock, timers: clock };
-  const deps = await createDeps(config, { ...time, log, ...o.overrides });
+  const standInFirewall = standIn ? { hostFirewall: new HostFirewall(config.egressAllow, fakeIptables().fake) } : {};
+  const deps = await createDeps(config, { ...time, log, ...standInFirewall, ...o.overrides });
   const server = await buildServer(deps);
   const listenHost = o.listenHost ?? '127.0.0.1';
   await server.listen({ host: listenHost, port: 0 });

@@ -10,6 +10,7 @@ import { checkDockerfile } from '../src/builds/dockerfile.js';
 import { readDockerfile } from '../src/builds/runner.js';
 import { ValidationError } from '../src/errors.js';
 import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
+import { fakeIptables } from './fake-iptables.js';
 import { SWARM_GATEWAY_BRIDGE } from '../src/runtime/swarm/node-firewall.js';
 import { canonicalImageReference, tenantImageRefusal } from '../src/services/images.js';
 
@@ -91,37 +92,6 @@ describe('the Dockerfile the check reads', () => {
     }
   });
 });
-
-/** iptables' filter table in memory: -N, -C, -A, -I, -D and -S on chains that exist. */
-function fakeIptables(chains: Record<string, string[][]> = { INPUT: [], 'DOCKER-USER': [] }) {
-  const rules = new Map<string, string[][]>(Object.entries(chains));
-  const calls: string[][] = [];
-  const key = (r: string[]) => r.join(' ');
-  const fake = (args: string[]): Promise<string> => {
-    calls.push(args);
-    const [op, chain, ...rest] = args;
-    if (op === '-N') {
-      if (rules.has(chain!)) return Promise.reject(new Error('exists'));
-      rules.set(chain!, []);
-      return Promise.resolve('');
-    }
-    const list = rules.get(chain!);
-    if (!list) return Promise.reject(new Error(`no chain ${chain}`));
-    if (op === '-S') return Promise.resolve([`-P ${chain!} ACCEPT`, ...list.map((r) => `-A ${chain!} ${key(r)}`)].join('\n') + '\n');
-    if (op === '-C') {
-      if (!list.some((r) => key(r) === key(rest))) return Promise.reject(new Error('missing'));
-    } else if (op === '-A') list.push(rest);
-    else if (op === '-I') list.splice(Number(rest[0]) - 1, 0, rest.slice(1));
-    else if (op === '-D') {
-      // By number, or by the rule's words (the first copy).
-      const at = rest.length === 1 && /^\d+$/.test(rest[0]!) ? Number(rest[0]) - 1 : list.findIndex((r) => key(r) === key(rest));
-      if (at < 0 || at >= list.length) return Promise.reject(new Error('no such rule'));
-      list.splice(at, 1);
-    }
-    return Promise.resolve('');
-  };
-  return { rules, calls, fake };
-}
 
 describe('egress firewall', () => {
   test('--egress-allow entries', () => {

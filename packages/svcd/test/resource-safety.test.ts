@@ -120,7 +120,8 @@ describe('streams that are never read', { concurrency: false }, () => {
       const follow = `/v1/services/${created.id}/logs?follow=true`;
       // A reader that reads, over the same time: never cut, and still flowing at the end.
       // (It reads on for longer than the wait below for a free slot, so its own slot is not the one that frees.)
-      const reading = readFor(svcd.url, follow, svcd.apiKey, 14_000);
+      let readingEnded = false;
+      const reading = readFor(svcd.url, follow, svcd.apiKey, 16_000).finally(() => (readingEnded = true));
       // The tenant's cap of followed logs (10) less the reader, never read.
       const sockets = Array.from({ length: 9 }, () => neverRead(svcd.url, follow, svcd.apiKey));
       try {
@@ -140,6 +141,7 @@ describe('streams that are never read', { concurrency: false }, () => {
           status = await letIn();
         }
         assert.equal(status, 200, 'the never-read streams were ended and their slots are free again');
+        assert.equal(readingEnded, false, "the reader was still reading when a slot came free: the slot was a never-read stream's, not its");
         assert.ok((await reading) > 10 * 1024 * 1024, 'the reading client read on');
       } finally {
         for (const s of sockets) s.destroy();

@@ -183,15 +183,17 @@ export async function storageId(dir: string, write: (path: string, data: string,
   // exists, so the first svcd's id stands, and no svcd reads the file half-written (with `wx` on
   // the name itself, one started at the same moment read it empty: seen in make test).
   const written = `${file}.${randomBytes(4).toString('hex')}`;
-  await write(written, randomBytes(8).toString('hex'), { flag: 'wx', mode: 0o600 });
   try {
+    await write(written, randomBytes(8).toString('hex'), { flag: 'wx', mode: 0o600 });
     await link(written, file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   } finally {
-    await unlink(written);
+    await unlink(written).catch(() => {}); // never written, or gone: nothing to take back
   }
   const id = (await readFile(file, 'utf8')).trim();
-  if (!/^[0-9a-f]{16}$/.test(id)) throw new Error(`${file} does not hold a storage id`);
+  // An empty file is what an svcd before this version left when it died between creating and
+  // writing it: removed, it is made again (every svcd sharing the storage must be restarted then).
+  if (!/^[0-9a-f]{16}$/.test(id)) throw new Error(`${file} does not hold a storage id: remove it (and restart every svcd that shares this storage)`);
   return id;
 }
