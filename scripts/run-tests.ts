@@ -20,12 +20,12 @@
 // Usage: node --import tsx scripts/run-tests.ts (SVC_BIN_DIR and SVC_TEST_PG_URL as make test
 // sets them). `--lane beside FILE...` is the beside lane's own process (run under nice).
 import { spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { basename, resolve } from 'node:path';
+import { existsSync, readdirSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const PACKAGES = resolve(import.meta.dirname, '..', 'packages');
 const TIMEOUT_MS = 300_000;
 const BESIDE_NICENESS = '10';
 const SUMMARY_MARK = 'svc-test-lane-summary ';
@@ -83,10 +83,15 @@ interface Counts {
   success: boolean;
 }
 
+/** Nothing counted yet, and not a success until a run's own summary says so. */
+function noCounts(files: number): Counts {
+  return { files, tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, success: false };
+}
+
 /** Runs files one at a time; the spec report goes to `out`; resolves with the run's counts. */
 function runLane(files: string[], out: NodeJS.WritableStream): Promise<Counts> {
-  // Not a success until the run's own summary says so (a runner that died sends none).
-  const counts: Counts = { files: files.length, tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, success: false };
+  // A runner that died sends no summary: its lane stays a failure.
+  const counts = noCounts(files.length);
   if (files.length === 0) return Promise.resolve({ ...counts, success: true });
   return new Promise((res, rej) => {
     const stream = run({ files, concurrency: 1, timeout: TIMEOUT_MS });
@@ -150,25 +155,28 @@ async function main(): Promise<void> {
     return;
   }
   const started = Date.now();
-  const all = readdirSync(resolve(ROOT, 'packages'))
-    .flatMap((p) => readdirSync(resolve(ROOT, 'packages', p), { withFileTypes: true }).some((e) => e.name === 'test' && e.isDirectory()) ? readdirSync(resolve(ROOT, 'packages', p, 'test')).filter((f) => f.endsWith('.test.ts')).map((f) => `packages/${p}/test/${f}`) : [])
+  // Every packages/*/test/*.test.ts, named as the lists above name them.
+  const all = readdirSync(PACKAGES)
+    .flatMap((p) => {
+      const dir = join(PACKAGES, p, 'test');
+      return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.test.ts')).map((f) => `${p}/test/${f}`) : [];
+    })
     .sort();
-  const key = (f: string) => f.replace(/^packages\//, '');
-  const unknown = [...BESIDE, ...ALONE].filter((k) => !all.some((f) => key(f) === k));
+  const unknown = [...BESIDE, ...ALONE].filter((k) => !all.includes(k));
   if (unknown.length) throw new Error(`scripts/run-tests.ts names files that do not exist: ${unknown.join(', ')}`);
   const twice = ALONE.filter((k) => BESIDE.has(k));
   if (twice.length) throw new Error(`scripts/run-tests.ts names files in two lanes: ${twice.join(', ')}`);
-  const abs = (f: string) => resolve(ROOT, f);
-  const beside = all.filter((f) => BESIDE.has(key(f))).map(abs);
-  const alone = ALONE.map((k) => abs(`packages/${k}`));
-  const engine = all.filter((f) => !BESIDE.has(key(f)) && !ALONE.includes(key(f))).map(abs);
+  const abs = (k: string) => join(PACKAGES, k);
+  const beside = all.filter((k) => BESIDE.has(k)).map(abs);
+  const alone = ALONE.map(abs);
+  const engine = all.filter((k) => !BESIDE.has(k) && !ALONE.includes(k)).map(abs);
   process.stdout.write(`run-tests: ${all.length} files: ${engine.length} on the engine one at a time, ${beside.length} beside them (niced; their report follows the engine lane's), then ${alone.length} alone\n`);
 
   // Settled, not awaited, until the engine lane has ended: a beside lane that broke is reported
   // after the engine lane's report, as a failure, instead of cutting that report off.
   const besideRun = besideLane(beside).then(
     (ok) => ok,
-    (err: unknown) => ({ report: `${err instanceof Error ? err.message : String(err)}\n`, counts: { files: beside.length, tests: 0, passed: 0, failed: 1, cancelled: 0, skipped: 0, todo: 0, success: false } }),
+    (err: unknown) => ({ report: `${err instanceof Error ? err.message : String(err)}\n`, counts: { ...noCounts(beside.length), failed: 1 } }),
   );
   const engineCounts = await runLane(engine, process.stdout);
   const { report, counts: besideCounts } = await besideRun;

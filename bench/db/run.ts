@@ -22,8 +22,8 @@ import { median, spawnSvcd } from '../svcd.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 5);
-const PLAN = SMOKE ? DATABASE_TEST_PLAN : {};
-const limits = workloadLimits(tenantRow('bench', 'bench', PLAN));
+const PLAN = SMOKE ? DATABASE_TEST_PLAN : null;
+const limits = workloadLimits(tenantRow('bench', 'bench', PLAN ?? {}));
 const PASSWORD = 'bench-password-0123456789';
 
 async function untilProbe(probe: () => Promise<void>): Promise<void> {
@@ -51,7 +51,7 @@ const svcd = await spawnSvcd([
 ], undefined, { SVC_ADMIN_TOKEN: ADMIN_TOKEN });
 const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}`, adminToken: ADMIN_TOKEN });
 const reg = await anon.register({ name: 'bench-db', email: 'bench-db@x.io' });
-if (SMOKE) await anon.patchQuotas(reg.tenant_id, DATABASE_TEST_PLAN);
+if (PLAN) await anon.patchQuotas(reg.tenant_id, PLAN);
 const c = anon.withKey(reg.api_key);
 // The bare side's own network, as a tenant has one.
 await docker.createNetwork({ Name: 'svc-bench-db', Driver: 'bridge', CheckDuplicate: true }).catch(() => {});
