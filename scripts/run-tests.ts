@@ -8,7 +8,8 @@
 //   on a stand-in runtime, whose firewall the harness keeps in memory; the stores; the rules
 //   themselves), nor a port range another file uses. Most of their time is spent waiting on
 //   leases and timers, so they run next to the engine lane instead of after it (about five
-//   minutes), one at a time, niced so that the engine lane keeps the CPU it had.
+//   minutes), one at a time, in a CPU group of their own weighted below the tenants' workloads
+//   (besideCpuGroup), so that the engine lane and its containers keep the CPU they had.
 // - alone: engine files whose assertions the machine's load would move (CPU shares, svcd's RSS
 //   and latency bounds, the benches' smoke runs, server timeouts on real sockets, dockerd
 //   stopped under its workloads): after both others have ended.
@@ -16,18 +17,22 @@
 // A file is in the engine lane unless it is named below: a new file is safe there, only slower.
 // The engine lane's report streams as it runs; the beside lane's is printed whole once it has
 // ended (two reports interleaved line by line could not be read); the closing line adds up all.
+// Just before it, every failure again, short (name, file, what it said): a CI log shown only by
+// its tail still says what failed and why, not only which suite.
 //
 // Usage: node --import tsx scripts/run-tests.ts (SVC_BIN_DIR and SVC_TEST_PG_URL as make test
-// sets them). `--lane beside FILE...` is the beside lane's own process (run under nice).
+// sets them). `--lane beside FILE...` is the beside lane's own process (started in its CPU group).
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { basename, join, relative, resolve } from 'node:path';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 
 const PACKAGES = resolve(import.meta.dirname, '..', 'packages');
 const TIMEOUT_MS = 300_000;
 const BESIDE_NICENESS = '10';
+/** The beside lane's CPU group, under the cgroup root (cgroup v2; v1's cpu hierarchy). */
+const BESIDE_CGROUP = 'svc-test-beside';
 const SUMMARY_MARK = 'svc-test-lane-summary ';
 
 /**
@@ -81,11 +86,16 @@ interface Counts {
   skipped: number;
   todo: number;
   success: boolean;
+  /** Each failed test or hook, told in a few lines (a suite that failed only through its tests is not repeated). */
+  failures: string[];
 }
+
+/** The lines of a failure's message kept in the recap: enough for an assertion's diff. */
+const RECAP_LINES = 12;
 
 /** Nothing counted yet, and not a success until a run's own summary says so. */
 function noCounts(files: number): Counts {
-  return { files, tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, success: false };
+  return { files, tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, success: false, failures: [] };
 }
 
 /** Runs files one at a time; the spec report goes to `out`; resolves with the run's counts. */
@@ -102,11 +112,31 @@ function runLane(files: string[], out: NodeJS.WritableStream): Promise<Counts> {
       // The event has `failed` too; @types/node does not list it yet: what is not otherwise counted failed.
       Object.assign(counts, { tests, passed, failed: tests - passed - cancelled - skipped - todo, cancelled, skipped, todo, success: s.success });
     });
+    stream.on('test:fail', (f) => {
+      const told = recapOf(f);
+      if (told) counts.failures.push(told);
+    });
     const report = stream.pipe(new spec());
     report.on('error', rej);
     report.on('end', () => res(counts));
     report.pipe(out, { end: false });
   });
+}
+
+/** A failure in a few lines, or null for a suite whose only failure is its tests' (they are told). */
+function recapOf(f: { name: string; file?: string; details: { error: Error } }): string | null {
+  // node:test wraps what was thrown in an ERR_TEST_FAILURE whose cause is the thrown error.
+  const wrapped = f.details.error as Error & { failureType?: string; cause?: unknown };
+  if (wrapped.failureType === 'subtestsFailed') return null;
+  const thrown = wrapped.cause instanceof Error ? wrapped.cause : wrapped;
+  const where = f.file ? relative(PACKAGES, f.file) : 'no file';
+  // The stack without node's own frames: the test's line is among the first that remain.
+  const said = (thrown.stack ?? `${thrown.name}: ${thrown.message}`)
+    .split('\n')
+    .filter((l) => !/\(?node:/.test(l.trim().replace(/^at (async )?/, '')) && !l.endsWith('(<anonymous>)'))
+    .slice(0, RECAP_LINES)
+    .map((l) => `    ${l}`);
+  return [`  ✖ ${f.name} (${where}${wrapped.failureType ? `, ${wrapped.failureType}` : ''})`, ...said].join('\n');
 }
 
 function add(a: Counts, b: Counts): Counts {
@@ -119,13 +149,39 @@ function add(a: Counts, b: Counts): Counts {
     skipped: a.skipped + b.skipped,
     todo: a.todo + b.todo,
     success: a.success && b.success,
+    failures: [...a.failures, ...b.failures],
   };
 }
 
-/** The beside lane in its own niced process: its report, and its counts from the last line. */
-function besideLane(files: string[]): Promise<{ report: string; counts: Counts }> {
+/**
+ * The beside lane's CPU group, made with a weight a fifth of svc's tenant group's (svcd gives
+ * the tenants' parent 10 against the host's 100: runtime/tenant-cgroups.ts), or null where it
+ * cannot be made (not root). Nice alone is not enough: it only orders processes within one
+ * group, and against the tenants' group a niced process weighs as much as all the tenants' workloads
+ * together (110 against 102 on cgroup v1's scale). A beside file busy on the CPU then halved what
+ * the engine lane's containers got, and their deploys and first handshakes missed the tests'
+ * deadlines (seen: tls.test.ts's services not running within 30 s beside two niced busy loops).
+ */
+function besideCpuGroup(): string | null {
+  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+  const dir = v2 ? join('/sys/fs/cgroup', BESIDE_CGROUP) : join('/sys/fs/cgroup/cpu', BESIDE_CGROUP);
+  try {
+    mkdirSync(dir, { recursive: true });
+    // v2's weight 2 against the tenants' 10; v1's shares 20 against their 102.
+    writeFileSync(join(dir, v2 ? 'cpu.weight' : 'cpu.shares'), v2 ? '2' : '20');
+    return dir;
+  } catch {
+    return null;
+  }
+}
+
+/** The beside lane in its own process, in `cpuGroup` when there is one, niced: its report, and its counts from the last line. */
+function besideLane(files: string[], cpuGroup: string | null): Promise<{ report: string; counts: Counts }> {
   return new Promise((res, rej) => {
-    const child = spawn('nice', ['-n', BESIDE_NICENESS, process.execPath, ...process.execArgv, import.meta.filename, '--lane', 'beside', ...files], {
+    const lane = ['nice', '-n', BESIDE_NICENESS, process.execPath, ...process.execArgv, import.meta.filename, '--lane', 'beside', ...files];
+    // The shell joins the group, then becomes the lane: every process the lane starts is in it.
+    const [command = 'nice', ...args] = cpuGroup ? ['sh', '-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', cpuGroup, ...lane] : lane;
+    const child = spawn(command, args, {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const chunks: Buffer[] = [];
@@ -170,13 +226,15 @@ async function main(): Promise<void> {
   const beside = all.filter((k) => BESIDE.has(k)).map(abs);
   const alone = ALONE.map(abs);
   const engine = all.filter((k) => !BESIDE.has(k) && !ALONE.includes(k)).map(abs);
-  process.stdout.write(`run-tests: ${all.length} files: ${engine.length} on the engine one at a time, ${beside.length} beside them (niced; their report follows the engine lane's), then ${alone.length} alone\n`);
+  const cpuGroup = besideCpuGroup();
+  const placed = cpuGroup ? `in the CPU group ${cpuGroup}, below the tenants'` : 'niced only: no CPU group of their own could be made';
+  process.stdout.write(`run-tests: ${all.length} files: ${engine.length} on the engine one at a time, ${beside.length} beside them (${placed}; their report follows the engine lane's), then ${alone.length} alone\n`);
 
   // Settled, not awaited, until the engine lane has ended: a beside lane that broke is reported
   // after the engine lane's report, as a failure, instead of cutting that report off.
-  const besideRun = besideLane(beside).then(
+  const besideRun = besideLane(beside, cpuGroup).then(
     (ok) => ok,
-    (err: unknown) => ({ report: `${err instanceof Error ? err.message : String(err)}\n`, counts: { ...noCounts(beside.length), failed: 1 } }),
+    (err: unknown) => ({ report: `${err instanceof Error ? err.message : String(err)}\n`, counts: { ...noCounts(beside.length), failed: 1, failures: ['  ✖ the beside lane broke (its report says how)'] } }),
   );
   const engineCounts = await runLane(engine, process.stdout);
   const { report, counts: besideCounts } = await besideRun;
@@ -186,6 +244,7 @@ async function main(): Promise<void> {
 
   const total = add(add(engineCounts, besideCounts), aloneCounts);
   const ok = total.success && total.tests > 0 && total.failed === 0 && total.cancelled === 0;
+  if (total.failures.length > 0) process.stdout.write(`\nrun-tests: what failed, again:\n${total.failures.join('\n')}\n`);
   process.stdout.write(
     `\nrun-tests: ${ok ? 'PASSED' : 'FAILED'}: ${total.files} files, ${total.tests} tests: ${total.passed} passed, ${total.failed} failed, ${total.cancelled} cancelled, ${total.skipped} skipped, ${total.todo} todo, in ${minutes(Date.now() - started)}\n`,
   );

@@ -153,8 +153,8 @@ export interface StartOptions {
   store?: StoreKind;
   config?: Partial<Config>;
   overrides?: DepsOverrides;
-  /** Capture log lines (for audit assertions). */
-  logLines?: string[];
+  /** Where svcd's log lines go (an array for audit assertions; anything with push to watch them as they come). */
+  logLines?: { push(line: string): unknown };
   /**
    * Real clock and timers, for tests that wait on the engine (deploys poll it). The manual clock
    * still exists, but moving it changes nothing.

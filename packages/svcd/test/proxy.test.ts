@@ -1,6 +1,6 @@
 // Public routing through a real Caddy that svcd runs and supervises, to services on the real engine.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { webSocketThroughProxy } from './websocket-probe.js';
 
 describe('public routing through Caddy', () => {
@@ -97,6 +97,36 @@ describe('public routing through Caddy', () => {
     assert.match(down.body, /Service pausable is stopped/);
     await a.client.serviceAction(s.id, 'start');
     await waitFor('the route back', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+  });
+
+  test("a request still dialing a service that answers no connection attempt, while Caddy loads new routes, leaves Caddy running; the other routes answer", async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const silent = await a.client.createService({ name: 'silent', image: BUSYBOX_IMAGE });
+    const host = `${silent.id}.localhost:${port}`;
+    await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+    // Its connection attempts go unanswered (their SYNs dropped on the way out of the host), as
+    // to a node cut off or a service whose backlog is full: Caddy's dial hangs.
+    const [container] = await docker.listContainers({ filters: { label: [`svc.resource=${silent.id}`] } });
+    const ip = Object.values((await docker.getContainer(container?.Id ?? assert.fail('no container')).inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? assert.fail('no address');
+    const rule = ['OUTPUT', '-p', 'tcp', '-d', ip, '--dport', String(silent.port), '--syn', '-j', 'DROP'];
+    execFileSync('iptables', ['-w', '-I', ...rule]);
+    try {
+      const pid = t.deps.proxy?.pid;
+      assert.ok(pid);
+      const stuck = viaProxy(port, host).then((r) => `answered ${String(r.status)}`, (err: unknown) => String(err));
+      await new Promise((r) => setTimeout(r, 500));
+      // Routes change (another service) while that request dials: Caddy loads a configuration.
+      // With `flush_interval: -1` on the routes, Caddy 2.6.2 panicked here and exited.
+      const other = await a.client.createService({ name: 'other', image: BUSYBOX_IMAGE });
+      await waitFor('the new route', async () => ((await viaProxy(port, `${other.id}.localhost:${port}`)).status === 200 ? true : undefined), 60_000);
+      assert.equal(t.deps.proxy?.pid, pid, 'Caddy exited and was started again');
+      // The stuck request is answered (Caddy's dial timeout), not cut off.
+      assert.match(await stuck, /^answered 5\d\d$/);
+    } finally {
+      execFileSync('iptables', ['-w', '-D', ...rule]);
+    }
+    assert.equal((await viaProxy(port, host)).status, 200, 'the same probe once the service answers again');
   });
 
   test('Caddy killed: svcd restarts it and pushes the routes again', async () => {

@@ -114,8 +114,10 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     }, 90_000);
     assert.equal(active.url, `https://${hostname}:${httpsPort}`);
     assert.ok((active.certificate_expires_at ?? 0) > Date.now() / 1000, 'an expiry in the future');
-    const page = await viaTls(httpsPort, hostname, pebble.issuerRoot, '/index.html');
-    assert.equal(page.status, 200);
+    // The check that saw the certificate has Caddy load new routes (plain HTTP redirects the name
+    // from now on); Caddy 2.6 resets a connection it accepts while it loads a configuration
+    // (README, "Known limitations"): the page is waited for, not asked once.
+    const page = await waitFor('served over HTTPS', () => viaTls(httpsPort, hostname, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
     assert.equal(page.body, 'hello from svc-test\n');
     assert.match(page.issuer, /Pebble/i);
     assert.equal(pebble.orders(), ordersBefore + 1, 'one order for the name');

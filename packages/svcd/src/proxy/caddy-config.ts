@@ -73,9 +73,12 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
             // The client's address, for the upstream's logs and for svcd's own per-client limits
             // (api.<base-domain>: svcd takes X-Real-Ip from a loopback peer only, api/client-ip.ts).
             headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } },
-            // Streamed responses pass through at once (logs, server-sent events); Caddy sets
-            // X-Forwarded-For/-Proto/-Host and passes WebSocket upgrades by itself.
-            flush_interval: -1,
+            // Caddy sets X-Forwarded-For/-Proto/-Host and passes WebSocket upgrades by itself,
+            // and flushes streamed responses (server-sent events, any response without a
+            // length) as they come. Not `flush_interval: -1`: with it, Caddy 2.6.2 panics and
+            // exits when it loads a configuration while a request is still dialing an upstream
+            // that does not answer (a node cut off, a service not accepting), so one tenant's
+            // silent service and any route change stopped every tenant's traffic (proxy.test.ts).
           },
         ]
       : [
