@@ -281,13 +281,18 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Polls until fn gives a value (errors count as not yet), or fails after ms. */
+/** Polls until fn gives a value (errors count as not yet), or fails after ms, with what the last try met. */
 export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 30_000): Promise<T> {
   const until = Date.now() + ms;
+  let last = 'its last try answered not yet';
   for (;;) {
-    const v = await fn().catch(() => undefined);
+    const v = await fn().catch((err: unknown) => {
+      last = `its last try failed: ${err instanceof Error ? err.message : String(err)}`;
+      return undefined;
+    });
     if (v !== undefined && v !== false) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what} (${last})`);
+    last = 'its last try answered not yet';
     await new Promise((r) => setTimeout(r, 100));
   }
 }

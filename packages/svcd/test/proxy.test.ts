@@ -11,12 +11,25 @@ import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaPro
 import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { webSocketThroughProxy } from './websocket-probe.js';
 
+/** What marks the test's iptables rule, so that one left by a killed run is removed at the next. */
+const SILENT_DIAL_TAG = ['-m', 'comment', '--comment', 'svc-test-silent-dial'];
+
+/** Removes OUTPUT rules tagged SILENT_DIAL_TAG (a run killed inside the test leaves its rule). */
+function removeSilentDialRules(): void {
+  for (const line of execFileSync('iptables', ['-w', '-S', 'OUTPUT'], { encoding: 'utf8' }).split('\n')) {
+    if (!line.includes('svc-test-silent-dial') || !line.startsWith('-A ')) continue;
+    // -S prints a rule as the words that made it: -A becomes -D. The comment is quoted there only when it has a space (it has none).
+    execFileSync('iptables', ['-w', '-D', ...line.slice(3).split(' ')]);
+  }
+}
+
 describe('public routing through Caddy', () => {
   let t: TestServer;
   let port: number;
   const tenants: string[] = [];
   before(async () => {
     await ensureTestImages();
+    removeSilentDialRules();
     port = await freePort();
     t = await startServer({ realTime: true, config: { proxyListen: `127.0.0.1:${port}` }, overrides: { readyTimeoutMs: 5_000 } });
   });
@@ -106,27 +119,49 @@ describe('public routing through Caddy', () => {
     const host = `${silent.id}.localhost:${port}`;
     await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
     // Its connection attempts go unanswered (their SYNs dropped on the way out of the host), as
-    // to a node cut off or a service whose backlog is full: Caddy's dial hangs.
+    // to a node cut off or a service whose backlog is full: Caddy's dial hangs (3 s, its default).
     const [container] = await docker.listContainers({ filters: { label: [`svc.resource=${silent.id}`] } });
-    const ip = Object.values((await docker.getContainer(container?.Id ?? assert.fail('no container')).inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? assert.fail('no address');
-    const rule = ['OUTPUT', '-p', 'tcp', '-d', ip, '--dport', String(silent.port), '--syn', '-j', 'DROP'];
+    const networks = (await docker.getContainer(container?.Id ?? assert.fail('no container')).inspect()).NetworkSettings.Networks;
+    const ip = networks[`tenant-${a.id}`]?.IPAddress ?? assert.fail(`no address on the tenant network: ${JSON.stringify(networks)}`);
+    const rule = ['OUTPUT', '-p', 'tcp', '-d', ip, '--dport', String(silent.port), '--syn', '-j', 'DROP', ...SILENT_DIAL_TAG];
     execFileSync('iptables', ['-w', '-I', ...rule]);
     try {
       const pid = t.deps.proxy?.pid;
       assert.ok(pid);
-      const stuck = viaProxy(port, host).then((r) => `answered ${String(r.status)}`, (err: unknown) => String(err));
-      await new Promise((r) => setTimeout(r, 500));
-      // Routes change (another service) while that request dials: Caddy loads a configuration.
-      // With `flush_interval: -1` on the routes, Caddy 2.6.2 panicked here and exited.
-      const other = await a.client.createService({ name: 'other', image: BUSYBOX_IMAGE });
-      await waitFor('the new route', async () => ((await viaProxy(port, `${other.id}.localhost:${port}`)).status === 200 ? true : undefined), 60_000);
+      // A request to it every 200 ms, so that some are dialing whenever Caddy loads.
+      const stuck: Array<Promise<{ start: number; end: number; answer: string }>> = [];
+      const dial = () => {
+        const start = Date.now();
+        stuck.push(viaProxy(port, host).then((r) => `answered ${String(r.status)}`, (err: unknown) => String(err)).then((answer) => ({ start, end: Date.now(), answer })));
+      };
+      dial();
+      const dialing = setInterval(dial, 200);
+      let created = 0;
+      let loaded = 0;
+      try {
+        await new Promise((r) => setTimeout(r, 500));
+        // Routes change (another service) while those requests dial: Caddy loads a configuration
+        // (its host answers, with the deploying page, once loaded). With `flush_interval: -1` on
+        // the routes, Caddy 2.6.2 panicked here and exited.
+        created = Date.now();
+        const other = await a.client.createService({ name: 'other', image: BUSYBOX_IMAGE });
+        const otherHost = `${other.id}.localhost:${port}`;
+        await waitFor('the new route loaded', async () => ((await viaProxy(port, otherHost)).status !== 404 ? true : undefined));
+        loaded = Date.now();
+        await waitFor('the new route answering', async () => ((await viaProxy(port, otherHost)).status === 200 ? true : undefined), 60_000);
+      } finally {
+        clearInterval(dialing);
+      }
       assert.equal(t.deps.proxy?.pid, pid, 'Caddy exited and was started again');
-      // The stuck request is answered (Caddy's dial timeout), not cut off.
-      assert.match(await stuck, /^answered 5\d\d$/);
+      const answers = await Promise.all(stuck);
+      // The condition was met: a request dialing from before the change until after the load.
+      assert.ok(answers.some((x) => x.start < created && x.end > loaded), `no request dialed across the load (changed at ${String(created)}, loaded by ${String(loaded)}): ${JSON.stringify(answers)}`);
+      // The first one, dialing across the load, is answered (Caddy's dial timeout), not cut off.
+      assert.match(answers[0]?.answer ?? '', /^answered 5\d\d$/);
     } finally {
       execFileSync('iptables', ['-w', '-D', ...rule]);
     }
-    assert.equal((await viaProxy(port, host)).status, 200, 'the same probe once the service answers again');
+    await waitFor('the same probe once the service answers again', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
   });
 
   test('Caddy killed: svcd restarts it and pushes the routes again', async () => {

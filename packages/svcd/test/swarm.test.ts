@@ -19,13 +19,18 @@ interface SwarmTask {
 }
 
 /**
- * svcd's warnings and errors on the test's standard error as they come, which the report prints
- * beside the test that saw them: what svcd did about the nodes (a firewall run that failed, a
- * node unmarked) is what a failure here needs first.
+ * svcd's warnings and errors on the file's standard error as they come, which the report prints
+ * among the tests' lines: what svcd did about the nodes and the proxy (a firewall run that failed,
+ * a node unmarked, Caddy exiting) is what a failure here needs first.
  */
 const svcdWarnings = {
   push(line: string): void {
-    const { level } = JSON.parse(line) as { level: number };
+    let level = 0;
+    try {
+      level = (JSON.parse(line) as { level: number }).level;
+    } catch {
+      level = 50; // not pino's JSON: shown, whatever it is
+    }
     if (level >= 40) process.stderr.write(`svcd ${level >= 50 ? 'error' : 'warning'}: ${line.trim().slice(0, 800)}\n`);
   },
 };
