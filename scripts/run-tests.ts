@@ -7,9 +7,9 @@
 // - beside: the files that never reach the machine's engine, iptables or cgroups (svcd in-process
 //   on a stand-in runtime, whose firewall the harness keeps in memory; the stores; the rules
 //   themselves), nor a port range another file uses. Most of their time is spent waiting on
-//   leases and timers, so they run next to the engine lane instead of after it (about five
-//   minutes), one at a time, in a CPU group of their own weighted below the tenants' workloads
-//   (besideCpuGroup), so that the engine lane and its containers keep the CPU they had.
+//   leases and timers, so they run next to the engine lane instead of after it (8 minutes
+//   beside its 26 here), one at a time, in a CPU group of their own weighted below the tenants'
+//   workloads (besideCpuGroup), so that the engine lane and its containers keep the CPU they had.
 // - alone: engine files whose assertions the machine's load would move (CPU shares, svcd's RSS
 //   and latency bounds, the benches' smoke runs, server timeouts on real sockets, dockerd
 //   stopped under its workloads): after both others have ended.

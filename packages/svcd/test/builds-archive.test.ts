@@ -166,22 +166,24 @@ eachStore((kind) => {
       const s = await a.client.createService({ name: 'claimed', await_build: true });
       const up = await upload(a, s.id, gzipSync(await tarOf(site('x'))));
       assert.equal(up.status, 201);
-      // Taken by a build that is still queued (written as the create's transaction writes it).
+      // Taken by a build that another svcd runs, its lease good for an hour: this svcd's build
+      // runner leaves it alone (a queued one, as the create writes it, it would start and end
+      // under the test's feet: seen on PostgreSQL).
       const store = t.deps.store;
-      const buildId = `queued${randomBytes(4).toString('hex')}`;
+      const buildId = `running${randomBytes(4).toString('hex')}`;
       const now = Math.floor(Date.now() / 1000);
-      await store.builds.insert({ id: buildId, tenant_id: a.id, service_id: s.id, status: 'queued', source_type: 'archive', source_url: 'archive:sha256:x', source_ref: null, source_id: up.body.id, image: 'svc/x', commit_sha: null, last_error: null, deployment_id: null, holder: null, lease_until_ms: null, log_bytes: 0, log_truncated: 0, created_at: now, started_at: null, finished_at: null, duration_ms: null });
+      await store.builds.insert({ id: buildId, tenant_id: a.id, service_id: s.id, status: 'running', source_type: 'archive', source_url: 'archive:sha256:x', source_ref: null, source_id: up.body.id, image: 'svc/x', commit_sha: null, last_error: null, deployment_id: null, holder: 'another-svcd/1', lease_until_ms: Date.now() + 3_600_000, log_bytes: 0, log_truncated: 0, created_at: now, started_at: now, finished_at: null, duration_ms: null });
       assert.equal(await store.sourceArchives.claim(up.body.id, buildId), true);
       const second = await a.client.raw<{ error: string }>('POST', `/v1/services/${s.id}/builds`, { body: { source_type: 'archive', source_id: up.body.id } });
       assert.equal(second.status, 409);
       assert.match(second.body.error, /built already/);
       assert.equal(await store.sourceArchives.countStored(a.id), 1, 'a taken archive still counts');
-      // Listed as due by an old pass, it is not removed while its build is queued...
+      // Listed as due by an old pass, it is not removed while its build runs...
       const anHourOn = Math.floor(Date.now() / 1000) + 3601;
       assert.equal(await store.sourceArchives.deleteIfDue(up.body.id, anHourOn), false);
       assert.ok(await store.sourceArchives.findAny(up.body.id));
       // ...and is once the build has ended (its own clean-up missed: its svcd died).
-      await store.builds.transition(buildId, ['queued'], { status: 'failed', last_error: 'interrupted', finished_at: now, duration_ms: 0 });
+      assert.equal(await store.builds.transition(buildId, ['running'], { status: 'failed', last_error: 'interrupted', finished_at: now, duration_ms: 0 }), true, 'the build was still running');
       assert.ok((await store.sourceArchives.listDue(now - 3600, 100)).includes(up.body.id));
       assert.equal(await store.sourceArchives.deleteIfDue(up.body.id, now - 3600), true);
       assert.equal(await store.sourceArchives.findAny(up.body.id), undefined);
