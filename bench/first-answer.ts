@@ -7,7 +7,8 @@ import { docker } from '../packages/svcd/test/images.js';
 import { workloadLimits } from '../packages/svcd/src/runtime/workload-policy.js';
 import { DEFAULT_QUOTAS } from '../packages/svcd/src/tenants/tenants.js';
 
-function get(host: string, port: number, path: string, hostHeader?: string): Promise<number> {
+/** The status of one GET (0: no answer within 2 s, or the connection failed). */
+export function answerStatus(host: string, port: number, path: string, hostHeader?: string): Promise<number> {
   return new Promise((resolve) => {
     const req = request({ host, port, path, agent: false, timeout: 2_000, headers: hostHeader ? { host: hostHeader } : {} }, (res) => {
       res.resume();
@@ -22,7 +23,7 @@ function get(host: string, port: number, path: string, hostHeader?: string): Pro
 /** Resolves at the first 200 of `path` (at most 60 s). */
 export async function until200(host: string, port: number, path: string, hostHeader?: string): Promise<void> {
   const deadline = Date.now() + 60_000;
-  while ((await get(host, port, path, hostHeader)) !== 200) {
+  while ((await answerStatus(host, port, path, hostHeader)) !== 200) {
     if (Date.now() > deadline) throw new Error('no 200 within 60 s');
     await new Promise((r) => setTimeout(r, 5));
   }

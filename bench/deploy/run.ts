@@ -5,7 +5,10 @@
 // Both deploy onto a network that exists already: the tenant keeps one resident service (as any
 // tenant with a service has its network), and the bare side uses a network made once. The cost
 // of a tenant's very first service, which creates its network, is measured and printed apart.
-// Run: make bench-deploy; --smoke: 2 rounds (bench/smoke.ts).
+// Then the resident is redeployed under back-to-back requests through the proxy, and the requests
+// that got anything but a 200 are counted (issue 21: none, a rolling redeploy's old container
+// serves until the new one is routed). No baseline: the target is an absolute 0.
+// Run: make bench-deploy; --smoke: 2 rounds and 1 redeploy (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,10 +17,11 @@ import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
-import { bareFirstAnswer, until200 } from '../first-answer.js';
+import { answerStatus, bareFirstAnswer, until200 } from '../first-answer.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
+const REDEPLOYS = SMOKE ? 1 : 5;
 
 await ensureTestImages();
 const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
@@ -39,6 +43,7 @@ const firstService = performance.now() - t0;
 
 const svcTimes: number[] = [];
 const bareTimes: number[] = [];
+const redeployLoad = { requests: 0, failed: 0 };
 try {
   for (let i = 0; i < ROUNDS; i++) {
     // svc: the API call, the background deploy, Caddy's route, the first answer through it.
@@ -55,6 +60,33 @@ try {
     await remove();
     process.stderr.write(`bench-deploy: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
   }
+
+  // Redeploys under load: one request at a time, back to back, through the proxy.
+  const residentHost = `${resident.id}.localhost:${proxyPort}`;
+  const loading = { on: true };
+  const load = (async () => {
+    while (loading.on) {
+      const status = await answerStatus('127.0.0.1', proxyPort, '/index.html', residentHost);
+      redeployLoad.requests++;
+      if (status !== 200) redeployLoad.failed++;
+    }
+  })();
+  try {
+    for (let i = 0; i < REDEPLOYS; i++) {
+      const { deployment } = await c.serviceAction(resident.id, 'redeploy');
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const d = (await c.deployments(resident.id)).find((x) => x.id === deployment?.id);
+        if (d?.status === 'succeeded') break;
+        if ((d && d.status !== 'pending' && d.status !== 'running') || Date.now() > deadline) throw new Error(`redeploy ${String(i + 1)} ended ${d?.status ?? 'unseen'}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      process.stderr.write(`bench-deploy: redeploy ${i + 1}/${REDEPLOYS}: ${redeployLoad.failed} of ${redeployLoad.requests} requests failed so far\n`);
+    }
+  } finally {
+    loading.on = false;
+    await load;
+  }
 } finally {
   await svcd.stop();
   await removeTenantWorkloads([reg.tenant_id]);
@@ -68,10 +100,14 @@ console.log(`| svc: POST /v1/services until the first 200 through the proxy | ${
 console.log(`| bare Engine API: create + start + first 200 | ${Math.round(bareMedian)} |`);
 console.log(`| ratio svc / bare | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.3) |`);
 console.log(`| svc, the tenant's first service (creates its network), once | ${Math.round(firstService)} |`);
+console.log(`\n| ${String(REDEPLOYS)} redeploys of a running service under back-to-back requests through the proxy | requests |\n|---|---|`);
+console.log(`| made | ${String(redeployLoad.requests)} |`);
+console.log(`| failed (anything but 200) | ${String(redeployLoad.failed)} (target 0) |`);
 if (SMOKE) {
   smokeVerdict('bench-deploy', [
     ...sampleProblems('svc deploys', svcTimes, ROUNDS),
     ...sampleProblems('bare deploys', bareTimes, ROUNDS),
     ...sampleProblems("the tenant's first service", [firstService]),
+    ...(redeployLoad.requests > 0 ? [] : ['no request was made during the redeploys']),
   ]);
 }

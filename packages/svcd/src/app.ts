@@ -40,7 +40,7 @@ import { Services } from './services/services.js';
 import { Snapshots } from './services/snapshots.js';
 import { CrashHandler } from './services/crashes.js';
 import { loadInstanceId } from './instance.js';
-import { CaddyProxy } from './proxy/caddy.js';
+import { CaddyProxy, ROUTE_FOLLOW_MS } from './proxy/caddy.js';
 import { CertificateOrders } from './domains/certificate-orders.js';
 import { Domains } from './domains/domains.js';
 import { DnsTxtLookup, type TxtLookup } from './domains/txt-records.js';
@@ -156,6 +156,8 @@ export interface DepsOverrides {
   /** Deploy timing (tests). */
   deployDeadlineMs?: number;
   readyTimeoutMs?: number;
+  /** How long a rolling redeploy's old container serves on after the route moved (tests: 0 with no proxy on the store). */
+  routeFollowMs?: number;
   /** Crash restart backoff base (tests). */
   crashBackoffMs?: number;
   /** How often rollups are recomputed (tests: short). */
@@ -255,6 +257,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
         {
           listen: config.proxyListen,
           adminUrl: config.caddyAdmin,
+          answersListen: config.proxyAnswersListen,
           dataDir: config.dataDir,
           ...(config.tls ? { tls: config.tls, certificateOrders: new CertificateOrders({ jobLocks: store.jobLocks, clock, holder }) } : {}),
         },
@@ -293,6 +296,9 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     buildRegistry: config.buildRegistry,
     deadlineMs: o.deployDeadlineMs,
     readyTimeoutMs: o.readyTimeoutMs,
+    // A redeploy's old container serves until every proxy routes to the new one: this svcd's, and
+    // those of the other svcd on the store (so also when this one runs none).
+    routeFollowMs: o.routeFollowMs ?? ROUTE_FOLLOW_MS,
     publishedPorts: config.swarmPorts,
     routesChanged,
   });

@@ -33,3 +33,20 @@ export const systemTimers: Timers = {
 export function unixSeconds(clock: Clock): number {
   return Math.floor(clock.now() / 1000);
 }
+
+/** Resolves after `ms` on `timers`, or at once when the signal aborts (the caller then throws its reason). */
+export function pause(timers: Timers, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const done = () => {
+      timer.cancel();
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = timers.setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

@@ -31,6 +31,12 @@ export interface Config {
   proxyListen: string | null;
   /** An operator's Caddy admin API instead (--caddy-admin). */
   caddyAdmin: string | null;
+  /**
+   * Where svcd answers its Caddy's questions: each route's address (DNS over UDP) and the page of
+   * a route that does not answer (HTTP over TCP), on one loopback port (--proxy-answers-listen;
+   * port 0: one picked at start).
+   */
+  proxyAnswersListen: { host: string; port: number };
   /** HTTPS on the proxy (--tls on): null when off. */
   tls: TlsConfig | null;
   /** The DNS servers asked for custom domains' TXT records (--dns-server); null: the system's. */
@@ -146,6 +152,7 @@ export interface RawOptions {
   baseDomain?: string;
   proxyListen?: string;
   caddyAdmin?: string;
+  proxyAnswersListen?: string;
   tls?: string;
   proxyHttpsListen?: string;
   acmeCa?: string;
@@ -297,6 +304,9 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   if (raw.caddyAdmin && !/^https?:\/\//.test(raw.caddyAdmin)) throw new ConfigError('--caddy-admin must be an http:// URL');
   if (raw.caddyAdmin && !raw.proxyListen) throw new ConfigError('--caddy-admin needs --proxy-listen (the address that Caddy serves)');
   if (raw.proxyListen) parseListen(raw.proxyListen);
+  const proxyAnswersListen = parseListen(raw.proxyAnswersListen?.trim() || '127.0.0.1:0');
+  // Loopback: the questions are Caddy's, on svcd's host; the answers name tenants' addresses.
+  if (proxyAnswersListen.host !== '127.0.0.1') throw new ConfigError('--proxy-answers-listen must be 127.0.0.1:PORT (loopback)');
   const tls = tlsConfig(raw);
   const buildRegistry = raw.buildRegistry?.trim() || null;
   // Images come only from Docker Hub or a loopback registry (DECISIONS.md): builds too.
@@ -364,6 +374,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     baseDomain: baseDomainOf(raw.baseDomain),
     proxyListen: raw.proxyListen?.trim() || null,
     caddyAdmin: raw.caddyAdmin?.trim() || null,
+    proxyAnswersListen,
     tls,
     dnsServers: dnsServers(raw.dnsServer),
     dev,

@@ -16,6 +16,11 @@ const program = new Command('svcd')
   .addOption(new Option('--base-domain <domain>', 'public base domain for service hosts').env('SVC_BASE_DOMAIN'))
   .addOption(new Option('--proxy-listen <addr>', 'public reverse proxy address; svcd runs Caddy there').env('SVC_PROXY_LISTEN'))
   .addOption(new Option('--caddy-admin <url>', "drive an operator's Caddy through this admin URL instead").env('SVC_CADDY_ADMIN'))
+  .addOption(
+    new Option('--proxy-answers-listen <addr>', "where svcd answers its Caddy for routes' addresses and pages (loopback, UDP and TCP; port 0: any free one; give a fixed port to an operator's Caddy)")
+      .env('SVC_PROXY_ANSWERS_LISTEN')
+      .default('127.0.0.1:0'),
+  )
   .addOption(new Option('--tls <on|off>', 'HTTPS for every host the proxy serves, certificates from ACME on demand (needs --base-domain, --proxy-https-listen)').env('SVC_TLS').default('off'))
   .addOption(new Option('--proxy-https-listen <addr>', "the proxy's HTTPS address, with --tls on (--proxy-listen then redirects to it)").env('SVC_PROXY_HTTPS_LISTEN'))
   .addOption(new Option('--acme-ca <url>', 'ACME directory certificates come from').env('SVC_ACME_CA').default(LETS_ENCRYPT_DIRECTORY))

@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
-import { DEPLOY_DEADLINE_MS, PORT_REST_S } from '../src/services/deployer.js';
+import { DEPLOY_DEADLINE_MS, PORT_REST_S, workloadName } from '../src/services/deployer.js';
+import { isSetAside } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -168,6 +169,75 @@ eachStore((kind) => {
     });
   });
 
+  describe(`rolling redeploys on the memory driver (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+    /** The names of the tenant's running workloads when each apply's workload turned ready. */
+    const runningAtReady: string[][] = [];
+    let stopsFail = false;
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      const runtime = {
+        ...mem.runtime,
+        apply: async (r: Parameters<typeof mem.runtime.apply>[0]) => {
+          const applied = await mem.runtime.apply(r);
+          runningAtReady.push((await mem.driver.list({ tenantId: r.spec.tenantId })).filter((w) => w.state === 'running').map((w) => w.name).sort());
+          return applied;
+        },
+        // The engine refusing a stop (reconcile's cleanup is tested on what that leaves).
+        stop: (ref: string) => (stopsFail ? Promise.reject(new Error('the engine refused the stop')) : mem.runtime.stop(ref)),
+      };
+      t = await startServer({ store: kind, overrides: { runtime, readyTimeoutMs: 60_000 } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test('a redeploy starts the new workload beside the old one, still running under another name; the route moves to the new one, and the old one goes', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'rolling', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const old = await t.deps.store.services.findAny(s.id);
+      runningAtReady.length = 0;
+      await a.client.serviceAction(s.id, 'redeploy');
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const name = workloadName(s.id);
+      assert.equal(runningAtReady.length, 1);
+      const atReady = runningAtReady[0] ?? assert.fail('no apply');
+      assert.equal(atReady.length, 2, JSON.stringify(atReady));
+      assert.ok(atReady.some((n) => isSetAside(n, name)) && atReady.includes(name), JSON.stringify(atReady));
+      const left = await mem.driver.list({ tenantId: a.id });
+      assert.deepEqual(left.map((w) => w.name), [name]);
+      const now = await t.deps.store.services.findAny(s.id);
+      assert.notEqual(left[0]?.id, old?.container_id);
+      assert.equal(now?.container_id, left[0]?.id);
+      assert.equal(now?.upstream, `${left[0]?.address?.host ?? ''}:8000`);
+    });
+
+    test('a workload set aside and left behind (its stop failed, or its svcd died) is removed by reconcile once nothing applies the service; the serving one stays', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'leftover', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, s.id)).status, 'running');
+      stopsFail = true;
+      try {
+        await a.client.serviceAction(s.id, 'redeploy');
+        await waitFor('the redeploy', async () => ((await a.client.deployments(s.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined));
+      } finally {
+        stopsFail = false;
+      }
+      const name = workloadName(s.id);
+      const both = await mem.driver.list({ tenantId: a.id });
+      assert.equal(both.length, 2, 'the stop failed: the old workload is still there');
+      await t.deps.workloads.reconcile();
+      const left = await mem.driver.list({ tenantId: a.id });
+      assert.deepEqual(left.map((w) => w.name), [name]);
+      assert.equal(left[0]?.id, (await t.deps.store.services.findAny(s.id))?.container_id);
+      assert.equal((await a.client.service(s.id)).status, 'running');
+    });
+  });
+
   describe(`ports svcd allocates, for a driver that publishes each service on its own (${kind})`, () => {
     let t: TestServer;
     let mem: ReturnType<typeof memoryRuntime>;
@@ -176,10 +246,11 @@ eachStore((kind) => {
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
-      // The memory driver as a swarm would be: it asks svcd for the port (allocatedPorts).
+      // The memory driver as a swarm would be: it asks svcd for the port (allocatedPorts), and
+      // cannot start a replacement beside what runs (setAside): both would take the one port.
       const runtime = {
         ...mem.runtime,
-        capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true }),
+        capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true, setAside: false }),
         apply: (r: Parameters<typeof mem.runtime.apply>[0]) => {
           published.set(r.spec.resourceId, [...(published.get(r.spec.resourceId) ?? []), r.spec.publish?.port ?? null]);
           return mem.runtime.apply(r);
@@ -240,7 +311,7 @@ eachStore((kind) => {
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
-      const runtime = { ...mem.runtime, capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true }) };
+      const runtime = { ...mem.runtime, capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true, setAside: false }) };
       // One port: both deploys pick it.
       t = await startServer({ store: kind, config: { swarmPorts: { from: 23910, to: 23910 } }, overrides: { runtime, readyTimeoutMs: 60_000 } });
     });

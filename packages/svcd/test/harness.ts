@@ -100,6 +100,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     baseDomain: null,
     proxyListen: null,
     caddyAdmin: null,
+    proxyAnswersListen: { host: '127.0.0.1', port: 0 },
     tls: null,
     dnsServers: null,
     dev: true,
@@ -179,7 +180,10 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     : pino({ level: 'silent' });
   const time = o.realTime ? { clock: systemClock, timers: systemTimers } : { clock, timers: clock };
   const standInFirewall = standIn ? { hostFirewall: new HostFirewall(config.egressAllow, fakeIptables().fake) } : {};
-  const deps = await createDeps(config, { ...time, log, ...standInFirewall, ...o.overrides });
+  // With no proxy on the store, a rolling redeploy has no route to wait out (and the manual clock
+  // would hold the wait until a test moved it); a test of two svcd on one store passes its own.
+  const followNothing = config.proxyListen === null ? { routeFollowMs: 0 } : {};
+  const deps = await createDeps(config, { ...time, log, ...standInFirewall, ...followNothing, ...o.overrides });
   const server = await buildServer(deps);
   const listenHost = o.listenHost ?? '127.0.0.1';
   await server.listen({ host: listenHost, port: 0 });

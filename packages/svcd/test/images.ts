@@ -23,8 +23,8 @@ const TEST_REGISTRY_DIR = '/var/tmp/svc-test-registry';
 export const TEST_REGISTRY_CONFIG = join(TEST_REGISTRY_DIR, 'config.yml');
 
 export const BUSYBOX_IMAGE = `${TEST_REGISTRY}/svc-test/busybox-httpd:5`;
-/** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way. */
-export const WEBSOCKET_IMAGE = `${TEST_REGISTRY}/svc-test/websocket:1`;
+/** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way (it waits for the client's). */
+export const WEBSOCKET_IMAGE = `${TEST_REGISTRY}/svc-test/websocket:2`;
 /** Serves on $PORT and keeps one core busy for its first 60 seconds (metering tests). */
 export const BURNER_IMAGE = `${TEST_REGISTRY}/svc-test/burner:1`;
 /** Serves on $PORT and prints long lines to stdout without pause (log floods). */
@@ -59,7 +59,15 @@ done
 accept=$(printf '%s' "\${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -c1-40 | xxd -r -p | base64)
 printf 'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: %s\\r\\n\\r\\n' "$accept"
 printf '\\201\\005hello'
-n=$(dd bs=1 count=11 2>/dev/null | wc -c)
+# nc hands over a non-blocking socket: dd reads what has arrived and returns, so it is asked
+# again (every 20 ms, for up to a minute) until the client's 11-byte frame is in.
+n=0
+tries=0
+while [ "$n" -lt 11 ] && [ "$tries" -lt 3000 ]; do
+  n=$((n + $(dd bs=1 count=$((11 - n)) 2>/dev/null | wc -c)))
+  tries=$((tries + 1))
+  [ "$n" -lt 11 ] && usleep 20000
+done
 printf '\\201\\014got %s bytes' "$n"
 `;
 

@@ -9,7 +9,8 @@ import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
-import { webSocketThroughProxy } from './websocket-probe.js';
+import { openWebSocketThroughProxy, webSocketThroughProxy } from './websocket-probe.js';
+import { workloadName } from '../src/services/deployer.js';
 
 /** What marks the test's iptables rule, so that one left by a killed run is removed at the next. */
 const SILENT_DIAL_TAG = ['-m', 'comment', '--comment', 'svc-test-silent-dial'];
@@ -94,6 +95,56 @@ describe('public routing through Caddy', () => {
     const ws = await waitFor('the upgrade', () => webSocketThroughProxy(port, host).catch(() => undefined));
     assert.equal(ws.accept, ws.expected, 'the server\'s handshake answer reaches the client unchanged');
     assert.equal(ws.frames, '\x81\x05hello\x81\x0cgot 11 bytes');
+  });
+
+  test("another service redeployed, stopped and started again: a WebSocket open to this one stays open (those are no configuration loads, which would close it)", async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const sockets = await a.client.createService({ name: 'long-lived', image: WEBSOCKET_IMAGE });
+    const churning = await a.client.createService({ name: 'churning', image: BUSYBOX_IMAGE });
+    const churningHost = `${churning.id}.localhost:${port}`;
+    await waitFor('the churning route', async () => ((await viaProxy(port, churningHost)).status === 200 ? true : undefined));
+    const ws = await waitFor('the upgrade', () => openWebSocketThroughProxy(port, `${sockets.id}.localhost:${port}`).catch(() => undefined));
+    const containerOf = async () => (await docker.getContainer(workloadName(churning.id)).inspect()).Id;
+    const first = await containerOf();
+    await a.client.serviceAction(churning.id, 'redeploy');
+    await waitFor('the redeployed container', async () => ((await a.client.service(churning.id)).status === 'running' && (await containerOf()) !== first ? true : undefined));
+    await a.client.serviceAction(churning.id, 'stop');
+    await waitFor('the 503 page', async () => ((await viaProxy(port, churningHost)).status === 503 ? true : undefined));
+    await a.client.serviceAction(churning.id, 'start');
+    await waitFor('the route back', async () => ((await viaProxy(port, churningHost)).status === 200 ? true : undefined));
+    assert.equal(ws.ended(), false, 'the WebSocket was closed');
+    assert.match(await ws.reply(), /got 11 bytes/);
+  });
+
+  test('a redeploy under constant requests: every request is answered by the old container or the new one, and the old one goes', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const s = await a.client.createService({ name: 'rolling', image: BUSYBOX_IMAGE });
+    const host = `${s.id}.localhost:${port}`;
+    await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
+    const old = (await docker.getContainer(workloadName(s.id)).inspect()).Id;
+    const answers: string[] = [];
+    const loading = { on: true };
+    // One request at a time, back to back, for the whole redeploy (and a moment after).
+    const load = (async () => {
+      while (loading.on) answers.push(await viaProxy(port, host, '/index.html').then((r) => `${String(r.status)} ${r.body.trim()}`, (err: unknown) => String(err)));
+    })();
+    try {
+      await a.client.serviceAction(s.id, 'redeploy');
+      await waitFor('the new container serving, the old one gone', async () => {
+        const now = await a.client.service(s.id);
+        const containers = await docker.listContainers({ all: true, filters: { label: [`svc.resource=${s.id}`] } });
+        return now.status === 'running' && containers.length === 1 && containers[0]?.Id !== old ? true : undefined;
+      });
+      await new Promise((r) => setTimeout(r, 500));
+    } finally {
+      loading.on = false;
+      await load;
+    }
+    const failed = answers.filter((x) => x !== '200 hello from svc-test');
+    assert.deepEqual(failed, [], `${String(failed.length)} of ${String(answers.length)} requests failed`);
+    assert.ok(answers.length >= 20, `only ${String(answers.length)} requests were made`);
   });
 
   test('a stopped service gets a short 503 page; started again it answers', async () => {
@@ -221,12 +272,14 @@ describe("an operator's Caddy (--caddy-admin)", () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-op-caddy-'));
     const adminPort = await freePort();
     const port = await freePort();
+    const answersPort = await freePort();
     writeFileSync(join(dir, 'caddy.json'), JSON.stringify({ admin: { listen: `127.0.0.1:${adminPort}`, config: { persist: false } } }));
     const caddy = spawn('caddy', ['run', '--config', join(dir, 'caddy.json')], { stdio: 'ignore' });
     await waitFor('the operator caddy', async () => (await fetch(`http://127.0.0.1:${adminPort}/config/`)).ok || undefined);
     const t = await startServer({
       realTime: true,
-      config: { proxyListen: `127.0.0.1:${port}`, caddyAdmin: `http://127.0.0.1:${adminPort}` },
+      // A fixed port for svcd's answers, as an operator's Caddy would be told (the ports then do not move with a restart).
+      config: { proxyListen: `127.0.0.1:${port}`, caddyAdmin: `http://127.0.0.1:${adminPort}`, proxyAnswersListen: { host: '127.0.0.1', port: answersPort } },
       overrides: { readyTimeoutMs: 5_000 },
     });
     let tenant = '';
@@ -240,6 +293,15 @@ describe("an operator's Caddy (--caddy-admin)", () => {
         return got.status === 200 ? got : undefined;
       });
       assert.equal(r.body, 'hello from svc-test\n');
+      // Where the service answers, and its page once stopped, come from svcd on that port.
+      const config = JSON.stringify(await (await fetch(`http://127.0.0.1:${adminPort}/config/`)).json());
+      assert.ok(config.includes(`udp/127.0.0.1:${answersPort}`) && config.includes(`"127.0.0.1:${answersPort}"`), config);
+      await a.client.serviceAction(s.id, 'stop');
+      const down = await waitFor('the 503 page', async () => {
+        const got = await viaProxy(port, `${s.id}.localhost:${port}`);
+        return got.status === 503 ? got : undefined;
+      });
+      assert.match(down.body, /Service operator-routed is stopped/);
     } finally {
       await t.close();
       caddy.kill('SIGTERM');

@@ -13,6 +13,8 @@ import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
 import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
+import { answerQuery } from '../src/proxy/route-answers.js';
+import dnsPacket from 'dns-packet';
 import { CertificateErrors } from '../src/proxy/certificate-errors.js';
 import { ValidationError } from '../src/errors.js';
 import { wantsCertificate } from '../src/proxy/tls-ask.js';
@@ -273,12 +275,13 @@ describe('configuration: HTTPS', () => {
 });
 
 describe("HTTPS: Caddy's configuration and the on-demand question", () => {
-  const target = (id: string, upstream: string | null): RouteTarget => ({ routeId: `svc-${id}`, label: `Service ${id}`, status: upstream ? 'running' : 'stopped', hosts: [`${id}.localhost`, `${id}.apps.example.com`], upstream });
+  const target = (id: string, upstream: string | null): RouteTarget => ({ routeId: `svc-${id}`, label: `Service ${id}`, status: upstream ? 'running' : 'stopped', hosts: [`${id}.localhost`, `${id}.apps.example.com`], upstream, port: 8000 });
+  const answers = { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' };
   const tls = { httpsListen: '0.0.0.0:8443', askUrl: 'http://127.0.0.1:9/ask', acme: { directory: 'https://ca.example/dir', email: null, caRoot: null }, storageDir: '/data/caddy-tls', baseDomain: 'apps.example.com' };
   type Server = { routes: Array<{ match?: Array<{ host: string[] }>; handle: Array<{ handler: string; status_code?: number; headers?: { Location: string[] } }> }>; protocols?: string[] };
   const servers = (config: Record<string, unknown>) => (config.apps as { http: { servers: Record<string, Server> } }).http.servers;
   test('plain HTTP redirects the base-domain hosts and still serves <id>.localhost; HTTPS serves only the base-domain hosts, and 404s the rest', () => {
-    const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [target('a', '10.0.0.2:8000')], tls });
+    const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:8080', targets: [target('a', '10.0.0.2:8000')], tls });
     const plain = servers(config).svc!.routes;
     assert.deepEqual(plain.at(0)?.match, [{ host: ['a.apps.example.com'] }]);
     assert.deepEqual(plain.at(0)?.handle.at(0)?.headers?.Location, ['https://{http.request.host}:8443{http.request.uri}']);
@@ -291,11 +294,11 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
     assert.deepEqual(secure.protocols, ['h1', 'h2']);
     assert.deepEqual((config.storage as { root: string }).root, '/data/caddy-tls');
     // On port 443 the redirect names no port; a TLS setting moves the marker (a Caddy with the old one is reloaded).
-    const on443 = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443' } });
+    const on443 = buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443' } });
     assert.deepEqual(servers(on443.config).svc!.routes[0]?.handle.at(0)?.headers?.Location, ['https://{http.request.host}{http.request.uri}']);
-    const plainOnly = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)] });
+    const plainOnly = buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:80', targets: [target('a', null)] });
     assert.notEqual(on443.marker, plainOnly.marker);
-    assert.notEqual(on443.marker, buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443', acme: { ...tls.acme, directory: 'https://other.example/dir' } } }).marker);
+    assert.notEqual(on443.marker, buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:80', targets: [target('a', null)], tls: { ...tls, httpsListen: '0.0.0.0:443', acme: { ...tls.acme, directory: 'https://other.example/dir' } } }).marker);
   });
   test('the question says yes only for a routed host served over HTTPS (not <id>.localhost), whatever its case', () => {
     const routed = new Set(['a.localhost', 'a.apps.example.com', 'shop.customer.org']);
@@ -308,7 +311,7 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
   });
   test('a proven custom domain awaiting its first certificate is served on plain HTTP, not redirected; it is served over HTTPS too (where it gets the certificate)', () => {
     const t = { ...target('a', '10.0.0.2:8000'), hosts: ['a.localhost', 'a.apps.example.com', 'shop.customer.org'], awaitingCertificate: ['shop.customer.org'] };
-    const { config, marker } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [t], tls });
+    const { config, marker } = buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:8080', targets: [t], tls });
     const plain = servers(config).svc!.routes;
     assert.deepEqual(plain.at(0)?.match, [{ host: ['a.apps.example.com'] }]);
     assert.equal(plain.at(0)?.handle.at(0)?.status_code, 308);
@@ -316,15 +319,80 @@ describe("HTTPS: Caddy's configuration and the on-demand question", () => {
     assert.equal(plain.at(1)?.handle.at(0)?.handler, 'reverse_proxy');
     assert.deepEqual(servers(config)['svc-tls']!.routes.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
     // Certified: the configuration changes, so Caddy is given the redirect.
-    assert.notEqual(buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [{ ...t, awaitingCertificate: [] }], tls }).marker, marker);
+    assert.notEqual(buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:8080', targets: [{ ...t, awaitingCertificate: [] }], tls }).marker, marker);
   });
   test("a proven custom domain is redirected and served over HTTPS like the base domain's hosts; every proxied request carries the client's address as X-Real-Ip", () => {
     const t = { ...target('a', '10.0.0.2:8000'), hosts: ['a.localhost', 'a.apps.example.com', 'shop.customer.org'] };
-    const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', listen: '0.0.0.0:8080', targets: [t], tls });
+    const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:8080', targets: [t], tls });
     assert.deepEqual(servers(config).svc!.routes.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
     const secure = servers(config)['svc-tls']!.routes;
     assert.deepEqual(secure.at(0)?.match, [{ host: ['a.apps.example.com', 'shop.customer.org'] }]);
     assert.deepEqual((secure.at(0)?.handle.at(0) as { headers?: unknown } | undefined)?.headers, { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } });
+  });
+});
+
+describe("routes that follow their workloads without a configuration load", () => {
+  const answers = { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' };
+  const target = (upstream: string | null, over: Partial<RouteTarget> = {}): RouteTarget => ({ routeId: 'svc-a', label: 'Service web', status: upstream ? 'running' : 'stopped', hosts: ['a.localhost'], upstream, port: 8000, ...over });
+  const build = (targets: RouteTarget[]) => buildCaddyConfig({ adminListen: 'unix//x.sock', answers, listen: '0.0.0.0:8080', targets });
+  type Handler = { handler: string; upstreams?: Array<{ dial: string }>; dynamic_upstreams?: Record<string, unknown>; headers?: { request?: { set?: Record<string, string[]>; delete?: string[] } } };
+  const server = (config: Record<string, unknown>) => (config.apps as { http: { servers: { svc: { routes: Array<{ handle: Handler[] }>; errors: { routes: Array<{ handle: Handler[] }> } } } } }).http.servers.svc;
+  test('a route names its DNS name at svcd and its port, not the address: deployed, moved, stopped or started, the configuration is the same', () => {
+    const running = build([target('10.1.0.5:8000')]);
+    const proxied = server(running.config).routes[0]?.handle[0];
+    assert.equal(proxied?.upstreams, undefined);
+    assert.deepEqual(proxied?.dynamic_upstreams, { source: 'a', name: 'svc-a.svc-upstream.', port: '8000', refresh: '1s', resolver: { addresses: ['udp/127.0.0.1:5300'] } });
+    for (const other of [target('10.1.0.9:8000'), target(null), target('10.1.0.9:8000', { status: 'deploying' }), target(null, { label: 'Service renamed' })]) {
+      assert.equal(build([other]).marker, running.marker, JSON.stringify(other));
+    }
+    // What is in the configuration moves the marker: another port, another host, another route.
+    assert.notEqual(build([target('10.1.0.5:9000', { port: 9000 })]).marker, running.marker);
+    assert.notEqual(build([target('10.1.0.5:8000', { hosts: ['a.localhost', 'b.localhost'] })]).marker, running.marker);
+    assert.notEqual(build([target('10.1.0.5:8000'), target(null, { routeId: 'svc-b', hosts: ['b.localhost'] })]).marker, running.marker);
+  });
+  test('an address no A or AAAA record can carry (a name, another port) is dialed as the configuration names it', () => {
+    assert.deepEqual(server(build([target('node-1.example:8000')]).config).routes[0]?.handle[0]?.upstreams, [{ dial: 'node-1.example:8000' }]);
+    assert.deepEqual(server(build([target('10.1.0.5:8001')]).config).routes[0]?.handle[0]?.upstreams, [{ dial: '10.1.0.5:8001' }]);
+    assert.ok(server(build([target('[fd00::5]:8000')]).config).routes[0]?.handle[0]?.dynamic_upstreams);
+  });
+  test("a request its route cannot serve is answered by svcd's page server, with the error's status, never upgraded", () => {
+    const errors = server(build([target(null)]).config).errors.routes[0]?.handle[0];
+    assert.ok(errors);
+    assert.deepEqual(errors.upstreams, [{ dial: '127.0.0.1:9000' }]);
+    assert.deepEqual(errors.headers?.request?.set, { 'x-svc-proxy-error': ['{http.error.status_code}'] });
+    assert.deepEqual(errors.headers.request.delete, ['Upgrade', 'Connection']);
+  });
+  test('--proxy-answers-listen: loopback 127.0.0.1 only; port 0 by default', () => {
+    const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info', dev: true };
+    assert.deepEqual(buildConfig(raw, {}).proxyAnswersListen, { host: '127.0.0.1', port: 0 });
+    assert.deepEqual(buildConfig({ ...raw, proxyAnswersListen: '127.0.0.1:5353' }, {}).proxyAnswersListen, { host: '127.0.0.1', port: 5353 });
+    for (const bad of ['0.0.0.0:5353', '10.0.0.1:53', '[::1]:53', 'localhost:53']) assert.throws(() => buildConfig({ ...raw, proxyAnswersListen: bad }, {}), /--proxy-answers-listen must be 127\.0\.0\.1/, bad);
+  });
+  test("svcd's DNS answers: the running workload's address, none while it does not run, no such name for a route svc does not have", () => {
+    const routes = new Map([
+      ['svc-a.svc-upstream.', target('10.1.0.5:8000')],
+      ['svc-b.svc-upstream.', target(null, { routeId: 'svc-b' })],
+      ['svc-c.svc-upstream.', target('[fd00::5]:8000', { routeId: 'svc-c' })],
+    ]);
+    const ask = (name: string, type: 'A' | 'AAAA') => {
+      const query = dnsPacket.decode(dnsPacket.encode({ type: 'query', id: 4242, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name, class: 'IN' }] }));
+      return dnsPacket.decode(dnsPacket.encode(answerQuery(query, (n) => routes.get(n))));
+    };
+    // The response code: the flags' low four bits (dns-packet's typings do not name it).
+    const rcode = (p: { flags?: number }) => (p.flags ?? 0) & 0xf;
+    const a = ask('svc-a.svc-upstream', 'A');
+    assert.equal(a.id, 4242);
+    assert.equal(a.flag_aa, true, 'authoritative: an empty answer is not a lame referral');
+    assert.equal(rcode(a), 0, 'NOERROR');
+    assert.deepEqual(a.answers?.map((x) => [x.type, x.name, 'data' in x ? x.data : null]), [['A', 'svc-a.svc-upstream', '10.1.0.5']]);
+    // Names are compared without regard to case, as DNS does.
+    assert.equal(ask('SVC-A.svc-upstream', 'A').answers?.length, 1);
+    assert.equal(ask('svc-a.svc-upstream', 'AAAA').answers?.length, 0);
+    assert.deepEqual(ask('svc-c.svc-upstream', 'AAAA').answers?.map((x) => ('data' in x ? x.data : null)), ['fd00::5']);
+    const stopped = ask('svc-b.svc-upstream', 'A');
+    assert.equal(rcode(stopped), 0, 'NOERROR');
+    assert.equal(stopped.answers?.length, 0);
+    assert.equal(rcode(ask('svc-zzz.svc-upstream', 'A')), 3, 'NXDOMAIN');
   });
 });
 

@@ -31,5 +31,6 @@ export function previewRouteTargets(
     status: p.env_status,
     hosts: previewHosts(p, o),
     upstream: p.env_status === 'running' && p.address ? `${p.address}:${p.port}` : null,
+    port: p.port,
   }));
 }

@@ -1,7 +1,28 @@
 // The whole Caddy configuration, built from the store's view of services. Pure: tested without
 // Caddy, and hashed so that svcd can tell whether a (restarted) Caddy still has it.
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import { parseListen } from '../config.js';
+
+/** The zone of the names Caddy asks for: `<routeId>.svc-upstream.` (no such top-level domain exists). */
+export const UPSTREAM_ZONE = 'svc-upstream';
+/** The name Caddy asks for the route's workload. Rooted (a trailing dot): the resolver tries no search domains. */
+export function upstreamName(routeId: string): string {
+  return `${routeId}.${UPSTREAM_ZONE}.`;
+}
+/** How often Caddy asks again for a route with traffic (its dynamic upstreams' refresh). */
+export const UPSTREAM_REFRESH_S = 1;
+/** The header Caddy's error route sets on the failed request it forwards here: the error's status. */
+export const ERROR_STATUS_HEADER = 'x-svc-proxy-error';
+
+/** Where svcd answers Caddy's questions (route-answers.ts). */
+export interface RouteAnswerAddresses {
+  /** The DNS server, as Caddy's resolver takes it: `udp/127.0.0.1:PORT`. */
+  resolver: string;
+  /** The page server: `127.0.0.1:PORT`. */
+  pages: string;
+}
+
 
 /** One route: a service, or a preview of an environment's port. */
 export interface RouteTarget {
@@ -18,8 +39,13 @@ export interface RouteTarget {
    * and moves to HTTPS once HTTPS can answer.
    */
   awaitingCertificate?: string[];
-  /** host:port of the container on its tenant network, when it is running. */
+  /** host:port where its workload answers (a container on its tenant network, a node's published port), when it runs. */
   upstream: string | null;
+  /**
+   * The port it answers on when it runs. The configuration names this port and the route's DNS
+   * name, not the address: a workload that moves is an answer of svcd's, not a load.
+   */
+  port: number;
 }
 
 export interface CaddyConfigInput {
@@ -28,6 +54,8 @@ export interface CaddyConfigInput {
   /** Where the public proxy listens (with tls: plain HTTP, which redirects). */
   listen: string;
   targets: RouteTarget[];
+  /** Where svcd answers for the routes' addresses and pages. */
+  answers: RouteAnswerAddresses;
   tls?: CaddyTls;
 }
 
@@ -55,7 +83,33 @@ export function isCertified(host: string): boolean {
 
 /** What answers a request no route takes. */
 const NOT_FOUND = { handler: 'static_response', status_code: 404, body: 'No service at this address.\n' };
-const ERROR_PAGE = 'The service is not answering right now ({http.error.status_code}). If it was just deployed, try again in a moment.\n';
+
+/**
+ * Where Caddy finds the route's workload: asked of svcd by DNS (route-answers.ts) and refreshed
+ * every UPSTREAM_REFRESH_S, so that a workload that moved or stopped costs no configuration load.
+ * An address that is not an IP literal (no A or AAAA record can carry it), or a workload on a port
+ * other than the route's, is named in the configuration instead.
+ */
+function upstreamsOf(t: RouteTarget, answers: RouteAnswerAddresses): Record<string, unknown> {
+  const literal = t.upstream === null || (isIP(upstreamHostOf(t.upstream)) !== 0 && t.upstream.endsWith(`:${String(t.port)}`));
+  if (!literal && t.upstream !== null) return { upstreams: [{ dial: t.upstream }] };
+  return {
+    dynamic_upstreams: {
+      source: 'a',
+      name: upstreamName(t.routeId),
+      port: String(t.port),
+      refresh: `${String(UPSTREAM_REFRESH_S)}s`,
+      // "udp/": without it Caddy's resolver asks over TCP.
+      resolver: { addresses: [answers.resolver] },
+    },
+  };
+}
+
+/** The host part of `host:port` (an IPv6 literal in brackets loses them). */
+export function upstreamHostOf(upstream: string): string {
+  const host = upstream.slice(0, upstream.lastIndexOf(':'));
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+}
 
 export function routeId(serviceId: string): string {
   return `svc-${serviceId}`;
@@ -65,49 +119,58 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   const route = (t: RouteTarget, hosts: string[], id: boolean) => ({
     ...(id ? { '@id': t.routeId } : {}),
     match: [{ host: hosts }],
-    handle: t.upstream
-      ? [
-          {
-            handler: 'reverse_proxy',
-            upstreams: [{ dial: t.upstream }],
-            // The client's address, for the upstream's logs and for svcd's own per-client limits
-            // (api.<base-domain>: svcd takes X-Real-Ip from a loopback peer only, api/client-ip.ts).
-            headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } },
-            // Caddy sets X-Forwarded-For/-Proto/-Host and passes WebSocket upgrades by itself,
-            // and flushes streamed responses (server-sent events, any response without a
-            // length) as they come. Not `flush_interval: -1`: with it, Caddy 2.6.2 panics and
-            // exits when it loads a configuration while a request is still dialing an upstream
-            // that does not answer (a node cut off, a service not accepting), so one tenant's
-            // silent service and any route change stopped every tenant's traffic (proxy.test.ts).
-          },
-        ]
-      : [
-          {
-            handler: 'static_response',
-            status_code: 503,
-            headers: { 'Content-Type': ['text/plain; charset=utf-8'], 'Retry-After': ['5'] },
-            body: `${t.label} is ${t.status}.\n`,
-          },
-        ],
+    handle: [
+      {
+        handler: 'reverse_proxy',
+        ...upstreamsOf(t, input.answers),
+        // The client's address, for the upstream's logs and for svcd's own per-client limits
+        // (api.<base-domain>: svcd takes X-Real-Ip from a loopback peer only, api/client-ip.ts).
+        headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } },
+        // Caddy sets X-Forwarded-For/-Proto/-Host and passes WebSocket upgrades by itself,
+        // and flushes streamed responses (server-sent events, any response without a
+        // length) as they come. Not `flush_interval: -1`: with it, Caddy 2.6.2 panics and
+        // exits when it loads a configuration while a request is still dialing an upstream
+        // that does not answer (a node cut off, a service not accepting), so one tenant's
+        // silent service and any route change stopped every tenant's traffic (proxy.test.ts).
+      },
+    ],
     terminal: true,
   });
-  const routes: unknown[] = input.targets.map((t) => route(t, t.hosts, true));
-  // The targets too: what plain HTTP redirects is not in `routes`.
-  const body = JSON.stringify({ listen: input.listen, routes, targets: input.targets, tls: input.tls ?? null });
-  const marker = `svc-config-${createHash('sha256').update(body).digest('hex').slice(0, 16)}`;
-  // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
-  const markerRoute = { '@id': marker, handle: [NOT_FOUND], terminal: true };
-  const errors = { routes: [{ handle: [{ handler: 'static_response', status_code: '{http.error.status_code}', body: ERROR_PAGE }] }] };
-  if (!input.tls) {
-    return {
-      marker,
-      config: {
-        admin: { listen: input.adminListen, config: { persist: false } },
-        apps: { http: { servers: { svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...routes, markerRoute], errors } } } },
+  // A request its route could not serve (no workload running, none answering) gets its page from
+  // svcd, which knows the route's state ("Service web is stopped."): the state is not in the
+  // configuration, so that it changing costs no load. Forwarded as a plain request, never upgraded.
+  const errors = {
+    routes: [
+      {
+        handle: [
+          {
+            handler: 'reverse_proxy',
+            upstreams: [{ dial: input.answers.pages }],
+            headers: { request: { set: { [ERROR_STATUS_HEADER]: ['{http.error.status_code}'] }, delete: ['Upgrade', 'Connection'] } },
+          },
+        ],
       },
-    };
-  }
-  const tls = input.tls;
+    ],
+  };
+  const config = input.tls ? withTls(input, input.tls, route, errors) : plainOnly(input, route, errors);
+  // The marker route: GET /id/<marker> tells whether Caddy runs exactly this configuration.
+  const marker = `svc-config-${createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 16)}`;
+  const servers = (config.apps as { http: { servers: { svc: { routes: unknown[] } } } }).http.servers;
+  servers.svc.routes.push({ '@id': marker, handle: [NOT_FOUND], terminal: true });
+  return { config, marker };
+}
+
+type RouteOf = (t: RouteTarget, hosts: string[], id: boolean) => unknown;
+
+function plainOnly(input: CaddyConfigInput, route: RouteOf, errors: unknown): Record<string, unknown> {
+  const routes = input.targets.map((t) => route(t, t.hosts, true));
+  return {
+    admin: { listen: input.adminListen, config: { persist: false } },
+    apps: { http: { servers: { svc: { listen: [input.listen], automatic_https: { disable: true }, routes, errors } } } },
+  };
+}
+
+function withTls(input: CaddyConfigInput, tls: CaddyTls, route: RouteOf, errors: unknown): Record<string, unknown> {
   const httpsPort = parseListen(tls.httpsListen).port;
   const certified = isCertified;
   // Plain HTTP redirects the certified hosts that have a certificate (Caddy answers the ACME
@@ -131,49 +194,46 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
   // 404, as on plain HTTP (Caddy's own answer would be an empty 200).
   const notFound = { handle: [NOT_FOUND], terminal: true };
   return {
-    marker,
-    config: {
-      admin: { listen: input.adminListen, config: { persist: false } },
-      storage: { module: 'file_system', root: tls.storageDir },
-      apps: {
-        http: {
-          // The ports ACME validation reaches (Caddy otherwise assumes 80 and 443).
-          http_port: parseListen(input.listen).port,
-          https_port: httpsPort,
-          servers: {
-            svc: { listen: [input.listen], automatic_https: { disable: true }, routes: [...plainRoutes, markerRoute], errors },
-            'svc-tls': {
-              listen: [tls.httpsListen],
-              // Certificates come from the on-demand policy below; without a connection policy
-              // Caddy would serve this port as plain HTTP.
-              automatic_https: { disable: true },
-              tls_connection_policies: [{}],
-              // HTTP/1.1 and HTTP/2 over TCP only: Caddy 2.6 would also take UDP for HTTP/3.
-              protocols: ['h1', 'h2'],
-              routes: [...tlsRoutes, notFound],
-              errors,
-            },
+    admin: { listen: input.adminListen, config: { persist: false } },
+    storage: { module: 'file_system', root: tls.storageDir },
+    apps: {
+      http: {
+        // The ports ACME validation reaches (Caddy otherwise assumes 80 and 443).
+        http_port: parseListen(input.listen).port,
+        https_port: httpsPort,
+        servers: {
+          svc: { listen: [input.listen], automatic_https: { disable: true }, routes: plainRoutes, errors },
+          'svc-tls': {
+            listen: [tls.httpsListen],
+            // Certificates come from the on-demand policy below; without a connection policy
+            // Caddy would serve this port as plain HTTP.
+            automatic_https: { disable: true },
+            tls_connection_policies: [{}],
+            // HTTP/1.1 and HTTP/2 over TCP only: Caddy 2.6 would also take UDP for HTTP/3.
+            protocols: ['h1', 'h2'],
+            routes: [...tlsRoutes, notFound],
+            errors,
           },
         },
-        tls: {
-          automation: {
-            // A handshake for a name without a certificate asks svcd first: nobody can make svc
-            // order certificates for names it does not route.
-            on_demand: { ask: tls.askUrl },
-            policies: [
-              {
-                on_demand: true,
-                issuers: [
-                  {
-                    module: 'acme',
-                    ca: tls.acme.directory,
-                    ...(tls.acme.email ? { email: tls.acme.email } : {}),
-                    ...(tls.acme.caRoot ? { trusted_roots_pem_files: [tls.acme.caRoot] } : {}),
-                  },
-                ],
-              },
-            ],
-          },
+      },
+      tls: {
+        automation: {
+          // A handshake for a name without a certificate asks svcd first: nobody can make svc
+          // order certificates for names it does not route.
+          on_demand: { ask: tls.askUrl },
+          policies: [
+            {
+              on_demand: true,
+              issuers: [
+                {
+                  module: 'acme',
+                  ca: tls.acme.directory,
+                  ...(tls.acme.email ? { email: tls.acme.email } : {}),
+                  ...(tls.acme.caRoot ? { trusted_roots_pem_files: [tls.acme.caRoot] } : {}),
+                },
+              ],
+            },
+          ],
         },
       },
     },

@@ -1,7 +1,8 @@
 // The proxy: the only module that talks to Caddy. With --proxy-listen, svcd runs and supervises
 // its own Caddy (admin API on a private unix socket in the data dir); with --caddy-admin it
 // drives an operator's Caddy. Either way the whole configuration is built from the store and
-// POSTed to /load; a marker route tells whether a (restarted) Caddy still has it.
+// POSTed to /load when its hosts changed; a marker route tells whether a (restarted) Caddy still
+// has it. Where each route's workload answers is not in it: Caddy asks svcd (route-answers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -11,11 +12,13 @@ import { connect } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Clock, Timers, TimerHandle } from '../clock.js';
 import { parseListen, type TlsConfig } from '../config.js';
-import { buildCaddyConfig, type CaddyTls, type RouteTarget } from './caddy-config.js';
+import { buildCaddyConfig, type CaddyTls, type RouteAnswerAddresses, type RouteTarget } from './caddy-config.js';
+import { RouteAnswers } from './route-answers.js';
 import { CertificateErrors, type CertificateFailure } from './certificate-errors.js';
 import { TlsAskServer, type CertificateOrderClaims } from './tls-ask.js';
 
 export { buildCaddyConfig, routeId, type RouteTarget } from './caddy-config.js';
+export { ROUTE_FOLLOW_MS } from './route-answers.js';
 export type { CertificateOrderClaims } from './tls-ask.js';
 
 export interface ProxyOptions {
@@ -23,6 +26,8 @@ export interface ProxyOptions {
   listen: string;
   /** Operator Caddy admin URL (--caddy-admin); null: svcd runs its own Caddy. */
   adminUrl: string | null;
+  /** Where svcd answers Caddy's questions (--proxy-answers-listen, route-answers.ts). */
+  answersListen: { host: string; port: number };
   dataDir: string;
   /** The caddy binary. */
   caddyPath?: string;
@@ -53,6 +58,9 @@ export class CaddyProxy {
   private again = false;
   private checker: TimerHandle | null = null;
   private ask: TlsAskServer | null = null;
+  /** Where each route's workload answers, and the pages of routes that do not (route-answers.ts). */
+  private readonly answers: RouteAnswers;
+  private answerAddresses: RouteAnswerAddresses | null = null;
   private tlsInput: CaddyTls | undefined = undefined;
   /** The hosts of the configuration Caddy took last (lower case): what the TLS question says yes to. */
   private pushedHosts: ReadonlySet<string> = new Set();
@@ -72,6 +80,7 @@ export class CaddyProxy {
   ) {
     this.socketPath = join(opts.dataDir, 'caddy-admin.sock');
     this.certificateErrors = new CertificateErrors(clock);
+    this.answers = new RouteAnswers({ listen: opts.answersListen, targets, clock, timers, log });
     if (opts.adminUrl === null) {
       this.adminTarget = { socketPath: this.socketPath };
     } else {
@@ -81,6 +90,7 @@ export class CaddyProxy {
   }
 
   async start(): Promise<void> {
+    this.answerAddresses = await this.answers.start();
     const tls = this.opts.tls;
     if (tls) {
       // Certificates and the ACME account in the data dir (or the shared --tls-storage): a restart
@@ -142,6 +152,7 @@ export class CaddyProxy {
       await exited;
     }
     await this.ask?.close();
+    await this.answers.close();
   }
 
   /** The supervised Caddy's process id (tests kill it). */
@@ -150,8 +161,13 @@ export class CaddyProxy {
   }
 
   private async push(force: boolean): Promise<void> {
+    const answers = this.answerAddresses;
+    if (!answers) throw new Error('the proxy is not started');
+    const readAtMs = this.clock.now();
     const targets = await this.targets();
-    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets, ...(this.tlsInput ? { tls: this.tlsInput } : {}) });
+    // Where workloads answer now: Caddy asks for it on its next request, without a load.
+    this.answers.update(targets, readAtMs);
+    const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets, answers, ...(this.tlsInput ? { tls: this.tlsInput } : {}) });
     if (!force && marker === this.lastMarker) return;
     const r = await this.admin('POST', '/load', JSON.stringify(config));
     if (r.status !== 200) throw new Error(`caddy refused the configuration (${r.status}): ${r.body}`);

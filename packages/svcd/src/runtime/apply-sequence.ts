@@ -1,8 +1,8 @@
 // The order every driver's apply takes its steps in, written once: the tenant's network, the
 // image when missing, whatever ran before under the spec's name (and the workload it replaces)
-// removed, the new one run, then the wait until it is ready (ready-wait.ts). A failure or an
-// abort after the start removes what this apply started, by its own reference. A driver passes
-// in how it does each step.
+// removed (or, rolling, renamed aside to keep serving), the new one run, then the wait until it
+// is ready (ready-wait.ts). A failure or an abort after the start removes what this apply
+// started, by its own reference. A driver passes in how it does each step.
 import type { Clock, Timers } from '../clock.js';
 import type { Applied, ApplyRequest, WorkloadInfo, WorkloadSpec } from './driver.js';
 import { throwIfAborted, waitUntilReady } from './ready-wait.js';
@@ -16,6 +16,8 @@ export interface ApplySteps {
   pullImage(image: string, signal: AbortSignal): Promise<void>;
   /** Removes a workload by ref or name; a missing one is fine. */
   remove(ref: string): Promise<void>;
+  /** Renames a running workload aside (setAsideName), or removes it when it does not run; a missing one is fine. */
+  setAside?(name: string): Promise<void>;
   /** Creates and starts the spec's workload; its ref. */
   run(spec: WorkloadSpec): Promise<string>;
   inspect(ref: string): Promise<WorkloadInfo | null>;
@@ -29,8 +31,14 @@ export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Pr
   await steps.ensureNetwork(spec);
   if (request.pull === 'missing' && !(await steps.hasImage(spec.image))) await steps.pullImage(spec.image, signal);
   throwIfAborted(signal);
-  // Whatever ran before under this name, including a workload an interrupted apply left.
-  if (request.replaces && request.replaces !== spec.name) await steps.remove(request.replaces);
+  if (request.setAside) {
+    // Rolling: what runs keeps serving under another name until the caller removes it.
+    if (!steps.setAside) throw new Error('this driver cannot set a workload aside');
+    await steps.setAside(spec.name);
+  } else if (request.replaces && request.replaces !== spec.name) {
+    // Whatever ran before under this name, including a workload an interrupted apply left.
+    await steps.remove(request.replaces);
+  }
   await steps.remove(spec.name);
   throwIfAborted(signal);
   const ref = await steps.run(spec);

@@ -156,6 +156,12 @@ export interface ApplyRequest {
   spec: WorkloadSpec;
   /** A workload of an earlier apply to remove first, when its ref is not the spec's name. */
   replaces?: string | null;
+  /**
+   * A rolling replacement (drivers with `setAside`): what runs under the spec's name is renamed
+   * aside (setAsideName) and keeps running, and serving, while the new one starts; the caller
+   * removes it once the new one took its place. `replaces` is left alone too.
+   */
+  setAside?: boolean;
   /** `missing`: pull the image when the engine does not have it; `never`: the caller saw to it (a build, an image ID). */
   pull: 'missing' | 'never';
   ready: Readiness;
@@ -191,6 +197,12 @@ export interface DriverCapabilities {
    * it (`publish` in its spec) rather than one the node picks: a swarm.
    */
   allocatedPorts: boolean;
+  /**
+   * apply can set the running workload aside and start its replacement beside it (`setAside`): a
+   * redeploy with no moment where nothing answers. Not on a swarm: a service's task is published
+   * on one port of its node, which two tasks cannot share.
+   */
+  setAside: boolean;
 }
 
 export interface WorkloadDriver {

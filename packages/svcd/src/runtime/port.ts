@@ -14,6 +14,16 @@ export const WARM_POOL_NETWORK = 'svc-warm-pool';
 /** The tenant label of warm-pool workloads (their labels cannot change when a tenant gets one). */
 export const WARM_POOL_TENANT = 'warm-pool';
 
+/** The name a workload set aside by a rolling apply goes by: its spec's name and a short id. */
+export function setAsideName(name: string, id: string): string {
+  return `${name}-${id.slice(0, 12)}`;
+}
+
+/** Whether `name` is a workload of `specName` set aside by a rolling apply (and left behind if its svcd died). */
+export function isSetAside(name: string, specName: string): boolean {
+  return name.startsWith(`${specName}-`) && /^[0-9a-z]{12}$/.test(name.slice(specName.length + 1));
+}
+
 /** The variable svc-init takes its agent's token from (`WorkloadSpec.agentPort`). */
 export const AGENT_TOKEN_ENV = 'SVC_AGENT_TOKEN';
 

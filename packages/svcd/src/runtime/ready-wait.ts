@@ -2,7 +2,7 @@
 // so that readiness means the same on each: running, reachable at its endpoint, and passing its
 // probe; an exit fails it at once, with the last lines the workload printed.
 import { connect } from 'node:net';
-import type { Clock, Timers } from '../clock.js';
+import { pause, type Clock, type Timers } from '../clock.js';
 import type { Endpoint, Readiness, WorkloadInfo } from './driver.js';
 
 /** How often the workload's state is read while its probe is tried more often. */
@@ -60,23 +60,6 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
     }
     await pause(o.timers, o.ready.everyMs, o.signal);
   }
-}
-
-/** Resolves after `ms`, or at once when the signal aborts (the loop then throws its reason). */
-function pause(timers: Timers, ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (signal.aborted) {
-      resolve();
-      return;
-    }
-    const done = () => {
-      timer.cancel();
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = timers.setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /** Without a probe of its own: a port must accept TCP; a workload without one is ready running. */

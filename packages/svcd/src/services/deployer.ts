@@ -9,9 +9,9 @@
 // request moves the generation on, which aborts the apply wherever it runs; a svcd killed in the
 // middle leaves its lease to lapse, and the svcd that takes the row over records the deployment
 // as interrupted and requests a new one.
-import { type Clock, unixSeconds } from '../clock.js';
+import { pause, type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import { LABELS, workloadLimits, type Applied, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, isSetAside, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type WorkloadRow } from '../store/index.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { timeOrderedId } from '../ids.js';
@@ -142,6 +142,12 @@ export interface DeployerOptions {
   buildRegistry: string | null;
   deadlineMs?: number;
   readyTimeoutMs?: number;
+  /**
+   * How long a rolling redeploy waits, once the route moved to the new workload, before it stops
+   * the one it replaced: until every svcd's proxy sends new requests to the new one (the proxy's
+   * ROUTE_FOLLOW_MS, also on a svcd that runs none: the other svcd's proxies route too).
+   */
+  routeFollowMs: number;
   /** --swarm-ports: where services are published on a swarm (driver capability allocatedPorts). */
   publishedPorts: { from: number; to: number };
 }
@@ -172,7 +178,7 @@ export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 
 
 /** The rules of the `service` kind of workload. */
 export class Deployer implements WorkloadRules {
-  private allocatedPorts: Promise<boolean> | null = null;
+  private driverCapabilities: Promise<DriverCapabilities> | null = null;
   private portFigures: PortFigures | null = null;
   private refreshingPorts = false;
 
@@ -187,19 +193,72 @@ export class Deployer implements WorkloadRules {
     const deadlineMs = this.deps.deadlineMs ?? DEPLOY_DEADLINE_MS;
     const deadline = new AbortController();
     const timer = this.deps.timers.setTimeout(() => deadline.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)), deadlineMs);
+    let rolling = false;
     try {
-      return await this.deploy(dep, service, AbortSignal.any([signal, deadline.signal]));
+      rolling = (await this.capabilities()).setAside;
+      const applied = await this.deploy(dep, service, rolling, AbortSignal.any([signal, deadline.signal]));
+      if (rolling) await this.takeOver(service, applied, signal, fenced);
+      return applied;
     } catch (err) {
-      // A deploy that fails before the driver replaced the old container (a refused image, a
-      // failed pull) leaves it running with nothing pointing at it: it goes with the failure, as
-      // a container the driver started does. An abort leaves it to the newer generation.
-      if (!signal.aborted) {
+      // A deploy that fails before the new container replaced the old one (a refused image, a
+      // failed pull, a container never ready) leaves the old one running, or set aside, with
+      // nothing to point at it once the service reads failed: it goes with the failure, as a
+      // container the driver started does. An abort, or a lost lease, leaves it to the newer
+      // generation (whose apply sets aside or removes what runs): checked in the store too, since
+      // a lease can lapse before this svcd's renewal notices, and another svcd's apply may be
+      // serving from these containers by then.
+      if (!signal.aborted && !(err instanceof Superseded) && (await fenced(() => Promise.resolve(true)).catch(() => null)) !== null) {
         if (service.container_id) await this.deps.runtime.remove(service.container_id).catch(() => {});
         await this.deps.runtime.remove(workloadName(service.id)).catch(() => {});
+        if (rolling) await this.removeSetAside(service, null);
       }
       throw err;
     } finally {
       timer.cancel();
+    }
+  }
+
+  /**
+   * A rolling redeploy's last steps, once the new container is ready beside the old one (set
+   * aside, still serving): the route moves to the new one, and the old one is stopped once every
+   * proxy sends new requests to the new one, so that no request finds nothing answering.
+   */
+  private async takeOver(service: ServiceRow, applied: Applied, signal: AbortSignal, fenced: Fence): Promise<void> {
+    const upstream = `${applied.endpoint.host}:${String(applied.endpoint.port ?? service.port)}`;
+    const moved = await fenced(async (tx) => {
+      await tx.services.update(service.id, { upstream, container_id: applied.ref, updated_at: unixSeconds(this.deps.clock) });
+      tx.afterCommit(this.deps.routesChanged);
+      return true;
+    });
+    if (moved === null) throw new Superseded('this apply no longer holds the workload');
+    // Something served: requests may still be on their way to it.
+    if (service.upstream !== null && this.deps.routeFollowMs > 0) {
+      await pause(this.deps.timers, this.deps.routeFollowMs, signal);
+      signal.throwIfAborted();
+      // An exit now is no crash to the crash handler (the service still reads deploying): the
+      // deploy fails instead, before the old container goes too.
+      const now = await this.deps.runtime.inspect(applied.ref);
+      if (now?.state !== 'running') throw new Error(`the new container ${now ? `exited with code ${String(now.exitCode ?? '?')}` : 'vanished'} while the route moved to it`);
+    }
+    await this.removeSetAside(service, applied.ref);
+  }
+
+  /**
+   * Stops (with the service's grace period, for requests in flight) and removes the containers
+   * of the service that rolling applies set aside; `keep` is the one now serving. A failure is
+   * left to reconcile (the controller removes what is set aside once the workload is settled).
+   */
+  private async removeSetAside(service: ServiceRow, keep: string | null): Promise<void> {
+    try {
+      const aside = (await this.deps.runtime.list({ tenantId: service.tenant_id, kind: 'service' })).filter(
+        (c) => c.id !== keep && c.labels[LABELS.resource] === service.id && isSetAside(c.name, workloadName(service.id)),
+      );
+      for (const c of aside) {
+        await this.deps.runtime.stop(c.id, STOP_TIMEOUT_S);
+        await this.deps.runtime.remove(c.id);
+      }
+    } catch (err) {
+      this.deps.log.warn({ err, service: service.id }, 'a container a redeploy replaced could not be removed; reconcile removes it');
     }
   }
 
@@ -319,7 +378,7 @@ export class Deployer implements WorkloadRules {
   }
 
   /** Runs the deployment's image as the service's container; resolves once it accepts connections on its port. */
-  private async deploy(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<Applied> {
+  private async deploy(dep: DeploymentRow, service: ServiceRow, rolling: boolean, signal: AbortSignal): Promise<Applied> {
     const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant) throw new Error('tenant not found');
     const image = await this.imageToRun(dep.image, service.tenant_id, signal);
@@ -342,8 +401,9 @@ export class Deployer implements WorkloadRules {
         sandbox: await this.deps.sandbox.use(),
         tenantCode: true,
       },
-      // Whatever ran before, including a container left by an interrupted deploy.
-      replaces: service.container_id,
+      // Rolling: what runs is set aside and serves until the new one took over (takeOver).
+      // Otherwise whatever ran before goes first, including a container an interrupted deploy left.
+      ...(rolling ? { setAside: true } : { replaces: service.container_id }),
       pull: 'never',
       // Ready = accepting TCP on the service's port (not a port its image exposes: an image may
       // expose several, and the engine lists them sorted).
@@ -417,16 +477,18 @@ export class Deployer implements WorkloadRules {
     return { free: Math.max(0, total - held.size - promised), total };
   }
 
-  /** Whether the driver publishes services on ports svcd allocates (asked once: it does not change). */
-  private allocatesPorts(): Promise<boolean> {
-    this.allocatedPorts ??= this.deps.runtime.capabilities().then(
-      (c) => c.allocatedPorts,
-      (err: unknown) => {
-        this.allocatedPorts = null; // asked again next time
-        throw err;
-      },
-    );
-    return this.allocatedPorts;
+  /** Whether the driver publishes services on ports svcd allocates. */
+  private async allocatesPorts(): Promise<boolean> {
+    return (await this.capabilities()).allocatedPorts;
+  }
+
+  /** What the driver can do (asked once: it does not change). */
+  private capabilities(): Promise<DriverCapabilities> {
+    this.driverCapabilities ??= this.deps.runtime.capabilities().catch((err: unknown) => {
+      this.driverCapabilities = null; // asked again next time
+      throw err;
+    });
+    return this.driverCapabilities;
   }
 
   /**

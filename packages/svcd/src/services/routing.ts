@@ -52,7 +52,13 @@ export function routeTargets(rows: ServiceRow[], o: RoutingOptions, domains: rea
       status: s.status,
       hosts: [...serviceHosts(s, o), ...own.map((d) => d.hostname)],
       awaitingCertificate: own.filter((d) => d.awaitingCertificate).map((d) => d.hostname),
-      upstream: s.status === 'running' ? s.upstream : null,
+      // Where its workload was last seen serving: running, or deploying while the container a
+      // rolling redeploy replaces serves on (deployer.ts); null once it stopped, failed or crashed.
+      // Between a swarm's redeploy removing the old task and the new one running it leads
+      // nowhere: the request fails and the page says the service is deploying.
+      upstream: s.upstream,
+      // A swarm publishes it on its allocated port on every node; the engine's at the service's own.
+      port: s.published_port ?? s.port,
     };
   });
 }
@@ -64,5 +70,6 @@ export function routeTargets(rows: ServiceRow[], o: RoutingOptions, domains: rea
  */
 export function apiRouteTargets(upstream: string | null, baseDomain: string | null): RouteTarget[] {
   if (!upstream || !baseDomain) return [];
-  return [{ routeId: 'svc-api', label: 'The svc API', status: 'starting', hosts: [`api.${baseDomain}`], upstream }];
+  const port = Number(upstream.slice(upstream.lastIndexOf(':') + 1));
+  return [{ routeId: 'svc-api', label: 'The svc API', status: 'running', hosts: [`api.${baseDomain}`], upstream, port }];
 }

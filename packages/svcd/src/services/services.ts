@@ -268,7 +268,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
       const requested = await requestDeployment(tx, this.deps, { tenantId, serviceId: id, image: d.image, reason: d.reason, buildId: d.buildId ?? null });
       if (!requested) throw new NotFoundError('service');
       const crash = d.clearCrashes ? { crash_count: 0, crash_window_start: null, last_crash_at: null, circuit_open_at: null } : {};
-      await tx.services.update(id, { ...crash, ...(d.takesImage ? { image: d.image } : {}), status: 'deploying', desired_state: 'running', last_error: null, upstream: null, updated_at: now });
+      await tx.services.update(id, { ...crash, ...(d.takesImage ? { image: d.image } : {}), status: 'deploying', desired_state: 'running', last_error: null, updated_at: now });
       await this.deps.activity.record(tx, { tenantId, action: d.action, resourceType: 'service', resourceId: id, serviceId: id, details: d.details });
       return requested;
     });

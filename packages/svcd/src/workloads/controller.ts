@@ -10,7 +10,7 @@
 // Services (services/deployer.ts), databases and task boards (provisioning/lifecycle.ts) and
 // environments (environments/workloads.ts) run under it.
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, WARM_POOL_TENANT, connectionDropped, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, WARM_POOL_TENANT, connectionDropped, isSetAside, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
 
@@ -224,7 +224,8 @@ export class WorkloadController {
    * labelled with, or by its name (the row's id: an environment's container from before
    * migration 0017 is labelled with its name). Warm-pool containers, labelled for no tenant, are
    * the warm pool's: it removes its own, and one handed to an environment keeps the pool's
-   * labels (the environment's row has its id as driver_ref).
+   * labels (the environment's row has its id as driver_ref). And containers that a rolling apply
+   * set aside and its svcd, dying, left running.
    */
   private async removeOrphans(): Promise<void> {
     for (const kind of this.rules.keys()) {
@@ -233,7 +234,16 @@ export class WorkloadController {
       for (const c of await this.deps.runtime.list({ kind })) {
         const resourceId = c.labels[LABELS.resource];
         if (c.labels[LABELS.tenant] === WARM_POOL_TENANT) continue;
-        if (resourceId !== undefined && (await this.deps.store.workloads.find(kind, resourceId))) continue;
+        const row = resourceId === undefined ? undefined : await this.deps.store.workloads.find(kind, resourceId);
+        if (row) {
+          // A container a rolling apply set aside, left by a svcd that died before removing it:
+          // removed once nothing applies the row (an apply under way still serves from it).
+          if (isSetAside(c.name, parseSpecRecord(row).name) && row.observed_generation === row.generation && row.lease_holder === null) {
+            await this.deps.runtime.remove(c.id);
+            this.deps.log.info({ container: c.id, kind, resource: resourceId }, 'removed a container a redeploy set aside');
+          }
+          continue;
+        }
         if (await this.deps.store.workloads.findById(c.name)) continue;
         await this.deps.runtime.remove(c.id);
         this.deps.log.info({ container: c.id, kind, resource: resourceId }, 'removed an orphan container');
@@ -350,6 +360,12 @@ export class WorkloadController {
     }
     await this.deps.runtime.remove(w.driver_ref ?? spec.name);
     if (w.driver_ref) await this.deps.runtime.remove(spec.name);
+    // What a rolling apply set aside and had not removed yet (it was stopped or deleted meanwhile).
+    if (w.kind !== 'warm') {
+      for (const c of await this.deps.runtime.list({ tenantId: w.tenant_id, kind: w.kind })) {
+        if (c.labels[LABELS.resource] === w.resource_id && isSetAside(c.name, spec.name)) await this.deps.runtime.remove(c.id);
+      }
+    }
     if (w.desired_state === 'stopped') return { row: { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, outcome: { state: 'stopped' } };
     for (const v of spec.volumes) await this.deps.runtime.removeVolume(v);
     await this.deps.runtime.releaseTenant(w.tenant_id);

@@ -105,6 +105,8 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
               redeploy: 'Pulls the image again and redeploys',
               reset: 'Clears the crash count and the circuit, and redeploys',
             }[reason],
+            description:
+              'Answers once the deployment is recorded. Rolling on the Docker driver: a running service keeps serving from its old container until the new one is ready and routed, then the old one is stopped (10 s grace); a deploy that fails removes both, and the service reads failed.',
             tags: ['services'],
             params: ServiceIdParams,
             response: { 202: LifecycleResponse, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },

@@ -20,6 +20,7 @@ import {
   TENANT_NETWORK_PREFIX,
   WARM_POOL_NETWORK,
   WARM_POOL_TENANT,
+  setAsideName,
   tenantNetworkName,
   workloadLabels,
   type EngineInfo,
@@ -435,7 +436,7 @@ export class DockerRuntime implements Runtime {
 
   async capabilities(): Promise<DriverCapabilities> {
     const info = await this.info();
-    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true, agent: this.tenantInit !== null, addressable: true, allocatedPorts: false };
+    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true, agent: this.tenantInit !== null, addressable: true, allocatedPorts: false, setAside: true };
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), on the Docker Engine. */
@@ -450,6 +451,7 @@ export class DockerRuntime implements Runtime {
       hasImage: (image) => this.hasImage(image),
       pullImage: (image, signal) => this.pullImage(image, signal),
       remove: (ref) => this.remove(ref),
+      setAside: (name) => this.setAside(name),
       run: (spec) => this.run(spec),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
@@ -460,6 +462,14 @@ export class DockerRuntime implements Runtime {
     await this.startContainer(id);
     const info = await this.inspect(id);
     return info?.address ? { host: info.address.host, port: info.address.port || null } : null;
+  }
+
+  /** A rolling apply's first step: the running container under `name` renamed aside (the engine keeps it running, its network address too); one not running is removed. */
+  private async setAside(name: string): Promise<void> {
+    const info = await this.inspect(name);
+    if (!info) return;
+    if (info.state !== 'running') return this.remove(info.id);
+    await this.docker.getContainer(info.id).rename({ name: setAsideName(name, info.id) });
   }
 
   /** The last few lines a container printed, on one line, for an error message. */

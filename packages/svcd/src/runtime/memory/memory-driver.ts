@@ -25,7 +25,7 @@ import type {
   WorkloadSpec,
   WorkloadStats,
 } from '../driver.js';
-import { LABELS, WorkloadNotRunningError, workloadLabels } from '../port.js';
+import { LABELS, WorkloadNotRunningError, setAsideName, workloadLabels } from '../port.js';
 import { applyInOrder } from '../apply-sequence.js';
 
 /** How long a workload under a restart policy (engineRestarts) waits between an exit and its next start. */
@@ -102,7 +102,7 @@ export class MemoryDriver implements WorkloadDriver {
 
   capabilities(): Promise<DriverCapabilities> {
     // No agent: its exec is the driver's own.
-    return Promise.resolve({ sandbox: false, hostPorts: true, warmPool: true, agent: false, addressable: true, allocatedPorts: false });
+    return Promise.resolve({ sandbox: false, hostPorts: true, warmPool: true, agent: false, addressable: true, allocatedPorts: false, setAside: true });
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), in memory. */
@@ -117,6 +117,14 @@ export class MemoryDriver implements WorkloadDriver {
       hasImage: (image) => this.hasImage(image),
       pullImage: (image) => this.pullImage(image),
       remove: (ref) => this.remove(ref),
+      setAside: (name) => {
+        const w = this.find(name);
+        if (!w) return Promise.resolve();
+        if (w.state !== 'running') return this.remove(w.id);
+        // As the engine's rename: the same workload, running on, under another name.
+        w.spec = { ...w.spec, name: setAsideName(name, w.id) };
+        return Promise.resolve();
+      },
       run: (spec) => {
         const image = this.images.get(spec.image);
         // As the engine answers a create of an image it does not have.

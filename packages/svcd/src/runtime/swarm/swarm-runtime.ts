@@ -169,7 +169,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true });
+    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: false });
   }
 
   apply(request: ApplyRequest): Promise<Applied> {
