@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import { DEPLOY_DEADLINE_MS, PORT_REST_S, workloadName } from '../src/services/deployer.js';
-import { isSetAside } from '../src/runtime/index.js';
+import { LABELS, isSetAside } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -175,6 +175,7 @@ eachStore((kind) => {
     /** The names of the tenant's running workloads when each apply's workload turned ready. */
     const runningAtReady: string[][] = [];
     let stopsFail = false;
+    let stopsTried = 0;
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
@@ -186,7 +187,10 @@ eachStore((kind) => {
           return applied;
         },
         // The engine refusing a stop (reconcile's cleanup is tested on what that leaves).
-        stop: (ref: string) => (stopsFail ? Promise.reject(new Error('the engine refused the stop')) : mem.runtime.stop(ref)),
+        stop: (ref: string) => {
+          stopsTried++;
+          return stopsFail ? Promise.reject(new Error('the engine refused the stop')) : mem.runtime.stop(ref);
+        },
       };
       t = await startServer({ store: kind, overrides: { runtime, readyTimeoutMs: 60_000 } });
     });
@@ -208,7 +212,11 @@ eachStore((kind) => {
       const atReady = runningAtReady[0] ?? assert.fail('no apply');
       assert.equal(atReady.length, 2, JSON.stringify(atReady));
       assert.ok(atReady.some((n) => isSetAside(n, name)) && atReady.includes(name), JSON.stringify(atReady));
-      const left = await mem.driver.list({ tenantId: a.id });
+      // The old one is stopped and removed after the deployment succeeded (it is not waited for).
+      const left = await waitFor('the old workload to go', async () => {
+        const ws = await mem.driver.list({ tenantId: a.id });
+        return ws.length === 1 ? ws : undefined;
+      });
       assert.deepEqual(left.map((w) => w.name), [name]);
       const now = await t.deps.store.services.findAny(s.id);
       assert.notEqual(left[0]?.id, old?.container_id);
@@ -216,25 +224,107 @@ eachStore((kind) => {
       assert.equal(now?.upstream, `${left[0]?.address?.host ?? ''}:8000`);
     });
 
+    /** Redeploys `s` while the engine refuses stops: the old workload is left set aside. */
+    const redeployLeavingOld = async (a: Awaited<ReturnType<typeof newTenant>>, id: string) => {
+      stopsFail = true;
+      const tried = stopsTried;
+      try {
+        await a.client.serviceAction(id, 'redeploy');
+        await waitFor('the redeploy', async () => ((await a.client.deployments(id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined));
+        await waitFor('the refused stop of the old workload', async () => (stopsTried > tried ? true : undefined));
+      } finally {
+        stopsFail = false;
+      }
+      const both = (await mem.driver.list({ tenantId: a.id })).filter((w) => w.labels[LABELS.resource] === id);
+      assert.equal(both.length, 2, 'the stop failed: the old workload is still there');
+      assert.ok(both.some((w) => isSetAside(w.name, workloadName(id))));
+    };
+
     test('a workload set aside and left behind (its stop failed, or its svcd died) is removed by reconcile once nothing applies the service; the serving one stays', async () => {
       const a = await newTenant(t);
       const s = await a.client.createService({ name: 'leftover', image: SERVING, port: 8000 });
       assert.equal((await settled(a, s.id)).status, 'running');
-      stopsFail = true;
-      try {
-        await a.client.serviceAction(s.id, 'redeploy');
-        await waitFor('the redeploy', async () => ((await a.client.deployments(s.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined));
-      } finally {
-        stopsFail = false;
-      }
+      await redeployLeavingOld(a, s.id);
       const name = workloadName(s.id);
-      const both = await mem.driver.list({ tenantId: a.id });
-      assert.equal(both.length, 2, 'the stop failed: the old workload is still there');
       await t.deps.workloads.reconcile();
       const left = await mem.driver.list({ tenantId: a.id });
       assert.deepEqual(left.map((w) => w.name), [name]);
       assert.equal(left[0]?.id, (await t.deps.store.services.findAny(s.id))?.container_id);
       assert.equal((await a.client.service(s.id)).status, 'running');
+    });
+
+    test('a stop removes what a redeploy set aside along with the serving workload; so does a delete', async () => {
+      const a = await newTenant(t);
+      const stopped = await a.client.createService({ name: 'stopped-leftover', image: SERVING, port: 8000 });
+      const deleted = await a.client.createService({ name: 'deleted-leftover', image: SERVING, port: 8000 });
+      for (const s of [stopped, deleted]) {
+        assert.equal((await settled(a, s.id)).status, 'running');
+        await redeployLeavingOld(a, s.id);
+      }
+      const of = async (id: string) => (await mem.driver.list({ tenantId: a.id })).filter((w) => w.labels[LABELS.resource] === id);
+      await a.client.serviceAction(stopped.id, 'stop');
+      assert.deepEqual(await of(stopped.id), []);
+      await a.client.deleteService(deleted.id);
+      assert.deepEqual(await of(deleted.id), []);
+    });
+  });
+
+  describe(`a rolling redeploy's wait for the proxies (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+    const FOLLOW_MS = 5_000;
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      // The test's clock: the wait ends when the test moves it.
+      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 60_000, routeFollowMs: FOLLOW_MS } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    /** Redeploys `id` and resolves once the route moved to the new workload (the wait begins): the new one's id. */
+    const redeployUntilMoved = async (a: Awaited<ReturnType<typeof newTenant>>, id: string, oldId: string) => {
+      await a.client.serviceAction(id, 'redeploy');
+      return waitFor('the route to move to the new workload', async () => {
+        const row = await t.deps.store.services.findAny(id);
+        const fresh = (await mem.driver.list({ tenantId: a.id })).find((w) => w.name === workloadName(id) && w.id !== oldId);
+        return fresh && row?.container_id === fresh.id && row.upstream === `${fresh.address?.host ?? ''}:8000` ? fresh.id : undefined;
+      });
+    };
+
+    test('through the wait both run and the deployment is still running; at its end the old one goes and the service reads running', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'waiting', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const oldId = (await t.deps.store.services.findAny(s.id))?.container_id ?? assert.fail('no container');
+      const fresh = await redeployUntilMoved(a, s.id, oldId);
+      assert.equal((await mem.driver.list({ tenantId: a.id })).filter((w) => w.state === 'running').length, 2);
+      // By reason: both deployments carry the same instant on the test's clock, so their order is not told by it.
+      assert.equal((await a.client.deployments(s.id)).find((d) => d.reason === 'redeploy')?.status, 'running');
+      t.clock.advance(FOLLOW_MS);
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const left = await waitFor('the old workload to go', async () => {
+        const ws = await mem.driver.list({ tenantId: a.id });
+        return ws.length === 1 ? ws : undefined;
+      });
+      assert.equal(left[0]?.id, fresh);
+    });
+
+    test('a new workload gone by the end of the wait fails the deploy (its exit is no crash while the service deploys), and the old one goes with it', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'vanishing', image: SERVING, port: 8000 });
+      assert.equal((await settled(a, s.id)).status, 'running');
+      const oldId = (await t.deps.store.services.findAny(s.id))?.container_id ?? assert.fail('no container');
+      const fresh = await redeployUntilMoved(a, s.id, oldId);
+      await mem.driver.remove(fresh);
+      t.clock.advance(FOLLOW_MS);
+      const done = await settled(a, s.id);
+      assert.equal(done.status, 'failed');
+      assert.match(done.last_error ?? '', /the new container vanished while the route moved to it/);
+      await waitFor('nothing left running', async () => ((await mem.driver.list({ tenantId: a.id })).length === 0 ? true : undefined));
+      assert.equal((await t.deps.store.services.findAny(s.id))?.upstream, null);
     });
   });
 

@@ -24,7 +24,7 @@ export const TEST_REGISTRY_CONFIG = join(TEST_REGISTRY_DIR, 'config.yml');
 
 export const BUSYBOX_IMAGE = `${TEST_REGISTRY}/svc-test/busybox-httpd:5`;
 /** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way (it waits for the client's). */
-export const WEBSOCKET_IMAGE = `${TEST_REGISTRY}/svc-test/websocket:2`;
+export const WEBSOCKET_IMAGE = `${TEST_REGISTRY}/svc-test/websocket:3`;
 /** Serves on $PORT and keeps one core busy for its first 60 seconds (metering tests). */
 export const BURNER_IMAGE = `${TEST_REGISTRY}/svc-test/burner:1`;
 /** Serves on $PORT and prints long lines to stdout without pause (log floods). */
@@ -60,10 +60,10 @@ accept=$(printf '%s' "\${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | c
 printf 'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: %s\\r\\n\\r\\n' "$accept"
 printf '\\201\\005hello'
 # nc hands over a non-blocking socket: dd reads what has arrived and returns, so it is asked
-# again (every 20 ms, for up to a minute) until the client's 11-byte frame is in.
+# again (every 20 ms, for up to five minutes) until the client's 11-byte frame is in.
 n=0
 tries=0
-while [ "$n" -lt 11 ] && [ "$tries" -lt 3000 ]; do
+while [ "$n" -lt 11 ] && [ "$tries" -lt 15000 ]; do
   n=$((n + $(dd bs=1 count=$((11 - n)) 2>/dev/null | wc -c)))
   tries=$((tries + 1))
   [ "$n" -lt 11 ] && usleep 20000

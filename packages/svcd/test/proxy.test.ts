@@ -108,11 +108,12 @@ describe('public routing through Caddy', () => {
     const containerOf = async () => (await docker.getContainer(workloadName(churning.id)).inspect()).Id;
     const first = await containerOf();
     await a.client.serviceAction(churning.id, 'redeploy');
-    await waitFor('the redeployed container', async () => ((await a.client.service(churning.id)).status === 'running' && (await containerOf()) !== first ? true : undefined));
+    // Generous waits: a rolling redeploy serves from the old container for 3 s more, then stops it.
+    await waitFor('the redeployed container', async () => ((await a.client.service(churning.id)).status === 'running' && (await containerOf()) !== first ? true : undefined), 90_000);
     await a.client.serviceAction(churning.id, 'stop');
-    await waitFor('the 503 page', async () => ((await viaProxy(port, churningHost)).status === 503 ? true : undefined));
+    await waitFor('the 503 page', async () => ((await viaProxy(port, churningHost)).status === 503 ? true : undefined), 90_000);
     await a.client.serviceAction(churning.id, 'start');
-    await waitFor('the route back', async () => ((await viaProxy(port, churningHost)).status === 200 ? true : undefined));
+    await waitFor('the route back', async () => ((await viaProxy(port, churningHost)).status === 200 ? true : undefined), 90_000);
     assert.equal(ws.ended(), false, 'the WebSocket was closed');
     assert.match(await ws.reply(), /got 11 bytes/);
   });
@@ -132,11 +133,15 @@ describe('public routing through Caddy', () => {
     })();
     try {
       await a.client.serviceAction(s.id, 'redeploy');
-      await waitFor('the new container serving, the old one gone', async () => {
-        const now = await a.client.service(s.id);
-        const containers = await docker.listContainers({ all: true, filters: { label: [`svc.resource=${s.id}`] } });
-        return now.status === 'running' && containers.length === 1 && containers[0]?.Id !== old ? true : undefined;
-      });
+      await waitFor(
+        'the new container serving, the old one gone',
+        async () => {
+          const now = await a.client.service(s.id);
+          const containers = await docker.listContainers({ all: true, filters: { label: [`svc.resource=${s.id}`] } });
+          return now.status === 'running' && containers.length === 1 && containers[0]?.Id !== old ? true : undefined;
+        },
+        90_000,
+      );
       await new Promise((r) => setTimeout(r, 500));
     } finally {
       loading.on = false;

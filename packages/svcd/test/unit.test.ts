@@ -13,7 +13,10 @@ import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
 import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
-import { answerQuery } from '../src/proxy/route-answers.js';
+import { RouteAnswers, STALE_AFTER_MS, answerQuery } from '../src/proxy/route-answers.js';
+import { Resolver } from 'node:dns/promises';
+import { request as httpRequest } from 'node:http';
+import pino from 'pino';
 import dnsPacket from 'dns-packet';
 import { CertificateErrors } from '../src/proxy/certificate-errors.js';
 import { ValidationError } from '../src/errors.js';
@@ -361,6 +364,61 @@ describe("routes that follow their workloads without a configuration load", () =
     assert.deepEqual(errors.upstreams, [{ dial: '127.0.0.1:9000' }]);
     assert.deepEqual(errors.headers?.request?.set, { 'x-svc-proxy-error': ['{http.error.status_code}'] });
     assert.deepEqual(errors.headers.request.delete, ['Upgrade', 'Connection']);
+  });
+  test("svcd's answers on a real socket: a resolver gets the address, none for a stopped route, no such name for another; the pages say the state; stale routes give no address; a later read wins", async () => {
+    const clock = new ManualClock();
+    let targets: RouteTarget[] = [
+      target('10.1.0.5:8000', { hosts: ['a.localhost'] }),
+      target(null, { routeId: 'svc-b', label: 'Service paused', status: 'stopped', hosts: ['b.localhost'] }),
+    ];
+    // The manual clock as timers too: the routes are read at start and when the test says.
+    let storeDown = false;
+    const read = () => (storeDown ? Promise.reject(new Error('the store is down')) : Promise.resolve(targets));
+    const answers = new RouteAnswers({ listen: { host: '127.0.0.1', port: 0 }, targets: read, clock, timers: clock, log: pino({ level: 'silent' }) });
+    const at = await answers.start();
+    try {
+      const port = Number(at.pages.split(':')[1]);
+      assert.equal(at.resolver, `udp/127.0.0.1:${String(port)}`);
+      const resolver = new Resolver({ timeout: 2_000, tries: 1 });
+      resolver.setServers([`127.0.0.1:${String(port)}`]);
+      assert.deepEqual(await resolver.resolve4('svc-a.svc-upstream'), ['10.1.0.5']);
+      await assert.rejects(resolver.resolve4('svc-b.svc-upstream'), { code: 'ENODATA' });
+      await assert.rejects(resolver.resolve4('svc-zzz.svc-upstream'), { code: 'ENOTFOUND' });
+      const page = (host: string, headers: Record<string, string> = {}, method = 'GET') =>
+        new Promise<{ status: number; body: string; retry: string | undefined }>((resolve, reject) => {
+          const req = httpRequest({ host: '127.0.0.1', port, method, path: '/any', headers: { host, ...headers } }, (res) => {
+            let body = '';
+            res.on('data', (d: Buffer) => (body += d.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body, retry: res.headers['retry-after'] }));
+          });
+          req.on('error', reject);
+          req.end();
+        });
+      assert.deepEqual(await page('b.localhost:8080'), { status: 503, body: 'Service paused is stopped.\n', retry: '5' });
+      assert.equal((await page('B.LOCALHOST.')).status, 503, 'a host is one name whatever its case and trailing dot');
+      const silent = await page('a.localhost', { 'x-svc-proxy-error': '504' });
+      assert.equal(silent.status, 504);
+      assert.match(silent.body, /not answering right now \(504\)/);
+      assert.equal((await page('a.localhost', { 'x-svc-proxy-error': '200' })).status, 502, 'only a 5xx is passed on');
+      assert.deepEqual(await page('nothing.localhost'), { status: 404, body: 'No service at this address.\n', retry: undefined });
+      assert.equal((await page('b.localhost', {}, 'HEAD')).body, '');
+      // A later read wins, whichever ends first.
+      const earlier = answers.beginRead();
+      const later = answers.beginRead();
+      answers.update([target('10.1.0.9:8000')], later);
+      answers.update(targets, earlier);
+      assert.deepEqual(await resolver.resolve4('svc-a.svc-upstream'), ['10.1.0.9']);
+      // Routes not read for too long (every read failing): no address at all, rather than one that
+      // may be another workload's now.
+      storeDown = true;
+      clock.advance(STALE_AFTER_MS + 1);
+      await assert.rejects(resolver.resolve4('svc-a.svc-upstream'), { code: 'ESERVFAIL' });
+      targets = [target('10.1.0.7:8000')];
+      answers.update(targets, answers.beginRead());
+      assert.deepEqual(await resolver.resolve4('svc-a.svc-upstream'), ['10.1.0.7']);
+    } finally {
+      await answers.close();
+    }
   });
   test('--proxy-answers-listen: loopback 127.0.0.1 only; port 0 by default', () => {
     const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info', dev: true };

@@ -90,6 +90,16 @@ export class CaddyProxy {
   }
 
   async start(): Promise<void> {
+    try {
+      await this.startParts();
+    } catch (err) {
+      // What did start (the answers' listeners, the TLS question, Caddy) does not outlive the failure.
+      await this.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  private async startParts(): Promise<void> {
     this.answerAddresses = await this.answers.start();
     const tls = this.opts.tls;
     if (tls) {
@@ -146,7 +156,8 @@ export class CaddyProxy {
     this.closed = true;
     this.checker?.cancel();
     await this.syncing?.catch(() => {});
-    if (this.child) {
+    // One that exited already (a failed start) is not waited for.
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) {
       const exited = new Promise((r) => this.child?.once('exit', r));
       this.child.kill('SIGTERM');
       await exited;
@@ -163,10 +174,10 @@ export class CaddyProxy {
   private async push(force: boolean): Promise<void> {
     const answers = this.answerAddresses;
     if (!answers) throw new Error('the proxy is not started');
-    const readAtMs = this.clock.now();
+    const began = this.answers.beginRead();
     const targets = await this.targets();
     // Where workloads answer now: Caddy asks for it on its next request, without a load.
-    this.answers.update(targets, readAtMs);
+    this.answers.update(targets, began);
     const { config, marker } = buildCaddyConfig({ adminListen: this.adminListen(), listen: this.opts.listen, targets, answers, ...(this.tlsInput ? { tls: this.tlsInput } : {}) });
     if (!force && marker === this.lastMarker) return;
     const r = await this.admin('POST', '/load', JSON.stringify(config));

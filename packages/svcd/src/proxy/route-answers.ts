@@ -37,29 +37,39 @@ export const SNAPSHOT_EVERY_MS = 500;
  * deploy waits this long before it stops the workload it replaced.
  */
 export const ROUTE_FOLLOW_MS = UPSTREAM_REFRESH_S * 1000 + SNAPSHOT_EVERY_MS + 1_500;
+/**
+ * Past this without a good read of the routes, addresses are no longer given (SERVFAIL: Caddy
+ * answers 503): another svcd may have stopped the workload an old answer names, and its address
+ * may be given to another workload since.
+ */
+export const STALE_AFTER_MS = 30_000;
 /** Tries at binding UDP on the port TCP got (port 0): another program may hold it for UDP. */
 const SHARED_PORT_TRIES = 20;
 /** The opcode bits of the header's flags (dns-packet keeps them there): 0 is a standard query. */
 const OPCODE_MASK = 0x7800;
 const RCODE_FORMERR = 1;
+const RCODE_SERVFAIL = 2;
 const RCODE_NXDOMAIN = 3;
 const NOT_FOUND_PAGE = 'No service at this address.\n';
 
 /** The routes as the answers need them: by upstream name and by host. */
 interface Snapshot {
+  /** Which read it came from (reads are numbered as they start: a later one wins, whatever the clock does). */
+  read: number;
+  /** When that read started (ms): how stale the answers are. */
   readAtMs: number;
   byName: Map<string, RouteTarget>;
   byHost: Map<string, RouteTarget>;
 }
 
-function snapshotOf(targets: RouteTarget[], readAtMs: number): Snapshot {
+function snapshotOf(targets: RouteTarget[], read: number, readAtMs: number): Snapshot {
   const byName = new Map<string, RouteTarget>();
   const byHost = new Map<string, RouteTarget>();
   for (const t of targets) {
     byName.set(upstreamName(t.routeId).toLowerCase(), t);
     for (const h of t.hosts) byHost.set(h.toLowerCase(), t);
   }
-  return { readAtMs, byName, byHost };
+  return { read, readAtMs, byName, byHost };
 }
 
 /** The answer to one DNS query (pure: tested without a socket). */
@@ -93,26 +103,35 @@ export interface RouteAnswersOptions {
 }
 
 export class RouteAnswers {
-  private snapshot: Snapshot = snapshotOf([], Number.NEGATIVE_INFINITY);
+  private snapshot: Snapshot = snapshotOf([], 0, Number.NEGATIVE_INFINITY);
+  private reads = 0;
   private reading = false;
+  private staleSaid = false;
   private refresher: TimerHandle | null = null;
   private dns: Socket | null = null;
   private pages: Server | null = null;
 
   constructor(private readonly o: RouteAnswersOptions) {}
 
-  /** Reads the routes, starts both listeners on one loopback port; where they are, for Caddy's configuration. */
+  /** Starts both listeners on one loopback port, then reads the routes; where they are, for Caddy's configuration. */
   async start(): Promise<RouteAnswerAddresses> {
+    const port = await this.listen();
     await this.refresh();
     this.refresher = this.o.timers.setInterval(() => void this.refresh(), SNAPSHOT_EVERY_MS);
-    const port = await this.listen();
     return { resolver: `udp/${this.o.listen.host}:${String(port)}`, pages: `${this.o.listen.host}:${String(port)}` };
   }
 
-  /** The routes a push just read (at `readAtMs`): answers use them at once. */
-  update(targets: RouteTarget[], readAtMs: number): void {
-    // A read that started earlier and ended later (the timer's) does not undo a newer one.
-    if (readAtMs > this.snapshot.readAtMs) this.snapshot = snapshotOf(targets, readAtMs);
+  /** A read of the routes begins: its number, for update(). */
+  beginRead(): { read: number; atMs: number } {
+    return { read: ++this.reads, atMs: this.o.clock.now() };
+  }
+
+  /** The routes a read (beginRead) returned: answers use them at once, unless a later read's came first. */
+  update(targets: RouteTarget[], began: { read: number; atMs: number }): void {
+    if (began.read <= this.snapshot.read) return;
+    this.snapshot = snapshotOf(targets, began.read, began.atMs);
+    if (this.staleSaid) this.o.log.info('route answers: the routes are read again; addresses are given again');
+    this.staleSaid = false;
   }
 
   async close(): Promise<void> {
@@ -131,9 +150,9 @@ export class RouteAnswers {
   private async refresh(): Promise<void> {
     if (this.reading) return;
     this.reading = true;
-    const readAtMs = this.o.clock.now();
+    const began = this.beginRead();
     try {
-      this.update(await this.o.targets(), readAtMs);
+      this.update(await this.o.targets(), began);
     } catch (err) {
       this.o.log.warn({ err }, 'route answers: the routes could not be read; answering from the last ones read');
     } finally {
@@ -150,8 +169,12 @@ export class RouteAnswers {
       pages.requestTimeout = 10_000;
       await new Promise<void>((resolve, reject) => {
         pages.once('error', reject);
-        pages.listen(this.o.listen.port, host, () => resolve());
+        pages.listen(this.o.listen.port, host, () => {
+          pages.off('error', reject);
+          resolve();
+        });
       });
+      pages.on('error', (err) => this.o.log.warn({ err }, 'route answers: page server error'));
       const port = (pages.address() as AddressInfo).port;
       const dns = createSocket('udp4');
       try {
@@ -187,8 +210,14 @@ export class RouteAnswers {
     // Questions only (opcode QUERY): a response or anything else gets no answer.
     if (query.type !== 'query' || (query.flags ?? 0) & OPCODE_MASK) return;
     const snapshot = this.snapshot;
+    const stale = this.o.clock.now() - snapshot.readAtMs > STALE_AFTER_MS;
+    if (stale && !this.staleSaid) {
+      this.staleSaid = true;
+      this.o.log.error({ readAtMs: snapshot.readAtMs }, 'route answers: the routes have not been read for too long; no address is given until they are (every route answers 503)');
+    }
     try {
-      this.dns?.send(dnsPacket.encode(answerQuery(query, (name) => snapshot.byName.get(name))), port, address);
+      const reply = answerQuery(query, (name) => snapshot.byName.get(name));
+      this.dns?.send(dnsPacket.encode(stale ? { ...reply, answers: [], flags: (reply.flags ?? 0) | RCODE_SERVFAIL } : reply), port, address);
     } catch (err) {
       // Closing, or a question that cannot be answered in the format: the asker times out.
       this.o.log.debug({ err }, 'route answers: a DNS question was not answered');
@@ -196,13 +225,15 @@ export class RouteAnswers {
   }
 
   private answerPage(req: IncomingMessage, res: ServerResponse): void {
-    const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '');
+    // Without the port, and without a trailing dot (`web.example.com.` names the same host).
+    const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
     const target = this.snapshot.byHost.get(host);
+    // A request with a body (never read here) ends its connection with the answer; one without
+    // keeps it for Caddy's next error page.
+    const withBody = (req.headers['content-length'] ?? '0') !== '0' || req.headers['transfer-encoding'] !== undefined;
     const text = (status: number, body: string, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...headers });
-      // The request's body is never read: the connection closes after the answer.
+      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...(withBody ? { connection: 'close' } : {}), ...headers });
       res.end(req.method === 'HEAD' ? undefined : body);
-      if (!req.complete) res.once('finish', () => req.socket.destroy());
     };
     if (!target) {
       text(404, NOT_FOUND_PAGE);

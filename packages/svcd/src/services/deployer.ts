@@ -240,7 +240,11 @@ export class Deployer implements WorkloadRules {
       const now = await this.deps.runtime.inspect(applied.ref);
       if (now?.state !== 'running') throw new Error(`the new container ${now ? `exited with code ${String(now.exitCode ?? '?')}` : 'vanished'} while the route moved to it`);
     }
-    await this.removeSetAside(service, applied.ref);
+    // Not waited for: the deployment has succeeded, and the service reads running (its crashes
+    // judged again) while the old container gets its grace period. A svcd that dies meanwhile
+    // leaves it to reconcile, which removes what is set aside once nothing applies the service.
+    // A first deploy set nothing aside (an interrupted one's leftover is reconcile's too).
+    if (service.container_id !== null || service.upstream !== null) void this.removeSetAside(service, applied.ref);
   }
 
   /**

@@ -360,8 +360,9 @@ export class WorkloadController {
     }
     await this.deps.runtime.remove(w.driver_ref ?? spec.name);
     if (w.driver_ref) await this.deps.runtime.remove(spec.name);
-    // What a rolling apply set aside and had not removed yet (it was stopped or deleted meanwhile).
-    if (w.kind !== 'warm') {
+    // What a rolling apply set aside and had not removed yet (it was stopped or deleted meanwhile):
+    // only services are applied rolling (deployer.ts).
+    if (w.kind === 'service') {
       for (const c of await this.deps.runtime.list({ tenantId: w.tenant_id, kind: w.kind })) {
         if (c.labels[LABELS.resource] === w.resource_id && isSetAside(c.name, spec.name)) await this.deps.runtime.remove(c.id);
       }
