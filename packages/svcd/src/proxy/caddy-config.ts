@@ -23,7 +23,6 @@ export interface RouteAnswerAddresses {
   pages: string;
 }
 
-
 /** One route: a service, or a preview of an environment's port. */
 export interface RouteTarget {
   /** The route's @id in Caddy's configuration. */
@@ -91,8 +90,10 @@ const NOT_FOUND = { handler: 'static_response', status_code: 404, body: 'No serv
  * other than the route's, is named in the configuration instead.
  */
 function upstreamsOf(t: RouteTarget, answers: RouteAnswerAddresses): Record<string, unknown> {
-  const literal = t.upstream === null || (isIP(upstreamHostOf(t.upstream)) !== 0 && t.upstream.endsWith(`:${String(t.port)}`));
-  if (!literal && t.upstream !== null) return { upstreams: [{ dial: t.upstream }] };
+  if (t.upstream !== null) {
+    const { host, port } = splitUpstream(t.upstream);
+    if (isIP(host) === 0 || port !== t.port) return { upstreams: [{ dial: t.upstream }] };
+  }
   return {
     dynamic_upstreams: {
       source: 'a',
@@ -105,10 +106,11 @@ function upstreamsOf(t: RouteTarget, answers: RouteAnswerAddresses): Record<stri
   };
 }
 
-/** The host part of `host:port` (an IPv6 literal in brackets loses them). */
-export function upstreamHostOf(upstream: string): string {
-  const host = upstream.slice(0, upstream.lastIndexOf(':'));
-  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+/** The parts of an upstream's `host:port` (an IPv6 literal in brackets loses them). */
+export function splitUpstream(upstream: string): { host: string; port: number } {
+  const colon = upstream.lastIndexOf(':');
+  const host = upstream.slice(0, colon);
+  return { host: host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host, port: Number(upstream.slice(colon + 1)) };
 }
 
 export function routeId(serviceId: string): string {

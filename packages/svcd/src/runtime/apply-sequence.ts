@@ -5,6 +5,7 @@
 // started, by its own reference. A driver passes in how it does each step.
 import type { Clock, Timers } from '../clock.js';
 import type { Applied, ApplyRequest, WorkloadInfo, WorkloadSpec } from './driver.js';
+import { setAsideName } from './port.js';
 import { throwIfAborted, waitUntilReady } from './ready-wait.js';
 
 export interface ApplySteps {
@@ -16,8 +17,8 @@ export interface ApplySteps {
   pullImage(image: string, signal: AbortSignal): Promise<void>;
   /** Removes a workload by ref or name; a missing one is fine. */
   remove(ref: string): Promise<void>;
-  /** Renames a running workload aside (setAsideName), or removes it when it does not run; a missing one is fine. */
-  setAside?(name: string): Promise<void>;
+  /** Renames a workload, which runs on (drivers that can set a workload aside: `setAside`). */
+  rename?(ref: string, name: string): Promise<void>;
   /** Creates and starts the spec's workload; its ref. */
   run(spec: WorkloadSpec): Promise<string>;
   inspect(ref: string): Promise<WorkloadInfo | null>;
@@ -32,9 +33,11 @@ export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Pr
   if (request.pull === 'missing' && !(await steps.hasImage(spec.image))) await steps.pullImage(spec.image, signal);
   throwIfAborted(signal);
   if (request.setAside) {
-    // Rolling: what runs keeps serving under another name until the caller removes it.
-    if (!steps.setAside) throw new Error('this driver cannot set a workload aside');
-    await steps.setAside(spec.name);
+    // Rolling: what runs keeps serving under another name until the caller removes it; what
+    // does not run under the name goes as it would otherwise.
+    if (!steps.rename) throw new Error('this driver cannot set a workload aside');
+    const running = await steps.inspect(spec.name);
+    if (running?.state === 'running') await steps.rename(running.id, setAsideName(spec.name, running.id));
   } else if (request.replaces && request.replaces !== spec.name) {
     // Whatever ran before under this name, including a workload an interrupted apply left.
     await steps.remove(request.replaces);

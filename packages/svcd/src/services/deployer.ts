@@ -11,12 +11,12 @@
 // as interrupted and requests a new one.
 import { pause, type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import { LABELS, isSetAside, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type WorkloadRow } from '../store/index.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { timeOrderedId } from '../ids.js';
 import { ConflictError, NotFoundError } from '../errors.js';
-import { Superseded, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
+import { Superseded, setAsideOf, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
 import type { Platform } from '../platform.js';
 
@@ -254,9 +254,7 @@ export class Deployer implements WorkloadRules {
    */
   private async removeSetAside(service: ServiceRow, keep: string | null): Promise<void> {
     try {
-      const aside = (await this.deps.runtime.list({ tenantId: service.tenant_id, kind: 'service' })).filter(
-        (c) => c.id !== keep && c.labels[LABELS.resource] === service.id && isSetAside(c.name, workloadName(service.id)),
-      );
+      const aside = (await setAsideOf(this.deps.runtime, { tenantId: service.tenant_id, kind: 'service', resourceId: service.id, name: workloadName(service.id) })).filter((c) => c.id !== keep);
       for (const c of aside) {
         await this.deps.runtime.stop(c.id, STOP_TIMEOUT_S);
         await this.deps.runtime.remove(c.id);

@@ -1,7 +1,7 @@
 // Where a service is reached: <serviceID>.localhost always, and <dns_label>.<base-domain> when a
 // base domain is set. Its url is the base-domain host when there is one.
 import { parseListen } from '../config.js';
-import { routeId, type RouteTarget } from '../proxy/caddy.js';
+import { routeId, splitUpstream, type RouteTarget } from '../proxy/caddy.js';
 import type { ServiceRow } from '../store/index.js';
 
 export interface RoutingOptions {
@@ -70,6 +70,5 @@ export function routeTargets(rows: ServiceRow[], o: RoutingOptions, domains: rea
  */
 export function apiRouteTargets(upstream: string | null, baseDomain: string | null): RouteTarget[] {
   if (!upstream || !baseDomain) return [];
-  const port = Number(upstream.slice(upstream.lastIndexOf(':') + 1));
-  return [{ routeId: 'svc-api', label: 'The svc API', status: 'running', hosts: [`api.${baseDomain}`], upstream, port }];
+  return [{ routeId: 'svc-api', label: 'The svc API', status: 'running', hosts: [`api.${baseDomain}`], upstream, port: splitUpstream(upstream).port }];
 }

@@ -10,7 +10,7 @@
 // Services (services/deployer.ts), databases and task boards (provisioning/lifecycle.ts) and
 // environments (environments/workloads.ts) run under it.
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, WARM_POOL_TENANT, connectionDropped, isSetAside, engineAnswers, isEngineFault, type Applied, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, WARM_POOL_TENANT, connectionDropped, isSetAside, engineAnswers, isEngineFault, type Applied, type WorkloadDriver, type WorkloadInfo, type WorkloadKind } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
 
@@ -94,6 +94,11 @@ export interface WorkloadControllerDeps extends Pick<Platform, 'store' | 'runtim
  * deployment interrupted by a dead svcd is recorded so and a new one requested).
  */
 export class Superseded extends Error {}
+
+/** The workloads a rolling apply set aside for one resource (named after its spec's name) and has not removed yet. */
+export async function setAsideOf(runtime: Pick<WorkloadDriver, 'list'>, w: { tenantId: string; kind: WorkloadKind; resourceId: string; name: string }): Promise<WorkloadInfo[]> {
+  return (await runtime.list({ tenantId: w.tenantId, kind: w.kind })).filter((c) => c.labels[LABELS.resource] === w.resourceId && isSetAside(c.name, w.name));
+}
 
 export function parseSpecRecord(w: Pick<WorkloadRow, 'spec'>): WorkloadSpecRecord {
   return JSON.parse(w.spec) as WorkloadSpecRecord;
@@ -363,9 +368,7 @@ export class WorkloadController {
     // What a rolling apply set aside and had not removed yet (it was stopped or deleted meanwhile):
     // only services are applied rolling (deployer.ts).
     if (w.kind === 'service') {
-      for (const c of await this.deps.runtime.list({ tenantId: w.tenant_id, kind: w.kind })) {
-        if (c.labels[LABELS.resource] === w.resource_id && isSetAside(c.name, spec.name)) await this.deps.runtime.remove(c.id);
-      }
+      for (const c of await setAsideOf(this.deps.runtime, { tenantId: w.tenant_id, kind: w.kind, resourceId: w.resource_id, name: spec.name })) await this.deps.runtime.remove(c.id);
     }
     if (w.desired_state === 'stopped') return { row: { observed_state: 'stopped', endpoint: null, driver_ref: null, last_error: null }, outcome: { state: 'stopped' } };
     for (const v of spec.volumes) await this.deps.runtime.removeVolume(v);

@@ -20,7 +20,6 @@ import {
   TENANT_NETWORK_PREFIX,
   WARM_POOL_NETWORK,
   WARM_POOL_TENANT,
-  setAsideName,
   tenantNetworkName,
   workloadLabels,
   type EngineInfo,
@@ -451,7 +450,9 @@ export class DockerRuntime implements Runtime {
       hasImage: (image) => this.hasImage(image),
       pullImage: (image, signal) => this.pullImage(image, signal),
       remove: (ref) => this.remove(ref),
-      setAside: (name) => this.setAside(name),
+      rename: async (ref, name) => {
+        await this.docker.getContainer(ref).rename({ name });
+      },
       run: (spec) => this.run(spec),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
@@ -462,14 +463,6 @@ export class DockerRuntime implements Runtime {
     await this.startContainer(id);
     const info = await this.inspect(id);
     return info?.address ? { host: info.address.host, port: info.address.port || null } : null;
-  }
-
-  /** A rolling apply's first step: the running container under `name` renamed aside (the engine keeps it running, its network address too); one not running is removed. */
-  private async setAside(name: string): Promise<void> {
-    const info = await this.inspect(name);
-    if (!info) return;
-    if (info.state !== 'running') return this.remove(info.id);
-    await this.docker.getContainer(info.id).rename({ name: setAsideName(name, info.id) });
   }
 
   /** The last few lines a container printed, on one line, for an error message. */

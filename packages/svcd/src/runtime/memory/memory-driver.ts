@@ -25,7 +25,7 @@ import type {
   WorkloadSpec,
   WorkloadStats,
 } from '../driver.js';
-import { LABELS, WorkloadNotRunningError, setAsideName, workloadLabels } from '../port.js';
+import { LABELS, WorkloadNotRunningError, workloadLabels } from '../port.js';
 import { applyInOrder } from '../apply-sequence.js';
 
 /** How long a workload under a restart policy (engineRestarts) waits between an exit and its next start. */
@@ -117,12 +117,11 @@ export class MemoryDriver implements WorkloadDriver {
       hasImage: (image) => this.hasImage(image),
       pullImage: (image) => this.pullImage(image),
       remove: (ref) => this.remove(ref),
-      setAside: (name) => {
-        const w = this.find(name);
-        if (!w) return Promise.resolve();
-        if (w.state !== 'running') return this.remove(w.id);
+      rename: (ref, name) => {
+        const w = this.find(ref);
+        if (!w) return Promise.reject(new Error(`No such container: ${ref}`));
         // As the engine's rename: the same workload, running on, under another name.
-        w.spec = { ...w.spec, name: setAsideName(name, w.id) };
+        w.spec = { ...w.spec, name };
         return Promise.resolve();
       },
       run: (spec) => {
