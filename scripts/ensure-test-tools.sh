@@ -8,6 +8,7 @@
 #   chromium: the browser the task-board test drives through playwright-core (never a downloaded one)
 #   strace: store.test.ts watches which of svcd's threads fsync
 #   pebble, openssl: tls.test.ts's ACME server (RFC 8555, made for tests) and its own certificate
+#   haproxy: the operator's load balancer in front of two svcd (examples/two-svcd/haproxy.cfg)
 #   (caddy comes from scripts/ensure-caddy.sh, which make test runs too)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -19,3 +20,4 @@ need_pkg chromium
 need_pkg strace
 need_pkg pebble
 need_pkg openssl
+need_pkg haproxy

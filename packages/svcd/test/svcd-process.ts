@@ -9,9 +9,9 @@ import { removeTenantWorkloads } from './images.js';
 
 export const BIN = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svcd');
 
-/** Starts bin/svcd on a free loopback port and waits until it listens. */
-export async function startSvcdProcess(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string }> {
-  const port = await freePort();
+/** Starts bin/svcd on a loopback port (a free one unless given) and waits until it listens. */
+export async function startSvcdProcess(args: string[], env: Record<string, string> = {}, listenPort?: number): Promise<{ proc: ChildProcess; url: string }> {
+  const port = listenPort ?? (await freePort());
   const proc = spawn(BIN, ['--metrics-listen', '127.0.0.1:0', ...args, '--listen', `127.0.0.1:${port}`, '--log-level', 'warn'], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

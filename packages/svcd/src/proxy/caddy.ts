@@ -5,8 +5,8 @@
 // has it. Where each route's workload answers is not in it: Caddy asks svcd (route-answers.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
-import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { accessSync, constants, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connect } from 'node:tls';
 import type { Logger } from 'pino';
@@ -49,6 +49,29 @@ const ERROR_LINE_WAIT_MS = 200;
 export const PROXY_CHECK_EVERY_MS = 5_000;
 /** How long a certificate probe waits for Caddy (which may be ordering the certificate meanwhile). */
 const CERTIFICATE_PROBE_MS = 45_000;
+
+/**
+ * Caddy must not outlive its svcd: a killed svcd's Caddy would serve on with routes that no one
+ * answers for (its route answers died with svcd), beside the next svcd's Caddy on the same port.
+ * Node has no prctl(2), so util-linux's setpriv sets the parent-death signal and then executes
+ * Caddy (the same process: its pid is Caddy's). Without setpriv, Caddy is started alone, and the
+ * next svcd on the data dir stops what is left (stopLeftover).
+ */
+function diesWithSvcd(command: string, args: string[]): { command: string; args: string[]; dies: boolean } {
+  const setpriv = (process.env.PATH ?? '')
+    .split(delimiter)
+    .map((dir) => join(dir, 'setpriv'))
+    .find((path) => {
+      try {
+        accessSync(path, constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  if (process.platform !== 'linux' || !setpriv) return { command, args, dies: false };
+  return { command: setpriv, args: ['--pdeathsig', 'KILL', '--', command, ...args], dies: true };
+}
 
 export class CaddyProxy {
   private child: ChildProcess | null = null;
@@ -230,13 +253,16 @@ export class CaddyProxy {
   }
 
   private async spawnCaddy(): Promise<void> {
+    await this.stopLeftover();
     rmSync(this.socketPath, { force: true });
     // The bootstrap file only places the admin API on a private socket; every route reaches
     // Caddy through that API. (Not stdin: Node's stdio pipes are socket pairs, which Caddy
     // cannot open as /dev/stdin.)
     const bootstrap = join(this.opts.dataDir, 'caddy-bootstrap.json');
     writeFileSync(bootstrap, JSON.stringify({ admin: { listen: `unix/${this.socketPath}`, config: { persist: false } } }), { mode: 0o600 });
-    const child = spawn(this.opts.caddyPath ?? 'caddy', ['run', '--config', bootstrap], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const tied = diesWithSvcd(this.opts.caddyPath ?? 'caddy', ['run', '--config', bootstrap]);
+    if (!tied.dies) this.log.warn('setpriv (util-linux) is not on PATH: Caddy outlives a killed svcd, until the next svcd on this data dir stops it');
+    const child = spawn(tied.command, tied.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     // Caddy logs JSON lines: the last few are kept for a failed start, and certificate errors are
     // kept by name for the domains' status (certificateOf).
@@ -260,6 +286,30 @@ export class CaddyProxy {
         // not listening yet
       }
       if (child.exitCode !== null || Date.now() > until) throw new Error(`caddy did not start: ${stderr.slice(-500)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /**
+   * A Caddy still answering on this data dir's admin socket was left by a svcd that died without
+   * taking it along (no setpriv, or a Caddy of an older svcd): it would serve on beside the new
+   * one (Caddy's listeners share their port, SO_REUSEPORT, and the kernel splits connections
+   * between them) with routes no svcd answers for. It is told to stop, and waited for.
+   */
+  private async stopLeftover(): Promise<void> {
+    // Gone once nothing accepts on the socket. (A leftover may die of the question itself: its
+    // log's pipe led to the dead svcd, and its first log line ends it.)
+    const present = () =>
+      this.admin('GET', '/config/').then(
+        () => true,
+        (err: unknown) => !['ECONNREFUSED', 'ENOENT'].includes((err as NodeJS.ErrnoException).code ?? ''),
+      );
+    if (!existsSync(this.socketPath) || !(await present())) return;
+    this.log.warn('stopping a Caddy that a previous svcd on this data dir left running');
+    await this.admin('POST', '/stop').catch(() => {});
+    const until = Date.now() + 10_000;
+    while (await present()) {
+      if (Date.now() > until) throw new Error(`a Caddy left running on ${this.socketPath} did not stop`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
