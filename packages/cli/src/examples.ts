@@ -31,7 +31,7 @@ export const EXAMPLES: Record<string, string[]> = {
   'admin nodes activate': ['SVC_ADMIN_TOKEN=... svc admin nodes activate node2'],
   services: ['svc services list --wide'],
   'services list': ['svc services list', 'svc --wide services list'],
-  'services create': ['svc services create web --image nginx:alpine --port 80 --wait', 'svc services create copy --from-snapshot "$SNAPSHOT_ID"'],
+  'services create': ['svc services create web --image nginx:alpine --port 80 --wait', 'svc services create api --image my/api:1 --health-path /healthz', 'svc services create copy --from-snapshot "$SNAPSHOT_ID"'],
   'services show': ['svc services show "$SERVICE_ID"'],
   'services rename': ['svc services rename "$SERVICE_ID" frontend'],
   'services delete': ['svc services delete "$SERVICE_ID"'],

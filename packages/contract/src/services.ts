@@ -18,11 +18,35 @@ const EnvMap = Type.Record(Type.String({ pattern: ENV_KEY_PATTERN }), Type.Strin
   description: 'variable names: letters, digits and underscores, not starting with a digit',
 });
 
+export const HEALTH_CHECK_PATH_MAX = 256;
+/**
+ * How a deploy tells that the service is ready (beyond the spec). The path is printable ASCII
+ * without spaces: it goes into the request line as it is.
+ */
+export const HealthCheck = Type.Union(
+  [
+    Type.Object({ type: Type.Literal('tcp') }, { additionalProperties: false }),
+    Type.Object(
+      {
+        type: Type.Literal('http'),
+        path: Type.String({ minLength: 1, maxLength: HEALTH_CHECK_PATH_MAX, pattern: '^/[!-~]*$', description: 'starts with /; printable ASCII, no spaces' }),
+      },
+      { additionalProperties: false },
+    ),
+  ],
+  {
+    description:
+      'beyond the spec: when a deploy counts the service as ready. tcp (the default): its port accepts a connection; http: GET path on its port answers 2xx or 3xx (redirects are not followed; each try may take 5 s), tried every quarter second until the deploy\'s readiness limit (60 s)',
+  },
+);
+export type HealthCheck = Static<typeof HealthCheck>;
+
 export const CreateServiceRequest = Type.Object({
   name: ServiceName,
   image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Docker Hub or a loopback registry (127.0.0.1:PORT/..., localhost:PORT/...)' })),
   port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: '0 or absent means 8000' })),
   env: Type.Optional(EnvMap),
+  health_check: Type.Optional(HealthCheck),
   await_build: Type.Optional(
     Type.Boolean({
       description:
@@ -44,6 +68,7 @@ export const Service = Type.Object({
   status: Type.String({ description: 'deploying, running, stopped, failed or crashed' }),
   url: Type.Union([Type.String(), Type.Null()], { description: 'where users open the service; null until it is routed' }),
   dns_label: Type.String(),
+  health_check: HealthCheck,
   last_error: Type.Union([Type.String(), Type.Null()]),
   crash_count: Type.Integer({ description: 'unexpected exits in the current 10-minute window' }),
   circuit_open: Type.Boolean({ description: 'true after 5 crashes in 10 minutes: no more restarts until reset' }),
@@ -114,6 +139,7 @@ export const Snapshot = Type.Object({
   service_id: Type.Union([Type.String(), Type.Null()], { description: 'the service it was taken from; null once that service is deleted' }),
   image: Type.String(),
   port: Type.Integer(),
+  health_check: HealthCheck,
   env_keys: Type.Array(Type.String(), { description: 'names of the saved variables (values are sealed and never shown)' }),
   created_at: UnixSeconds,
 });

@@ -57,6 +57,17 @@ describe('services on the real engine', () => {
     assert.deepEqual(Object.keys(c.Config.ExposedPorts).sort(), ['8000/tcp', '8080/tcp']);
   });
 
+  test('an HTTP health check asks its path on the service port: a page the httpd serves passes, a missing one fails the deploy with its status', async () => {
+    const a = await tenantOn(t);
+    const served = await settled(a, (await a.client.createService({ name: 'checked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/index.html' } })).id);
+    assert.equal(served.status, 'running', served.last_error ?? '');
+    assert.deepEqual(served.health_check, { type: 'http', path: '/index.html' });
+    const missing = await settled(a, (await a.client.createService({ name: 'unchecked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/healthz' } })).id);
+    assert.equal(missing.status, 'failed');
+    assert.match(missing.last_error ?? '', /not ready within 3 s: health check GET \/healthz: answered 404/);
+    assert.equal(await docker.getContainer(workloadName(missing.id)).inspect().then(() => 'there', () => 'gone'), 'gone');
+  });
+
   test('create: 201 deploying, then running; hardened container on the tenant network with env and quota limits', async () => {
     const a = await tenantOn(t);
     const r = await a.client.raw<Service>('POST', '/v1/services', { body: { name: 'web app', image: BUSYBOX_IMAGE, env: { GREETING: 'hello' } } });

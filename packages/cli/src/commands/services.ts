@@ -91,14 +91,16 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
     .option('--image <ref>', 'image (Docker Hub or a loopback registry); required unless --from-snapshot')
     .option('--port <port>', 'port the container serves on (default 8000)', integer)
     .option('--env <KEY=VALUE...>', 'environment variables')
-    .option('--from-snapshot <snapshotID>', "copy image, port and env from a snapshot")
+    .option('--health-path <path>', 'ready once GET <path> on its port answers 2xx or 3xx (default: once the port accepts a connection)')
+    .option('--from-snapshot <snapshotID>', 'copy image, port, env and health check from a snapshot')
     .option('--wait', 'wait until it runs (or fails), telling its progress')
     .action(
-      action(out, async (name: string, o: { image?: string; port?: number; env?: string[]; fromSnapshot?: string; wait?: boolean }) => {
+      action(out, async (name: string, o: { image?: string; port?: number; env?: string[]; healthPath?: string; fromSnapshot?: string; wait?: boolean }) => {
         const c = client();
+        const healthCheck = o.healthPath === undefined ? undefined : { type: 'http' as const, path: o.healthPath };
         const created = o.fromSnapshot
           ? await c.serviceFromSnapshot(o.fromSnapshot, name)
-          : await c.createService({ name, image: o.image, port: o.port, env: o.env ? keyValues(o.env) : undefined });
+          : await c.createService({ name, image: o.image, port: o.port, env: o.env ? keyValues(o.env) : undefined, health_check: healthCheck });
         return o.wait && created.status === 'deploying' ? settled(out, () => c.service(created.id)) : created;
       }),
     );

@@ -3,10 +3,10 @@
 // drives an operator's Caddy. Either way the whole configuration is built from the store and
 // POSTed to /load when its hosts changed; a marker route tells whether a (restarted) Caddy still
 // has it. Where each route's workload answers is not in it: Caddy asks svcd (route-answers.ts).
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
-import { accessSync, constants, existsSync, rmSync, writeFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connect } from 'node:tls';
 import type { Logger } from 'pino';
@@ -47,6 +47,12 @@ const ERROR_LINE_WAIT_MS = 200;
 
 /** How often the proxy checks that Caddy still has the current routes (a safety net). */
 export const PROXY_CHECK_EVERY_MS = 5_000;
+/** How long an admin request waits for Caddy. */
+const ADMIN_TIMEOUT_MS = 10_000;
+/** A Caddy left by a dead svcd answers its admin socket at once, or is not there. */
+const LEFTOVER_PROBE_MS = 1_000;
+/** How long a leftover Caddy is given to stop. */
+const LEFTOVER_STOP_MS = 5_000;
 /** How long a certificate probe waits for Caddy (which may be ordering the certificate meanwhile). */
 const CERTIFICATE_PROBE_MS = 45_000;
 
@@ -54,27 +60,23 @@ const CERTIFICATE_PROBE_MS = 45_000;
  * Caddy must not outlive its svcd: a killed svcd's Caddy would serve on with routes that no one
  * answers for (its route answers died with svcd), beside the next svcd's Caddy on the same port.
  * Node has no prctl(2), so util-linux's setpriv sets the parent-death signal and then executes
- * Caddy (the same process: its pid is Caddy's). Without setpriv, Caddy is started alone, and the
- * next svcd on the data dir stops what is left (stopLeftover).
+ * Caddy (the same process: its pid is Caddy's). The signal follows the thread that forked, which
+ * is Node's main thread as long as Caddy is spawned from it (never from a worker thread). The
+ * kernel clears it when Caddy gains privileges at exec (a caddy binary with file capabilities,
+ * started by a non-root svcd), and a svcd killed between the fork and setpriv's prctl leaves
+ * Caddy behind: there and where setpriv is missing or refuses the option (util-linux before
+ * 2.33; tried once here), the next svcd on the data dir stops what is left (stopLeftover).
  */
-function diesWithSvcd(command: string, args: string[]): { command: string; args: string[]; dies: boolean } {
-  const setpriv = (process.env.PATH ?? '')
-    .split(delimiter)
-    .map((dir) => join(dir, 'setpriv'))
-    .find((path) => {
-      try {
-        accessSync(path, constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-  if (process.platform !== 'linux' || !setpriv) return { command, args, dies: false };
-  return { command: setpriv, args: ['--pdeathsig', 'KILL', '--', command, ...args], dies: true };
+function diesWithSvcd(): boolean {
+  if (process.platform !== 'linux') return false;
+  const tried = spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true'], { stdio: 'ignore', timeout: 5_000 });
+  return tried.error === undefined && tried.status === 0;
 }
 
 export class CaddyProxy {
   private child: ChildProcess | null = null;
+  /** Whether Caddy is started to die with svcd (diesWithSvcd: tried once, at the first start). */
+  private diesWithSvcd: boolean | undefined;
   private closed = false;
   private lastMarker: string | null = null;
   private syncing: Promise<void> | null = null;
@@ -260,9 +262,11 @@ export class CaddyProxy {
     // cannot open as /dev/stdin.)
     const bootstrap = join(this.opts.dataDir, 'caddy-bootstrap.json');
     writeFileSync(bootstrap, JSON.stringify({ admin: { listen: `unix/${this.socketPath}`, config: { persist: false } } }), { mode: 0o600 });
-    const tied = diesWithSvcd(this.opts.caddyPath ?? 'caddy', ['run', '--config', bootstrap]);
-    if (!tied.dies) this.log.warn('setpriv (util-linux) is not on PATH: Caddy outlives a killed svcd, until the next svcd on this data dir stops it');
-    const child = spawn(tied.command, tied.args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const caddy = [this.opts.caddyPath ?? 'caddy', 'run', '--config', bootstrap];
+    this.diesWithSvcd ??= diesWithSvcd();
+    if (!this.diesWithSvcd) this.log.warn('setpriv --pdeathsig (util-linux) is missing or refused: Caddy outlives a killed svcd, until the next svcd on this data dir stops it');
+    const [command = 'caddy', ...args] = this.diesWithSvcd ? ['setpriv', '--pdeathsig', 'KILL', '--', ...caddy] : caddy;
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     // Caddy logs JSON lines: the last few are kept for a failed start, and certificate errors are
     // kept by name for the domains' status (certificateOf).
@@ -292,24 +296,23 @@ export class CaddyProxy {
 
   /**
    * A Caddy still answering on this data dir's admin socket was left by a svcd that died without
-   * taking it along (no setpriv, or a Caddy of an older svcd): it would serve on beside the new
-   * one (Caddy's listeners share their port, SO_REUSEPORT, and the kernel splits connections
-   * between them) with routes no svcd answers for. It is told to stop, and waited for.
+   * taking it along (diesWithSvcd): it would serve on beside the new one (Caddy's listeners share
+   * their port, SO_REUSEPORT, and the kernel splits connections between them) with routes no svcd
+   * answers for. It is told to stop, and given a few seconds; svcd starts its own either way.
    */
   private async stopLeftover(): Promise<void> {
-    // Gone once nothing accepts on the socket. (A leftover may die of the question itself: its
-    // log's pipe led to the dead svcd, and its first log line ends it.)
-    const present = () =>
-      this.admin('GET', '/config/').then(
-        () => true,
-        (err: unknown) => !['ECONNREFUSED', 'ENOENT'].includes((err as NodeJS.ErrnoException).code ?? ''),
-      );
+    // Present while the socket gets an HTTP answer. (A leftover may die of the question itself:
+    // its log's pipe led to the dead svcd, and its first log line ends it.)
+    const present = () => this.admin('GET', '/config/', undefined, LEFTOVER_PROBE_MS).then(() => true, () => false);
     if (!existsSync(this.socketPath) || !(await present())) return;
     this.log.warn('stopping a Caddy that a previous svcd on this data dir left running');
-    await this.admin('POST', '/stop').catch(() => {});
-    const until = Date.now() + 10_000;
+    await this.admin('POST', '/stop', undefined, LEFTOVER_PROBE_MS).catch(() => {});
+    const until = Date.now() + LEFTOVER_STOP_MS;
     while (await present()) {
-      if (Date.now() > until) throw new Error(`a Caddy left running on ${this.socketPath} did not stop`);
+      if (Date.now() > until) {
+        this.log.error({ socket: this.socketPath }, 'a Caddy left running on this data dir did not stop: it shares the proxy port with the new one until it is stopped');
+        return;
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -325,7 +328,7 @@ export class CaddyProxy {
     }
   }
 
-  private admin(method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
+  private admin(method: string, path: string, body?: string, timeoutMs = ADMIN_TIMEOUT_MS): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
       const req = request(
         {
@@ -338,7 +341,7 @@ export class CaddyProxy {
             ...(this.opts.adminUrl === null ? { host: '' } : {}),
             ...(body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}),
           },
-          timeout: 10_000,
+          timeout: timeoutMs,
         },
         (res) => {
           let text = '';

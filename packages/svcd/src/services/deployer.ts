@@ -18,6 +18,7 @@ import { timeOrderedId } from '../ids.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { Superseded, setAsideOf, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
+import { healthCheckOf, readinessOf } from './health-checks.js';
 import type { Platform } from '../platform.js';
 
 export const DEPLOY_DEADLINE_MS = 10 * 60_000;
@@ -27,10 +28,6 @@ export const ENGINE_UNAVAILABLE = 'container engine unavailable; svc deploys the
 export const INTERRUPTED = 'interrupted: svcd stopped during this deployment; a new one was started';
 /** How long a started container has to accept TCP connections on its port. */
 export const READY_TIMEOUT_MS = 60_000;
-/** A TCP connect is cheap; a long pause here is time the first request waits for nothing. */
-const READY_POLL_MS = 25;
-/** A readiness probe (a TCP connect) that hangs is tried again after this long. */
-const READY_PROBE_TIMEOUT_MS = 2_000;
 /** A stopped service gets SIGTERM and this long to end before it is killed. */
 const STOP_TIMEOUT_S = 10;
 
@@ -407,9 +404,9 @@ export class Deployer implements WorkloadRules {
       // Otherwise whatever ran before goes first, including a container an interrupted deploy left.
       ...(rolling ? { setAside: true } : { replaces: service.container_id }),
       pull: 'never',
-      // Ready = accepting TCP on the service's port (not a port its image exposes: an image may
-      // expose several, and the engine lists them sorted).
-      ready: { timeoutMs: this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS, everyMs: READY_POLL_MS, probeTimeoutMs: READY_PROBE_TIMEOUT_MS },
+      // Ready = its health check passing on the service's port (not a port its image exposes: an
+      // image may expose several, and the engine lists them sorted): a TCP connect by default.
+      ready: readinessOf(healthCheckOf(service.health_check), this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS),
       signal,
       // Recorded before it is ready: its logs say why a slow start is slow.
       started: (ref) => this.deps.store.services.update(service.id, { container_id: ref, updated_at: unixSeconds(this.deps.clock) }),

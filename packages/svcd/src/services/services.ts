@@ -16,6 +16,7 @@ import type { TenantResources } from '../tenants/tenants.js';
 import type { WorkloadController } from '../workloads/controller.js';
 import { deploymentRow, requestCancel, requestDeployment, requestStop, serviceWorkloadSpec, type Deployer } from './deployer.js';
 import { claimHostName, dnsLabelFor } from './dns-labels.js';
+import { healthCheckOf, storedHealthCheck } from './health-checks.js';
 import { AWAITS_BUILD, builtImageRepository, NO_IMAGE, tenantImageRefusal } from './images.js';
 import { serviceUrl, type RoutingOptions } from './routing.js';
 import type { Snapshots } from './snapshots.js';
@@ -75,6 +76,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
       status: s.status,
       url: serviceUrl(s, this.deps),
       dns_label: s.dns_label,
+      health_check: healthCheckOf(s.health_check),
       last_error: s.last_error,
       crash_count: s.crash_count,
       circuit_open: s.circuit_open_at !== null,
@@ -86,11 +88,11 @@ export class Services implements TenantResources, DiskOverrunHalt {
 
   /** A service from a snapshot: the snapshot gives image, port and env; the body only the name. */
   async createFromSnapshot(tenantId: string, snapshotId: string, req: CreateServiceRequest): Promise<Service> {
-    if (req.image !== undefined || req.port !== undefined || req.env !== undefined || req.await_build !== undefined) {
-      throw new ValidationError('with from_snapshot, the body takes only name: image, port and env come from the snapshot (and await_build has no place there)');
+    if (req.image !== undefined || req.port !== undefined || req.env !== undefined || req.health_check !== undefined || req.await_build !== undefined) {
+      throw new ValidationError('with from_snapshot, the body takes only name: image, port, env and health_check come from the snapshot (and await_build has no place there)');
     }
     const c = await this.deps.snapshots.contents(tenantId, snapshotId);
-    return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env });
+    return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env, health_check: c.healthCheck });
   }
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
@@ -140,6 +142,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
           crash_window_start: null,
           last_crash_at: null,
           circuit_open_at: null,
+          health_check: storedHealthCheck(req.health_check),
           created_at: now,
           updated_at: now,
         });

@@ -1,11 +1,12 @@
-// Snapshots: a service's image, port and env saved under a name, to create services from later
+// Snapshots: a service's image, port, env and health check saved under a name, to create services from later
 // (POST /v1/services?from_snapshot=ID). The env is sealed as one JSON object.
-import type { CreateSnapshotRequest, Snapshot } from '@svc/contract';
+import type { CreateSnapshotRequest, HealthCheck, Snapshot } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import type { Activity } from '../activity/activity.js';
 import { type Clock, unixSeconds } from '../clock.js';
 import { ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
 import { AWAITS_BUILD, NO_IMAGE } from './images.js';
+import { healthCheckOf } from './health-checks.js';
 import { hexId } from '../ids.js';
 import type { Sealer } from '../secrets/sealer.js';
 import type { SnapshotRow, Store } from '../store/index.js';
@@ -19,6 +20,7 @@ function view(r: SnapshotRow): Snapshot {
     service_id: r.service_id,
     image: r.image,
     port: r.port,
+    health_check: healthCheckOf(r.health_check),
     env_keys: JSON.parse(r.env_keys) as string[],
     created_at: r.created_at,
   };
@@ -28,6 +30,7 @@ export interface SnapshotContents {
   image: string;
   port: number;
   env: Record<string, string>;
+  healthCheck: HealthCheck;
 }
 
 export class Snapshots {
@@ -59,6 +62,7 @@ export class Snapshots {
         description: req.description ?? '',
         image: s.image,
         port: s.port,
+        health_check: s.health_check,
         sealed_env: this.sealer.seal(JSON.stringify(env)),
         env_keys: JSON.stringify(Object.keys(env).sort()),
         created_at: unixSeconds(this.clock),
@@ -86,7 +90,7 @@ export class Snapshots {
   /** What a service created from the snapshot starts with. */
   async contents(tenantId: string, id: string): Promise<SnapshotContents> {
     const r = await this.row(tenantId, id);
-    return { image: r.image, port: r.port, env: JSON.parse(this.sealer.open(r.sealed_env)) as Record<string, string> };
+    return { image: r.image, port: r.port, env: JSON.parse(this.sealer.open(r.sealed_env)) as Record<string, string>, healthCheck: healthCheckOf(r.health_check) };
   }
 
   private async row(tenantId: string, id: string): Promise<SnapshotRow> {

@@ -121,6 +121,8 @@ export interface ServicesTable {
   circuit_open_at: number | null;
   /** On a swarm: the port it is published on, on its task's node, allocated once (null: none yet, or one engine). */
   published_port: number | null;
+  /** Its health check as JSON (migration 0024); null: a TCP connect to its port. */
+  health_check: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -176,6 +178,8 @@ export interface SnapshotsTable {
   sealed_env: string;
   /** JSON array of the variable names. */
   env_keys: string;
+  /** The service's health check as JSON (migration 0024); null: a TCP connect. */
+  health_check: string | null;
   created_at: number;
 }
 export type SnapshotRow = Selectable<SnapshotsTable>;

@@ -37,6 +37,11 @@ export interface MemoryImage {
   serves?: boolean;
   /** Takes this long to listen. */
   startsAfterMs?: number;
+  /**
+   * The HTTP status it answers for a path (a health route), once it has read the request line;
+   * without it, every connection gets a 200 at once, whatever it sends.
+   */
+  statusFor?: (path: string) => number;
   /** Exits on its own this long after its start, with `exitCode`. */
   exitsAfterMs?: number;
   exitCode?: number;
@@ -352,10 +357,20 @@ export class MemoryDriver implements WorkloadDriver {
     if (w.image.serves && port) {
       const listen = () => {
         if (w.state !== 'running' || w.server) return;
+        const statusFor = w.image.statusFor;
         const server = createServer((socket) => {
           // A probe hangs up at once: its reset is no error of the workload's.
           socket.on('error', () => {});
-          socket.end('HTTP/1.0 200 OK\r\n\r\nok\n');
+          if (!statusFor) {
+            socket.end('HTTP/1.0 200 OK\r\n\r\nok\n');
+            return;
+          }
+          let head = '';
+          socket.on('data', (chunk: Buffer) => {
+            head += chunk.toString('latin1');
+            const line = /^[A-Z]+ (\S+) HTTP\/1\.[01]\r\n/.exec(head);
+            if (line) socket.end(`HTTP/1.0 ${String(statusFor(line[1] ?? '/'))} Answer\r\n\r\n`);
+          });
         });
         // A clash with something else on loopback is the same as a workload that never listens.
         server.once('error', () => (w.server = null));

@@ -23,6 +23,7 @@ import { serviceDomains } from './0020_service_domains.js';
 import { webSessions } from './0021_web_sessions.js';
 import { publishedPorts } from './0022_published_ports.js';
 import { databaseReadyAt } from './0023_database_ready_at.js';
+import { healthChecks } from './0024_health_checks.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -53,6 +54,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0021_web_sessions': webSessions,
     '0022_published_ports': publishedPorts,
     '0023_database_ready_at': databaseReadyAt,
+    '0024_health_checks': healthChecks,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
