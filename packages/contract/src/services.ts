@@ -20,23 +20,21 @@ const EnvMap = Type.Record(Type.String({ pattern: ENV_KEY_PATTERN }), Type.Strin
 
 export const HEALTH_CHECK_PATH_MAX = 256;
 /**
- * How a deploy tells that the service is ready (beyond the spec). The path is printable ASCII
- * without spaces: it goes into the request line as it is.
+ * How a deploy tells that the service is ready (beyond the spec). One object rather than a union
+ * of two, so that a refusal names the field at fault (a union's refusal names its first member's).
+ * The path is printable ASCII without spaces or '#': it goes into the request line as it is.
  */
-export const HealthCheck = Type.Union(
-  [
-    Type.Object({ type: Type.Literal('tcp') }, { additionalProperties: false }),
-    Type.Object(
-      {
-        type: Type.Literal('http'),
-        path: Type.String({ minLength: 1, maxLength: HEALTH_CHECK_PATH_MAX, pattern: '^/[!-~]*$', description: 'starts with /; printable ASCII, no spaces' }),
-      },
-      { additionalProperties: false },
-    ),
-  ],
+export const HealthCheck = Type.Object(
   {
+    type: Type.Union([Type.Literal('tcp'), Type.Literal('http')], { description: 'tcp (the default) or http' }),
+    path: Type.Optional(
+      Type.String({ maxLength: HEALTH_CHECK_PATH_MAX, pattern: '^/[!-"$-~]*$', description: 'http only, and required there: starts with /; printable ASCII without spaces or #' }),
+    ),
+  },
+  {
+    additionalProperties: false,
     description:
-      'beyond the spec: when a deploy counts the service as ready. tcp (the default): its port accepts a connection; http: GET path on its port answers 2xx or 3xx (redirects are not followed; each try may take 5 s), tried every quarter second until the deploy\'s readiness limit (60 s)',
+      "beyond the spec: when a deploy counts the service as ready. tcp (the default): its port accepts a connection; http: GET path on its port answers 2xx or 3xx (redirects are not followed; each try is given 5 s), tried again a quarter second after each try until the deploy's readiness limit (60 s; a try under way then is waited for)",
   },
 );
 export type HealthCheck = Static<typeof HealthCheck>;

@@ -97,6 +97,9 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
     .action(
       action(out, async (name: string, o: { image?: string; port?: number; env?: string[]; healthPath?: string; fromSnapshot?: string; wait?: boolean }) => {
         const c = client();
+        if (o.fromSnapshot && [o.image, o.port, o.env, o.healthPath].some((given) => given !== undefined)) {
+          throw new CommandFailed('--from-snapshot takes the image, port, env and health check from the snapshot: leave out --image, --port, --env and --health-path');
+        }
         const healthCheck = o.healthPath === undefined ? undefined : { type: 'http' as const, path: o.healthPath };
         const created = o.fromSnapshot
           ? await c.serviceFromSnapshot(o.fromSnapshot, name)

@@ -26,7 +26,7 @@ export const DEPLOY_DEADLINE_MS = 10 * 60_000;
 export const ENGINE_UNAVAILABLE = 'container engine unavailable; svc deploys the service again when the engine answers';
 /** A deployment whose svcd died under it: recorded so, and a new one (reason resume) runs in its place. */
 export const INTERRUPTED = 'interrupted: svcd stopped during this deployment; a new one was started';
-/** How long a started container has to accept TCP connections on its port. */
+/** How long a started container has to pass its health check on its port (a TCP connect by default). */
 export const READY_TIMEOUT_MS = 60_000;
 /** A stopped service gets SIGTERM and this long to end before it is killed. */
 const STOP_TIMEOUT_S = 10;
@@ -376,7 +376,7 @@ export class Deployer implements WorkloadRules {
     return true;
   }
 
-  /** Runs the deployment's image as the service's container; resolves once it accepts connections on its port. */
+  /** Runs the deployment's image as the service's container; resolves once it passes its health check on its port. */
   private async deploy(dep: DeploymentRow, service: ServiceRow, rolling: boolean, signal: AbortSignal): Promise<Applied> {
     const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant) throw new Error('tenant not found');

@@ -3,56 +3,79 @@
 // that port. Stored as JSON on the service and on its snapshots (null: the default).
 import { request } from 'node:http';
 import type { HealthCheck } from '@svc/contract';
+import { ValidationError } from '../errors.js';
 import type { Readiness } from '../runtime/index.js';
 
 /** A connect is cheap: a long pause is time the first request waits for nothing. */
 const TCP_EVERY_MS = 25;
-/** A connect that hangs is tried again after this long. */
+/** The ready wait's bound on one try of the default probe (which gives up on its own after 1 s). */
 const TCP_PROBE_TIMEOUT_MS = 2_000;
-/** A health route is the tenant's code: asked four times a second at most while a deploy waits. */
+/** A health route is the tenant's code: asked again a quarter second after each answer at most. */
 const HTTP_EVERY_MS = 250;
-/** A health route may be slow on a cold start (a first database connection). */
+/** One try's whole time, connect to headers: a health route may be slow on a cold start (a first database connection). */
 const HTTP_PROBE_TIMEOUT_MS = 5_000;
+/** The status line and headers read of the tenant's answer at most (Node's default, fixed here). */
+const HTTP_HEADERS_MAX_BYTES = 16 * 1024;
 
 export const DEFAULT_HEALTH_CHECK: HealthCheck = { type: 'tcp' };
 
-/** What the store keeps: null for the default. */
+/**
+ * The check as the store keeps it (null for the default), once its fields agree: the schema
+ * checked each field, not that an http check has a path and a tcp one none.
+ */
 export function storedHealthCheck(check: HealthCheck | undefined): string | null {
-  return check === undefined || check.type === 'tcp' ? null : JSON.stringify({ type: 'http', path: check.path });
+  if (check === undefined) return null;
+  if (check.type === 'tcp') {
+    if (check.path !== undefined) throw new ValidationError('body: health_check: a tcp check takes no path');
+    return null;
+  }
+  if (check.path === undefined) throw new ValidationError('body: health_check: an http check needs a path, such as "/healthz"');
+  return JSON.stringify({ type: 'http', path: check.path });
 }
 
-/** The stored form read back; only svcd writes it, after the API's schema checked it. */
+/**
+ * The stored form read back. Only svcd writes it; a shape this svcd does not know (a newer
+ * svcd's, during an upgrade) is an error, not a quiet fall back to a weaker check.
+ */
 export function healthCheckOf(stored: string | null): HealthCheck {
   if (stored === null) return DEFAULT_HEALTH_CHECK;
   const parsed = JSON.parse(stored) as { type?: unknown; path?: unknown };
-  return parsed.type === 'http' && typeof parsed.path === 'string' ? { type: 'http', path: parsed.path } : DEFAULT_HEALTH_CHECK;
+  if (parsed.type === 'http' && typeof parsed.path === 'string') return { type: 'http', path: parsed.path };
+  throw new Error(`a health check this svcd does not know: ${stored.slice(0, 300)}`);
 }
 
 /** A deploy's readiness: running, then its check passing, until `timeoutMs`. */
 export function readinessOf(check: HealthCheck, timeoutMs: number): Readiness {
-  if (check.type === 'tcp') return { timeoutMs, everyMs: TCP_EVERY_MS, probeTimeoutMs: TCP_PROBE_TIMEOUT_MS };
+  if (check.type === 'tcp' || check.path === undefined) return { timeoutMs, everyMs: TCP_EVERY_MS, probeTimeoutMs: TCP_PROBE_TIMEOUT_MS };
   const path = check.path;
   return {
     timeoutMs,
     everyMs: HTTP_EVERY_MS,
-    // The ready wait gives up on a try after this long; the request is destroyed a moment before.
-    probeTimeoutMs: HTTP_PROBE_TIMEOUT_MS + 100,
+    // The try ends itself at HTTP_PROBE_TIMEOUT_MS (its socket destroyed); the wait's own bound comes after.
+    probeTimeoutMs: HTTP_PROBE_TIMEOUT_MS + 500,
     probe: (endpoint) =>
       new Promise<void>((resolve, reject) => {
+        const fail = (why: string) => reject(new Error(`health check GET ${path}: ${why}`));
         if (endpoint.port === null) {
-          resolve();
+          fail('the service has no port');
           return;
         }
-        const failed = (why: string) => reject(new Error(`health check GET ${path}: ${why}`));
-        // A connection of its own, closed after the status line and headers: the body is never read.
-        const req = request({ host: endpoint.host, port: endpoint.port, path, method: 'GET', agent: false, headers: { 'user-agent': 'svc-health-check', connection: 'close' } }, (res) => {
-          const status = res.statusCode ?? 0;
-          req.destroy();
-          if (status >= 200 && status < 400) resolve();
-          else failed(`answered ${String(status)}`);
-        });
-        req.setTimeout(HTTP_PROBE_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${String(HTTP_PROBE_TIMEOUT_MS / 1000)} s`)));
-        req.on('error', (err) => failed(err.message));
+        // A connection of its own, closed at the status line and headers: the body is never read.
+        const req = request(
+          { host: endpoint.host, port: endpoint.port, path, method: 'GET', agent: false, maxHeaderSize: HTTP_HEADERS_MAX_BYTES, insecureHTTPParser: false, headers: { 'user-agent': 'svc-health-check', connection: 'close' } },
+          (res) => {
+            const status = res.statusCode ?? 0;
+            req.destroy();
+            if (status >= 200 && status < 400) resolve();
+            else fail(`answered ${String(status)}`);
+          },
+        );
+        // The whole try, not an idle time: a server trickling its headers, or sending 1xx
+        // answers without end, would hold an idle timer off for as long as it runs. Node's timer,
+        // as a socket's own timeout is: it bounds a real connection, not svc's pacing.
+        const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${String(HTTP_PROBE_TIMEOUT_MS / 1000)} s`)), HTTP_PROBE_TIMEOUT_MS);
+        req.on('close', () => clearTimeout(deadline));
+        req.on('error', (err) => fail(err.message));
         req.end();
       }),
   };

@@ -108,6 +108,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
     const name = req.name.trim();
     if (name === '') throw new ValidationError('body: name must not be blank');
     const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
+    const healthCheck = storedHealthCheck(req.health_check);
     await this.deps.disk.assertRoom(tenantId);
     await this.deps.ports.assertPortLeft();
     const env = req.env ?? {};
@@ -142,7 +143,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
           crash_window_start: null,
           last_crash_at: null,
           circuit_open_at: null,
-          health_check: storedHealthCheck(req.health_check),
+          health_check: healthCheck,
           created_at: now,
           updated_at: now,
         });

@@ -42,6 +42,8 @@ export interface MemoryImage {
    * without it, every connection gets a 200 at once, whatever it sends.
    */
   statusFor?: (path: string) => number;
+  /** Answers every connection with a status line, then a header a byte every 200 ms, never finishing it. */
+  trickles?: boolean;
   /** Exits on its own this long after its start, with `exitCode`. */
   exitsAfterMs?: number;
   exitCode?: number;
@@ -357,20 +359,32 @@ export class MemoryDriver implements WorkloadDriver {
     if (w.image.serves && port) {
       const listen = () => {
         if (w.state !== 'running' || w.server) return;
-        const statusFor = w.image.statusFor;
+        const { statusFor, trickles } = w.image;
         const server = createServer((socket) => {
           // A probe hangs up at once: its reset is no error of the workload's.
           socket.on('error', () => {});
+          if (trickles) {
+            socket.write('HTTP/1.1 200 OK\r\nX-Slow: ');
+            const drip = this.timers.setInterval(() => socket.write('a'), 200);
+            socket.on('close', () => drip.cancel());
+            return;
+          }
           if (!statusFor) {
             socket.end('HTTP/1.0 200 OK\r\n\r\nok\n');
             return;
           }
           let head = '';
-          socket.on('data', (chunk: Buffer) => {
-            head += chunk.toString('latin1');
+          const answer = (chunk: Buffer) => {
+            head = (head + chunk.toString('latin1')).slice(0, 8_192);
             const line = /^[A-Z]+ (\S+) HTTP\/1\.[01]\r\n/.exec(head);
-            if (line) socket.end(`HTTP/1.0 ${String(statusFor(line[1] ?? '/'))} Answer\r\n\r\n`);
-          });
+            if (!line) return;
+            socket.off('data', answer);
+            const status = statusFor(line[1] ?? '/');
+            // A redirect names a page: a client that followed it would meet that page's answer.
+            const location = status >= 300 && status < 400 ? 'Location: /nowhere\r\n' : '';
+            socket.end(`HTTP/1.0 ${String(status)} Answer\r\n${location}\r\n`);
+          };
+          socket.on('data', answer);
         });
         // A clash with something else on loopback is the same as a workload that never listens.
         server.once('error', () => (w.server = null));
