@@ -178,11 +178,13 @@ describe('two svcd behind one name', { skip: !PG_ADMIN_URL && 'needs PostgreSQL 
       t.diagnostic(`HAProxy said: ${frontSaid || 'nothing'}`);
       throw err;
     } finally {
+      // Killed, not stopped: nothing of theirs is kept (their Caddies die with them, checked below).
       for (const proc of [front, a, b]) {
         if (!proc || proc.pid === undefined) continue;
-        proc.kill('SIGTERM');
+        proc.kill('SIGKILL');
         await exited(proc);
       }
+      for (const pid of [...caddiesOf(dirs.a), ...caddiesOf(dirs.b)]) process.kill(pid, 'SIGKILL');
       if (tenantId) await removeTenantWorkloads([tenantId]);
       await db.drop();
       for (const dir of Object.values(dirs)) rmSync(dir, { recursive: true, force: true });
@@ -220,7 +222,7 @@ describe('two svcd behind one name', { skip: !PG_ADMIN_URL && 'needs PostgreSQL 
       assert.equal((await viaProxy(ports.proxy, 'nothing.localhost')).status, 404, "the new svcd's Caddy answers on the port");
     } finally {
       if (svcd) {
-        svcd.kill('SIGTERM');
+        svcd.kill('SIGKILL');
         await exited(svcd);
       }
       for (const pid of caddiesOf(dir)) process.kill(pid, 'SIGKILL');
