@@ -26,12 +26,12 @@ interface Ports {
   proxy: number;
 }
 
-/** bin/svcd on `dir` and fixed ports (the front names them), sharing the store and the master key. */
-async function startSvcd(dir: string, ports: Ports, databaseUrl: string): Promise<ChildProcess> {
+/** bin/svcd on `dir` and fixed ports (the front names them), sharing the store and the master key; `env` adds to or replaces its environment's. */
+async function startSvcd(dir: string, ports: Ports, databaseUrl: string, env: Record<string, string> = {}): Promise<ChildProcess> {
   const args = ['--dev', '--open-registration', '--data-dir', dir, '--database-url', databaseUrl, '--proxy-listen', `127.0.0.1:${String(ports.proxy)}`];
   // The tenant's limit would refuse the test's constant requests, not the kill.
   args.push('--dev-rate-limit', '1000:1000,5000:5000');
-  return (await startSvcdProcess(args, { SVC_MASTER_KEY: MASTER_KEY }, ports.api)).proc;
+  return (await startSvcdProcess(args, { SVC_MASTER_KEY: MASTER_KEY, ...env }, ports.api)).proc;
 }
 
 /** The live processes of Caddy that the svcd on `dataDir` started (read from /proc). */
@@ -207,7 +207,7 @@ describe('two svcd behind one name', { skip: !PG_ADMIN_URL && 'needs PostgreSQL 
       await exited(svcd);
       await waitFor('its Caddy to die with it', async () => caddiesOf(dir).length === 0, 1_000);
 
-      svcd = (await startSvcdProcess(['--dev', '--data-dir', dir, '--database-url', db.url, '--proxy-listen', `127.0.0.1:${String(ports.proxy)}`], { SVC_MASTER_KEY: MASTER_KEY, PATH: bare }, ports.api)).proc;
+      svcd = await startSvcd(dir, ports, db.url, { PATH: bare });
       const [leftover] = caddiesOf(dir);
       assert.ok(leftover, 'its Caddy runs');
       svcd.kill('SIGKILL');
