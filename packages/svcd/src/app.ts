@@ -337,6 +337,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     readyTimeoutMs: o.databaseReadyTimeoutMs,
     sandbox: () => sandbox.use(),
     disk,
+    // On a swarm a database is published on the node its data is on.
+    ...(swarm ? { nodeAddress: (node: string) => swarm.nodeAddress(node) } : {}),
   });
   const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
   const kanban = new Kanban({

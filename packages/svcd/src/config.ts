@@ -320,6 +320,10 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     throw new ConfigError('--kanban-ports and --database-ports must not overlap');
   }
   const swarmPorts = parsePortRange('--swarm-ports', raw.swarmPorts ?? DEFAULT_SWARM_PORTS);
+  // On a swarm both are published on the nodes, from ranges svcd allocates each on its own.
+  if ((raw.runtime ?? '').trim() === 'swarm' && swarmPorts.from <= databasePorts.to && databasePorts.from <= swarmPorts.to) {
+    throw new ConfigError('--swarm-ports and --database-ports must not overlap (on a swarm both are published on the nodes)');
+  }
   const kanbanAddress = raw.kanbanAddress?.trim() || DEFAULT_KANBAN_ADDRESS;
   // The board's url names this address, so it must be one a browser can go to.
   if (isIP(kanbanAddress) === 0 || kanbanAddress === '0.0.0.0' || kanbanAddress === '::') {

@@ -2,13 +2,21 @@
 // (swarm-lab.ts): services run as Swarm services with their port published on the node that runs
 // the task, and the proxy on svcd's host reaches them there.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
 import { SvcClient } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages } from './images.js';
+import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages, pushToRegistry } from './images.js';
+import { REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
+
+const run = promisify(execFile);
+const redisCli = (url: string, ...args: string[]) => run('redis-cli', ['-u', url, '--no-auth-warning', ...args], { timeout: 20_000 }).then((r) => r.stdout.trim());
+/** The Redis stand-in where the nodes pull from. */
+const SWARM_REDIS_IMAGE = `${TEST_REGISTRY}/${REDIS_IMAGE}`;
 
 interface SwarmTask {
   ServiceID: string;
@@ -47,7 +55,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
 
   before(async () => {
     await ensureTestImages();
+    await ensureDbImages();
     lab = await startSwarmLab();
+    await pushToRegistry(REDIS_IMAGE, SWARM_REDIS_IMAGE);
     undo.push(() => lab.stop());
     // Two HTTP servers on the lab bridge's host address (a private network behind the nodes):
     // one port opened to tasks with --egress-allow, the other not (the node rules' control).
@@ -69,6 +79,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
         sandbox: 'auto',
         proxyListen: `127.0.0.1:${String(proxyPort)}`,
         adminTokens: [ADMIN_TOKEN],
+        databaseImages: { postgres: `${TEST_REGISTRY}/svc-test/postgres:15`, redis: SWARM_REDIS_IMAGE },
       },
       overrides: { readyTimeoutMs: 60_000 },
       logLines: svcdWarnings,
@@ -285,11 +296,54 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal(health.egress_firewall.installed, true, health.egress_firewall.detail);
   });
 
-  test('databases, task boards and environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {
+  test("a database runs pinned to one node and published there; while that node is away it is unavailable, naming the node, never started empty elsewhere; back, its data is there", async () => {
     const { client } = await newTenant(t);
-    await assert.rejects(client.createDatabase({ name: 'db', type: 'postgres' }), (err: { status?: number; message?: string }) => err.status === 409 && /not available on this installation's runtime \(Docker Swarm\)/.test(err.message ?? ''));
-    assert.equal((await client.databases()).length, 0);
-    await assert.rejects(client.createKanban(), (err: { status?: number }) => err.status === 409);
+    const created = await client.createDatabase({ name: 'cache', type: 'redis' });
+    const statusOf = async () => {
+      const d = await client.database(created.id);
+      return `${d.status}: ${d.last_error ?? ''}`;
+    };
+    await waitFor('the database running', async () => ((await client.database(created.id)).status === 'running' ? true : undefined), 120_000).catch(async (err: unknown) => assert.fail(`${String(err)} (last seen ${await statusOf()})`));
+    // Its Swarm service is pinned to the node that runs it, by id.
+    const [service] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${created.id}`] } })) as Array<{ ID: string; Spec: { TaskTemplate: { Placement?: { Constraints?: string[] } } } }>;
+    if (!service) assert.fail('no swarm service for the database');
+    const runningNode = async () => (await tasksOf(service.ID)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running')?.NodeID;
+    const nodeId = (await runningNode()) ?? assert.fail('no task of the database runs');
+    assert.ok(service.Spec.TaskTemplate.Placement?.Constraints?.includes(`node.id==${nodeId}`), JSON.stringify(service.Spec.TaskTemplate.Placement));
+    const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string }; Status: { Addr: string } }>;
+    const home = nodes.find((n) => n.ID === nodeId) ?? assert.fail('its node is not listed');
+    // The connection string names that node's address and the database's host port there: a
+    // real client writes through it.
+    const conn = await client.connectionString(created.id);
+    const url = new URL(conn.connection_string);
+    assert.equal(url.hostname, home.Status.Addr);
+    assert.equal(Number(url.port), (await client.database(created.id)).host_port);
+    assert.equal(await redisCli(conn.connection_string, 'SET', 'kept', 'on its node'), 'OK');
+    const hostname = home.Description.Hostname;
+    lab.disconnect(hostname);
+    try {
+      const unavailable = await waitFor('the database unavailable', async () => {
+        const d = await client.database(created.id);
+        return d.status === 'unavailable' ? d : undefined;
+      }, 120_000).catch(async (err: unknown) => assert.fail(`${String(err)} (last seen ${await statusOf()})`));
+      assert.match(unavailable.last_error ?? '', new RegExp(`swarm node ${hostname}, which holds its data, is (down|unknown|disconnected)`));
+      assert.ok((await client.activity({ resource_type: 'database' })).some((e) => e.action === 'database.unavailable' && e.resource_id === created.id));
+      // Not started anywhere else meanwhile (on an empty volume).
+      const [now] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${created.id}`] } })) as Array<{ ID: string }>;
+      const elsewhere = now ? (await tasksOf(now.ID)).filter((x) => x.NodeID !== nodeId && ['running', 'starting', 'preparing', 'assigned'].includes(x.Status.State)) : [];
+      assert.deepEqual(elsewhere, [], 'no task of the database on another node');
+    } finally {
+      lab.reconnect(hostname);
+    }
+    await waitFor('the database running again', async () => ((await client.database(created.id)).status === 'running' ? true : undefined), 150_000).catch(async (err: unknown) => assert.fail(`${String(err)} (last seen ${await statusOf()})`));
+    const again = await client.connectionString(created.id);
+    assert.equal(new URL(again.connection_string).hostname, home.Status.Addr, 'on the same node');
+    assert.equal(await redisCli(again.connection_string, 'GET', 'kept'), 'on its node', 'with its data');
+  });
+
+  test('task boards and environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {
+    const { client } = await newTenant(t);
+    await assert.rejects(client.createKanban(), (err: { status?: number; message?: string }) => err.status === 409 && /task boards are not available on this installation's runtime \(Docker Swarm\)/.test(err.message ?? ''));
     await assert.rejects(client.createEnvironment({ name: 'env', template_id: 'default' }), (err: { status?: number; message?: string }) => err.status === 409 && /environments are not available/.test(err.message ?? ''));
     assert.equal((await client.environments()).length, 0);
     // A service still deploys for the same tenant.

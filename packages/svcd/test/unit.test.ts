@@ -230,6 +230,11 @@ describe('configuration', () => {
     assert.deepEqual(buildConfig({ ...raw, dev: true }, {}).swarmPorts, { from: 30000, to: 32767 });
     assert.deepEqual(buildConfig({ ...raw, dev: true, swarmPorts: '40000-40009' }, {}).swarmPorts, { from: 40000, to: 40009 });
     for (const bad of ['32767-30000', '30000', '30000-70000']) assert.throws(() => buildConfig({ ...raw, dev: true, swarmPorts: bad }, {}), /--swarm-ports/, bad);
+    // On a swarm, databases are published on the nodes too: the two ranges must be apart there.
+    const swarm: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmPorts: '21500-22500' };
+    assert.throws(() => buildConfig(swarm, {}), /--swarm-ports and --database-ports must not overlap/);
+    assert.deepEqual(buildConfig({ ...swarm, databasePorts: '23000-23099' }, {}).swarmPorts, { from: 21500, to: 22500 });
+    assert.deepEqual(buildConfig({ ...raw, dev: true, swarmPorts: '21500-22500' }, {}).swarmPorts, { from: 21500, to: 22500 }, 'one engine: the swarm range is not used');
   });
   test("task boards: the public Node base by default, ports 7100-9100 apart from the databases', one address a browser can reach", () => {
     const c = buildConfig({ ...raw, dev: true }, {});

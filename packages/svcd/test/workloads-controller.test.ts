@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { systemClock, systemTimers, type Timers } from '../src/clock.js';
-import type { Applied, ApplyRequest, Runtime } from '../src/runtime/index.js';
+import { NodeUnavailableError, type Applied, type ApplyRequest, type Runtime } from '../src/runtime/index.js';
 import { openStore, type Repositories, type Store, type WorkloadRow } from '../src/store/index.js';
 import { DROPPED_CONNECTION_TRIES, Superseded, WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
 import { eachStore, storeLocation, waitFor } from './harness.js';
@@ -25,7 +25,7 @@ function engineGone(): Error {
 
 /** Rules that run each row's spec image on port 8000 and keep every outcome they are told. */
 class RecordingRules implements WorkloadRules {
-  readonly outcomes: Array<{ resource: string; outcome: WorkloadOutcome['state'] }> = [];
+  readonly outcomes: Array<{ resource: string; outcome: WorkloadOutcome['state']; nodeUnavailable?: boolean }> = [];
   applies = 0;
   /** Runs before each apply (a kind's own step, such as handing the generation over). */
   beforeApply: ((w: WorkloadRow) => Promise<void>) | null = null;
@@ -46,7 +46,7 @@ class RecordingRules implements WorkloadRules {
   }
 
   observed(_tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
-    this.outcomes.push({ resource: w.resource_id, outcome: outcome.state });
+    this.outcomes.push({ resource: w.resource_id, outcome: outcome.state, ...(outcome.state === 'waiting' && outcome.nodeUnavailable ? { nodeUnavailable: true } : {}) });
     return Promise.resolve();
   }
 }
@@ -62,6 +62,8 @@ eachStore((kind) => {
     let failingRemovals = 0;
     /** How many applies fail next with the engine's connection dropped mid-request. */
     let droppingApplies = 0;
+    /** How many applies fail next because the node the workload's data is on is away (a swarm node down). */
+    let nodeAwayApplies = 0;
     /** The stops and removals asked of the engine, in order, with their ref. */
     const stopsAndRemovals: string[] = [];
     const controllers: WorkloadController[] = [];
@@ -111,6 +113,10 @@ eachStore((kind) => {
           return (...args: unknown[]) => {
             if (engineDown) return Promise.reject(engineGone());
             if (prop === 'stop' || prop === 'remove') stopsAndRemovals.push(`${prop} ${String(args[0])}`);
+            if (prop === 'apply' && nodeAwayApplies > 0) {
+              nodeAwayApplies -= 1;
+              return Promise.reject(new NodeUnavailableError('swarm node node2, which holds its data, is down: it starts again there once the node is back'));
+            }
             if (prop === 'apply' && droppingApplies > 0) {
               droppingApplies -= 1;
               return Promise.reject(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
@@ -129,6 +135,7 @@ eachStore((kind) => {
       engineDown = false;
       failingRemovals = 0;
       droppingApplies = 0;
+      nodeAwayApplies = 0;
       stopsAndRemovals.length = 0;
       warnings.length = 0;
     });
@@ -219,6 +226,22 @@ eachStore((kind) => {
       assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
       engineDown = false;
       await observedAt(w.id, 'running');
+    });
+
+    test("while the node a workload's data is on is away (the engine answers), it waits as unavailable, never failed; it is applied once the node is back", async () => {
+      const { c, rules } = controller('ctl-a/1');
+      nodeAwayApplies = 1;
+      const w = await add(SERVING);
+      c.start();
+      const waiting = await waitFor('the first try to be refused', async () => {
+        const r = await store.workloads.findById(w.id);
+        return r?.retry_at_ms ? r : undefined;
+      });
+      assert.match(waiting.last_error ?? '', /swarm node node2, which holds its data, is down/);
+      assert.equal(waiting.observed_generation, 0, 'not observed: it is still to be applied');
+      assert.ok(rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'waiting' && o.nodeUnavailable), JSON.stringify(rules.outcomes));
+      await observedAt(w.id, 'running');
+      assert.ok(!rules.outcomes.some((o) => o.resource === w.id && o.outcome === 'failed'), 'never failed for it');
     });
 
     test('a start whose engine connection drops mid-request (the engine restarting under it) is tried again, and applied', async () => {

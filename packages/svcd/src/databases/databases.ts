@@ -2,6 +2,9 @@
 // operator's image (--postgres-image, --redis-image), its data on a named volume, generated
 // credentials sealed at rest. Status `provisioning` until a protocol-level probe passes (a real
 // PostgreSQL login, a Redis AUTH + PING), then `running`, or `failed` with `last_error`.
+// On a swarm its volume is on the disk of one node: the database is pinned there from its first
+// start (the node in its record), published on its host port on that node, and `unavailable`
+// (last_error naming the node) while that node is away, never started empty elsewhere.
 import { randomBytes } from 'node:crypto';
 import type { ConnectionString, CreateDatabaseRequest, DatabaseRecord } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
@@ -17,7 +20,6 @@ import { Lifecycle } from '../provisioning/lifecycle.js';
 import type { WorkloadController } from '../workloads/controller.js';
 import { probeDatabase } from './probes.js';
 import type { Platform } from '../platform.js';
-import { requireCapability } from '../workloads/capabilities.js';
 
 export interface DatabasesOptions {
   images: Record<DatabaseType, string>;
@@ -29,6 +31,11 @@ export interface DatabasesOptions {
   sandbox: () => Promise<boolean>;
   /** New databases are refused while the tenant is at its disk quota. */
   disk: Pick<DiskQuota, 'assertRoom'>;
+  /**
+   * On a cluster: the address of a node (by id), which a database pinned there is published on
+   * and its connection string names. Absent on a single engine (published on loopback).
+   */
+  nodeAddress?: (node: string) => Promise<string | null>;
 }
 
 export const DATABASE_READY_TIMEOUT_MS = 180_000;
@@ -87,7 +94,6 @@ export class Databases implements TenantResources {
   async create(tenantId: string, req: CreateDatabaseRequest): Promise<DatabaseRecord> {
     if (req.type !== 'postgres' && req.type !== 'redis') throw new ValidationError('type must be postgres or redis');
     const type: DatabaseType = req.type;
-    await requireCapability(this.deps.runtime, 'hostPorts', 'databases');
     await this.deps.disk.assertRoom(tenantId);
     const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');
@@ -112,6 +118,7 @@ export class Databases implements TenantResources {
         container_id: null,
         last_error: null,
         ready_at: null,
+        node: null,
         created_at: now,
         updated_at: now,
       };
@@ -153,6 +160,7 @@ export class Databases implements TenantResources {
    */
   async connectionString(tenantId: string, id: string): Promise<ConnectionString> {
     const d = await this.row(tenantId, id);
+    const host = await this.publishedOn(d);
     const password = this.deps.sealer.open(d.sealed_password);
     await this.deps.activity.record(this.deps.store, { tenantId, action: 'database.connection_revealed', resourceType: 'database', resourceId: id });
     this.deps.audit.info({ audit: true, event: 'database.connection_revealed', tenant_id: tenantId, database_id: id }, 'database connection string revealed');
@@ -161,10 +169,19 @@ export class Databases implements TenantResources {
     const scheme = d.type === 'postgres' ? 'postgres' : 'redis';
     const auth = `${encodeURIComponent(d.username)}:${encodeURIComponent(password)}`;
     return {
-      connection_string: `${scheme}://${auth}@127.0.0.1:${d.host_port}${path}`,
+      connection_string: `${scheme}://${auth}@${host}:${d.host_port}${path}`,
       internal_connection_string: `${scheme}://${auth}@${d.name}:${KINDS[d.type].port}${path}`,
       password,
     };
+  }
+
+  /** The address its host port is published on: loopback on a single engine, its node's on a cluster. */
+  private async publishedOn(d: DatabaseRow): Promise<string> {
+    if (!this.deps.nodeAddress) return '127.0.0.1';
+    if (d.node === null) throw new ConflictError('the database is not placed on a node yet: its connection string is known once it first runs');
+    const address = await this.deps.nodeAddress(d.node);
+    if (address === null) throw new ConflictError(`the node the database's data is on (${d.node}) is no longer in the cluster`);
+    return address;
   }
 
   /** Removes the container and the volume with its data. */
@@ -221,12 +238,15 @@ export class Databases implements TenantResources {
         aliases: [d.name],
         publish: { address: '127.0.0.1', port: d.host_port },
         engineRestarts: true,
+        // On a cluster, where its data is; anywhere while it holds none yet (its volume was just emptied).
+        placement: { node: d.ready_at === null ? null : d.node },
       },
       pull: 'missing',
-      // Ready = a real login at the endpoint svcd reaches it on (its tenant network), not the
-      // host port: the probe holds wherever the driver runs it.
+      // Ready = a real login at the endpoint svcd reaches it on (its tenant network; on a swarm,
+      // the port its node publishes), not the loopback host port: the probe holds wherever the
+      // driver runs it.
       ready: {
-        probe: (at) => probeDatabase(d.type, { host: at.host, port: kind.port, username: d.username, password, database: kind.database }, PROBE_TIMEOUT_MS),
+        probe: (at) => probeDatabase(d.type, { host: at.host, port: at.port ?? kind.port, username: d.username, password, database: kind.database }, PROBE_TIMEOUT_MS),
         timeoutMs: this.deps.readyTimeoutMs ?? DATABASE_READY_TIMEOUT_MS,
         everyMs: PROBE_EVERY_MS,
         probeTimeoutMs: PROBE_TIMEOUT_MS + 1_000,

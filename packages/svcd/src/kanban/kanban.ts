@@ -81,6 +81,7 @@ export class Kanban implements TenantResources {
         host_port: await this.freePort(),
         container_id: null,
         last_error: null,
+        node: null,
         created_at: now,
         updated_at: now,
       };

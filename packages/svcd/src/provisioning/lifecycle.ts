@@ -1,6 +1,7 @@
 // The life of a resource svcd runs for a tenant from an operator image (a database, a task
 // board): `provisioning` -> `running` | `failed`; a suspension stops it (`stopped`, data kept)
-// until it is used again; a lost container is brought back on its volume; delete takes the
+// until it is used again; a lost container is brought back on its volume; on a cluster, a
+// resource whose node is away is `unavailable` until it runs there again; delete takes the
 // container and the volume. Each request writes the resource's record and its workload's desired
 // state in one transaction; the workload controller (workloads/controller.ts) carries it out on
 // whichever svcd claims it, and writes the outcome back here (observed). What differs between
@@ -15,7 +16,7 @@ import type { WorkloadController, WorkloadOutcome, WorkloadRules, WorkloadSpecRe
 export interface LifecycleRow {
   id: string;
   tenant_id: string;
-  status: 'provisioning' | 'running' | 'stopped' | 'failed';
+  status: 'provisioning' | 'running' | 'stopped' | 'failed' | 'unavailable';
   desired_state: 'running' | 'stopped';
 }
 
@@ -24,6 +25,8 @@ export interface LifecyclePatch {
   desired_state?: LifecycleRow['desired_state'];
   container_id?: string | null;
   last_error?: string | null;
+  /** The cluster node its data is on (a swarm; none on a single engine). */
+  node?: string;
   updated_at: number;
 }
 
@@ -122,12 +125,23 @@ export class Lifecycle<R extends LifecycleRow> implements WorkloadRules {
     const now = this.now();
     switch (outcome.state) {
       case 'running':
-        await records.update(w.resource_id, { status: 'running', container_id: outcome.applied.ref, last_error: null, updated_at: now });
+        // Where it was placed, for good: its data is on that node from now on.
+        await records.update(w.resource_id, { status: 'running', container_id: outcome.applied.ref, last_error: null, ...(outcome.applied.node === undefined ? {} : { node: outcome.applied.node }), updated_at: now });
         return;
       case 'stopped':
         await records.update(w.resource_id, { status: 'stopped', container_id: null, updated_at: now });
         return;
       case 'waiting':
+        if (outcome.nodeUnavailable) {
+          // Its node is away (the error names it): it runs there again once the node is back,
+          // never elsewhere on an empty volume. Told once in the activity, when it begins.
+          const before = await records.findAny(w.resource_id);
+          await records.update(w.resource_id, { status: 'unavailable', last_error: outcome.error, updated_at: now });
+          if (before && before.status !== 'unavailable') {
+            await this.o.activity.record(tx, { tenantId: w.tenant_id, action: `${this.o.kind}.unavailable`, resourceType: this.o.kind, resourceId: w.resource_id, details: { error: outcome.error } });
+          }
+          return;
+        }
         // The engine's fault, not the tenant's: the controller tries again once it answers.
         await records.update(w.resource_id, { status: 'provisioning', last_error: `${ENGINE_UNAVAILABLE_NOW}: ${outcome.error}`, updated_at: now });
         return;

@@ -61,6 +61,14 @@ export interface WorkloadSpec {
   publish?: { address: string; port: number };
   /** Let the engine restart it when it exits (workloads svc does not watch for crashes itself). */
   engineRestarts?: boolean;
+  /**
+   * It keeps its data in its volumes on the disk of the node it runs on (a database): on a
+   * cluster it runs on `node` only, never moved where its volume would start empty; with `node`
+   * null (it holds no data yet) on a node the driver picks, told back in `Applied.node`. A node
+   * that cannot run it now (down, drained, gone) fails the apply with NodeUnavailableError before
+   * anything is removed. A single engine has one node: nothing to pin.
+   */
+  placement?: { node: string | null };
 }
 
 export type WorkloadState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
@@ -175,6 +183,8 @@ export interface Applied {
   /** The driver's reference to the workload: what inspect, stop, remove, exec, logs and stats take. */
   ref: string;
   endpoint: Endpoint;
+  /** The cluster node it was placed on (a spec with `placement`, on a cluster). */
+  node?: string;
 }
 
 /** What this driver can do, so that the domain offers only that. */

@@ -181,6 +181,13 @@ export function connectionDropped(err: unknown): boolean {
 /** The engine could not start an exec's process (e.g. its working directory is missing). */
 export class ExecNotStartedError extends Error {}
 
+/**
+ * A workload pinned to a node (`WorkloadSpec.placement`) cannot run now: the node is down,
+ * drained or gone from the cluster. Neither the tenant's fault nor for good: the controller tries
+ * again, and the resource says which node it waits for.
+ */
+export class NodeUnavailableError extends Error {}
+
 /** The workload is not running (stopped, or stopping right now): nothing can be run in it. */
 export class WorkloadNotRunningError extends Error {}
 

@@ -244,7 +244,8 @@ export interface BuildLogsTable {
 }
 
 export type DatabaseType = 'postgres' | 'redis';
-export type DatabaseStatus = 'provisioning' | 'running' | 'stopped' | 'failed';
+/** unavailable: on a cluster, the node its data is on is away (last_error names it). */
+export type DatabaseStatus = 'provisioning' | 'running' | 'stopped' | 'failed' | 'unavailable';
 
 export interface DatabasesTable {
   id: string;
@@ -262,13 +263,15 @@ export interface DatabasesTable {
   last_error: string | null;
   /** When it first answered (null: never yet; its volume holds no tenant data). */
   ready_at: number | null;
+  /** The cluster node its volume is on and its workload pinned to (a swarm node's id); null on a single engine. */
+  node: string | null;
   created_at: number;
   updated_at: number;
 }
 export type DatabaseRow = Selectable<DatabasesTable>;
 export type NewDatabaseRow = Insertable<DatabasesTable>;
 
-export type KanbanStatus = 'provisioning' | 'running' | 'stopped' | 'failed';
+export type KanbanStatus = 'provisioning' | 'running' | 'stopped' | 'failed' | 'unavailable';
 
 export interface KanbanBoardsTable {
   id: string;
@@ -279,6 +282,8 @@ export interface KanbanBoardsTable {
   host_port: number;
   container_id: string | null;
   last_error: string | null;
+  /** The cluster node its volume is on (migration 0025; boards do not run on a swarm yet). */
+  node: string | null;
   created_at: number;
   updated_at: number;
 }

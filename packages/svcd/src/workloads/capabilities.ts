@@ -5,7 +5,7 @@ import { ConflictError } from '../errors.js';
 import type { DriverCapabilities, Runtime } from '../runtime/index.js';
 
 const WHY: Record<'hostPorts' | 'addressable', string> = {
-  hostPorts: "they are published on a port of svcd's host and keep their data in a volume of one node",
+  hostPorts: "svcd builds their image on its own host, which the swarm's nodes do not pull from, and publishes them on a port of that host",
   addressable: 'svcd reaches them at their address on the tenant network, and the overlay networks of a swarm are not on svcd\'s host',
 };
 

@@ -10,7 +10,7 @@
 // Services (services/deployer.ts), databases and task boards (provisioning/lifecycle.ts) and
 // environments (environments/workloads.ts) run under it.
 import { type TimerHandle, unixSeconds } from '../clock.js';
-import { LABELS, WARM_POOL_TENANT, connectionDropped, isSetAside, engineAnswers, isEngineFault, type Applied, type WorkloadDriver, type WorkloadInfo, type WorkloadKind } from '../runtime/index.js';
+import { LABELS, NodeUnavailableError, WARM_POOL_TENANT, connectionDropped, isSetAside, engineAnswers, isEngineFault, type Applied, type WorkloadDriver, type WorkloadInfo, type WorkloadKind } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
 
@@ -59,8 +59,11 @@ export type WorkloadOutcome =
   | { state: 'absent' }
   /** The tenant's fault (an image that exits, a probe that never passes): not tried again until asked. */
   | { state: 'failed'; error: string }
-  /** The engine's fault: tried again with backoff. */
-  | { state: 'waiting'; error: string };
+  /**
+   * The engine's fault, or (`nodeUnavailable`) the workload's node cannot run it now (its data is
+   * there: a node down, drained or gone): tried again with backoff.
+   */
+  | { state: 'waiting'; error: string; nodeUnavailable?: boolean };
 
 /** Runs `fn` in a transaction only while the work still holds its row (lease and generation); null when it does not. */
 export type Fence = <T>(fn: (tx: Repositories) => Promise<T>) => Promise<T | null>;
@@ -410,7 +413,10 @@ export class WorkloadController {
     // DROPPED_CONNECTION_TRIES-th try or later. A first drop is always tried again, so tries while
     // the engine was away (before it came back) never end it; only the last try's error is kept.
     const droppedInARow = w.attempts > 0 && w.last_error !== null && DROPPED_MESSAGE.test(w.last_error);
+    // Its node away is neither the tenant's fault nor for good: it runs again when the node is back.
+    const nodeUnavailable = err instanceof NodeUnavailableError;
     const retry =
+      nodeUnavailable ||
       w.desired_state !== 'running' ||
       isEngineFault(err) ||
       (connectionDropped(err) && !(droppedInARow && w.attempts + 1 >= DROPPED_CONNECTION_TRIES)) ||
@@ -419,7 +425,7 @@ export class WorkloadController {
       const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
       await this.deps.store.transaction(async (tx) => {
         if (!(await tx.workloads.release(w.id, this.deps.holder, w.generation, retryAt, message, now))) return;
-        if (w.desired_state === 'running') await rules.observed(tx, w, { state: 'waiting', error: message });
+        if (w.desired_state === 'running') await rules.observed(tx, w, { state: 'waiting', error: message, ...(nodeUnavailable ? { nodeUnavailable } : {}) });
       });
       this.deps.log.warn({ err, workload: w.id, desired: w.desired_state }, 'workload not brought to its desired state; tried again later');
       return;

@@ -20,17 +20,23 @@
 // - Images come from a registry every node reaches: Swarm's nodes pull them themselves.
 // - Tasks run only on nodes where svcd put its tenant egress rules (node-firewall.ts), which it
 //   marks with a node label.
+// - A workload that keeps its data on its node's disk (a database: its volume is the node's own)
+//   is pinned to that node by a placement constraint, and placed on the least busy node the
+//   first time. When that node is down, drained or gone, Swarm is not left to start it empty
+//   elsewhere: apply refuses with NodeUnavailableError, which the resource reports, and it runs
+//   there again once the node is back.
 // Images are built and the host's figures read on the manager's engine (the single-engine
 // driver, over the same address).
 import Docker from 'dockerode';
 import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { EGRESS_NODE_CONSTRAINT } from './node-firewall.js';
+import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL } from './node-firewall.js';
 import { DockerRuntime, dockerOptions, isNotFound } from '../docker/docker-runtime.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
 import {
   LABELS,
+  NodeUnavailableError,
   WorkloadNotRunningError,
   tenantNetworkName,
   workloadLabels,
@@ -172,8 +178,10 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: false });
   }
 
-  apply(request: ApplyRequest): Promise<Applied> {
-    return applyInOrder(request, {
+  async apply(request: ApplyRequest): Promise<Applied> {
+    // Before anything is removed: a pinned workload whose node cannot run it stays as it is.
+    const node = request.spec.placement ? await this.placementNode(request.spec.placement.node) : null;
+    const applied = await applyInOrder(request, {
       clock: this.clock,
       timers: this.timers,
       ensureNetwork: (spec) => this.ensureTenantNetwork(spec.tenantId),
@@ -181,10 +189,46 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       hasImage: () => Promise.resolve(true),
       pullImage: () => Promise.resolve(),
       remove: (ref) => this.remove(ref),
-      run: (spec) => this.createService(spec),
+      run: (spec) => this.createService(spec, node),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
     });
+    return node === null ? applied : { ...applied, node };
+  }
+
+  /**
+   * The node a workload that keeps its data on its node runs on: `pinned` while that node can run
+   * tasks (ready, active, with svc's egress rules), else a NodeUnavailableError naming it; with
+   * none pinned yet, the ready and active node with svc's rules that runs the fewest tasks.
+   */
+  private async placementNode(pinned: string | null): Promise<string> {
+    const list = (await this.docker.listNodes()) as SwarmNode[];
+    const secured = (n: SwarmNode) => (n.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] === 'installed';
+    if (pinned !== null) {
+      const n = list.find((x) => x.ID === pinned);
+      if (!n) throw new NodeUnavailableError(`swarm node ${pinned}, which holds its data, is no longer in the swarm`);
+      const name = n.Description?.Hostname || pinned;
+      const state = n.Status?.State ?? 'unknown';
+      if (state !== 'ready') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is ${state}: it starts again there once the node is back`);
+      const availability = n.Spec.Availability ?? 'active';
+      if (availability !== 'active') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is set to ${availability} by an operator: it starts again there once the node is active`);
+      if (!secured(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, does not have svc's tenant egress rules in place now: it starts again there once svcd put them back`);
+      return n.ID;
+    }
+    const tasks = (await this.docker.listTasks({ filters: { 'desired-state': ['running'] } })) as Array<{ NodeID?: string }>;
+    const load = (n: SwarmNode) => tasks.filter((t) => t.NodeID === n.ID).length;
+    // The least busy, then by host name: the same answer for the same cluster.
+    const [least] = list
+      .filter((n) => n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && secured(n))
+      .sort((a, b) => load(a) - load(b) || (a.Description?.Hostname ?? '').localeCompare(b.Description?.Hostname ?? ''));
+    if (!least) throw new NodeUnavailableError("no swarm node can take it now (ready, active, with svc's tenant egress rules)");
+    return least.ID;
+  }
+
+  /** The address a node is reached at (what a pinned database's connection string names), or null when no node has that id. */
+  async nodeAddress(node: string): Promise<string | null> {
+    const list = (await this.docker.listNodes()) as SwarmNode[];
+    return list.find((n) => n.ID === node)?.Status?.Addr ?? null;
   }
 
   private async ensureTenantNetwork(tenantId: string): Promise<void> {
@@ -214,7 +258,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
   }
 
-  private async createService(spec: WorkloadSpec): Promise<string> {
+  private async createService(spec: WorkloadSpec, node: string | null): Promise<string> {
     const labels = workloadLabels(spec, this.o.installation);
     const created = (await this.docker.createService({
       Name: spec.name,
@@ -234,8 +278,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         },
         Resources: { Limits: { NanoCPUs: Math.round(spec.limits.cpus * 1e9), MemoryBytes: spec.limits.memoryMb * 1024 * 1024, Pids: spec.limits.pids } },
         RestartPolicy: { Condition: 'any', Delay: 1_000_000_000 },
-        // Only on nodes whose tenant egress rules svcd put in place (node-firewall.ts).
-        Placement: { Constraints: [EGRESS_NODE_CONSTRAINT] },
+        // Only on nodes whose tenant egress rules svcd put in place (node-firewall.ts); a workload
+        // whose data is on its node's disk only there.
+        Placement: { Constraints: [EGRESS_NODE_CONSTRAINT, ...(node === null ? [] : [`node.id==${node}`])] },
         LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
         Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: spec.aliases ?? [] }],
       },

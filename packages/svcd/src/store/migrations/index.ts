@@ -24,6 +24,7 @@ import { webSessions } from './0021_web_sessions.js';
 import { publishedPorts } from './0022_published_ports.js';
 import { databaseReadyAt } from './0023_database_ready_at.js';
 import { healthChecks } from './0024_health_checks.js';
+import { pinnedNodes } from './0025_pinned_nodes.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -55,6 +56,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0022_published_ports': publishedPorts,
     '0023_database_ready_at': databaseReadyAt,
     '0024_health_checks': healthChecks,
+    '0025_pinned_nodes': pinnedNodes,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
