@@ -340,7 +340,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     // On a swarm a database is published on the node its data is on.
     ...(swarm ? { nodeAddress: (node: string) => swarm.nodeAddress(node) } : {}),
   });
-  const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log);
+  // On a swarm the node that runs a board pulls its image from the cluster's registry.
+  const kanbanImage = new KanbanImage(runtime, config.kanbanImage, join(config.dataDir, 'kanban-image'), log, swarm ? config.buildRegistry : null);
   const kanban = new Kanban({
     ...core,
     workloads,
@@ -348,6 +349,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ports: config.kanbanPorts,
     address: config.kanbanAddress,
     readyTimeoutMs: o.kanbanReadyTimeoutMs,
+    // On a swarm a board is published on the node its data is on.
+    ...(swarm ? { nodeAddress: (node: string) => swarm.nodeAddress(node) } : {}),
     sandbox: () => sandbox.use(),
   });
   const builds = new Builds({ ...core, execution: buildRunner, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });

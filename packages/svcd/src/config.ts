@@ -321,8 +321,10 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   }
   const swarmPorts = parsePortRange('--swarm-ports', raw.swarmPorts ?? DEFAULT_SWARM_PORTS);
   // On a swarm both are published on the nodes, from ranges svcd allocates each on its own.
-  if ((raw.runtime ?? '').trim() === 'swarm' && swarmPorts.from <= databasePorts.to && databasePorts.from <= swarmPorts.to) {
-    throw new ConfigError('--swarm-ports and --database-ports must not overlap (on a swarm both are published on the nodes)');
+  if ((raw.runtime ?? '').trim() === 'swarm') {
+    for (const [flag, range] of [['--database-ports', databasePorts], ['--kanban-ports', kanbanPorts]] as const) {
+      if (swarmPorts.from <= range.to && range.from <= swarmPorts.to) throw new ConfigError(`--swarm-ports and ${flag} must not overlap (on a swarm both are published on the nodes)`);
+    }
   }
   const kanbanAddress = raw.kanbanAddress?.trim() || DEFAULT_KANBAN_ADDRESS;
   // The board's url names this address, so it must be one a browser can go to.

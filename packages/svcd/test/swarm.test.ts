@@ -10,13 +10,14 @@ import { promisify } from 'node:util';
 import { SvcClient } from '@svc/client';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages, pushToRegistry } from './images.js';
-import { REDIS_IMAGE, ensureDbImages } from './operator-images.js';
+import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
 import { LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
 
 const run = promisify(execFile);
 const redisCli = (url: string, ...args: string[]) => run('redis-cli', ['-u', url, '--no-auth-warning', ...args], { timeout: 20_000 }).then((r) => r.stdout.trim());
-/** The Redis stand-in where the nodes pull from. */
+/** The Redis and Node stand-ins where the nodes (and the manager, for the board's build) pull from. */
 const SWARM_REDIS_IMAGE = `${TEST_REGISTRY}/${REDIS_IMAGE}`;
+const SWARM_NODE_IMAGE = `${TEST_REGISTRY}/${NODE_IMAGE}`;
 
 interface SwarmTask {
   ServiceID: string;
@@ -56,8 +57,10 @@ describe('svcd on a Docker Swarm of three engines', () => {
   before(async () => {
     await ensureTestImages();
     await ensureDbImages();
+    await ensureNodeImage();
     lab = await startSwarmLab();
     await pushToRegistry(REDIS_IMAGE, SWARM_REDIS_IMAGE);
+    await pushToRegistry(NODE_IMAGE, SWARM_NODE_IMAGE);
     undo.push(() => lab.stop());
     // Two HTTP servers on the lab bridge's host address (a private network behind the nodes):
     // one port opened to tasks with --egress-allow, the other not (the node rules' control).
@@ -80,6 +83,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
         proxyListen: `127.0.0.1:${String(proxyPort)}`,
         adminTokens: [ADMIN_TOKEN],
         databaseImages: { postgres: `${TEST_REGISTRY}/svc-test/postgres:15`, redis: SWARM_REDIS_IMAGE },
+        kanbanImage: SWARM_NODE_IMAGE,
       },
       overrides: { readyTimeoutMs: 60_000 },
       logLines: svcdWarnings,
@@ -341,10 +345,33 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal(await redisCli(again.connection_string, 'GET', 'kept'), 'on its node', 'with its data');
   });
 
-  test('task boards and environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {
+  test("a task board is built on the manager, pushed to the cluster's registry, and runs pinned to one node; its url names that node", async () => {
     const { client } = await newTenant(t);
-    await assert.rejects(client.createKanban(), (err: { status?: number; message?: string }) => err.status === 409 && /task boards are not available on this installation's runtime \(Docker Swarm\)/.test(err.message ?? ''));
-    await assert.rejects(client.createEnvironment({ name: 'env', template_id: 'default' }), (err: { status?: number; message?: string }) => err.status === 409 && /environments are not available/.test(err.message ?? ''));
+    await client.createKanban();
+    const board = await waitFor('the board running', async () => {
+      const b = await client.kanban();
+      return b.status === 'running' ? b : undefined;
+    }, 180_000).catch(async (err: unknown) => assert.fail(`${String(err)} (last seen ${JSON.stringify(await client.kanban())})`));
+    const [service] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${board.id}`] } })) as Array<{ ID: string; Spec: { TaskTemplate: { ContainerSpec: { Image: string }; Placement?: { Constraints?: string[] } } } }>;
+    if (!service) assert.fail('no swarm service for the board');
+    assert.ok(service.Spec.TaskTemplate.ContainerSpec.Image.startsWith(`${TEST_REGISTRY}/svc/kanban:`), service.Spec.TaskTemplate.ContainerSpec.Image);
+    const nodeId = (await tasksOf(service.ID)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running')?.NodeID ?? assert.fail('no task of the board runs');
+    assert.ok(service.Spec.TaskTemplate.Placement?.Constraints?.includes(`node.id==${nodeId}`), JSON.stringify(service.Spec.TaskTemplate.Placement));
+    const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Status: { Addr: string } }>;
+    const address = nodes.find((n) => n.ID === nodeId)?.Status.Addr ?? assert.fail('its node is not listed');
+    assert.equal(board.url, `http://${address}:${String(board.host_port)}/`);
+    // A browser on svcd's side reaches it there, and the admin token opens it.
+    const health = await fetch(new URL('/api/health', board.url));
+    assert.equal(health.status, 200);
+    const { admin_token: token, url } = await client.kanbanAdminToken();
+    assert.equal(url, board.url);
+    assert.equal((await fetch(new URL('/api/boards', board.url), { headers: { authorization: `Bearer ${token}` } })).status, 200);
+    assert.equal((await fetch(new URL('/api/boards', board.url))).status, 401, 'not without it');
+  });
+
+  test('environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {
+    const { client } = await newTenant(t);
+    await assert.rejects(client.createEnvironment({ name: 'env', template_id: 'default' }), (err: { status?: number; message?: string }) => err.status === 409 && /environments are not available on this installation's runtime \(Docker Swarm\)/.test(err.message ?? ''));
     assert.equal((await client.environments()).length, 0);
     // A service still deploys for the same tenant.
     await runningService(client, 'still');

@@ -234,6 +234,7 @@ describe('configuration', () => {
     const swarm: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmPorts: '21500-22500' };
     assert.throws(() => buildConfig(swarm, {}), /--swarm-ports and --database-ports must not overlap/);
     assert.deepEqual(buildConfig({ ...swarm, databasePorts: '23000-23099' }, {}).swarmPorts, { from: 21500, to: 22500 });
+    assert.throws(() => buildConfig({ ...swarm, swarmPorts: '8000-8100' }, {}), /--swarm-ports and --kanban-ports must not overlap/);
     assert.deepEqual(buildConfig({ ...raw, dev: true, swarmPorts: '21500-22500' }, {}).swarmPorts, { from: 21500, to: 22500 }, 'one engine: the swarm range is not used');
   });
   test("task boards: the public Node base by default, ports 7100-9100 apart from the databases', one address a browser can reach", () => {

@@ -1,7 +1,9 @@
 // The task board's image: svcd builds it locally, on first need, from the @svc/kanban package of
 // this repository on the operator's Node base image (--kanban-image), so no registry is
 // involved. The tag is a hash of the base image and the files, so a new svcd with a changed
-// board builds a new image, and an unchanged one reuses what the engine has.
+// board builds a new image, and an unchanged one reuses what the engine has. On a swarm it is
+// built on the manager's engine and pushed to the cluster's registry (--build-registry), which
+// the node that runs a board pulls it from.
 import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -52,6 +54,8 @@ function dockerfile(baseImage: string): string {
 
 export class KanbanImage {
   private readonly builds = new Map<string, Promise<string>>();
+  /** Pushes of this process, by reference: once each (the registry may have lost it before; a push of what it has is cheap). */
+  private readonly pushes = new Map<string, Promise<string>>();
   /** The files and their tag: read and hashed once, as they do not change while svcd runs. */
   private content: { files: Array<{ from: string; to: string }>; tag: string } | null = null;
 
@@ -61,6 +65,8 @@ export class KanbanImage {
     /** Scratch space for the build context. */
     private readonly workDir: string,
     private readonly log: Logger,
+    /** The registry the image is pushed to, for nodes to pull (a swarm); null: it stays on the engine. */
+    private readonly registry: string | null = null,
   ) {}
 
   /** The image's tag, built first when the engine does not have it. One build at a time per tag. */
@@ -70,7 +76,11 @@ export class KanbanImage {
       this.content = { files, tag: this.tagFor(files) };
     }
     const { files, tag } = this.content;
-    if (await this.runtime.hasImage(tag)) return tag;
+    const built = (await this.runtime.hasImage(tag)) ? tag : await this.buildOnce(tag, files);
+    return this.registry === null ? built : this.pushOnce(built);
+  }
+
+  private buildOnce(tag: string, files: Array<{ from: string; to: string }>): Promise<string> {
     let pending = this.builds.get(tag);
     if (!pending) {
       pending = this.build(tag, files).finally(() => this.builds.delete(tag));
@@ -79,10 +89,27 @@ export class KanbanImage {
     return pending;
   }
 
+  /** Pushes the image to the registry once per process; a failed push is tried again at the next need. */
+  private pushOnce(tag: string): Promise<string> {
+    let pending = this.pushes.get(tag);
+    if (!pending) {
+      pending = this.runtime
+        .pushImage(tag, new AbortController().signal, () => {})
+        .then(() => tag)
+        .catch((err: unknown) => {
+          this.pushes.delete(tag);
+          throw new Error(`pushing the board image to ${this.registry ?? ''} failed: ${(err as Error).message}`);
+        });
+      this.pushes.set(tag, pending);
+    }
+    return pending;
+  }
+
   private tagFor(files: Array<{ from: string; to: string }>): string {
     const hash = createHash('sha256').update(dockerfile(this.baseImage));
     for (const f of files) hash.update(`\0${f.to}\0`).update(readFileSync(f.from));
-    return `svc/kanban:${hash.digest('hex').slice(0, 16)}`;
+    const name = `svc/kanban:${hash.digest('hex').slice(0, 16)}`;
+    return this.registry === null ? name : `${this.registry}/${name}`;
   }
 
   private async build(tag: string, files: Array<{ from: string; to: string }>): Promise<string> {

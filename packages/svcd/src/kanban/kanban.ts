@@ -3,7 +3,8 @@
 // published on a host port from --kanban-ports at --kanban-address. Creation is asynchronous:
 // `provisioning` until the board answers its health route, then `running` with its url, or
 // `failed` with `last_error`. The admin token is generated here, sealed at rest, and the board
-// only ever sees its SHA-256.
+// only ever sees its SHA-256. On a swarm a board is pinned to the node its volume is on, as a
+// database is (databases.ts), published on its host port there, and its url names that node.
 import { createHash, randomBytes } from 'node:crypto';
 import { isIPv6 } from 'node:net';
 import type { KanbanAdminToken, KanbanBoard } from '@svc/contract';
@@ -18,7 +19,6 @@ import { isUniqueViolation, type KanbanBoardRow, type TenantRow } from '../store
 import type { TenantResources } from '../tenants/tenants.js';
 import { KANBAN_DATA_DIR, KANBAN_PORT, type KanbanImage } from './image.js';
 import type { Platform } from '../platform.js';
-import { requireCapability } from '../workloads/capabilities.js';
 
 export interface KanbanOptions {
   /** Host ports boards are published on, inclusive (--kanban-ports). */
@@ -29,6 +29,8 @@ export interface KanbanOptions {
   readyTimeoutMs?: number;
   /** Run under gVisor when the sandbox policy says so (the deployer's decision). */
   sandbox: () => Promise<boolean>;
+  /** On a cluster: the address of a node (by id), which a board pinned there is published on. Absent on a single engine. */
+  nodeAddress?: (node: string) => Promise<string | null>;
 }
 
 export const KANBAN_READY_TIMEOUT_MS = 120_000;
@@ -67,7 +69,6 @@ export class Kanban implements TenantResources {
   /** Starts creating the tenant's board; 409 when it has one (whatever its state). */
   async create(tenantId: string): Promise<KanbanBoard> {
     if (!(await this.deps.store.tenants.findById(tenantId))) throw new NotFoundError('tenant');
-    await requireCapability(this.deps.runtime, 'hostPorts', 'task boards');
     const token = randomBytes(32).toString('base64url');
     const now = unixSeconds(this.deps.clock);
     for (let attempt = 0; attempt < 8; attempt++) {
@@ -116,7 +117,7 @@ export class Kanban implements TenantResources {
     await this.deps.activity.record(this.deps.store, { tenantId, action: 'kanban.admin_token_revealed', resourceType: 'kanban', resourceId: b.id });
     this.deps.audit.info({ audit: true, event: 'kanban.admin_token_revealed', tenant_id: tenantId, kanban_id: b.id }, 'kanban admin token revealed');
     await this.lifecycle.wake(b);
-    return { admin_token: this.deps.sealer.open(b.sealed_admin_token), url: this.url(b.host_port) };
+    return { admin_token: this.deps.sealer.open(b.sealed_admin_token), url: await this.url(b) };
   }
 
   /** Removes the board: its container, and the volume with its data; the port is free again. */
@@ -163,6 +164,8 @@ export class Kanban implements TenantResources {
             volumes: [{ name: kanbanWorkloadName(b.id), target: KANBAN_DATA_DIR }],
             publish: { address: this.deps.address, port },
             engineRestarts: true,
+            // On a cluster, on the node its data is on once it ran (anywhere the first time).
+            placement: { node: b.node },
           },
           pull: 'never',
           ready: { probe: (at) => this.probe(at), timeoutMs: this.deps.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS, everyMs: PROBE_EVERY_MS, probeTimeoutMs: PROBE_TIMEOUT_MS },
@@ -197,12 +200,12 @@ export class Kanban implements TenantResources {
     }
   }
 
-  private view(b: KanbanBoardRow): KanbanBoard {
+  private async view(b: KanbanBoardRow): Promise<KanbanBoard> {
     return {
       id: b.id,
       status: b.status,
       // The spec's signal that creation completed: set only while the board answers.
-      url: b.status === 'running' ? this.url(b.host_port) : '',
+      url: b.status === 'running' ? await this.url(b) : '',
       host_port: b.host_port,
       last_error: b.last_error,
       created_at: b.created_at,
@@ -210,9 +213,16 @@ export class Kanban implements TenantResources {
     };
   }
 
-  private url(port: number): string {
-    const host = isIPv6(this.deps.address) ? `[${this.deps.address}]` : this.deps.address;
-    return `http://${host}:${port}/`;
+  /** Where a browser opens the board: --kanban-address, or on a cluster the address of the node it is pinned to ('' until it was placed). */
+  private async url(b: KanbanBoardRow): Promise<string> {
+    let address = this.deps.address;
+    if (this.deps.nodeAddress) {
+      const node = b.node === null ? null : await this.deps.nodeAddress(b.node);
+      if (node === null) return '';
+      address = node;
+    }
+    const host = isIPv6(address) ? `[${address}]` : address;
+    return `http://${host}:${b.host_port}/`;
   }
 
   private async freePort(): Promise<number> {

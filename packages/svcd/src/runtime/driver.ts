@@ -191,8 +191,6 @@ export interface Applied {
 export interface DriverCapabilities {
   /** Workloads can run sandboxed (gVisor). */
   sandbox: boolean;
-  /** A workload's port can be published on an address of svcd's host (boards, databases). */
-  hostPorts: boolean;
   /** Workloads can be started unassigned and handed to a tenant later (environments' warm pool). */
   warmPool: boolean;
   /** Tenant code runs under svc-init, which serves an environment's agent (`agentPort`). */

@@ -4,8 +4,7 @@
 import { ConflictError } from '../errors.js';
 import type { DriverCapabilities, Runtime } from '../runtime/index.js';
 
-const WHY: Record<'hostPorts' | 'addressable', string> = {
-  hostPorts: "svcd builds their image on its own host, which the swarm's nodes do not pull from, and publishes them on a port of that host",
+const WHY: Record<'addressable', string> = {
   addressable: 'svcd reaches them at their address on the tenant network, and the overlay networks of a swarm are not on svcd\'s host',
 };
 

@@ -435,7 +435,7 @@ export class DockerRuntime implements Runtime {
 
   async capabilities(): Promise<DriverCapabilities> {
     const info = await this.info();
-    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), hostPorts: true, warmPool: true, agent: this.tenantInit !== null, addressable: true, allocatedPorts: false, setAside: true };
+    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), warmPool: true, agent: this.tenantInit !== null, addressable: true, allocatedPorts: false, setAside: true };
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), on the Docker Engine. */

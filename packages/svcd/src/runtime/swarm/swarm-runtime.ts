@@ -175,7 +175,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, hostPorts: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: false });
+    return Promise.resolve({ sandbox: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: false });
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
