@@ -19,7 +19,7 @@ export const DatabaseRecord = Type.Object({
   }),
   host: Type.String({ description: "host name on the tenant's network (the database's name)" }),
   port: Type.Integer({ description: 'port on the tenant network: 5432 or 6379' }),
-  host_port: Type.Integer({ description: "this loopback port of svc's host reaches it too (on a Docker Swarm, this port of the node its data is on; the connection string names the node's address)" }),
+  host_port: Type.Integer({ description: "this loopback port of svc's host reaches it too (on a Docker Swarm, this port of the node its data is on, open on the node's addresses; the connection string names the node's address)" }),
   username: Type.String(),
   database: Type.Union([Type.String(), Type.Null()], { description: 'postgres: the database created; redis: null' }),
   last_error: Type.Union([Type.String(), Type.Null()]),

@@ -204,7 +204,7 @@ eachStore((kind) => {
       await store.tenants.insert(tenantRow('kt2', 'kbother'));
       const row = (id: string, tenant: string, port: number) => ({
         id, tenant_id: tenant, status: 'provisioning' as const, desired_state: 'running' as const, sealed_admin_token: 'sealed',
-        host_port: port, container_id: null, last_error: null, node: null, created_at: T, updated_at: T,
+        host_port: port, container_id: null, last_error: null, node: null, ready_at: null, created_at: T, updated_at: T,
       });
       await store.kanban.insert(row('kb1', 'kt1', 7101));
       await assert.rejects(store.kanban.insert(row('kb2', 'kt1', 7102)), 'one board per tenant');

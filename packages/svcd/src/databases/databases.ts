@@ -160,11 +160,12 @@ export class Databases implements TenantResources {
    */
   async connectionString(tenantId: string, id: string): Promise<ConnectionString> {
     const d = await this.row(tenantId, id);
+    // Woken first: a database stopped before it was ever placed must still be able to start.
+    await this.lifecycle.wake(d);
     const host = await this.publishedOn(d);
     const password = this.deps.sealer.open(d.sealed_password);
     await this.deps.activity.record(this.deps.store, { tenantId, action: 'database.connection_revealed', resourceType: 'database', resourceId: id });
     this.deps.audit.info({ audit: true, event: 'database.connection_revealed', tenant_id: tenantId, database_id: id }, 'database connection string revealed');
-    await this.lifecycle.wake(d);
     const path = d.type === 'postgres' ? `/${d.database_name}` : '';
     const scheme = d.type === 'postgres' ? 'postgres' : 'redis';
     const auth = `${encodeURIComponent(d.username)}:${encodeURIComponent(password)}`;
@@ -180,7 +181,7 @@ export class Databases implements TenantResources {
     if (!this.deps.nodeAddress) return '127.0.0.1';
     if (d.node === null) throw new ConflictError('the database is not placed on a node yet: its connection string is known once it first runs');
     const address = await this.deps.nodeAddress(d.node);
-    if (address === null) throw new ConflictError(`the node the database's data is on (${d.node}) is no longer in the cluster`);
+    if (address === null) throw new ConflictError("the node the database's data is on is no longer in the cluster");
     return address;
   }
 
@@ -215,7 +216,8 @@ export class Databases implements TenantResources {
       // half made by a first start that was cut off (its svcd died, and this svcd took the
       // provisioning over): the image would take it as made and never serve. It starts empty.
       await this.deps.runtime.remove(databaseWorkloadName(d.id));
-      await this.deps.runtime.removeVolume(databaseWorkloadName(d.id));
+      // On a cluster, from the nodes it can be placed on now (one that is away is not waited for).
+      await this.deps.runtime.removeVolume(databaseWorkloadName(d.id), { whereItCanRun: true });
     }
     // A container left from before (an interrupted provisioning, a restart) is replaced; the
     // volume, and with it the data, stays.
@@ -239,7 +241,7 @@ export class Databases implements TenantResources {
         publish: { address: '127.0.0.1', port: d.host_port },
         engineRestarts: true,
         // On a cluster, where its data is; anywhere while it holds none yet (its volume was just emptied).
-        placement: { node: d.ready_at === null ? null : d.node },
+        placement: { node: d.ready_at === null ? null : d.node, holdsData: d.ready_at !== null },
       },
       pull: 'missing',
       // Ready = a real login at the endpoint svcd reaches it on (its tenant network; on a swarm,

@@ -83,6 +83,7 @@ export class Kanban implements TenantResources {
         container_id: null,
         last_error: null,
         node: null,
+        ready_at: null,
         created_at: now,
         updated_at: now,
       };
@@ -165,7 +166,7 @@ export class Kanban implements TenantResources {
             publish: { address: this.deps.address, port },
             engineRestarts: true,
             // On a cluster, on the node its data is on once it ran (anywhere the first time).
-            placement: { node: b.node },
+            placement: { node: b.ready_at === null ? null : b.node, holdsData: b.ready_at !== null },
           },
           pull: 'never',
           ready: { probe: (at) => this.probe(at), timeoutMs: this.deps.readyTimeoutMs ?? KANBAN_READY_TIMEOUT_MS, everyMs: PROBE_EVERY_MS, probeTimeoutMs: PROBE_TIMEOUT_MS },

@@ -62,13 +62,14 @@ export interface WorkloadSpec {
   /** Let the engine restart it when it exits (workloads svc does not watch for crashes itself). */
   engineRestarts?: boolean;
   /**
-   * It keeps its data in its volumes on the disk of the node it runs on (a database): on a
-   * cluster it runs on `node` only, never moved where its volume would start empty; with `node`
-   * null (it holds no data yet) on a node the driver picks, told back in `Applied.node`. A node
-   * that cannot run it now (down, drained, gone) fails the apply with NodeUnavailableError before
-   * anything is removed. A single engine has one node: nothing to pin.
+   * It keeps its data in its volumes on the disk of the node it runs on (a database, a board): on
+   * a cluster it runs on `node` only, never moved where its volume would start empty. With `node`
+   * null and no data yet (`holdsData` false: it never answered), on a node the driver picks, told
+   * back in `Applied.node`. A node that cannot run it now (down, drained, gone), or data that is on
+   * no node of the cluster (it ran before the installation moved to one), fails the apply with
+   * NodeUnavailableError before anything is removed. A single engine has one node: nothing to pin.
    */
-  placement?: { node: string | null };
+  placement?: { node: string | null; holdsData: boolean };
 }
 
 export type WorkloadState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
@@ -223,8 +224,13 @@ export interface WorkloadDriver {
   stop(ref: string, timeoutSeconds?: number): Promise<void>;
   /** Removes a workload and its anonymous volumes. Missing workloads are fine. */
   remove(ref: string): Promise<void>;
-  /** Removes a named volume and its data; a missing one is fine. */
-  removeVolume(name: string): Promise<void>;
+  /**
+   * Removes a named volume and its data; a missing one is fine. On a cluster, from every node
+   * (a node that does not answer fails it, to be tried again), or with `whereItCanRun` only from
+   * the nodes that can run workloads now (a volume about to be made afresh: the nodes it could
+   * be made on).
+   */
+  removeVolume(name: string, opts?: { whereItCanRun?: boolean }): Promise<void>;
   /** Removes the tenant's network (and what else the driver keeps per tenant) once nothing uses it; true when removed. */
   releaseTenant(tenantId: string): Promise<boolean>;
   inspect(ref: string): Promise<WorkloadInfo | null>;

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database, KanbanBoardRow, KanbanBoardsTable } from './schema.js';
 
 export type KanbanPatch = Partial<Omit<KanbanBoardsTable, 'id' | 'tenant_id' | 'created_at'>>;
@@ -33,8 +33,13 @@ export class KanbanStore {
     return (await this.db.selectFrom('kanban_boards').select('host_port').execute()).map((r) => r.host_port);
   }
 
+  /** Running for the first time also records when it first answered (ready_at). */
   async update(id: string, patch: KanbanPatch): Promise<void> {
-    await this.db.updateTable('kanban_boards').set(patch).where('id', '=', id).execute();
+    await this.db
+      .updateTable('kanban_boards')
+      .set(patch.status === 'running' ? { ...patch, ready_at: sql<number>`COALESCE(ready_at, ${patch.updated_at ?? null})` } : patch)
+      .where('id', '=', id)
+      .execute();
   }
 
   async delete(tenantId: string, id: string): Promise<boolean> {

@@ -282,8 +282,10 @@ export interface KanbanBoardsTable {
   host_port: number;
   container_id: string | null;
   last_error: string | null;
-  /** The cluster node its volume is on (migration 0025; boards do not run on a swarm yet). */
+  /** The cluster node its volume is on and its workload pinned to (a swarm node's id); null on a single engine. */
   node: string | null;
+  /** When it first answered (null: never yet; its volume holds no data). */
+  ready_at: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -80,6 +80,8 @@ export interface SwarmRuntimeOptions {
 const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
 /** How long after a service is made its tasks may find its port still held by the task it replaced. */
 const REPLACED_TASK_GRACE_MS = 60_000;
+/** How long a volume a removed service's task still holds is waited for (its stop grace is 10 s). */
+const VOLUME_IN_USE_WAIT_MS = 30_000;
 /** The engine's errors for a host port in use, with the port. */
 const PORT_IN_USE = /Bind for \S+:(\d+) failed: port is already allocated|listen tcp[46]? \S+:(\d+): bind: address already in use/;
 
@@ -180,7 +182,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   async apply(request: ApplyRequest): Promise<Applied> {
     // Before anything is removed: a pinned workload whose node cannot run it stays as it is.
-    const node = request.spec.placement ? await this.placementNode(request.spec.placement.node) : null;
+    const { placement } = request.spec;
+    const node = placement ? await this.placementNode(placement) : null;
     const applied = await applyInOrder(request, {
       clock: this.clock,
       timers: this.timers,
@@ -192,29 +195,39 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       run: (spec) => this.createService(spec, node),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
+    }).catch(async (err: unknown) => {
+      // Its node went away while it started (its task then waits for that node, never ready):
+      // that, not the deadline, is why.
+      if (placement && node !== null) await this.placementNode({ node, holdsData: true });
+      throw err;
     });
     return node === null ? applied : { ...applied, node };
   }
 
   /**
-   * The node a workload that keeps its data on its node runs on: `pinned` while that node can run
+   * The node a workload that keeps its data on its node runs on: its node while that node can run
    * tasks (ready, active, with svc's egress rules), else a NodeUnavailableError naming it; with
-   * none pinned yet, the ready and active node with svc's rules that runs the fewest tasks.
+   * none yet and no data, the node that can run tasks and runs the fewest. The errors are the
+   * tenant's to read (the resource's last_error): they name the node, not its firewall.
    */
-  private async placementNode(pinned: string | null): Promise<string> {
+  private async placementNode(placement: { node: string | null; holdsData: boolean }): Promise<string> {
     const list = (await this.docker.listNodes()) as SwarmNode[];
     const secured = (n: SwarmNode) => (n.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] === 'installed';
+    const pinned = placement.node;
     if (pinned !== null) {
       const n = list.find((x) => x.ID === pinned);
-      if (!n) throw new NodeUnavailableError(`swarm node ${pinned}, which holds its data, is no longer in the swarm`);
+      if (!n) throw new NodeUnavailableError('the swarm node that holds its data is no longer in the swarm: svc does not move its data');
       const name = n.Description?.Hostname || pinned;
       const state = n.Status?.State ?? 'unknown';
       if (state !== 'ready') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is ${state}: it starts again there once the node is back`);
       const availability = n.Spec.Availability ?? 'active';
       if (availability !== 'active') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is set to ${availability} by an operator: it starts again there once the node is active`);
-      if (!secured(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, does not have svc's tenant egress rules in place now: it starts again there once svcd put them back`);
+      if (!secured(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is not ready for svc's workloads now: it starts again there once it is`);
       return n.ID;
     }
+    // Data made before this installation ran on a swarm (on one engine's volume): not started
+    // empty on some node instead.
+    if (placement.holdsData) throw new NodeUnavailableError('its data was made before svc ran on this swarm and is on no swarm node: svc does not move it');
     const tasks = (await this.docker.listTasks({ filters: { 'desired-state': ['running'] } })) as Array<{ NodeID?: string }>;
     const load = (n: SwarmNode) => tasks.filter((t) => t.NodeID === n.ID).length;
     // The least busy, then by host name: the same answer for the same cluster.
@@ -403,9 +416,29 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
   }
 
-  /** A named volume lives on each node that ran a task with it: removed from every node svcd can reach. */
-  async removeVolume(name: string): Promise<void> {
-    for (const hostname of this.o.nodes.keys()) await this.nodeEngine(hostname).removeVolume(name);
+  /**
+   * A named volume lives on each node that ran a task with it: removed from every node (or, with
+   * `whereItCanRun`, from the nodes that can run tasks now). Swarm stops a removed service's task
+   * in the background: a volume its task still holds is tried again until that task is gone.
+   */
+  async removeVolume(name: string, opts: { whereItCanRun?: boolean } = {}): Promise<void> {
+    let hostnames = [...this.o.nodes.keys()];
+    if (opts.whereItCanRun) {
+      const ready = new Set(((await this.docker.listNodes()) as SwarmNode[]).filter((n) => n.Status?.State === 'ready').map((n) => n.Description?.Hostname ?? ''));
+      hostnames = hostnames.filter((h) => ready.has(h));
+    }
+    for (const hostname of hostnames) {
+      const deadline = this.clock.now() + VOLUME_IN_USE_WAIT_MS;
+      for (;;) {
+        try {
+          await this.nodeEngine(hostname).removeVolume(name);
+          break;
+        } catch (err) {
+          if ((err as { statusCode?: number }).statusCode !== 409 || this.clock.now() >= deadline) throw err;
+          await new Promise<void>((resolve) => this.timers.setTimeout(resolve, 500));
+        }
+      }
+    }
   }
 
   async releaseTenant(tenantId: string): Promise<boolean> {
