@@ -208,13 +208,14 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const installation = await store.settings.getOrCreate('installation_id', hexId(8));
   const tenantCgroups = config.tenantCpuWeight === null ? null : new TenantCgroups(config.tenantCpuWeight);
   // On a swarm, the runtime is also the cluster's nodes (operators list and drain them).
-  const swarm = config.runtime === 'swarm' && !o.runtime ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), installation, clock, timers }) : null;
+  const swarm = config.runtime === 'swarm' && !o.runtime ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), tls: config.engineTls, installation, clock, timers }) : null;
   const cluster = new Cluster(swarm);
   const runtime =
     o.runtime ??
     swarm ??
     new DockerRuntime({
       host: config.dockerHost,
+      tls: config.engineTls[config.dockerHost] ?? null,
       installation,
       placement: tenantCgroups && {
         groups: tenantCgroups,
@@ -227,6 +228,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const nodeFirewalls = swarm
     ? new NodeFirewalls({
         nodes: new Map(Object.entries(config.swarmNodes)),
+        tls: config.engineTls,
         clusterHostnames: async () => (await swarm.nodes()).map((n) => n.hostname),
         markNode: (hostname, secured) => swarm.labelNode(hostname, EGRESS_NODE_LABEL, secured ? 'installed' : null),
         helperImage: config.swarmHelperImage,

@@ -2,14 +2,15 @@
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
 import { Resolver } from 'node:dns';
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { isIP } from 'node:net';
 import type { TemplateId } from '@svc/contract';
 import { asciiHostname, isDnsName } from './domains/hostnames.js';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
+import type { EngineTls } from './runtime/docker/docker-runtime.js';
 import { CPU_WEIGHT_RANGE, DEFAULT_TENANT_CPU_WEIGHT } from './runtime/tenant-cgroups.js';
 import { DEFAULT_LOG_RATE, builtTenantInit, type LogRate } from './runtime/tenant-init.js';
 import type { SandboxMode } from './runtime/workload-policy.js';
@@ -49,6 +50,11 @@ export interface Config {
   runtime: 'docker' | 'swarm';
   /** With swarm: each node's own Engine API by its host name (--swarm-node NAME=URL,...), for exec and stats. */
   swarmNodes: Record<string, string>;
+  /**
+   * TLS material of the engines reached at https:// (--docker-host, --swarm-node), by their
+   * address: read at start-up from <data-dir>/engine-tls/docker-host/ and .../nodes/<name>/.
+   */
+  engineTls: Record<string, EngineTls>;
   /** With swarm: the ports services are published on, on the node that runs them (--swarm-ports FROM-TO); one per service. */
   swarmPorts: { from: number; to: number };
   /** With swarm: the image of the helper container svcd keeps on every node for its egress rules (--swarm-helper-image; runtime/swarm/node-firewall.ts). */
@@ -388,6 +394,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     sandbox: raw.sandbox as SandboxMode,
     dockerHost: raw.dockerHost,
     ...runtimeConfig(raw),
+    engineTls: engineTlsConfig(raw),
     bootstrapTokens,
     adminTokens,
     masterKey,
@@ -509,10 +516,10 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   if (runtime !== 'docker' && runtime !== 'swarm') throw new ConfigError(`--runtime must be docker or swarm, got ${JSON.stringify(raw.runtime)}`);
   const swarmNodes: Record<string, string> = {};
   for (const entry of (raw.swarmNode ?? '').split(',').map((e) => e.trim()).filter(Boolean)) {
-    // unix:// only: svcd speaks plain HTTP to an engine, and a node's engine reached over TCP
-    // without TLS is root on that node for whoever else reaches the port.
-    const m = /^([A-Za-z0-9][A-Za-z0-9.-]*)=(unix:\/\/\S+)$/.exec(entry);
-    if (!m?.[1] || !m[2]) throw new ConfigError(`--swarm-node must be NAME=unix:///path (TLS to a node's engine is not supported yet), got ${JSON.stringify(entry)}`);
+    // unix:// or https:// with a client certificate: a node's engine reached over TCP without
+    // TLS is root on that node for whoever else reaches the port.
+    const m = /^([A-Za-z0-9][A-Za-z0-9.-]*)=(unix:\/\/\S+|https:\/\/\S+)$/.exec(entry);
+    if (!m?.[1] || !m[2]) throw new ConfigError(`--swarm-node must be NAME=unix:///path or NAME=https://HOST:PORT (TLS, never plain tcp://), got ${JSON.stringify(entry)}`);
     swarmNodes[m[1]] = m[2];
   }
   if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
@@ -526,6 +533,31 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
     if (raw.sandbox === 'required') throw new ConfigError('--sandbox required is not possible with --runtime swarm (a Swarm service cannot choose gVisor)');
   }
   return { runtime, swarmNodes };
+}
+
+/** The files of an engine's TLS material, as Docker names them (DOCKER_CERT_PATH). */
+const ENGINE_TLS_FILES = ['ca.pem', 'cert.pem', 'key.pem'] as const;
+
+/**
+ * TLS material for every engine address that is https://, from <data-dir>/engine-tls/docker-host/
+ * (--docker-host) and <data-dir>/engine-tls/nodes/<name>/ (each --swarm-node): the CA that signed the
+ * engine's certificate, and svcd's client certificate and key (the engine's --tlsverify). A file
+ * missing, or a key group or others can read, is refused here rather than at the first call.
+ */
+function engineTlsConfig(raw: RawOptions): Record<string, EngineTls> {
+  const wanted: Array<[string, string]> = [];
+  if (/^https:\/\//.test(raw.dockerHost)) wanted.push(['docker-host', raw.dockerHost]);
+  for (const [name, url] of Object.entries(runtimeConfig(raw).swarmNodes)) if (url.startsWith('https://')) wanted.push([join('nodes', name), url]);
+  const material: Record<string, EngineTls> = {};
+  for (const [name, url] of wanted) {
+    const dir = join(raw.dataDir, 'engine-tls', name);
+    const missing = ENGINE_TLS_FILES.filter((f) => !existsSync(join(dir, f)));
+    if (missing.length > 0) throw new ConfigError(`the engine at ${url} is reached over TLS: put ${missing.join(', ')} in ${dir} (the engine's CA, svcd's client certificate and key)`);
+    if ((statSync(join(dir, 'key.pem')).mode & 0o077) !== 0) throw new ConfigError(`${join(dir, 'key.pem')} must be readable by its owner only (chmod 600)`);
+    const [ca, cert, key] = ENGINE_TLS_FILES.map((f) => readFileSync(join(dir, f), 'utf8'));
+    material[url] = { ca: ca ?? '', cert: cert ?? '', key: key ?? '' };
+  }
+  return material;
 }
 
 /** --dns-server: the servers asked for custom domains' TXT records; null: the system's. */

@@ -109,6 +109,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     dockerHost: DOCKER_HOST,
     runtime: 'docker',
     swarmNodes: {},
+    engineTls: {},
     swarmPorts: { from: 30000, to: 32767 },
     swarmHelperImage: 'busybox:1.36',
     bootstrapTokens: [],

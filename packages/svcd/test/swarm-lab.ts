@@ -10,11 +10,14 @@
 // (127.0.0.1:5055/...) is pulled under the same name on every node, as svc's rules want of a
 // registry (loopback or Docker Hub).
 //
+// Each engine also listens on its address over TLS with client certificates (--tlsverify), from
+// a CA the lab makes, as an operator would set up engines svcd reaches over the network.
+//
 // Everything is made fresh and removed by stop(); leftovers of a killed run are removed first.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
-import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
+import { dockerOptions, type EngineTls } from '../src/runtime/docker/docker-runtime.js';
 import { TEST_REGISTRY, TEST_REGISTRY_CONFIG, ensureTestRegistry } from './images.js';
 
 const BRIDGE = 'svclab0';
@@ -24,6 +27,9 @@ export const LAB_HOST = `${SUBNET_PREFIX}.1`;
 const NODE_COUNT = 3;
 const STATE_DIR = '/var/lib/svclab';
 const RUN_DIR = '/run/svclab';
+const TLS_DIR = `${RUN_DIR}/tls`;
+/** Where each engine listens over TLS, on its address. */
+const ENGINE_TLS_PORT = 2376;
 
 export interface LabNode {
   name: string;
@@ -31,6 +37,8 @@ export interface LabNode {
   address: string;
   /** Its Engine API, on a unix socket of the host's file system. */
   engineUrl: string;
+  /** Its Engine API over TLS on its address (client certificates: `SwarmLab.clientTls`). */
+  tlsUrl: string;
   engine: Docker;
 }
 
@@ -39,6 +47,8 @@ export interface SwarmLab {
   manager: LabNode;
   /** --swarm-node's value: NAME=URL for every node. */
   swarmNodeFlag: string;
+  /** The lab CA and a client certificate it signed, which every engine's TLS listener takes. */
+  clientTls: EngineTls;
   /** Cuts a node off the lab bridge (as a machine that died: nothing reaches it, it reaches nothing). */
   disconnect(node: string): void;
   /** Puts it back. */
@@ -91,6 +101,25 @@ function existsRule(): boolean {
   }
 }
 
+/**
+ * A CA, a server certificate per node for its address and a client certificate, made with
+ * openssl as Docker's guide to protecting the daemon socket has it (EC keys: quick to make).
+ */
+function makeTls(nodes: Array<{ name: string; address: string }>): EngineTls {
+  mkdirSync(TLS_DIR, { recursive: true });
+  const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  sh('openssl', ['req', '-x509', ...key, '-keyout', `${TLS_DIR}/ca-key.pem`, '-out', `${TLS_DIR}/ca.pem`, '-days', '2', '-subj', '/CN=svclab-ca']);
+  const sign = (name: string, extensions: string) => {
+    sh('openssl', ['req', ...key, '-keyout', `${TLS_DIR}/${name}-key.pem`, '-out', `${TLS_DIR}/${name}.csr`, '-subj', `/CN=${name}`]);
+    writeFileSync(`${TLS_DIR}/${name}.ext`, extensions);
+    sh('openssl', ['x509', '-req', '-in', `${TLS_DIR}/${name}.csr`, '-CA', `${TLS_DIR}/ca.pem`, '-CAkey', `${TLS_DIR}/ca-key.pem`, '-CAcreateserial', '-out', `${TLS_DIR}/${name}-cert.pem`, '-days', '2', '-extfile', `${TLS_DIR}/${name}.ext`]);
+  };
+  for (const n of nodes) sign(n.name, `subjectAltName=IP:${n.address}\nextendedKeyUsage=serverAuth\n`);
+  sign('client', 'extendedKeyUsage=clientAuth\n');
+  const read = (file: string) => readFileSync(`${TLS_DIR}/${file}`, 'utf8');
+  return { ca: read('ca.pem'), cert: read('client-cert.pem'), key: read('client-key.pem') };
+}
+
 async function until<T>(what: string, fn: () => Promise<T | undefined>, ms: number): Promise<T> {
   const deadline = Date.now() + ms;
   let last: unknown = null;
@@ -117,6 +146,8 @@ export async function startSwarmLab(): Promise<SwarmLab> {
     sh('ip', ['addr', 'add', `${SUBNET_PREFIX}.1/24`, 'dev', BRIDGE]);
     sh('ip', ['link', 'set', BRIDGE, 'up']);
     sh('iptables', ['-I', 'FORWARD', '-i', BRIDGE, '-o', BRIDGE, '-j', 'ACCEPT']);
+    const names = Array.from({ length: NODE_COUNT }, (_, i) => ({ name: `node${String(i + 1)}`, address: `${SUBNET_PREFIX}.${String(11 + i)}` }));
+    const clientTls = makeTls(names);
     const nodes: LabNode[] = [];
     for (let i = 1; i <= NODE_COUNT; i++) {
       const name = `node${String(i)}`;
@@ -138,7 +169,9 @@ export async function startSwarmLab(): Promise<SwarmLab> {
           '--',
           'sh',
           '-c',
-          `hostname ${name} && exec dockerd --data-root ${STATE_DIR}/${name} --exec-root ${RUN_DIR}/${name} --pidfile ${RUN_DIR}/${name}.pid -H unix://${socket} --cgroup-parent svclab-${name} --bip 172.31.${String(i)}.1/24`,
+          `hostname ${name} && exec dockerd --data-root ${STATE_DIR}/${name} --exec-root ${RUN_DIR}/${name} --pidfile ${RUN_DIR}/${name}.pid -H unix://${socket} ` +
+            `-H tcp://${address}:${String(ENGINE_TLS_PORT)} --tlsverify --tlscacert ${TLS_DIR}/ca.pem --tlscert ${TLS_DIR}/${name}-cert.pem --tlskey ${TLS_DIR}/${name}-key.pem ` +
+            `--cgroup-parent svclab-${name} --bip 172.31.${String(i)}.1/24`,
         ],
         { stdio: ['ignore', log, log] },
       );
@@ -146,7 +179,7 @@ export async function startSwarmLab(): Promise<SwarmLab> {
       // The tests' registry on the node's own loopback, over the host's storage.
       children.push(spawn('nsenter', [...enter, 'docker-registry', 'serve', TEST_REGISTRY_CONFIG], { stdio: 'ignore' }));
       const url = `unix://${socket}`;
-      nodes.push({ name, address, engineUrl: url, engine: new Docker(dockerOptions(url, 60_000)) });
+      nodes.push({ name, address, engineUrl: url, tlsUrl: `https://${address}:${String(ENGINE_TLS_PORT)}`, engine: new Docker(dockerOptions(url, 60_000)) });
     }
     for (const n of nodes) await until(`${n.name}'s engine`, () => n.engine.ping().then(() => true), 60_000);
     const [manager] = nodes;
@@ -184,6 +217,7 @@ export async function startSwarmLab(): Promise<SwarmLab> {
       nodes,
       manager,
       swarmNodeFlag: nodes.map((n) => `${n.name}=${n.engineUrl}`).join(','),
+      clientTls,
       disconnect: (node) => sh('ip', ['link', 'set', `svclab${node.replace('node', '')}-h`, 'down']),
       reconnect: (node) => sh('ip', ['link', 'set', `svclab${node.replace('node', '')}-h`, 'up']),
       stop: async () => {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -18,6 +19,21 @@ const redisCli = (url: string, ...args: string[]) => run('redis-cli', ['-u', url
 /** The Redis and Node stand-ins where the nodes (and the manager, for the board's build) pull from. */
 const SWARM_REDIS_IMAGE = `${TEST_REGISTRY}/${REDIS_IMAGE}`;
 const SWARM_NODE_IMAGE = `${TEST_REGISTRY}/${NODE_IMAGE}`;
+/** The node whose engine svcd reaches over TLS (a worker). */
+const TLS_NODE = 'node3';
+
+/** GET /_ping of an engine at https://, with or without a client certificate: its status, or the error. */
+function pingOverTls(url: string, tls: { ca: string; cert?: string; key?: string }): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const req = httpsGet({ host: hostname, port: Number(port), path: '/_ping', ...tls, timeout: 5_000 }, (res) => {
+      res.resume();
+      resolve(String(res.statusCode));
+    });
+    req.on('error', (err) => resolve(`error: ${err.message}`));
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+  });
+}
 
 interface SwarmTask {
   ServiceID: string;
@@ -74,7 +90,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
       config: {
         runtime: 'swarm',
         dockerHost: lab.manager.engineUrl,
-        swarmNodes: Object.fromEntries(lab.nodes.map((n) => [n.name, n.engineUrl])),
+        // node3's engine over TLS with a client certificate, as on a network; the others on their sockets.
+        swarmNodes: Object.fromEntries(lab.nodes.map((n) => [n.name, n.name === TLS_NODE ? n.tlsUrl : n.engineUrl])),
+        engineTls: { [lab.nodes.find((n) => n.name === TLS_NODE)?.tlsUrl ?? '']: lab.clientTls },
         // The node firewall's helper: the busybox image has sleep and chroot (runtime/swarm/node-firewall.ts).
         swarmHelperImage: BUSYBOX_IMAGE,
         egressAllow: [{ cidr: `${LAB_HOST}/32`, port: portOf(allowed) }],
@@ -246,6 +264,19 @@ describe('svcd on a Docker Swarm of three engines', () => {
     }
   });
 
+  test("svcd reaches a node's engine over TLS with its client certificate (the node's rules are in place through it); the engine refuses a client without one", async () => {
+    const node = lab.nodes.find((n) => n.name === TLS_NODE) ?? assert.fail('no TLS node');
+    // The node's egress rules are installed through its engine, and svcd labels the node once
+    // they are: over TLS here.
+    await waitFor(`${TLS_NODE} labelled by svcd`, async () => {
+      const list = (await lab.manager.engine.listNodes()) as Array<{ Description: { Hostname: string }; Spec: { Labels?: Record<string, string> } }>;
+      return list.find((n) => n.Description.Hostname === TLS_NODE)?.Spec.Labels?.['svc.egress-rules'] === 'installed' ? true : undefined;
+    }, 60_000);
+    // The same probe of the engine: answered with the client certificate, refused without.
+    assert.equal(await pingOverTls(node.tlsUrl, lab.clientTls), '200');
+    assert.match(await pingOverTls(node.tlsUrl, { ca: lab.clientTls.ca }), /^error: .*(certificate|handshake|alert|socket hang up|ECONNRESET)/i);
+  });
+
   test("tenants' overlay networks are apart: a task reaches its own tenant's task over the overlay, never another tenant's", async () => {
     const a = await newTenant(t);
     const b = await newTenant(t);
@@ -331,9 +362,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
         return d.status === 'unavailable' ? d : undefined;
       }, 120_000).catch(async (err: unknown) => assert.fail(`${String(err)} (last seen ${await statusOf()})`));
       assert.match(unavailable.last_error ?? '', new RegExp(`swarm node ${hostname}, which holds its data, is (down|unknown|disconnected)`));
-      // Told once in the activity, however many tries it waits through.
-      await new Promise((resolve) => setTimeout(resolve, 4_000));
-      assert.equal((await client.activity({ resource_type: 'database' })).filter((e) => e.action === 'database.unavailable' && e.resource_id === created.id).length, 1);
+      assert.ok((await client.activity({ resource_type: 'database' })).some((e) => e.action === 'database.unavailable' && e.resource_id === created.id));
       // Not started anywhere else meanwhile (on an empty volume).
       const [now] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${created.id}`] } })) as Array<{ ID: string }>;
       const elsewhere = now ? (await tasksOf(now.ID)).filter((x) => x.NodeID !== nodeId && ['running', 'starting', 'preparing', 'assigned'].includes(x.Status.State)) : [];
@@ -345,6 +374,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const again = await client.connectionString(created.id);
     assert.equal(new URL(again.connection_string).hostname, home.Status.Addr, 'on the same node');
     assert.equal(await redisCli(again.connection_string, 'GET', 'kept'), 'on its node', 'with its data');
+    // Told once in the activity, however many tries it waited through.
+    assert.equal((await client.activity({ resource_type: 'database' })).filter((e) => e.action === 'database.unavailable' && e.resource_id === created.id).length, 1);
     // Data from before the installation ran on a swarm (a row with data and no node): when its
     // workload must start again, it is not started empty on some node.
     await t.deps.store.databases.update(created.id, { node: null, updated_at: Math.floor(Date.now() / 1000) });

@@ -1,5 +1,7 @@
 // Pure logic: buckets, caches, key format, operator tokens, configuration, client IP.
-import { resolve } from 'node:path';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { FastifyRequest } from 'fastify';
@@ -158,11 +160,32 @@ describe('configuration', () => {
     assert.equal(buildConfig({ ...raw, dev: true }, {}).runtime, 'docker');
     assert.throws(() => buildConfig({ ...dev, dev: false }, { SVC_BOOTSTRAP_TOKEN: token }), /--runtime swarm needs --dev/);
     assert.throws(() => buildConfig({ ...dev, buildRegistry: undefined }, {}), /needs --build-registry/);
-    assert.throws(() => buildConfig({ ...dev, swarmNode: 'node1=tcp://10.0.0.1:2375' }, {}), /--swarm-node must be NAME=unix/);
+    assert.throws(() => buildConfig({ ...dev, swarmNode: 'node1=tcp://10.0.0.1:2375' }, {}), /--swarm-node must be NAME=unix:\/\/\/path or NAME=https:\/\/HOST:PORT \(TLS, never plain tcp:\/\/\)/);
     assert.throws(() => buildConfig({ ...dev, swarmNode: 'a b=unix:///x' }, {}), /--swarm-node/);
     assert.throws(() => buildConfig({ ...dev, sandbox: 'required' }, {}), /--sandbox required is not possible/);
     assert.throws(() => buildConfig({ ...raw, dev: true, runtime: 'kubernetes' }, {}), /--runtime must be docker or swarm/);
     assert.throws(() => buildConfig({ ...raw, dev: true, swarmNode: 'node1=unix:///x' }, {}), /--swarm-node needs --runtime swarm/);
+  });
+
+  test("engines over TLS: https:// takes the CA, client certificate and key from the data dir, a key only its owner reads; refused without them", () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'svc-engine-tls-'));
+    try {
+      const dev: RawOptions = { ...raw, dataDir, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock,node2=https://10.0.0.2:2376' };
+      const nodeDir = join(dataDir, 'engine-tls', 'nodes', 'node2');
+      assert.throws(() => buildConfig(dev, {}), new RegExp(`the engine at https://10\\.0\\.0\\.2:2376 is reached over TLS: put ca\\.pem, cert\\.pem, key\\.pem in ${nodeDir}`));
+      mkdirSync(nodeDir, { recursive: true });
+      for (const [file, mode] of [['ca.pem', 0o644], ['cert.pem', 0o644], ['key.pem', 0o644]] as const) writeFileSync(join(nodeDir, file), `${file} text`, { mode });
+      assert.throws(() => buildConfig(dev, {}), /key\.pem must be readable by its owner only \(chmod 600\)/);
+      chmodSync(join(nodeDir, 'key.pem'), 0o600);
+      const c = buildConfig(dev, {});
+      assert.deepEqual(c.engineTls, { 'https://10.0.0.2:2376': { ca: 'ca.pem text', cert: 'cert.pem text', key: 'key.pem text' } });
+      assert.deepEqual(c.swarmNodes, { node1: 'unix:///run/n1.sock', node2: 'https://10.0.0.2:2376' });
+      // The manager (or the one engine) over TLS: its own directory.
+      assert.throws(() => buildConfig({ ...raw, dataDir, dev: true, dockerHost: 'https://10.0.0.9:2376' }, {}), /engine-tls\/docker-host/);
+      assert.deepEqual(buildConfig({ ...raw, dataDir, dev: true }, {}).engineTls, {}, 'nothing over TLS: nothing read');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   test('production needs SVC_BOOTSTRAP_TOKEN; tokens are at least 32 characters; lists are comma-separated', () => {

@@ -100,8 +100,26 @@ const DF_BUSY_RETRY_MS = 500;
 const DF_BUSY = /disk usage operation is already running/;
 
 /** Parses `unix:///var/run/docker.sock` or `tcp://host:port` into dockerode options. */
-export function dockerOptions(host: string, timeoutMs: number): Docker.DockerOptions {
+/**
+ * TLS material for an engine reached at https:// (PEM, as Docker names the files: ca.pem, the CA
+ * that signed the engine's certificate; cert.pem and key.pem, svcd's client certificate for the
+ * engine's --tlsverify).
+ */
+export interface EngineTls {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+export function dockerOptions(host: string, timeoutMs: number, tls: EngineTls | null = null): Docker.DockerOptions {
   if (host.startsWith('unix://')) return { socketPath: host.slice('unix://'.length), timeout: timeoutMs };
+  if (host.startsWith('https://')) {
+    // The engine's certificate is checked against the CA and the address (Node's TLS), and the
+    // engine checks svcd's.
+    if (!tls) throw new Error(`the engine at ${host} is reached over TLS, and svcd has no TLS material for it`);
+    const url = new URL(host);
+    return { host: url.hostname, port: Number(url.port || 2376), protocol: 'https', ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs };
+  }
   const url = new URL(host.replace(/^tcp:/, 'http:'));
   return { host: url.hostname, port: Number(url.port || 2375), protocol: 'http', timeout: timeoutMs };
 }
@@ -115,8 +133,10 @@ interface DfResponse {
 }
 
 export interface DockerRuntimeOptions {
-  /** The engine's address: unix:///var/run/docker.sock or tcp://host:port. */
+  /** The engine's address: unix:///var/run/docker.sock, tcp://host:port or https://host:port (with `tls`). */
   host: string;
+  /** For an https:// address. */
+  tls?: EngineTls | null;
   /**
    * Labels every workload this runtime creates, and scopes what it lists and reports to them:
    * another svc installation on the same engine is invisible to this one.
@@ -161,8 +181,8 @@ export class DockerRuntime implements Runtime {
     this.installation = o.installation;
     this.placement = o.placement ?? null;
     this.tenantInit = o.tenantInit ?? null;
-    this.docker = new Docker(dockerOptions(o.host, timeoutMs));
-    this.streaming = new Docker({ ...dockerOptions(o.host, timeoutMs), timeout: undefined });
+    this.docker = new Docker(dockerOptions(o.host, timeoutMs, o.tls ?? null));
+    this.streaming = new Docker({ ...dockerOptions(o.host, timeoutMs, o.tls ?? null), timeout: undefined });
   }
 
   async info(): Promise<EngineInfo> {

@@ -18,7 +18,7 @@
 // that joined).
 import { createHash } from 'node:crypto';
 import Docker from 'dockerode';
-import { CappedText, dockerOptions, isNotFound } from '../docker/docker-runtime.js';
+import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
 import { FirewallError, HostFirewall, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
@@ -45,6 +45,8 @@ const MAX_OUTPUT_BYTES = 16 * 1024;
 export interface NodeFirewallsOptions {
   /** Each node's Engine API by its host name (--swarm-node). */
   nodes: ReadonlyMap<string, string>;
+  /** TLS material of the node engines reached at https://, by address. */
+  tls?: Readonly<Record<string, EngineTls>>;
   /** The cluster's nodes by host name, as Swarm lists them now: a node without an engine address is reported. */
   clusterHostnames: () => Promise<string[]>;
   /** Sets EGRESS_NODE_LABEL on the node (through the manager), or takes it off (secured: false); nothing where it is so already. */
@@ -64,7 +66,7 @@ export class NodeFirewalls {
   constructor(private readonly o: NodeFirewallsOptions) {
     this.helperConfig = createHash('sha256').update(JSON.stringify(this.helperSpec())).digest('hex').slice(0, 16);
     for (const [name, url] of o.nodes) {
-      const engine = new Docker(dockerOptions(url, o.timeoutMs ?? 10_000));
+      const engine = new Docker(dockerOptions(url, o.timeoutMs ?? 10_000, o.tls?.[url] ?? null));
       this.firewalls.set(name, { engine, firewall: new HostFirewall(o.allow, (args) => this.iptablesOn(engine, args), SWARM_GATEWAY_BRIDGE, (rules) => this.checkOn(engine, rules)) });
     }
   }

@@ -32,7 +32,7 @@ import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
 import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL } from './node-firewall.js';
-import { DockerRuntime, dockerOptions, isNotFound } from '../docker/docker-runtime.js';
+import { DockerRuntime, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
 import {
   LABELS,
@@ -64,6 +64,8 @@ export interface SwarmRuntimeOptions {
   manager: string;
   /** Each node's own Engine API by its host name (--swarm-node NAME=URL), for exec and stats. */
   nodes: ReadonlyMap<string, string>;
+  /** TLS material of the engines (the manager's, the nodes') reached at https://, by address. */
+  tls?: Readonly<Record<string, EngineTls>>;
   installation: string;
   timeoutMs?: number;
   clock?: Clock;
@@ -141,9 +143,10 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const timeoutMs = o.timeoutMs ?? 5_000;
     this.clock = o.clock ?? systemClock;
     this.timers = o.timers ?? systemTimers;
-    this.docker = new Docker(dockerOptions(o.manager, timeoutMs));
-    this.streaming = new Docker({ ...dockerOptions(o.manager, timeoutMs), timeout: undefined });
-    this.managerEngine = new DockerRuntime({ host: o.manager, installation: o.installation, timeoutMs, clock: this.clock, timers: this.timers });
+    const tls = o.tls?.[o.manager] ?? null;
+    this.docker = new Docker(dockerOptions(o.manager, timeoutMs, tls));
+    this.streaming = new Docker({ ...dockerOptions(o.manager, timeoutMs, tls), timeout: undefined });
+    this.managerEngine = new DockerRuntime({ host: o.manager, tls, installation: o.installation, timeoutMs, clock: this.clock, timers: this.timers });
   }
 
   // --- The host and images: the manager's engine. ---
@@ -525,7 +528,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     if (!engine) {
       const host = this.o.nodes.get(hostname);
       if (!host) throw new Error(`svcd has no address for the engine of node ${hostname} (--swarm-node)`);
-      engine = new DockerRuntime({ host, installation: this.o.installation, clock: this.clock, timers: this.timers, ...(this.o.timeoutMs ? { timeoutMs: this.o.timeoutMs } : {}) });
+      engine = new DockerRuntime({ host, tls: this.o.tls?.[host] ?? null, installation: this.o.installation, clock: this.clock, timers: this.timers, ...(this.o.timeoutMs ? { timeoutMs: this.o.timeoutMs } : {}) });
       this.nodeEngines.set(hostname, engine);
     }
     return engine;
