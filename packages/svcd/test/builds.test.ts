@@ -36,7 +36,7 @@ describe('builds from git', () => {
 
   before(async () => {
     await ensureTestImages();
-    git = await startGitServer();
+    git = await startGitServer({ quiet: { Dockerfile: dockerfile('RUN sleep 7 && echo done sleeping') } });
     proxyPort = await freePort();
     t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}` }, overrides: { readyTimeoutMs: 10_000 } });
     t.client.adminToken = ADMIN_TOKEN;
@@ -142,6 +142,16 @@ describe('builds from git', () => {
     const m = await finishedBuild(a.client, s.id, missing.build_id);
     assert.equal(m.status, 'failed');
     assert.match(m.last_error ?? '', /couldn't find remote ref no-such-branch|not found/);
+  });
+
+  test('a step that prints nothing for several seconds builds (no idle timeout cuts the engine stream)', async () => {
+    const a = await tenant();
+    const s = await a.client.createService({ name: 'quiet', image: BUSYBOX_IMAGE });
+    const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: git.url('quiet') });
+    const done = await finishedBuild(a.client, s.id, b.build_id);
+    const log = await a.client.buildLogs(s.id, b.build_id);
+    assert.equal(done.status, 'succeeded', log);
+    assert.match(log, /done sleeping/);
   });
 
   test("the base images the previous build named are pulled while git clones; each is pulled once, and the build's record names them", async () => {

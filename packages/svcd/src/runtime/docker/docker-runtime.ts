@@ -378,7 +378,10 @@ export class DockerRuntime implements Runtime {
     if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId);
     const cgroup = await this.tenantCgroup(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
-    const stream = await this.docker.buildImage(context, {
+    // The streaming client: the API client's idle timeout would cut a build whose step prints
+    // nothing for a few seconds (an npm install, a sleep). The build's own deadline and its
+    // signal bound it instead.
+    const stream = await this.streaming.buildImage(context, {
       t: spec.tag,
       // No labels: the classic builder adds a step (and a container) per label. The tag,
       // svc/<tenant>/<service>:<build>, says whose image it is.
@@ -409,7 +412,8 @@ export class DockerRuntime implements Runtime {
 
   async pushImage(image: string, signal: AbortSignal, onOutput: (line: string) => void): Promise<void> {
     // An empty auth header: the engine insists on one, a loopback registry needs no credentials.
-    const stream = await this.docker.getImage(image).push({ authconfig: {}, abortSignal: signal } as object);
+    // The streaming client, as for builds: a registry slow to take a large layer is no idle connection. The signal bounds it.
+    const stream = await this.streaming.getImage(image).push({ authconfig: {}, abortSignal: signal } as object);
     await consumeProgress(
       stream,
       (event) => {
