@@ -13,6 +13,8 @@ import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type 
 import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages, pushToRegistry } from './images.js';
 import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
 import { LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
+import { dockerfile, startGitServer, type GitServer } from './git-fixtures.js';
+import { finishedBuild } from './service-fixtures.js';
 
 const run = promisify(execFile);
 const redisCli = (url: string, ...args: string[]) => run('redis-cli', ['-u', url, '--no-auth-warning', ...args], { timeout: 20_000 }).then((r) => r.stdout.trim());
@@ -64,6 +66,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
   let lab: SwarmLab;
   let t: TestServer;
   let proxyPort = 0;
+  let git: GitServer;
   const undo: Array<() => Promise<unknown>> = [];
   const control = (name: string) => createServer((_req, res) => res.end(`${name} control answered\n`));
   const allowed = control('allowed');
@@ -84,6 +87,15 @@ describe('svcd on a Docker Swarm of three engines', () => {
       await new Promise<void>((resolve) => server.listen(0, LAB_HOST, resolve));
       undo.push(() => new Promise((resolve) => server.close(resolve)));
     }
+    // A build's RUN steps probe the same two ports, and the manager node's own engine port.
+    const probe = (what: string, host: string, port: number) => `RUN echo "probe ${what}: $(printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${host} ${String(port)} || echo unreachable)"`;
+    git = await startGitServer({
+      probes: {
+        Dockerfile: dockerfile(probe('allowed', LAB_HOST, portOf(allowed)), probe('closed', LAB_HOST, portOf(closed)), probe('node', lab.manager.address, 2376), 'COPY index.html /www/index.html'),
+        'index.html': 'built on the swarm\n',
+      },
+    });
+    undo.push(() => git.stop());
     proxyPort = await freePort();
     t = await startServer({
       realTime: true,
@@ -411,6 +423,26 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal(url, board.url);
     assert.equal((await fetch(new URL('/api/boards', board.url), { headers: { authorization: `Bearer ${token}` } })).status, 200);
     assert.equal((await fetch(new URL('/api/boards', board.url))).status, 401, 'not without it');
+  });
+
+  test("a build runs on the manager's engine under the nodes' egress rules, is pushed to the cluster's registry, and its image runs on a worker", async () => {
+    const { client } = await newTenant(t);
+    const s = await client.createService({ name: 'built', image: BUSYBOX_IMAGE });
+    const queued = await client.createBuild(s.id, { source_type: 'git', source_url: git.url('probes') });
+    const build = await finishedBuild(client, s.id, queued.build_id, 240_000);
+    const log = await client.buildLogs(s.id, build.id);
+    assert.equal(build.status, 'succeeded', log.slice(-2000));
+    // The same probe both ways: the port --egress-allow opens answers, the other does not, nor
+    // the node's own engine.
+    assert.match(log, /probe allowed: HTTP\/1\.[01] 200[\s\S]*?allowed control answered/, log.slice(-2000));
+    assert.match(log, /probe closed: unreachable/);
+    assert.match(log, /probe node: unreachable/);
+    // Its image, from the cluster's registry, serves on a worker through the proxy.
+    const host = new URL((await client.service(s.id)).url ?? assert.fail('no url')).host;
+    await waitFor('the built page', async () => {
+      const page = await viaProxy(proxyPort, host, '/index.html').catch(() => null);
+      return page?.status === 200 && page.body.includes('built on the swarm') ? true : undefined;
+    }, 120_000);
   });
 
   test('environments are refused on a swarm with a 409 that says why, and leave nothing behind', async () => {

@@ -24,7 +24,8 @@
 // enables IPv6 on them), so there is no IPv6 path to close.
 //
 // The same rules guard a swarm's nodes (swarm/node-firewall.ts), for the interface a node's tasks
-// leave by: Swarm's docker_gwbridge, which every tenant's tasks on the node share.
+// leave by: Swarm's docker_gwbridge, which every tenant's tasks on the node share; and for the
+// tenant bridges of the builds svcd runs on the manager's engine, in chains of their own.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { NON_PUBLIC_IPV4 } from '../addresses/non-public.js';
@@ -64,6 +65,17 @@ export interface TenantInterfaces {
    * starts and never removed, pass established flows both ways (as they always have).
    */
   repliesOnly: boolean;
+  /**
+   * The chains the rules are kept in, when not EGRESS_CHAIN and HOST_CHAIN: a second set of
+   * interfaces on one host with other rules (a swarm node's tenant bridges beside its
+   * docker_gwbridge) keeps its own, so that neither set's rules weaken the other's.
+   */
+  chains?: { egress: string; host: string };
+}
+
+/** The chains of a set of interfaces' rules. */
+function chainsOf(tenants: TenantInterfaces): { egress: string; host: string } {
+  return tenants.chains ?? { egress: EGRESS_CHAIN, host: HOST_CHAIN };
 }
 
 /** svc's tenant bridges on one engine's host: every tenant, present and future. */
@@ -124,7 +136,8 @@ export class HostFirewall {
       const allowances = this.allowanceRules();
       const present = await this.check([...base, ...allowances]);
       if (present.includes(false)) {
-        for (const chain of [EGRESS_CHAIN, HOST_CHAIN]) await this.iptables(['-N', chain]).catch(() => {}); // exists already
+        const { egress, host } = chainsOf(this.tenants);
+        for (const chain of [egress, host]) await this.iptables(['-N', chain]).catch(() => {}); // exists already
       }
       for (const [i, [chain, rule]] of base.entries()) if (present[i] !== true) await this.iptables(['-A', chain, ...rule]);
       // Ahead of the rejects.
@@ -146,7 +159,7 @@ export class HostFirewall {
     const present = await this.check(wanted);
     const absent = wanted.find((_, i) => present[i] !== true);
     if (absent) return `missing rule in ${absent[0]}: ${absent[1].join(' ')}`;
-    if (keptFirst && !(await this.isFirst())) return `the jump -i ${this.tenants.pattern} -j ${EGRESS_CHAIN} is not the first rule of FORWARD (or not there): traffic can pass before it`;
+    if (keptFirst && !(await this.isFirst())) return `the jump -i ${this.tenants.pattern} -j ${chainsOf(this.tenants).egress} is not the first rule of FORWARD (or not there): traffic can pass before it`;
     return null;
   }
 
@@ -203,7 +216,8 @@ export class HostFirewall {
       const protocols = a.port === null ? [[]] : [['-p', 'tcp', '--dport', String(a.port)], ['-p', 'udp', '--dport', String(a.port)]];
       for (const p of protocols) {
         const rule = ['-d', a.cidr, ...p, '-m', 'comment', '--comment', 'svc: --egress-allow', '-j', 'RETURN'];
-        rules.push([EGRESS_CHAIN, rule], [HOST_CHAIN, rule]);
+        const { egress, host } = chainsOf(this.tenants);
+        rules.push([egress, rule], [host, rule]);
       }
     }
     return rules;
@@ -216,28 +230,29 @@ const REPLIES_ONLY = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '--
 
 function baseRules(tenants: TenantInterfaces): ChainRule[] {
   const replies = tenants.repliesOnly ? REPLIES_ONLY : REPLIES;
+  const { egress, host } = chainsOf(tenants);
   return [
-    [EGRESS_CHAIN, replies],
+    [egress, replies],
     // Between tenant bridges, Docker's isolation rules decide (they follow DOCKER-USER).
-    ...(tenants.dockerIsolates ? [[EGRESS_CHAIN, ['-o', tenants.pattern, '-j', 'RETURN']] satisfies ChainRule] : []),
-    ...NON_PUBLIC_IPV4.map(([net, bits]): ChainRule => [EGRESS_CHAIN, ['-d', `${net}/${bits}`, ...REJECT]]),
-    [HOST_CHAIN, replies],
-    [HOST_CHAIN, REJECT],
+    ...(tenants.dockerIsolates ? [[egress, ['-o', tenants.pattern, '-j', 'RETURN']] satisfies ChainRule] : []),
+    ...NON_PUBLIC_IPV4.map(([net, bits]): ChainRule => [egress, ['-d', `${net}/${bits}`, ...REJECT]]),
+    [host, replies],
+    [host, REJECT],
   ];
 }
 
 function dockerUserJump(tenants: TenantInterfaces): ChainRule {
-  return ['DOCKER-USER', ['-i', tenants.pattern, '-j', EGRESS_CHAIN]];
+  return ['DOCKER-USER', ['-i', tenants.pattern, '-j', chainsOf(tenants).egress]];
 }
 
 /** FORWARD's jump where it is kept first, in its two forms (a comment tells them apart: ensureFirst). */
 function firstJumpForms(tenants: TenantInterfaces): [ChainRule, ChainRule] {
-  const form = (name: string): ChainRule => ['FORWARD', ['-i', tenants.pattern, '-m', 'comment', '--comment', `svc-egress-${name}`, '-j', EGRESS_CHAIN]];
+  const form = (name: string): ChainRule => ['FORWARD', ['-i', tenants.pattern, '-m', 'comment', '--comment', `svc-egress-${name}`, '-j', chainsOf(tenants).egress]];
   return [form('a'), form('b')];
 }
 
 function inputJump(tenants: TenantInterfaces): ChainRule {
-  return ['INPUT', ['-i', tenants.pattern, '-j', HOST_CHAIN]];
+  return ['INPUT', ['-i', tenants.pattern, '-j', chainsOf(tenants).host]];
 }
 
 function describe(err: unknown): string {

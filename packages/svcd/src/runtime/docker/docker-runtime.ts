@@ -151,6 +151,12 @@ export interface DockerRuntimeOptions {
   tenantInit?: TenantInit | null;
   /** Idle timeout of the API calls (not of streams). */
   timeoutMs?: number;
+  /**
+   * Where builds' RUN steps run: on the tenant's network (one engine), or on a bridge network of
+   * the tenant's builds of their own (`tenant-<id>-build`; a swarm's manager, where the tenant's
+   * network is an overlay for its tasks on other nodes, which a drained manager cannot even join).
+   */
+  buildNetwork?: 'tenant' | 'own';
   /** For the readiness wait of apply. */
   clock?: Clock;
   timers?: Timers;
@@ -169,6 +175,7 @@ export class DockerRuntime implements Runtime {
   private cgroupDriver: Promise<string> | null = null;
 
   private readonly installation: string;
+  private readonly buildNetwork: 'tenant' | 'own';
   private readonly placement: DockerRuntimeOptions['placement'];
   private readonly tenantInit: TenantInit | null;
   private readonly clock: Clock;
@@ -176,6 +183,7 @@ export class DockerRuntime implements Runtime {
 
   constructor(o: DockerRuntimeOptions) {
     const timeoutMs = o.timeoutMs ?? 5_000;
+    this.buildNetwork = o.buildNetwork ?? 'tenant';
     this.clock = o.clock ?? systemClock;
     this.timers = o.timers ?? systemTimers;
     this.installation = o.installation;
@@ -282,18 +290,17 @@ export class DockerRuntime implements Runtime {
     return { workloads: usage, images };
   }
 
-  private async ensureTenantNetwork(tenantId: string): Promise<void> {
-    // One creation per tenant at a time in this process: the engine does not reliably refuse a
+  private async ensureTenantNetwork(tenantId: string, name: string = tenantNetworkName(tenantId)): Promise<void> {
+    // One creation per network at a time in this process: the engine does not reliably refuse a
     // second network of the same name, and two would make the name ambiguous.
-    const pending = this.networkCreations.get(tenantId);
+    const pending = this.networkCreations.get(name);
     if (pending) return pending;
-    const p = this.createTenantNetwork(tenantId).finally(() => this.networkCreations.delete(tenantId));
-    this.networkCreations.set(tenantId, p);
+    const p = this.createTenantNetwork(tenantId, name).finally(() => this.networkCreations.delete(name));
+    this.networkCreations.set(name, p);
     return p;
   }
 
-  private async createTenantNetwork(tenantId: string): Promise<void> {
-    const name = tenantNetworkName(tenantId);
+  private async createTenantNetwork(tenantId: string, name: string): Promise<void> {
     const existing = await this.networksNamed(name);
     if (existing.length === 1) return;
     if (existing.length > 1) return this.dropDuplicateNetworks(existing);
@@ -375,7 +382,8 @@ export class DockerRuntime implements Runtime {
     // A tenant's RUN steps need the network, and the tenant's own network keeps them as far from
     // other tenants and from svcd as the tenant's services are. Operator images (the task
     // board) are built without one.
-    if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId);
+    const network = spec.tenantId === null ? 'none' : this.buildNetwork === 'own' ? `${tenantNetworkName(spec.tenantId)}-build` : tenantNetworkName(spec.tenantId);
+    if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId, network);
     const cgroup = await this.tenantCgroup(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
     // The streaming client: the API client's idle timeout would cut a build whose step prints
@@ -385,7 +393,7 @@ export class DockerRuntime implements Runtime {
       t: spec.tag,
       // No labels: the classic builder adds a step (and a container) per label. The tag,
       // svc/<tenant>/<service>:<build>, says whose image it is.
-      networkmode: spec.tenantId !== null ? tenantNetworkName(spec.tenantId) : 'none',
+      networkmode: network,
       memory: spec.limits.memoryMb * 1024 * 1024,
       memswap: spec.limits.memoryMb * 1024 * 1024,
       cpuperiod: 100_000,

@@ -6,6 +6,12 @@
 // tenant bridges, and with nothing allowed between members of the bridge: tasks of one tenant talk
 // over their overlay network, never through the gateway bridge.
 //
+// Builds run on the manager's engine (swarm-runtime.ts), on the tenant's bridge network there, as
+// on one engine's host: their RUN steps leave the node through svc's tenant bridges, which get
+// the host's rules too (host-firewall.ts's TENANT_BRIDGES) in chains of their own. Every node gets
+// both sets (a node that is no manager has no tenant bridge, and the set is idle there), so that
+// --docker-host may name any manager.
+//
 // svc has no agent of its own on the nodes and never uses SSH: it runs the rules through each
 // node's engine (--swarm-node), which is root on the node already. On each node it keeps one
 // helper container (HELPER_NAME) in the node's network namespace, with the node's root file
@@ -20,10 +26,16 @@ import { createHash } from 'node:crypto';
 import Docker from 'dockerode';
 import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
-import { FirewallError, HostFirewall, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
+import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
 /** The bridge Swarm connects every task to for its traffic off the overlay (and its published ports). */
 export const SWARM_GATEWAY_BRIDGE: TenantInterfaces = { pattern: 'docker_gwbridge', dockerIsolates: false, forwardChain: 'FORWARD', repliesOnly: true };
+
+/**
+ * The tenant bridges of builds on a node's engine, under chains apart from the gateway bridge's;
+ * only replies pass, as on the gateway bridge (a node's rules can be away after a reboot).
+ */
+export const SWARM_BUILD_BRIDGES: TenantInterfaces = { ...TENANT_BRIDGES, repliesOnly: true, chains: { egress: 'SVC-BUILD-EGRESS', host: 'SVC-BUILD-HOST' } };
 
 /** The helper container svcd keeps on every node (one per node, shared by every svcd and installation). */
 export const HELPER_NAME = 'svc-node-firewall';
@@ -60,14 +72,16 @@ export interface NodeFirewallsOptions {
 }
 
 export class NodeFirewalls {
-  private readonly firewalls = new Map<string, { engine: Docker; firewall: HostFirewall }>();
+  /** Each node's engine and its two sets of rules: its tasks' gateway bridge, and builds' tenant bridges. */
+  private readonly firewalls = new Map<string, { engine: Docker; sets: HostFirewall[] }>();
   private readonly helperConfig: string;
 
   constructor(private readonly o: NodeFirewallsOptions) {
     this.helperConfig = createHash('sha256').update(JSON.stringify(this.helperSpec())).digest('hex').slice(0, 16);
     for (const [name, url] of o.nodes) {
       const engine = new Docker(dockerOptions(url, o.timeoutMs ?? 10_000, o.tls?.[url] ?? null));
-      this.firewalls.set(name, { engine, firewall: new HostFirewall(o.allow, (args) => this.iptablesOn(engine, args), SWARM_GATEWAY_BRIDGE, (rules) => this.checkOn(engine, rules)) });
+      const set = (interfaces: TenantInterfaces) => new HostFirewall(o.allow, (args) => this.iptablesOn(engine, args), interfaces, (rules) => this.checkOn(engine, rules));
+      this.firewalls.set(name, { engine, sets: [set(SWARM_GATEWAY_BRIDGE), set(SWARM_BUILD_BRIDGES)] });
     }
   }
 
@@ -82,10 +96,10 @@ export class NodeFirewalls {
   async install(): Promise<void> {
     const failed: string[] = [];
     await Promise.all(
-      [...this.firewalls].map(async ([name, { engine, firewall }]) => {
+      [...this.firewalls].map(async ([name, { engine, sets }]) => {
         try {
           await this.ensureHelper(engine);
-          await firewall.install();
+          for (const set of sets) await set.install();
           await this.o.markNode(name, true);
         } catch (err) {
           failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
@@ -108,7 +122,7 @@ export class NodeFirewalls {
       return 'a swarm node has no engine address for svc (see the svcd log): svc runs no workload there';
     }
     const nodes = [...this.firewalls].sort(([a], [b]) => a.localeCompare(b));
-    const missing = await Promise.all(nodes.map(([, { firewall }]) => firewall.missing()));
+    const missing = await Promise.all(nodes.map(async ([, { sets }]) => (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null));
     const lacking = nodes.flatMap(([name], i) => (missing[i] ? [{ node: name, missing: missing[i] }] : []));
     if (lacking.length === 0) return null;
     this.o.log.warn({ lacking }, 'tenant egress rules are missing on swarm nodes (put back within 30 s)');

@@ -146,7 +146,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const tls = o.tls?.[o.manager] ?? null;
     this.docker = new Docker(dockerOptions(o.manager, timeoutMs, tls));
     this.streaming = new Docker({ ...dockerOptions(o.manager, timeoutMs, tls), timeout: undefined });
-    this.managerEngine = new DockerRuntime({ host: o.manager, tls, installation: o.installation, timeoutMs, clock: this.clock, timers: this.timers });
+    // Builds on a network of their own there: the tenant's network is the overlay of its tasks.
+    this.managerEngine = new DockerRuntime({ host: o.manager, tls, installation: o.installation, timeoutMs, clock: this.clock, timers: this.timers, buildNetwork: 'own' });
   }
 
   // --- The host and images: the manager's engine. ---
@@ -251,7 +252,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const name = tenantNetworkName(tenantId);
     const existing = (await this.docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
     if (existing.some((n) => n.Driver === 'overlay' && n.Scope === 'swarm')) return;
-    // A local network of that name (a build's on the manager's engine, made before the first
+    // A local network of that name (a build's on the manager's engine, made by an older svcd before the first
     // deploy) would keep the overlay from being made: it goes, unless something uses it.
     for (const n of existing) {
       try {
