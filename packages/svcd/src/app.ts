@@ -288,7 +288,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const disk = new DiskQuota(store);
   const sandbox = new SandboxPolicy(config.sandbox, runtime, clock);
   // Services, databases, boards and environments run under the workload controller (workloads/controller.ts).
-  const workloads = new WorkloadController(core);
+  const workloads = new WorkloadController({ ...core, leaseMs: config.workloadLeaseMs });
   const crashes = new CrashHandler({ ...core, controller: workloads, backoffBaseMs: o.crashBackoffMs, routesChanged });
   const deployer = new Deployer({
     ...core,

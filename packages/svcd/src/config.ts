@@ -117,9 +117,15 @@ export interface Config {
    * long, with more waiting, is ended (--stalled-reader-seconds; api/streaming.ts).
    */
   stalledReaderMs: number;
+  /**
+   * How long the workload controller's claim on a workload holds without renewal: another svcd
+   * takes a dead one's work over this long after it died (--workload-lease-seconds).
+   */
+  workloadLeaseMs: number;
 }
 
 export const DEFAULT_STALLED_READER_S = 60;
+export const DEFAULT_WORKLOAD_LEASE_S = 30;
 
 export class ConfigError extends Error {}
 
@@ -207,6 +213,7 @@ export interface RawOptions {
   tenantInit?: string;
   logLinesPerSecond?: string;
   stalledReaderSeconds?: string;
+  workloadLeaseSeconds?: string;
   logKibPerSecond?: string;
 }
 
@@ -379,6 +386,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   };
   return {
     stalledReaderMs: 1000 * integerFlag('--stalled-reader-seconds', raw.stalledReaderSeconds, DEFAULT_STALLED_READER_S, 1, 3600),
+    workloadLeaseMs: 1000 * integerFlag('--workload-lease-seconds', raw.workloadLeaseSeconds, DEFAULT_WORKLOAD_LEASE_S, 5, 300),
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,
     databaseUrl,

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_WORKLOAD_LEASE_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
 
@@ -62,6 +62,7 @@ const program = new Command('svcd')
   .addOption(new Option('--tenant-cpu-weight <weight|off>', "CPU weight of all tenant workloads together against svcd, the engine and the host (1-10000, the host's default is 100); tenants share it equally").env('SVC_TENANT_CPU_WEIGHT').default(String(DEFAULT_TENANT_CPU_WEIGHT)))
   .addOption(new Option('--tenant-init <path>', 'svc-init, the static binary that is PID 1 of services and environments (make build builds it)').env('SVC_TENANT_INIT'))
   .addOption(new Option('--stalled-reader-seconds <n>', 'end a streamed answer (followed logs, a streamed exec) whose client has taken none of it for this long while more waits, freeing its slot (1-3600)').env('SVC_STALLED_READER_SECONDS').default(String(DEFAULT_STALLED_READER_S)))
+  .addOption(new Option('--workload-lease-seconds <n>', "how long a svcd's claim on a workload it brings up holds without renewal: another svcd carries on a dead one's work this long after it died (5-300)").env('SVC_WORKLOAD_LEASE_SECONDS').default(String(DEFAULT_WORKLOAD_LEASE_S)))
   .addOption(new Option('--log-lines-per-second <n>', "lines of output a service's or environment's log takes a second; svc-init drops the rest and says how many (10-1000000)").env('SVC_LOG_LINES_PER_SECOND').default(String(DEFAULT_LOG_RATE.linesPerSecond)))
   .addOption(new Option('--log-kib-per-second <n>', "KiB of output a service's or environment's log takes a second (16-1048576)").env('SVC_LOG_KIB_PER_SECOND').default(String(DEFAULT_LOG_RATE.bytesPerSecond / 1024)))
   .addOption(new Option('--metering-retention-days <days>', 'how long hourly and daily rollups are kept').env('SVC_METERING_RETENTION_DAYS').default(DEFAULT_METERING_RETENTION_DAYS))

@@ -7,7 +7,6 @@ import type { Deployment, SvcClient } from '@svc/client';
 import { INTERRUPTED, workloadName } from '../src/services/deployer.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
 import { probePostgres } from '../src/databases/probes.js';
-import { WORKLOAD_LEASE_MS } from '../src/workloads/controller.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { DATABASE_TEST_PLAN, PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
 import { SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
@@ -29,6 +28,12 @@ async function deployRunning(client: SvcClient, serviceId: string): Promise<Depl
   }, 60_000);
   return dep;
 }
+
+/** A's claim on a workload (--workload-lease-seconds): B carries on this long after A died. */
+const LEASE_S = 8;
+const WORKLOAD_LEASE_MS = LEASE_S * 1000;
+/** A renews every third of a lease: its last renewal lapses at least two thirds of one after it died. */
+const LAPSE_AT_LEAST_MS = Math.floor((WORKLOAD_LEASE_MS * 2) / 3) - 500;
 
 describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
   test('a deploy running on one svcd is cancelled through the other: the first stops waiting, removes its container, the service says so', async () => {
@@ -79,7 +84,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
     await ensureTestImages();
     const db = await freshPgDatabase();
     // A is a process of its own (SIGKILL); B runs in this one.
-    const a = await killableSvcd('takeover-a', ['--database-url', db.url], { SVC_MASTER_KEY: MASTER_KEY });
+    const a = await killableSvcd('takeover-a', ['--database-url', db.url, '--workload-lease-seconds', String(LEASE_S)], { SVC_MASTER_KEY: MASTER_KEY });
     let b: Awaited<ReturnType<typeof startServer>> | null = null;
     try {
       // An image that never listens: A's deploy waits for readiness until A dies.
@@ -88,7 +93,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       await a.kill();
       const killedAt = Date.now();
       // B comes up after A died (were it up before, its controller might claim the row first).
-      b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY }, overrides: { readyTimeoutMs: 3_000 } });
+      b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, workloadLeaseMs: WORKLOAD_LEASE_MS }, overrides: { readyTimeoutMs: 3_000 } });
       const held = await b.deps.store.workloads.find('service', s.id);
       assert.ok(held?.lease_holder, "A's lease is on the workload");
 
@@ -100,7 +105,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
         return interrupted ? list.find((d) => d.reason === 'resume') : undefined;
       }, WORKLOAD_LEASE_MS + 30_000);
       const tookMs = Date.now() - killedAt;
-      assert.ok(tookMs >= WORKLOAD_LEASE_MS - 5_000, `not before A's lease lapsed (${tookMs} ms)`);
+      assert.ok(tookMs >= LAPSE_AT_LEAST_MS, `not before A's lease lapsed (${tookMs} ms)`);
       const interrupted = (await c.deployments(s.id)).find((d) => d.id === first.id);
       assert.equal(interrupted?.last_error, INTERRUPTED);
 
@@ -129,7 +134,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
     await ensureTestImages();
     await ensureDbImages();
     const db = await freshPgDatabase();
-    const a = await killableSvcd('provision-a', ['--database-url', db.url, '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23100-23199'], { SVC_MASTER_KEY: MASTER_KEY }, DATABASE_TEST_PLAN);
+    const a = await killableSvcd('provision-a', ['--database-url', db.url, '--postgres-image', POSTGRES_IMAGE, '--redis-image', REDIS_IMAGE, '--database-ports', '23100-23199', '--workload-lease-seconds', String(LEASE_S)], { SVC_MASTER_KEY: MASTER_KEY }, DATABASE_TEST_PLAN);
     let b: Awaited<ReturnType<typeof startServer>> | null = null;
     try {
       const created = await a.client.createDatabase({ name: 'handed-over', type: 'postgres' });
@@ -138,7 +143,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       await a.kill();
       const killedAt = Date.now();
       // B comes up after A died (were it up before, its controller might claim the row first).
-      b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, databaseImages: { postgres: POSTGRES_IMAGE, redis: REDIS_IMAGE }, databasePorts: { from: 23100, to: 23199 } } });
+      b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, databaseImages: { postgres: POSTGRES_IMAGE, redis: REDIS_IMAGE }, databasePorts: { from: 23100, to: 23199 }, workloadLeaseMs: WORKLOAD_LEASE_MS } });
       const held = await b.deps.store.workloads.find('database', created.id);
       assert.ok(held?.lease_holder, "A's lease is on the row");
       const c = b.client.withKey(a.apiKey);
@@ -152,7 +157,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       const w = await b.deps.store.workloads.find('database', created.id);
       assert.ok(w);
       assert.equal(w.observed_generation, w.generation);
-      assert.ok(Date.now() - killedAt >= WORKLOAD_LEASE_MS - 5_000, "not before A's lease lapsed");
+      assert.ok(Date.now() - killedAt >= LAPSE_AT_LEAST_MS, "not before A's lease lapsed");
       // The container B runs is the one the record names, and it answers a real login.
       const conn = await c.connectionString(created.id);
       assert.equal((await docker.getContainer(databaseWorkloadName(created.id)).inspect()).Id, (await b.deps.store.databases.findAny(created.id))?.container_id);

@@ -188,6 +188,12 @@ describe('configuration', () => {
     }
   });
 
+  test('--workload-lease-seconds: 30 by default, 5 to 300', () => {
+    assert.equal(buildConfig({ ...raw, dev: true }, {}).workloadLeaseMs, 30_000);
+    assert.equal(buildConfig({ ...raw, dev: true, workloadLeaseSeconds: '8' }, {}).workloadLeaseMs, 8_000);
+    for (const bad of ['4', '301', 'x']) assert.throws(() => buildConfig({ ...raw, dev: true, workloadLeaseSeconds: bad }, {}), /--workload-lease-seconds/, bad);
+  });
+
   test('production needs SVC_BOOTSTRAP_TOKEN; tokens are at least 32 characters; lists are comma-separated', () => {
     assert.throws(() => buildConfig(raw, {}), ConfigError);
     assert.throws(() => buildConfig(raw, { SVC_BOOTSTRAP_TOKEN: 'short' }), /at least 32/);
