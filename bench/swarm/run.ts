@@ -7,7 +7,7 @@
 // 2. a node's death: one service's node cut off the lab bridge; how long until Swarm runs its task
 //    on another node (Swarm's own rescheduling: the floor, with the lab's 1 s dispatcher
 //    heartbeat) and until the service answers again through svc's proxy.
-// Run: make bench-swarm; --smoke: 2 rounds (bench/smoke.ts).
+// Run: make bench-swarm; --smoke: 1 round (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +22,7 @@ import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
 const SMOKE = smokeRequested();
-const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 10);
+const ROUNDS = SMOKE ? 1 : Number(process.env.BENCH_ROUNDS ?? 10);
 const limits = workloadLimits(DEFAULT_QUOTAS);
 
 interface Task {

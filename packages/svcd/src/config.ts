@@ -2,7 +2,9 @@
 // table). Secrets (bootstrap, admin and master keys) come from the environment only, so they
 // never show in `ps`. Start-up refusals live here and are tested on the built binary.
 import { Resolver } from 'node:dns';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { createSecureContext } from 'node:tls';
 import { join, resolve } from 'node:path';
 import { isIP } from 'node:net';
 import type { TemplateId } from '@svc/contract';
@@ -561,11 +563,40 @@ function engineTlsConfig(raw: RawOptions): Record<string, EngineTls> {
     const dir = join(raw.dataDir, 'engine-tls', name);
     const missing = ENGINE_TLS_FILES.filter((f) => !existsSync(join(dir, f)));
     if (missing.length > 0) throw new ConfigError(`the engine at ${url} is reached over TLS: put ${missing.join(', ')} in ${dir} (the engine's CA, svcd's client certificate and key)`);
-    if ((statSync(join(dir, 'key.pem')).mode & 0o077) !== 0) throw new ConfigError(`${join(dir, 'key.pem')} must be readable by its owner only (chmod 600)`);
-    const [ca, cert, key] = ENGINE_TLS_FILES.map((f) => readFileSync(join(dir, f), 'utf8'));
+    // Whoever can change these can make svcd trust another engine (root on a node) or speak as svcd.
+    if ((statSync(dir).mode & 0o022) !== 0) throw new ConfigError(`${dir} must not be writable by group or others`);
+    const [ca, cert, key] = ENGINE_TLS_FILES.map((f) => readOwnFile(join(dir, f), f === 'key.pem' ? 0o077 : 0o022));
+    try {
+      createSecureContext({ ca, cert, key });
+      if (!new X509Certificate(cert ?? '').checkPrivateKey(createPrivateKey(key ?? ''))) throw new Error('cert.pem is not the certificate of key.pem');
+    } catch (err) {
+      throw new ConfigError(`the TLS material in ${dir} is not usable: ${(err as Error).message}`);
+    }
     material[url] = { ca: ca ?? '', cert: cert ?? '', key: key ?? '' };
   }
   return material;
+}
+
+/**
+ * A file of svcd's user, not a link, none of whose `forbidden` mode bits are set, read through
+ * the descriptor its checks were made on (no swap between the check and the read).
+ */
+function readOwnFile(path: string, forbidden: number): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (err) {
+    throw new ConfigError(`${path} cannot be opened (a symbolic link is refused): ${(err as Error).message}`);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new ConfigError(`${path} must be a regular file`);
+    if (st.uid !== process.geteuid?.()) throw new ConfigError(`${path} must belong to the user svcd runs as`);
+    if ((st.mode & forbidden) !== 0) throw new ConfigError(`${path} must be ${forbidden === 0o077 ? 'readable by its owner only (chmod 600)' : 'writable by its owner only'}`);
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** --dns-server: the servers asked for custom domains' TXT records; null: the system's. */

@@ -12,6 +12,8 @@ import { ValidationError } from '../src/errors.js';
 import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
 import { fakeIptables } from './fake-iptables.js';
 import { SWARM_GATEWAY_BRIDGE } from '../src/runtime/swarm/node-firewall.js';
+
+const GW_EGRESS = SWARM_GATEWAY_BRIDGE.chains?.egress ?? 'none';
 import { canonicalImageReference, tenantImageRefusal } from '../src/services/images.js';
 
 const A = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
@@ -127,15 +129,16 @@ describe('egress firewall', () => {
   test("a swarm node's gateway bridge: the jump is FORWARD's first rule, put back first (never absent meanwhile, no rule deleted by number) when Docker's rules came before it, and nothing passes between the bridge's members", async () => {
     // As Engine 20.10 leaves a node: its accept for docker_gwbridge above the jump to DOCKER-USER.
     const { rules, calls, fake } = fakeIptables({ INPUT: [], 'DOCKER-USER': [['-j', 'RETURN']], FORWARD: [['-i', 'docker_gwbridge', '!', '-o', 'docker_gwbridge', '-j', 'ACCEPT'], ['-j', 'DOCKER-USER']] });
-    const isJump = (r: string[]) => /^-i docker_gwbridge -m comment --comment svc-egress-[ab] -j SVC-TENANT-EGRESS$/.test(r.join(' '));
+    const isJump = (r: string[]) => /^-i docker_gwbridge -m comment --comment svc-egress-[ab] -j SVC-GW-EGRESS$/.test(r.join(' '));
     const fw = new HostFirewall([], fake, SWARM_GATEWAY_BRIDGE);
     assert.match((await fw.missing()) ?? '', /missing rule in INPUT/);
     await fw.install();
     const forward = rules.get('FORWARD')!;
     assert.ok(isJump(forward[0]!), forward[0]!.join(' '));
     assert.equal(rules.get('DOCKER-USER')!.length, 1, 'DOCKER-USER is left alone');
-    assert.equal(rules.get('INPUT')![0]!.join(' '), '-i docker_gwbridge -j SVC-TENANT-HOST');
-    assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => r.includes('-o')), 'no return for traffic within the shared bridge');
+    assert.equal(rules.get('INPUT')![0]!.join(' '), '-i docker_gwbridge -j SVC-GW-HOST');
+    assert.ok(!rules.get(GW_EGRESS)!.some((r) => r.includes('-o')), 'no return for traffic within the shared bridge');
+    assert.equal(rules.get(EGRESS_CHAIN), undefined, "the host's own chains are not the gateway's");
     assert.equal(await fw.missing(), null);
     // Docker moves its jump to DOCKER-USER back to the top whenever the node makes a network:
     // the operator's chain above svc's jump is as it should be.
@@ -163,8 +166,8 @@ describe('egress firewall', () => {
     assert.equal(forward.length, before, 'nothing else deleted');
     assert.equal(await fw.missing(), null);
     // Both forms in the chain and neither first (a move cut off half way): one stays, first.
-    const other = forward[0]!.join(' ').endsWith('svc-egress-a -j SVC-TENANT-EGRESS') ? 'svc-egress-b' : 'svc-egress-a';
-    forward.push(['-i', 'docker_gwbridge', '-m', 'comment', '--comment', other, '-j', 'SVC-TENANT-EGRESS']);
+    const other = forward[0]!.join(' ').endsWith('svc-egress-a -j SVC-GW-EGRESS') ? 'svc-egress-b' : 'svc-egress-a';
+    forward.push(['-i', 'docker_gwbridge', '-m', 'comment', '--comment', other, '-j', 'SVC-GW-EGRESS']);
     forward.unshift(['-j', 'ACCEPT']);
     await new HostFirewall([], watching, SWARM_GATEWAY_BRIDGE).install();
     assert.equal(gaps, 0, 'FORWARD was without the jump for a moment');
@@ -176,7 +179,7 @@ describe('egress firewall', () => {
     assert.ok(isJump(empty.rules.get('FORWARD')![0]!));
     assert.equal(await new HostFirewall([], empty.fake, SWARM_GATEWAY_BRIDGE).missing(), null);
     // Only replies pass established (a flow a task opened while the rules were away is cut).
-    assert.ok(rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ') === '-m conntrack --ctstate RELATED,ESTABLISHED --ctdir REPLY -j RETURN'));
+    assert.ok(rules.get(GW_EGRESS)!.some((r) => r.join(' ') === '-m conntrack --ctstate RELATED,ESTABLISHED --ctdir REPLY -j RETURN'));
     // One batched check answers for every rule where the runner has one (an exec on a node).
     let batches = 0;
     const batched = new HostFirewall([], fake, SWARM_GATEWAY_BRIDGE, (wanted) => {

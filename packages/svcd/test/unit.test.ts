@@ -1,5 +1,6 @@
 // Pure logic: buckets, caches, key format, operator tokens, configuration, client IP.
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import assert from 'node:assert/strict';
@@ -167,19 +168,43 @@ describe('configuration', () => {
     assert.throws(() => buildConfig({ ...raw, dev: true, swarmNode: 'node1=unix:///x' }, {}), /--swarm-node needs --runtime swarm/);
   });
 
-  test("engines over TLS: https:// takes the CA, client certificate and key from the data dir, a key only its owner reads; refused without them", () => {
+  test("engines over TLS: https:// takes the CA, client certificate and key from the data dir, checked at start-up (a key only its owner reads, files only it writes, a key that is the certificate's); refused without them", () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'svc-engine-tls-'));
     try {
       const dev: RawOptions = { ...raw, dataDir, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock,node2=https://10.0.0.2:2376' };
       const nodeDir = join(dataDir, 'engine-tls', 'nodes', 'node2');
       assert.throws(() => buildConfig(dev, {}), new RegExp(`the engine at https://10\\.0\\.0\\.2:2376 is reached over TLS: put ca\\.pem, cert\\.pem, key\\.pem in ${nodeDir}`));
-      mkdirSync(nodeDir, { recursive: true });
-      for (const [file, mode] of [['ca.pem', 0o644], ['cert.pem', 0o644], ['key.pem', 0o644]] as const) writeFileSync(join(nodeDir, file), `${file} text`, { mode });
+      mkdirSync(nodeDir, { recursive: true, mode: 0o700 });
+      // A CA and a client certificate it signed, and a key of another certificate.
+      const ssl = (args: string[]) => execFileSync('openssl', args, { cwd: nodeDir, stdio: 'pipe' });
+      const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+      ssl(['req', '-x509', ...ec, '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=test-ca']);
+      ssl(['req', ...ec, '-keyout', 'key.pem', '-out', 'client.csr', '-subj', '/CN=svcd']);
+      ssl(['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'cert.pem', '-days', '1']);
+      ssl(['req', ...ec, '-keyout', 'other-key.pem', '-out', 'other.csr', '-subj', '/CN=other']);
+      chmodSync(join(nodeDir, 'ca.pem'), 0o644);
+      chmodSync(join(nodeDir, 'cert.pem'), 0o644);
+      chmodSync(join(nodeDir, 'key.pem'), 0o644);
       assert.throws(() => buildConfig(dev, {}), /key\.pem must be readable by its owner only \(chmod 600\)/);
       chmodSync(join(nodeDir, 'key.pem'), 0o600);
+      chmodSync(join(nodeDir, 'ca.pem'), 0o666);
+      assert.throws(() => buildConfig(dev, {}), /ca\.pem must be writable by its owner only/);
+      chmodSync(join(nodeDir, 'ca.pem'), 0o644);
+      chmodSync(nodeDir, 0o777);
+      assert.throws(() => buildConfig(dev, {}), /must not be writable by group or others/);
+      chmodSync(nodeDir, 0o700);
       const c = buildConfig(dev, {});
-      assert.deepEqual(c.engineTls, { 'https://10.0.0.2:2376': { ca: 'ca.pem text', cert: 'cert.pem text', key: 'key.pem text' } });
+      const read = (f: string) => readFileSync(join(nodeDir, f), 'utf8');
+      assert.deepEqual(c.engineTls, { 'https://10.0.0.2:2376': { ca: read('ca.pem'), cert: read('cert.pem'), key: read('key.pem') } });
       assert.deepEqual(c.swarmNodes, { node1: 'unix:///run/n1.sock', node2: 'https://10.0.0.2:2376' });
+      // A key that is not the certificate's, or a link in place of a file: refused.
+      renameSync(join(nodeDir, 'key.pem'), join(nodeDir, 'right-key.pem'));
+      copyFileSync(join(nodeDir, 'other-key.pem'), join(nodeDir, 'key.pem'));
+      chmodSync(join(nodeDir, 'key.pem'), 0o600);
+      assert.throws(() => buildConfig(dev, {}), /not usable: cert\.pem is not the certificate of key\.pem|not usable: .*key values mismatch/);
+      rmSync(join(nodeDir, 'key.pem'));
+      symlinkSync(join(nodeDir, 'right-key.pem'), join(nodeDir, 'key.pem'));
+      assert.throws(() => buildConfig(dev, {}), /key\.pem cannot be opened \(a symbolic link is refused\)/);
       // The manager (or the one engine) over TLS: its own directory.
       assert.throws(() => buildConfig({ ...raw, dataDir, dev: true, dockerHost: 'https://10.0.0.9:2376' }, {}), /engine-tls\/docker-host/);
       assert.deepEqual(buildConfig({ ...raw, dataDir, dev: true }, {}).engineTls, {}, 'nothing over TLS: nothing read');

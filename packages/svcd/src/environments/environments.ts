@@ -35,7 +35,7 @@ import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
 import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, AgentWithoutSignalsError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
-import { WORKLOAD_LEASE_MS, type WorkloadController } from '../workloads/controller.js';
+import type { WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
 import { claimHostName, previewHostLabel } from '../services/dns-labels.js';
 import { previewUrl, type PreviewRouting } from './previews.js';
@@ -175,7 +175,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     };
     // This request's own hold on the new workload row while it looks in the warm pool: no
     // controller starts a container meanwhile. Released at once when the pool has none; lapsed
-    // after WORKLOAD_LEASE_MS when this svcd dies, and then any svcd's controller creates it.
+    // after a workload lease when this svcd dies, and then any svcd's controller creates it.
     const holder = `${this.deps.holder}/create-${hexId(4)}`;
     const name = workloadRowId(row.id);
     try {
@@ -188,7 +188,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         await tx.workloads.insertPending(
           { id: name, tenant_id: tenantId, kind: 'environment', resource_id: row.id, spec: JSON.stringify(spec) },
           now,
-          { holder, untilMs: this.deps.clock.now() + WORKLOAD_LEASE_MS },
+          { holder, untilMs: this.deps.clock.now() + this.deps.controller.leaseMs },
         );
       });
     } catch (err) {

@@ -11,6 +11,8 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtime/index.js';
 
+/** A build or push of the board image that takes longer has hung (the engine, the registry): it fails, and the next start tries again. */
+const IMAGE_STEP_TIMEOUT_MS = 10 * 60_000;
 /** Where the board listens inside its container, and where its data lives. */
 export const KANBAN_PORT = 8080;
 export const KANBAN_DATA_DIR = '/data';
@@ -54,7 +56,7 @@ function dockerfile(baseImage: string): string {
 
 export class KanbanImage {
   private readonly builds = new Map<string, Promise<string>>();
-  /** Pushes of this process, by reference: once each (the registry may have lost it before; a push of what it has is cheap). */
+  /** Pushes under way, by reference. */
   private readonly pushes = new Map<string, Promise<string>>();
   /** The files and their tag: read and hashed once, as they do not change while svcd runs. */
   private content: { files: Array<{ from: string; to: string }>; tag: string } | null = null;
@@ -77,7 +79,7 @@ export class KanbanImage {
     }
     const { files, tag } = this.content;
     const built = (await this.runtime.hasImage(tag)) ? tag : await this.buildOnce(tag, files);
-    return this.registry === null ? built : this.pushOnce(built);
+    return this.registry === null ? built : this.pushToRegistry(built);
   }
 
   private buildOnce(tag: string, files: Array<{ from: string; to: string }>): Promise<string> {
@@ -89,17 +91,22 @@ export class KanbanImage {
     return pending;
   }
 
-  /** Pushes the image to the registry once per process; a failed push is tried again at the next need. */
-  private pushOnce(tag: string): Promise<string> {
+  /**
+   * Pushes the image to the registry at each need (a board's start), one push at a time: the
+   * registry may have lost it since, and a push of layers it has is quick.
+   */
+  private pushToRegistry(tag: string): Promise<string> {
     let pending = this.pushes.get(tag);
     if (!pending) {
       pending = this.runtime
-        .pushImage(tag, new AbortController().signal, () => {})
-        .then(() => tag)
-        .catch((err: unknown) => {
-          this.pushes.delete(tag);
-          throw new Error(`pushing the board image to ${this.registry ?? ''} failed: ${(err as Error).message}`);
-        });
+        .pushImage(tag, AbortSignal.timeout(IMAGE_STEP_TIMEOUT_MS), () => {})
+        .then(
+          () => tag,
+          (err: unknown) => {
+            throw new Error(`pushing the board image to ${this.registry ?? ''} failed: ${(err as Error).message}`);
+          },
+        )
+        .finally(() => this.pushes.delete(tag));
       this.pushes.set(tag, pending);
     }
     return pending;
@@ -133,7 +140,7 @@ export class KanbanImage {
           limits: BUILD_LIMITS,
           // The operator's base image, pulled once above if missing: no pull per build.
           pullBaseImages: false,
-          signal: new AbortController().signal,
+          signal: AbortSignal.timeout(IMAGE_STEP_TIMEOUT_MS),
           onOutput: (line) => output.push(line),
         })
         .catch((err: unknown) => {

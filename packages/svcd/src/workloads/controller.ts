@@ -32,6 +32,11 @@ const CLAIM_BATCH = 20;
 /** After an engine fault: 1 s, 2 s, 4 s, ... up to 30 s before the next try. */
 const RETRY_BASE_MS = 1_000;
 const RETRY_MAX_MS = 30_000;
+/**
+ * While the node a workload's data is on is away, it is looked at again at least this often: a
+ * node that is back is one listing of the nodes away, and its workload should follow in seconds.
+ */
+const NODE_RETRY_MAX_MS = 5_000;
 /** Starts of one generation tried while the engine's connection drops mid-request (port.ts, connectionDropped). */
 export const DROPPED_CONNECTION_TRIES = 3;
 /** A dropped connection's message, as the last try wrote it into the row's last_error. */
@@ -310,7 +315,8 @@ export class WorkloadController {
     }
   }
 
-  private get leaseMs(): number {
+  /** How long a claim holds without renewal (--workload-lease-seconds). */
+  get leaseMs(): number {
     return this.deps.leaseMs ?? WORKLOAD_LEASE_MS;
   }
 
@@ -422,7 +428,7 @@ export class WorkloadController {
       (connectionDropped(err) && !(droppedInARow && w.attempts + 1 >= DROPPED_CONNECTION_TRIES)) ||
       !(await engineAnswers(this.deps.runtime));
     if (retry) {
-      const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
+      const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, nodeUnavailable ? NODE_RETRY_MAX_MS : RETRY_MAX_MS);
       await this.deps.store.transaction(async (tx) => {
         if (!(await tx.workloads.release(w.id, this.deps.holder, w.generation, retryAt, message, now))) return;
         if (w.desired_state === 'running') await rules.observed(tx, w, { state: 'waiting', error: message, ...(nodeUnavailable ? { nodeUnavailable } : {}) });

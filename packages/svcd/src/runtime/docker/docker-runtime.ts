@@ -324,6 +324,12 @@ export class DockerRuntime implements Runtime {
     if (after.length > 1) await this.dropDuplicateNetworks(after);
   }
 
+  private async removeUnusedLocalNetwork(name: string): Promise<void> {
+    for (const n of await this.networksNamed(name)) {
+      if (n.Scope === 'local' && n.Driver === 'bridge') await this.docker.getNetwork(n.Id).remove().catch(() => {});
+    }
+  }
+
   private async networksNamed(name: string): Promise<Docker.NetworkInspectInfo[]> {
     const nets = await this.docker.listNetworks({ filters: { name: [name] } });
     return nets.filter((n) => n.Name === name);
@@ -383,7 +389,11 @@ export class DockerRuntime implements Runtime {
     // other tenants and from svcd as the tenant's services are. Operator images (the task
     // board) are built without one.
     const network = spec.tenantId === null ? 'none' : this.buildNetwork === 'own' ? `${tenantNetworkName(spec.tenantId)}-build` : tenantNetworkName(spec.tenantId);
-    if (spec.tenantId !== null) await this.ensureTenantNetwork(spec.tenantId, network);
+    if (spec.tenantId !== null) {
+      // An older svcd's builds used a local `tenant-<id>` here, whose bridge has the name this one wants: it goes, unless in use.
+      if (this.buildNetwork === 'own') await this.removeUnusedLocalNetwork(tenantNetworkName(spec.tenantId));
+      await this.ensureTenantNetwork(spec.tenantId, network);
+    }
     const cgroup = await this.tenantCgroup(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
     // The streaming client: the API client's idle timeout would cut a build whose step prints

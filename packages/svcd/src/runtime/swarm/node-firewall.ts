@@ -28,8 +28,14 @@ import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker
 import { consumeProgress } from '../docker/engine-streams.js';
 import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
-/** The bridge Swarm connects every task to for its traffic off the overlay (and its published ports). */
-export const SWARM_GATEWAY_BRIDGE: TenantInterfaces = { pattern: 'docker_gwbridge', dockerIsolates: false, forwardChain: 'FORWARD', repliesOnly: true };
+/**
+ * The bridge Swarm connects every task to for its traffic off the overlay (and its published
+ * ports), under chains of its own: svcd's own host (a node, often) keeps its tenant bridges' rules
+ * in the default chains, and rules of two sets in one chain would weaken each other (an early
+ * RETURN of one skipping the other's rejects). An older svcd's jumps to the default chains, left
+ * on a node, only add their rejects.
+ */
+export const SWARM_GATEWAY_BRIDGE: TenantInterfaces = { pattern: 'docker_gwbridge', dockerIsolates: false, forwardChain: 'FORWARD', repliesOnly: true, chains: { egress: 'SVC-GW-EGRESS', host: 'SVC-GW-HOST' } };
 
 /**
  * The tenant bridges of builds on a node's engine, under chains apart from the gateway bridge's;

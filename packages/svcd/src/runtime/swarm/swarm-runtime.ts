@@ -159,7 +159,23 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   hasImage = (image: string) => this.managerEngine.hasImage(image);
   imageTriggers = (image: string) => this.managerEngine.imageTriggers(image);
   pullImage = (image: string, signal?: AbortSignal) => this.managerEngine.pullImage(image, signal);
-  buildImage = (spec: ImageBuildSpec) => this.managerEngine.buildImage(spec);
+  /**
+   * On the manager's engine. A tenant's RUN steps leave it through its tenant bridges: only while
+   * svcd's rules are in place there (its node label says so, as for tasks), not in the moments
+   * after the manager rebooted or while svcd cannot reach its engine.
+   */
+  buildImage = async (spec: ImageBuildSpec): Promise<void> => {
+    if (spec.tenantId !== null) await this.assertBuildHostSecured();
+    return this.managerEngine.buildImage(spec);
+  };
+
+  private async assertBuildHostSecured(): Promise<void> {
+    const info = (await this.docker.info()) as { Swarm?: { NodeID?: string } };
+    const node = ((await this.docker.listNodes()) as SwarmNode[]).find((n) => n.ID === info.Swarm?.NodeID);
+    if ((node?.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] !== 'installed') {
+      throw new Error("the build host is not ready for tenants' builds now (svc's network rules are not in place there): try the build again in a minute");
+    }
+  }
   pushImage = (image: string, signal: AbortSignal, onOutput: (line: string) => void) => this.managerEngine.pushImage(image, signal, onOutput);
   removeImage = (reference: string) => this.managerEngine.removeImage(reference);
   removeRepository = (repository: string) => this.managerEngine.removeRepository(repository);
