@@ -99,7 +99,6 @@ const DF_BUSY_RETRY_MS = 500;
 /** The engine's refusal of a df while another runs (a 500, not a 409: matched by its text). */
 const DF_BUSY = /disk usage operation is already running/;
 
-/** Parses `unix:///var/run/docker.sock` or `tcp://host:port` into dockerode options. */
 /**
  * TLS material for an engine reached at https:// (PEM, as Docker names the files: ca.pem, the CA
  * that signed the engine's certificate; cert.pem and key.pem, svcd's client certificate for the
@@ -111,6 +110,7 @@ export interface EngineTls {
   key: string;
 }
 
+/** Parses `unix:///var/run/docker.sock`, `tcp://host:port` or `https://host:port` (with its TLS material) into dockerode options. */
 export function dockerOptions(host: string, timeoutMs: number, tls: EngineTls | null = null): Docker.DockerOptions {
   if (host.startsWith('unix://')) return { socketPath: host.slice('unix://'.length), timeout: timeoutMs };
   if (host.startsWith('https://')) {
