@@ -347,8 +347,9 @@ describe('services on the real engine', () => {
   });
 
   test('reconcile: a vanished container is redeployed; a container no service owns is removed', async () => {
-    // As if svcd had been down when the container went: no exit event is seen.
-    const quiet = await startServer({ realTime: true, overrides: { readyTimeoutMs: 5_000 } });
+    // As if svcd had been down when the container went: no exit event is seen. Nothing here waits
+    // out the readiness deadline: a loaded machine (the beside lane) gets time to start it.
+    const quiet = await startServer({ realTime: true, overrides: { readyTimeoutMs: 30_000 } });
     try {
       await quiet.deps.crashes.close();
       const a = await tenantOn(quiet);
