@@ -127,6 +127,11 @@ interface SwarmNode {
   Description?: { Hostname?: string; Engine?: { EngineVersion?: string }; Resources?: { NanoCPUs?: number; MemoryBytes?: number } };
 }
 
+/** Whether svcd's tenant egress rules are in place on the node (node-firewall.ts labels it so): tasks and builds run only there. */
+function hasEgressRules(n: SwarmNode): boolean {
+  return (n.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] === 'installed';
+}
+
 type ServiceSpec = Record<string, unknown> & { Name?: string; Labels?: Record<string, string>; Mode?: { Replicated?: { Replicas?: number } } };
 
 export class SwarmRuntime implements Runtime, ClusterNodes {
@@ -172,7 +177,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   private async assertBuildHostSecured(): Promise<void> {
     const info = (await this.docker.info()) as { Swarm?: { NodeID?: string } };
     const node = ((await this.docker.listNodes()) as SwarmNode[]).find((n) => n.ID === info.Swarm?.NodeID);
-    if ((node?.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] !== 'installed') {
+    if (!node || !hasEgressRules(node)) {
       throw new Error("the build host is not ready for tenants' builds now (svc's network rules are not in place there): try the build again in a minute");
     }
   }
@@ -218,7 +223,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }).catch(async (err: unknown) => {
       // Its node went away while it started (its task then waits for that node, never ready):
       // that, not the deadline, is why.
-      if (placement && node !== null) await this.placementNode({ node, holdsData: true });
+      if (node !== null) await this.placementNode({ node, holdsData: true });
       throw err;
     });
     return node === null ? applied : { ...applied, node };
@@ -232,7 +237,6 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
    */
   private async placementNode(placement: { node: string | null; holdsData: boolean }): Promise<string> {
     const list = (await this.docker.listNodes()) as SwarmNode[];
-    const secured = (n: SwarmNode) => (n.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] === 'installed';
     const pinned = placement.node;
     if (pinned !== null) {
       const n = list.find((x) => x.ID === pinned);
@@ -242,7 +246,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       if (state !== 'ready') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is ${state}: it starts again there once the node is back`);
       const availability = n.Spec.Availability ?? 'active';
       if (availability !== 'active') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is set to ${availability} by an operator: it starts again there once the node is active`);
-      if (!secured(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is not ready for svc's workloads now: it starts again there once it is`);
+      if (!hasEgressRules(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is not ready for svc's workloads now: it starts again there once it is`);
       return n.ID;
     }
     // Data made before this installation ran on a swarm (on one engine's volume): not started
@@ -252,7 +256,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const load = (n: SwarmNode) => tasks.filter((t) => t.NodeID === n.ID).length;
     // The least busy, then by host name: the same answer for the same cluster.
     const [least] = list
-      .filter((n) => n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && secured(n))
+      .filter((n) => n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && hasEgressRules(n))
       .sort((a, b) => load(a) - load(b) || (a.Description?.Hostname ?? '').localeCompare(b.Description?.Hostname ?? ''));
     if (!least) throw new NodeUnavailableError("no swarm node can take it now (ready, active, with svc's tenant egress rules)");
     return least.ID;
