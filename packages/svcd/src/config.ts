@@ -335,8 +335,9 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     throw new ConfigError('--kanban-ports and --database-ports must not overlap');
   }
   const swarmPorts = parsePortRange('--swarm-ports', raw.swarmPorts ?? DEFAULT_SWARM_PORTS);
+  const runtime = runtimeConfig(raw);
   // On a swarm both are published on the nodes, from ranges svcd allocates each on its own.
-  if ((raw.runtime ?? '').trim() === 'swarm') {
+  if (runtime.runtime === 'swarm') {
     for (const [flag, range] of [['--database-ports', databasePorts], ['--kanban-ports', kanbanPorts]] as const) {
       if (swarmPorts.from <= range.to && range.from <= swarmPorts.to) throw new ConfigError(`--swarm-ports and ${flag} must not overlap (on a swarm both are published on the nodes)`);
     }
@@ -403,8 +404,8 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     openRegistration,
     sandbox: raw.sandbox as SandboxMode,
     dockerHost: raw.dockerHost,
-    ...runtimeConfig(raw),
-    engineTls: engineTlsConfig(raw),
+    ...runtime,
+    engineTls: engineTlsConfig(raw, runtime.swarmNodes),
     bootstrapTokens,
     adminTokens,
     masterKey,
@@ -554,10 +555,10 @@ const ENGINE_TLS_FILES = ['ca.pem', 'cert.pem', 'key.pem'] as const;
  * engine's certificate, and svcd's client certificate and key (the engine's --tlsverify). A file
  * missing, or a key group or others can read, is refused here rather than at the first call.
  */
-function engineTlsConfig(raw: RawOptions): Record<string, EngineTls> {
+function engineTlsConfig(raw: RawOptions, swarmNodes: Record<string, string>): Record<string, EngineTls> {
   const wanted: Array<[string, string]> = [];
   if (/^https:\/\//.test(raw.dockerHost)) wanted.push(['docker-host', raw.dockerHost]);
-  for (const [name, url] of Object.entries(runtimeConfig(raw).swarmNodes)) if (url.startsWith('https://')) wanted.push([join('nodes', name), url]);
+  for (const [name, url] of Object.entries(swarmNodes)) if (url.startsWith('https://')) wanted.push([join('nodes', name), url]);
   const material: Record<string, EngineTls> = {};
   for (const [name, url] of wanted) {
     const dir = join(raw.dataDir, 'engine-tls', name);
