@@ -35,7 +35,9 @@ describe('services on the real engine', () => {
   before(async () => {
     await ensureTestImages();
     track = (id) => tenants.push(id);
-    t = await startServer({ realTime: true, logLines: lines, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { readyTimeoutMs: 3_000 } });
+    // 20 s to be ready: a loaded CI machine took more than 3 s to start a busybox httpd. The one
+    // test here that waits out a readiness deadline on purpose starts its own svcd with a short one.
+    t = await startServer({ realTime: true, logLines: lines, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { readyTimeoutMs: 20_000 } });
   });
   const tenants: string[] = [];
   after(async () => {
@@ -62,10 +64,17 @@ describe('services on the real engine', () => {
     const served = await settled(a, (await a.client.createService({ name: 'checked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/index.html' } })).id);
     assert.equal(served.status, 'running', served.last_error ?? '');
     assert.deepEqual(served.health_check, { type: 'http', path: '/index.html' });
-    const missing = await settled(a, (await a.client.createService({ name: 'unchecked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/healthz' } })).id);
-    assert.equal(missing.status, 'failed');
-    assert.match(missing.last_error ?? '', /not ready within 3 s: health check GET \/healthz: answered 404/);
-    assert.equal(await docker.getContainer(workloadName(missing.id)).inspect().then(() => 'there', () => 'gone'), 'gone');
+    // Its own svcd, with a 3 s deadline the failing check waits out.
+    const short = await startServer({ realTime: true, overrides: { readyTimeoutMs: 3_000 } });
+    try {
+      const b = await tenantOn(short);
+      const missing = await settled(b, (await b.client.createService({ name: 'unchecked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/healthz' } })).id);
+      assert.equal(missing.status, 'failed');
+      assert.match(missing.last_error ?? '', /not ready within 3 s: health check GET \/healthz: answered 404/);
+      assert.equal(await docker.getContainer(workloadName(missing.id)).inspect().then(() => 'there', () => 'gone'), 'gone');
+    } finally {
+      await short.close();
+    }
   });
 
   test('create: 201 deploying, then running; hardened container on the tenant network with env and quota limits', async () => {
@@ -448,7 +457,8 @@ describe('services on the real engine', () => {
       await docker.getImage(image).remove();
       const a = await tenantOn(t);
       const s = await a.client.createService({ name: 'from-registry', image });
-      assert.equal((await settled(a, s.id)).status, 'running', 'pulled from the loopback registry on first deploy');
+      const first = await settled(a, s.id);
+      assert.equal(first.status, 'running', `pulled from the loopback registry on first deploy: ${first.last_error ?? ''}`);
       await docker.getContainer(workloadName(s.id)).remove({ force: true });
       await docker.getImage(image).remove({ force: true });
       const r = await a.client.serviceAction(s.id, 'redeploy');
