@@ -7,6 +7,10 @@
 // 2. a node's death: one service's node cut off the lab bridge; how long until Swarm runs its task
 //    on another node (Swarm's own rescheduling: the floor, with the lab's 1 s dispatcher
 //    heartbeat) and until the service answers again through svc's proxy.
+// 3. a rolling redeploy: requests made back to back through svc's proxy, one at a time, from
+//    before the redeploy until the old Swarm service is gone; how many failed. Target: 0 beyond
+//    the lab's own background, measured the same way for 5 s before with nothing changing (the
+//    lab resets a few new connections to a task's host-mode port, svcd or not).
 // Run: make bench-swarm; --smoke: 1 round (bench/smoke.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +21,7 @@ import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { BUSYBOX_IMAGE, TEST_REGISTRY, ensureTestImages } from '../../packages/svcd/test/images.js';
 import { startSwarmLab } from '../../packages/svcd/test/swarm-lab.js';
-import { until200 } from '../first-answer.js';
+import { answerStatus, until200 } from '../first-answer.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
@@ -87,6 +91,8 @@ const svcTimes: number[] = [];
 const bareTimes: number[] = [];
 let rescheduledMs = NaN;
 let answeredMs = NaN;
+const rolling = { requests: 0, failed: 0, ms: NaN };
+const background = { requests: 0, failed: 0 };
 try {
   await manager.createNetwork({ Name: 'bench-bare', Driver: 'overlay', Attachable: true });
   // The tenant's overlay network exists for both sides: a resident service made it.
@@ -106,8 +112,38 @@ try {
     process.stderr.write(`bench-swarm: round ${String(i + 1)}/${String(ROUNDS)}: svc ${String(Math.round(svcTimes.at(-1) ?? 0))} ms, bare ${String(Math.round(bareTimes.at(-1) ?? 0))} ms\n`);
   }
 
+  // A rolling redeploy of the resident service under back-to-back requests through the proxy.
+  const residentHost = `${resident.id}.localhost:${proxyPort}`;
+  const swarmServices = () => manager.listServices({ filters: { label: [`svc.resource=${resident.id}`] } });
+  const [old] = await swarmServices();
+  for (const until = performance.now() + 5_000; performance.now() < until; background.requests++) {
+    if ((await answerStatus('127.0.0.1', proxyPort, '/index.html', residentHost)) !== 200) background.failed++;
+  }
+  const loading = { on: true };
+  const load = (async () => {
+    while (loading.on) {
+      const status = await answerStatus('127.0.0.1', proxyPort, '/index.html', residentHost);
+      rolling.requests++;
+      if (status !== 200) rolling.failed++;
+    }
+  })();
+  try {
+    const t0 = performance.now();
+    await c.serviceAction(resident.id, 'redeploy');
+    for (;;) {
+      const list = await swarmServices();
+      if ((await c.service(resident.id)).status === 'running' && list.length === 1 && list[0]?.ID !== old?.ID) break;
+      if (performance.now() - t0 > 120_000) throw new Error('the rolling redeploy did not end within 120 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    rolling.ms = performance.now() - t0;
+  } finally {
+    loading.on = false;
+    await load;
+  }
+
   // A node's death under the resident service.
-  const [service] = await manager.listServices({ filters: { label: [`svc.resource=${resident.id}`] } });
+  const [service] = await swarmServices();
   const before = await runningTask(service?.ID ?? '');
   const nodes = (await manager.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>;
   const lost = nodes.find((n) => n.ID === before?.NodeID)?.Description.Hostname ?? '';
@@ -139,11 +175,15 @@ console.log(`| bare: docker service create (same spec) until the first 200 at th
 console.log(`| ratio svc / bare | ${(svcMedian / bareMedian).toFixed(2)} (target at most 1.3) |`);
 console.log(`| a node cut off: Swarm runs the task on another node (its rescheduling, the floor; 1 s heartbeat) | ${String(Math.round(rescheduledMs))} |`);
 console.log(`| a node cut off: the service answers again through svc's proxy | ${String(Math.round(answeredMs))} |`);
+console.log(`| a rolling redeploy, until the old Swarm service is gone | ${String(Math.round(rolling.ms))} |`);
+console.log(`| requests through the proxy during it, back to back: failed / made | ${String(rolling.failed)} / ${String(rolling.requests)} (target 0 beyond the background) |`);
+console.log(`| the same for 5 s before it, nothing changing (the lab's background): failed / made | ${String(background.failed)} / ${String(background.requests)} |`);
 if (SMOKE) {
   smokeVerdict('bench-swarm', [
     ...sampleProblems('svc deploys', svcTimes, ROUNDS),
     ...sampleProblems('bare deploys', bareTimes, ROUNDS),
     ...sampleProblems('the rescheduling', [rescheduledMs]),
     ...sampleProblems('the answer after a node died', [answeredMs]),
+    ...sampleProblems('the rolling redeploy', [rolling.ms]),
   ]);
 }

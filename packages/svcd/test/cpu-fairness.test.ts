@@ -143,7 +143,9 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
         await tenants.cleanup();
       });
 
-      test('a tenant with two busy services gets the CPU a tenant with one gets; together they give way to two busy processes outside, and have the machine when those stop', async (ctx) => {
+      // The measurement on one store: the store plays no part in the CPU the kernel gives the
+      // groups, and its windows are most of this file's time.
+      if (kind === 'sqlite') test('a tenant with two busy services gets the CPU a tenant with one gets; together they give way to two busy processes outside, and have the machine when those stop', async (ctx) => {
         const a = await tenants.add();
         const b = await tenants.add();
         // A service's CPU limit is the tenant's 2 cores divided by its service quota: two
@@ -169,9 +171,10 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
         await sleep(1_500);
         const groups = [tenantCgroupPath(a.id), tenantCgroupPath(b.id)];
         let alone = await coresOver(groups, 3_000);
-        if (alone[0]! + alone[1]! <= 1.5) {
-          // Anything else busy on the machine comes first (the tenants' low weight): once more.
-          ctx.diagnostic(`first window: tenant A ${alone[0]!.toFixed(2)} cores, tenant B ${alone[1]!.toFixed(2)}; measuring again`);
+        // Anything else busy on the machine comes first (the tenants' low weight): up to three
+        // windows more (a full run's previous files can keep the engine busy for a few seconds).
+        for (let window = 2; window <= 4 && alone[0]! + alone[1]! <= 1.5; window++) {
+          ctx.diagnostic(`window ${String(window - 1)}: tenant A ${alone[0]!.toFixed(2)} cores, tenant B ${alone[1]!.toFixed(2)}; measuring again`);
           alone = await coresOver(groups, 3_000);
         }
         ctx.diagnostic(`alone: tenant A ${alone[0]!.toFixed(2)} cores, tenant B ${alone[1]!.toFixed(2)}`);

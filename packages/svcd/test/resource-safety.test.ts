@@ -71,7 +71,9 @@ describe('streams that are never read', { concurrency: false }, () => {
       for (const c of cleanups) await c();
     });
 
-    test(`${kind}: four followed logs and four 10,000-line tails never read, on a service printing without pause: svcd's RSS stays within 50 MB for 15 s and other routes answer fast`, async () => {
+    // On one store: svcd's buffering of streams the engine sends is the same on both, and the
+    // 15 s watch is most of the test's time.
+    if (kind === 'sqlite') test(`${kind}: four followed logs and four 10,000-line tails never read, on a service printing without pause: svcd's RSS stays within 50 MB for 15 s and other routes answer fast`, async () => {
       // The log rate limit (the next suite) set out of the way: this is about svcd's own
       // buffering, which needs the flood to reach it at the engine's full speed.
       const { svcd, close } = await svcdOn(kind, `streams-${kind}`, ['--log-lines-per-second', '1000000', '--log-kib-per-second', '1048576']);

@@ -31,19 +31,23 @@ async function crash(serviceId: string): Promise<void> {
 
 describe('services on the real engine', () => {
   let t: TestServer;
+  /** With a 3 s readiness deadline, for the tests that wait one out on purpose. */
+  let short: TestServer;
   const lines: string[] = [];
   before(async () => {
     await ensureTestImages();
     track = (id) => tenants.push(id);
-    // 20 s to be ready: a loaded CI machine took more than 3 s to start a busybox httpd. The one
-    // test here that waits out a readiness deadline on purpose starts its own svcd with a short one.
+    // 20 s to be ready: a loaded CI machine took more than 3 s to start a busybox httpd. The tests
+    // that wait out a readiness deadline on purpose do it on `short`.
     t = await startServer({ realTime: true, logLines: lines, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { readyTimeoutMs: 20_000 } });
+    short = await startServer({ realTime: true, overrides: { readyTimeoutMs: 3_000 } });
   });
   const tenants: string[] = [];
   after(async () => {
     // Server errors, for whoever reads a failed run.
     for (const l of lines) if (l.includes('"level":50')) process.stderr.write(`# svcd: ${l.slice(0, 2000)}\n`);
     await t.close();
+    await short.close();
     await removeTenantWorkloads(tenants);
   });
 
@@ -64,17 +68,12 @@ describe('services on the real engine', () => {
     const served = await settled(a, (await a.client.createService({ name: 'checked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/index.html' } })).id);
     assert.equal(served.status, 'running', served.last_error ?? '');
     assert.deepEqual(served.health_check, { type: 'http', path: '/index.html' });
-    // Its own svcd, with a 3 s deadline the failing check waits out.
-    const short = await startServer({ realTime: true, overrides: { readyTimeoutMs: 3_000 } });
-    try {
-      const b = await tenantOn(short);
-      const missing = await settled(b, (await b.client.createService({ name: 'unchecked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/healthz' } })).id);
-      assert.equal(missing.status, 'failed');
-      assert.match(missing.last_error ?? '', /not ready within 3 s: health check GET \/healthz: answered 404/);
-      assert.equal(await docker.getContainer(workloadName(missing.id)).inspect().then(() => 'there', () => 'gone'), 'gone');
-    } finally {
-      await short.close();
-    }
+    // On `short`: the failing check waits out its 3 s.
+    const b = await tenantOn(short);
+    const missing = await settled(b, (await b.client.createService({ name: 'unchecked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/healthz' } })).id);
+    assert.equal(missing.status, 'failed');
+    assert.match(missing.last_error ?? '', /not ready within 3 s: health check GET \/healthz: answered 404/);
+    assert.equal(await docker.getContainer(workloadName(missing.id)).inspect().then(() => 'there', () => 'gone'), 'gone');
   });
 
   test('create: 201 deploying, then running; hardened container on the tenant network with env and quota limits', async () => {
@@ -268,9 +267,10 @@ describe('services on the real engine', () => {
     assert.match(ex.last_error ?? '', /container exited with code 7 before it was ready: giving up/);
     assert.equal((await a.client.deployments(exiter.id))[0]?.status, 'failed');
 
-    // One that runs but never listens.
-    const sleeper = await a.client.createService({ name: 'sleeper', image: SLEEPER_IMAGE });
-    const sl = await settled(a, sleeper.id);
+    // One that runs but never listens (on `short`: it waits out the deadline).
+    const b = await tenantOn(short);
+    const sleeper = await b.client.createService({ name: 'sleeper', image: SLEEPER_IMAGE });
+    const sl = await settled(b, sleeper.id);
     assert.equal(sl.status, 'failed');
     assert.match(sl.last_error ?? '', /not ready within \d+ s: no connection accepted on port 8000/);
   });

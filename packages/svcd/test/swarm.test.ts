@@ -178,22 +178,93 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.deepEqual(container.HostConfig.CapDrop, ['ALL']);
     assert.ok((container.HostConfig.PidsLimit ?? 0) > 0 && (container.HostConfig.Memory ?? 0) > 0 && (container.HostConfig.NanoCpus ?? 0) > 0, JSON.stringify(container.HostConfig));
     // Its logs come through the manager, whatever node the task is on.
-    assert.equal((await viaProxy(proxyPort, host, '/cgi-bin/log?swarm-marker')).status, 200);
+    // Asked again on a reset (the lab resets a few connections of its own: the rolling redeploy's test).
+    await waitFor('the marker logged', () => viaProxy(proxyPort, host, '/cgi-bin/log?swarm-marker').then((r) => (r.status === 200 ? true : undefined)));
     await waitFor('the line in its log', async () => ((await client.serviceLogs(s.id, 50)).includes('log: swarm-marker') ? true : undefined));
     // Another service gets a port of its own; a redeploy keeps the service's.
     const other = await runningService(client, 'web2');
     const otherPort = (await t.deps.store.services.findAny(other.id))?.published_port;
     assert.ok(typeof otherPort === 'number' && otherPort !== allocated, `${String(otherPort)} beside ${String(allocated)}`);
-    await client.serviceAction(s.id, 'redeploy');
-    await waitFor('redeployed', async () => ((await client.deployments(s.id)).filter((d) => d.status === 'succeeded').length === 2 ? true : undefined), 90_000);
-    assert.equal((await t.deps.store.services.findAny(s.id))?.published_port, allocated);
-    const [redeployed] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
-    const newTask = (await tasksOf(redeployed?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running');
-    assert.equal(newTask?.Status.PortStatus?.Ports?.[0]?.PublishedPort, allocated);
     await client.deleteService(other.id);
     // Deleted: the Swarm service goes.
     await client.deleteService(s.id);
     await waitFor('the swarm service removed', async () => ((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })).length === 0 ? true : undefined));
+  });
+
+  test('a redeploy is rolling: the new task starts on the other worker beside the old one, on the same port, the route moves, and no request through the proxy fails', async () => {
+    const { client } = await newTenant(t);
+    const s = await runningService(client, 'rolling');
+    const { host } = s;
+    await waitFor('the page', () => viaProxy(proxyPort, host, '/index.html').then((r) => (r.status === 200 ? r : undefined)));
+    const allocated = (await t.deps.store.services.findAny(s.id))?.published_port ?? assert.fail('no port allocated');
+    const swarmServices = () => lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
+    const runningTask = async (serviceId: string) => (await tasksOf(serviceId)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running');
+    const [old] = await swarmServices();
+    const oldTask = await runningTask(old?.ID ?? '');
+    assert.ok(old && oldTask, 'a running task');
+    // The lab's own background: on this machine a bare Swarm service's host-mode port, reached
+    // from the host without svc, resets about one new connection in two hundred (seen with
+    // svcd out of the path too). Measured first, back to back for 5 s, as the rolling redeploy's
+    // control: the route answers nearly every request of a steady stream.
+    const ask = () => viaProxy(proxyPort, host, '/index.html').then((r) => `${String(r.status)} ${r.body.trim()}`, (err: unknown) => String(err));
+    const OK = '200 hello from svc-test';
+    const steady: string[] = [];
+    for (const until = Date.now() + 5_000; Date.now() < until; ) steady.push(await ask());
+    const steadyFailed = steady.filter((x) => x !== OK).length;
+    assert.ok(steady.length >= 20 && steadyFailed <= steady.length * 0.05, `the control: ${String(steadyFailed)} of ${String(steady.length)} requests failed with nothing changing`);
+    const answers: string[] = [];
+    let atFailure = '';
+    const loading = { on: true };
+    // One request at a time, back to back, for the whole redeploy (and a moment after).
+    const load = (async () => {
+      while (loading.on) {
+        const answer = await ask();
+        answers.push(answer);
+        // At the first failure, what the old service's tasks and the service's route were.
+        if (answer !== OK && atFailure === '') {
+          const row = await t.deps.store.services.findAny(s.id);
+          atFailure = JSON.stringify({ tasks: (await tasksOf(old.ID)).map((x) => [x.NodeID, x.Status.State, x.DesiredState]), status: row?.status, upstream: row?.upstream, container: row?.container_id, old: old.ID });
+        }
+      }
+    })();
+    let replaced: { ID?: string } | undefined;
+    try {
+      await client.serviceAction(s.id, 'redeploy');
+      replaced = await waitFor(
+        'the new Swarm service serving, the old one gone',
+        async () => {
+          const now = await client.service(s.id);
+          const list = await swarmServices();
+          return now.status === 'running' && list.length === 1 && list[0]?.ID !== old.ID ? list[0] : undefined;
+        },
+        120_000,
+      );
+      await new Promise((r) => setTimeout(r, 500));
+    } finally {
+      loading.on = false;
+      await load;
+    }
+    // No moment where nothing answers: a redeploy that removed the old task first failed every
+    // request for seconds on end (dozens in a row). What fails is the lab's background: single
+    // requests, at about the control's rate.
+    const failed = answers.map((x, i) => [i, x] as const).filter(([, x]) => x !== OK);
+    const inARow = failed.some(([i], k) => k > 0 && failed[k - 1]?.[0] === i - 1);
+    const why = `${String(failed.length)} of ${String(answers.length)} requests failed (the control: ${String(steadyFailed)} of ${String(steady.length)}): ${JSON.stringify(failed.slice(0, 5))}; at the first: ${atFailure}`;
+    assert.ok(!inARow && failed.length <= Math.max(2, answers.length * 0.05), why);
+    assert.ok(answers.length >= 20, `only ${String(answers.length)} requests were made`);
+    process.stderr.write(`swarm: a rolling redeploy: ${why}\n`);
+    // Beside the old task: on the other worker, on the service's own port, which it keeps.
+    const newTask = await runningTask(replaced.ID ?? '');
+    assert.ok(newTask, 'the new service runs a task');
+    assert.notEqual(newTask.NodeID, oldTask.NodeID, 'on the other worker');
+    assert.equal(newTask.Status.PortStatus?.Ports?.[0]?.PublishedPort, allocated);
+    assert.equal((await t.deps.store.services.findAny(s.id))?.published_port, allocated);
+    // Its logs, exec-free routes and the next redeploy find it by its workload name still.
+    // Asked again on a reset (the lab resets a few connections of its own: the rolling redeploy's test).
+    await waitFor('the marker logged', () => viaProxy(proxyPort, host, '/cgi-bin/log?after-rolling').then((r) => (r.status === 200 ? true : undefined)));
+    await waitFor('the line in its log', async () => ((await client.serviceLogs(s.id, 50)).includes('log: after-rolling') ? true : undefined));
+    await client.deleteService(s.id);
+    await waitFor('the swarm service removed', async () => ((await swarmServices()).length === 0 ? true : undefined));
   });
 
   test('an image that exits fails the deploy with its exit, instead of waiting for the deadline', async () => {

@@ -208,8 +208,9 @@ export interface DriverCapabilities {
   allocatedPorts: boolean;
   /**
    * apply can set the running workload aside and start its replacement beside it (`setAside`): a
-   * redeploy with no moment where nothing answers. Not on a swarm: a service's task is published
-   * on one port of its node, which two tasks cannot share.
+   * redeploy with no moment where nothing answers. On a swarm the replacement's task runs on
+   * another node (a service's port is its own on every node, which two tasks of one node cannot
+   * share); with no other node that can run it, apply removes the old one first instead.
    */
   setAside: boolean;
 }

@@ -14,6 +14,13 @@
 //   Swarm's virtual IPs and ingress mesh are out (endpoint mode dnsrr). svcd and the proxy reach
 //   the task at <node address>:<published port>, read from the task list; a rescheduled task is
 //   found there again.
+// - A redeploy is rolling where another node can take the new task: the running service is set
+//   aside (svc's name label moved to its set-aside name; a Swarm service cannot be renamed, and
+//   its tasks run on untouched) and a new Swarm service starts beside it under a name of its own;
+//   Swarm's scheduler places its task on a node where the service's port is free, that is another
+//   node, and the deployer moves the route before it removes the old one. With no other node that
+//   can run it, the old service goes first, as before. A workload's name is therefore its
+//   `svc.name` label, not always its Swarm service's name; names are looked up by that label.
 // - Swarm restarts a task that exits and reschedules tasks of a node that is gone (restart
 //   condition any). A task that fails before its service was ever running counts as an exit, so
 //   that a deploy of an image that crashes fails at once instead of at the readiness deadline.
@@ -80,6 +87,13 @@ export interface SwarmRuntimeOptions {
  * that went away (orphaned): a node's loss is not charged to the tenant's crash circuit.
  */
 const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
+/**
+ * The workload's name (the spec's, or its set-aside name) on its Swarm service: the Swarm name
+ * cannot change, and a rolling redeploy's new service runs beside the old one under another.
+ */
+const NAME_LABEL = 'svc.name';
+/** What Swarm answers for a service ID (25 lowercase letters and digits): svc's names have dashes. */
+const SWARM_ID = /^[0-9a-z]{25}$/;
 /** How long after a service is made its tasks may find its port still held by the task it replaced. */
 const REPLACED_TASK_GRACE_MS = 60_000;
 /** How long a volume a removed service's task still holds is waited for (its stop grace is 10 s). */
@@ -133,6 +147,13 @@ function hasEgressRules(n: SwarmNode): boolean {
 }
 
 type ServiceSpec = Record<string, unknown> & { Name?: string; Labels?: Record<string, string>; Mode?: { Replicated?: { Replicas?: number } } };
+
+interface SwarmService {
+  ID: string;
+  Spec: ServiceSpec;
+  Version: { Index: number };
+  CreatedAt?: string;
+}
 
 export class SwarmRuntime implements Runtime, ClusterNodes {
   private readonly docker: Docker;
@@ -202,13 +223,17 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: false });
+    return Promise.resolve({ sandbox: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: true });
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
     // Before anything is removed: a pinned workload whose node cannot run it stays as it is.
     const { placement } = request.spec;
     const node = placement ? await this.placementNode(placement) : null;
+    // Rolling only where the new task has somewhere to run beside the old one (its port is the
+    // service's on every node): otherwise the old one goes first.
+    // A pinned workload has one node: never rolling.
+    if (request.setAside && (placement !== undefined || !(await this.roomBeside(request.spec.name)))) request = { ...request, setAside: false };
     const applied = await applyInOrder(request, {
       clock: this.clock,
       timers: this.timers,
@@ -217,6 +242,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       hasImage: () => Promise.resolve(true),
       pullImage: () => Promise.resolve(),
       remove: (ref) => this.remove(ref),
+      rename: (ref, name) => this.relabel(ref, name),
       run: (spec) => this.createService(spec, node),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
@@ -227,6 +253,26 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       throw err;
     });
     return node === null ? applied : { ...applied, node };
+  }
+
+  /**
+   * Whether a node other than the one running the workload's task can take its replacement now
+   * (ready, active, with svc's egress rules): nothing running is room enough too.
+   */
+  private async roomBeside(name: string): Promise<boolean> {
+    const current = await this.resolve(name);
+    if (!current) return true;
+    const running = (await this.tasks(current.ID)).find((t) => t.state === 'running' && t.desired === 'running');
+    if (!running) return true;
+    const list = (await this.docker.listNodes()) as SwarmNode[];
+    return list.some((n) => n.ID !== running.nodeId && n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && hasEgressRules(n));
+  }
+
+  /** Gives a service another workload name (its set-aside one): a change of the service's own labels, which leaves its tasks running. */
+  private async relabel(ref: string, name: string): Promise<void> {
+    const service = await this.resolve(ref);
+    if (!service) throw new WorkloadNotRunningError('the service is gone');
+    await this.docker.getService(service.ID).update({ ...service.Spec, Labels: { ...service.Spec.Labels, [NAME_LABEL]: name }, version: service.Version.Index });
   }
 
   /**
@@ -297,9 +343,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   private async createService(spec: WorkloadSpec, node: string | null): Promise<string> {
     const labels = workloadLabels(spec, this.o.installation);
+    // The spec's name, unless a service set aside still has it (a rolling redeploy's old one).
+    const taken = await this.serviceInspect(spec.name);
     const created = (await this.docker.createService({
-      Name: spec.name,
-      Labels: labels,
+      Name: taken ? `${spec.name}-${this.clock.now().toString(36)}` : spec.name,
+      Labels: { ...labels, [NAME_LABEL]: spec.name },
       TaskTemplate: {
         ContainerSpec: {
           Image: spec.image,
@@ -363,21 +411,37 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return new Map(list.map((n) => [n.ID, { address: n.Status?.Addr ?? '', hostname: n.Description?.Hostname ?? '' }]));
   }
 
-  private async serviceInspect(ref: string): Promise<{ ID: string; Spec: ServiceSpec; Version: { Index: number }; CreatedAt?: string } | null> {
+  /** A service by its Swarm ID or Swarm name (what the manager resolves): resolve() for workload names. */
+  private async serviceInspect(ref: string): Promise<SwarmService | null> {
     try {
-      return (await this.docker.getService(ref).inspect()) as { ID: string; Spec: ServiceSpec; Version: { Index: number }; CreatedAt?: string };
+      return (await this.docker.getService(ref).inspect()) as SwarmService;
     } catch (err) {
       if (isNotFound(err)) return null;
       throw err;
     }
   }
 
+  /**
+   * The Swarm service a ref names: an ID as it is; a workload name by svc's name label (a service
+   * set aside under its Swarm name answers to its set-aside name only), or by its Swarm name for
+   * a service made before the label was.
+   */
+  private async resolve(ref: string): Promise<SwarmService | null> {
+    if (SWARM_ID.test(ref)) return this.serviceInspect(ref);
+    const labelled = (await this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`, `${NAME_LABEL}=${ref}`] } })) as unknown as SwarmService[];
+    const [newest] = labelled.sort((a, b) => (b.CreatedAt ?? '').localeCompare(a.CreatedAt ?? ''));
+    if (newest) return newest;
+    const byName = await this.serviceInspect(ref);
+    const label = byName?.Spec.Labels?.[NAME_LABEL];
+    return byName && (label === undefined || label === ref) ? byName : null;
+  }
+
   async inspect(ref: string): Promise<WorkloadInfo | null> {
-    const service = await this.serviceInspect(ref);
+    const service = await this.resolve(ref);
     if (!service) return null;
     const tasks = await this.tasks(service.ID);
     const running = tasks.find((t) => t.state === 'running' && t.desired === 'running');
-    const base = { id: service.ID, name: service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
+    const base = { id: service.ID, name: service.Spec.Labels?.[NAME_LABEL] ?? service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
     if (running) {
       const node = (await this.nodeDirectory()).get(running.nodeId);
       const ports = (service.Spec.EndpointSpec as { Ports?: unknown[] } | undefined)?.Ports ?? [];
@@ -403,7 +467,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // No logs: the task error below says why.
     const printed = await this.logs(ref, { tail: 5, follow: false }).then(lastLinesOf).catch(() => '');
     if (printed !== '') return printed;
-    const failed = (await this.tasks(ref).catch(() => [])).find((t) => t.error);
+    const service = await this.resolve(ref).catch(() => null);
+    const failed = service ? (await this.tasks(service.ID).catch(() => [])).find((t) => t.error) : undefined;
     return failed?.error.slice(0, 500) ?? '';
   }
 
@@ -424,7 +489,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   private async scale(ref: string, replicas: number): Promise<void> {
-    const service = await this.serviceInspect(ref);
+    const service = await this.resolve(ref);
     if (!service) {
       if (replicas === 0) return;
       throw new WorkloadNotRunningError('the service is gone');
@@ -433,8 +498,10 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   async remove(ref: string): Promise<void> {
+    const service = await this.resolve(ref);
+    if (!service) return;
     try {
-      await this.docker.getService(ref).remove();
+      await this.docker.getService(service.ID).remove();
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -537,7 +604,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /** The running task's container and the engine of its node. */
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
-    const running = (await this.tasks(ref)).find((t) => t.state === 'running' && t.desired === 'running' && t.containerId);
+    const service = await this.resolve(ref);
+    if (!service) return null;
+    const running = (await this.tasks(service.ID)).find((t) => t.state === 'running' && t.desired === 'running' && t.containerId);
     if (!running?.containerId) return null;
     const node = (await this.nodeDirectory()).get(running.nodeId);
     if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? running.nodeId} (--swarm-node)`);
@@ -568,10 +637,12 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /** The service's log through the manager, whichever nodes its tasks ran on. */
   async logs(ref: string, opts: LogOptions): Promise<NodeJS.ReadableStream> {
+    const service = await this.resolve(ref);
+    if (!service) throw new WorkloadNotRunningError('no such service');
     const options = { stdout: true, stderr: true, tail: opts.tail, timestamps: false, follow: opts.follow };
     const raw = await new Promise<NodeJS.ReadableStream & { destroy(): void }>((resolve, reject) => {
       this.streaming.modem.dial(
-        { path: `/services/${encodeURIComponent(ref)}/logs?`, method: 'GET', isStream: true, statusCodes: { 200: true, 404: 'no such service', 500: 'server error', 503: 'node is not part of a swarm' }, options },
+        { path: `/services/${encodeURIComponent(service.ID)}/logs?`, method: 'GET', isStream: true, statusCodes: { 200: true, 404: 'no such service', 500: 'server error', 503: 'node is not part of a swarm' }, options },
         (err: Error | null, stream?: unknown) => (err ? reject(err) : resolve(stream as NodeJS.ReadableStream & { destroy(): void })),
       );
     }).catch((err: unknown) => {
