@@ -160,6 +160,8 @@ export interface DepsOverrides {
   routeFollowMs?: number;
   /** Crash restart backoff base (tests). */
   crashBackoffMs?: number;
+  /** How long an exit waits before it is judged a crash (tests of crash loops: short). */
+  exitSettleMs?: number;
   /** How often rollups are recomputed (tests: short). */
   rollupEveryMs?: number;
   /** Session caps (tests: small). */
@@ -289,7 +291,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const sandbox = new SandboxPolicy(config.sandbox, runtime, clock);
   // Services, databases, boards and environments run under the workload controller (workloads/controller.ts).
   const workloads = new WorkloadController({ ...core, leaseMs: config.workloadLeaseMs });
-  const crashes = new CrashHandler({ ...core, controller: workloads, backoffBaseMs: o.crashBackoffMs, routesChanged });
+  const crashes = new CrashHandler({ ...core, controller: workloads, backoffBaseMs: o.crashBackoffMs, exitSettleMs: o.exitSettleMs, routesChanged });
   const deployer = new Deployer({
     ...core,
     controller: workloads,

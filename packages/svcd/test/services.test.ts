@@ -322,7 +322,8 @@ describe('services on the real engine', () => {
   });
 
   test('crash loop: restarts with backoff, the fifth crash in 10 minutes opens the circuit, reset closes it', async () => {
-    const fast = await startServer({ realTime: true, overrides: { readyTimeoutMs: 5_000, crashBackoffMs: 20 } });
+    // A short settle: each crash is judged 200 ms after its exit instead of 2 s (the engine is not going away here).
+    const fast = await startServer({ realTime: true, overrides: { readyTimeoutMs: 5_000, crashBackoffMs: 20, exitSettleMs: 200 } });
     try {
       const a = await tenantOn(fast);
       const s = await a.client.createService({ name: 'crashy', image: BUSYBOX_IMAGE });

@@ -59,6 +59,8 @@ export function restartDelayMs(crashCount: number, baseMs = BACKOFF_BASE_MS): nu
 export interface CrashHandlerDeps extends Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
   controller: Pick<WorkloadController, 'kick'>;
   backoffBaseMs?: number;
+  /** EXIT_SETTLE_MS (tests of crash loops: short). */
+  exitSettleMs?: number;
   routesChanged: () => void;
 }
 
@@ -117,7 +119,7 @@ export class CrashHandler {
     // Only an exit that could be a crash waits: svc's own stops and other workloads end here.
     if (!(await this.runningOn(exit))) return;
     const seenAtMs = this.deps.clock.now();
-    const settleMs = exit.exitCode !== null && CLEAN_STOP_EXIT_CODES.has(exit.exitCode) ? CLEAN_STOP_SETTLE_MS : EXIT_SETTLE_MS;
+    const settleMs = exit.exitCode !== null && CLEAN_STOP_EXIT_CODES.has(exit.exitCode) ? CLEAN_STOP_SETTLE_MS : (this.deps.exitSettleMs ?? EXIT_SETTLE_MS);
     const until = seenAtMs + settleMs;
     let engineLeft = false;
     for (;;) {

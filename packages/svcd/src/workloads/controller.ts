@@ -249,11 +249,22 @@ export class WorkloadController {
         if (c.labels[LABELS.tenant] === WARM_POOL_TENANT) continue;
         const row = resourceId === undefined ? undefined : await this.deps.store.workloads.find(kind, resourceId);
         if (row) {
+          const settled = row.observed_generation === row.generation && row.lease_holder === null;
           // A container a rolling apply set aside, left by a svcd that died before removing it:
           // removed once nothing applies the row (an apply under way still serves from it).
-          if (isSetAside(c.name, parseSpecRecord(row).name) && row.observed_generation === row.generation && row.lease_holder === null) {
+          if (settled && isSetAside(c.name, parseSpecRecord(row).name)) {
             await this.deps.runtime.remove(c.id);
             this.deps.log.info({ container: c.id, kind, resource: resourceId }, 'removed a container a redeploy set aside');
+          }
+          // A second workload under the row's name, not the one it runs: a driver whose names are
+          // labels (a swarm) has one when two svcd raced to apply the row (one lost its lease
+          // mid-way). Removed once the row is settled running on the other.
+          // Only while the one it runs is there and running (as the engine names it: never c).
+          if (settled && row.observed_state === 'running' && row.driver_ref !== null && c.id !== row.driver_ref && c.name === parseSpecRecord(row).name) {
+            const live = await this.deps.runtime.inspect(row.driver_ref);
+            if (live?.state !== 'running' || live.id === c.id) continue;
+            await this.deps.runtime.remove(c.id);
+            this.deps.log.info({ container: c.id, kind, resource: resourceId }, 'removed a second workload under the name of one that runs another');
           }
           continue;
         }

@@ -230,10 +230,14 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // Before anything is removed: a pinned workload whose node cannot run it stays as it is.
     const { placement } = request.spec;
     const node = placement ? await this.placementNode(placement) : null;
-    // Rolling only where the new task has somewhere to run beside the old one (its port is the
-    // service's on every node): otherwise the old one goes first.
-    // A pinned workload has one node: never rolling.
-    if (request.setAside && (placement !== undefined || !(await this.roomBeside(request.spec.name)))) request = { ...request, setAside: false };
+    // Rolling only where the new task has somewhere to run beside what runs now (its port is the
+    // service's on every node): otherwise everything of the workload goes first, a service an
+    // interrupted rolling apply set aside included (it would hold the port). A pinned workload
+    // has one node: never rolling.
+    if (request.setAside && (placement !== undefined || !(await this.roomBeside(request.spec)))) {
+      request = { ...request, setAside: false };
+      for (const service of await this.servicesOf(request.spec)) await this.remove(service.ID);
+    }
     const applied = await applyInOrder(request, {
       clock: this.clock,
       timers: this.timers,
@@ -256,16 +260,23 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   /**
-   * Whether a node other than the one running the workload's task can take its replacement now
-   * (ready, active, with svc's egress rules): nothing running is room enough too.
+   * Whether a node can take the workload's replacement now (ready, active, with svc's egress
+   * rules) where none of its services (the one under its name, and any set aside) has a task
+   * that holds its port.
    */
-  private async roomBeside(name: string): Promise<boolean> {
-    const current = await this.resolve(name);
-    if (!current) return true;
-    const running = (await this.tasks(current.ID)).find((t) => t.state === 'running' && t.desired === 'running');
-    if (!running) return true;
+  private async roomBeside(spec: WorkloadSpec): Promise<boolean> {
+    const taken = new Set<string>();
+    for (const service of await this.servicesOf(spec)) {
+      for (const t of await this.tasks(service.ID)) if (t.desired === 'running' || t.state === 'running') taken.add(t.nodeId);
+    }
     const list = (await this.docker.listNodes()) as SwarmNode[];
-    return list.some((n) => n.ID !== running.nodeId && n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && hasEgressRules(n));
+    return list.some((n) => !taken.has(n.ID) && n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && hasEgressRules(n));
+  }
+
+  /** Every Swarm service of this installation that runs the spec's workload (its resource), whatever its name. */
+  private async servicesOf(spec: Pick<WorkloadSpec, 'tenantId' | 'kind' | 'resourceId'>): Promise<SwarmService[]> {
+    const label = [`${LABELS.installation}=${this.o.installation}`, `${LABELS.tenant}=${spec.tenantId}`, `${LABELS.kind}=${spec.kind}`, `${LABELS.resource}=${spec.resourceId}`];
+    return (await this.docker.listServices({ filters: { label } })) as unknown as SwarmService[];
   }
 
   /** Gives a service another workload name (its set-aside one): a change of the service's own labels, which leaves its tasks running. */
@@ -367,7 +378,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         // whose data is on its node's disk only there.
         Placement: { Constraints: [EGRESS_NODE_CONSTRAINT, ...(node === null ? [] : [`node.id==${node}`])] },
         LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
-        Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: spec.aliases ?? [] }],
+        // Its workload name too: after a rolling redeploy its Swarm name is another.
+        Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: [...(spec.aliases ?? []), ...(taken ? [spec.name] : [])] }],
       },
       Mode: { Replicated: { Replicas: 1 } },
       // On the port svcd allocated for the service (a stale route then reaches it or nothing), or
@@ -402,7 +414,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         containerId: t.Status?.ContainerStatus?.ContainerID ?? null,
         publishedPort: t.Status?.PortStatus?.Ports?.[0]?.PublishedPort ?? null,
       }))
-      .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+      // Newest first (RFC 3339 with a varying number of fraction digits: compared as times).
+      .sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
   }
 
   /** Node addresses by node id, and host names (the key of --swarm-node). */
@@ -428,12 +441,17 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
    */
   private async resolve(ref: string): Promise<SwarmService | null> {
     if (SWARM_ID.test(ref)) return this.serviceInspect(ref);
-    const labelled = (await this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`, `${NAME_LABEL}=${ref}`] } })) as unknown as SwarmService[];
-    const [newest] = labelled.sort((a, b) => (b.CreatedAt ?? '').localeCompare(a.CreatedAt ?? ''));
+    const [newest] = await this.labelled(ref);
     if (newest) return newest;
     const byName = await this.serviceInspect(ref);
     const label = byName?.Spec.Labels?.[NAME_LABEL];
     return byName && (label === undefined || label === ref) ? byName : null;
+  }
+
+  /** The services labelled with a workload name, newest first (two only after a race between svcd: remove takes both). */
+  private async labelled(name: string): Promise<SwarmService[]> {
+    const list = (await this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`, `${NAME_LABEL}=${name}`] } })) as unknown as SwarmService[];
+    return list.sort((a, b) => Date.parse(b.CreatedAt ?? '') - Date.parse(a.CreatedAt ?? '') || b.Version.Index - a.Version.Index);
   }
 
   async inspect(ref: string): Promise<WorkloadInfo | null> {
@@ -497,13 +515,16 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     await this.docker.getService(service.ID).update({ ...service.Spec, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
   }
 
+  /** By ID, or every service under the workload name (two svcd that raced each made one). */
   async remove(ref: string): Promise<void> {
-    const service = await this.resolve(ref);
-    if (!service) return;
-    try {
-      await this.docker.getService(service.ID).remove();
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
+    const byLabel = SWARM_ID.test(ref) ? [] : await this.labelled(ref);
+    const services = byLabel.length > 0 ? byLabel : [await this.resolve(ref)].filter((x): x is SwarmService => x !== null);
+    for (const service of services) {
+      try {
+        await this.docker.getService(service.ID).remove();
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
     }
   }
 
