@@ -20,6 +20,30 @@ export function answerStatus(host: string, port: number, path: string, hostHeade
   });
 }
 
+/**
+ * Requests one at a time, back to back, through the proxy to a host (a redeploy's load: each
+ * answer other than 200 counts as failed), until `stop`, which resolves once the last one ended.
+ * `counts` is live, for progress lines.
+ */
+export function backToBack(port: number, hostHeader: string, path = '/index.html'): { counts: { requests: number; failed: number }; stop(): Promise<void> } {
+  const counts = { requests: 0, failed: 0 };
+  const loading = { on: true };
+  const running = (async () => {
+    while (loading.on) {
+      const status = await answerStatus('127.0.0.1', port, path, hostHeader);
+      counts.requests++;
+      if (status !== 200) counts.failed++;
+    }
+  })();
+  return {
+    counts,
+    stop: async () => {
+      loading.on = false;
+      await running;
+    },
+  };
+}
+
 /** Resolves at the first 200 of `path` (at most 60 s). */
 export async function until200(host: string, port: number, path: string, hostHeader?: string): Promise<void> {
   const deadline = Date.now() + 60_000;

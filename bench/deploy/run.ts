@@ -17,7 +17,7 @@ import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
-import { answerStatus, bareFirstAnswer, until200 } from '../first-answer.js';
+import { backToBack, bareFirstAnswer, until200 } from '../first-answer.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
@@ -43,7 +43,7 @@ const firstService = performance.now() - t0;
 
 const svcTimes: number[] = [];
 const bareTimes: number[] = [];
-const redeployLoad = { requests: 0, failed: 0 };
+let redeployLoad = { requests: 0, failed: 0 };
 try {
   for (let i = 0; i < ROUNDS; i++) {
     // svc: the API call, the background deploy, Caddy's route, the first answer through it.
@@ -62,15 +62,8 @@ try {
   }
 
   // Redeploys under load: one request at a time, back to back, through the proxy.
-  const residentHost = `${resident.id}.localhost:${proxyPort}`;
-  const loading = { on: true };
-  const load = (async () => {
-    while (loading.on) {
-      const status = await answerStatus('127.0.0.1', proxyPort, '/index.html', residentHost);
-      redeployLoad.requests++;
-      if (status !== 200) redeployLoad.failed++;
-    }
-  })();
+  const load = backToBack(proxyPort, `${resident.id}.localhost:${proxyPort}`);
+  redeployLoad = load.counts;
   try {
     for (let i = 0; i < REDEPLOYS; i++) {
       const { deployment } = await c.serviceAction(resident.id, 'redeploy');
@@ -84,8 +77,7 @@ try {
       process.stderr.write(`bench-deploy: redeploy ${i + 1}/${REDEPLOYS}: ${redeployLoad.failed} of ${redeployLoad.requests} requests failed so far\n`);
     }
   } finally {
-    loading.on = false;
-    await load;
+    await load.stop();
   }
 } finally {
   await svcd.stop();

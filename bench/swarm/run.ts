@@ -21,7 +21,7 @@ import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { BUSYBOX_IMAGE, TEST_REGISTRY, ensureTestImages } from '../../packages/svcd/test/images.js';
 import { startSwarmLab } from '../../packages/svcd/test/swarm-lab.js';
-import { answerStatus, until200 } from '../first-answer.js';
+import { answerStatus, backToBack, until200 } from '../first-answer.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 
@@ -119,14 +119,7 @@ try {
   for (const until = performance.now() + 5_000; performance.now() < until; background.requests++) {
     if ((await answerStatus('127.0.0.1', proxyPort, '/index.html', residentHost)) !== 200) background.failed++;
   }
-  const loading = { on: true };
-  const load = (async () => {
-    while (loading.on) {
-      const status = await answerStatus('127.0.0.1', proxyPort, '/index.html', residentHost);
-      rolling.requests++;
-      if (status !== 200) rolling.failed++;
-    }
-  })();
+  const load = backToBack(proxyPort, residentHost);
   try {
     const t0 = performance.now();
     await c.serviceAction(resident.id, 'redeploy');
@@ -138,8 +131,9 @@ try {
     }
     rolling.ms = performance.now() - t0;
   } finally {
-    loading.on = false;
-    await load;
+    await load.stop();
+    rolling.requests = load.counts.requests;
+    rolling.failed = load.counts.failed;
   }
 
   // A node's death under the resident service.
