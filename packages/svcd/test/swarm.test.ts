@@ -202,10 +202,11 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const [old] = await swarmServices();
     const oldTask = await runningTask(old?.ID ?? '');
     assert.ok(old && oldTask, 'a running task');
-    // The lab's own background: on this machine a Swarm service's host-mode port, reached from
+    // The lab's own background: on this machine a port published on a lab node, reached from
     // the host, resets some new connections (one in two hundred to one in thirty seen; also with
-    // svcd and Caddy out of the path). Measured first, back to back for 5 s, as the rolling
-    // redeploy's control: the route answers nearly every request of a steady stream.
+    // svcd and Caddy out of the path, and for a plain container on a node's engine with no
+    // swarm). Measured first, back to back for 5 s, as the rolling redeploy's control: the route
+    // answers nearly every request of a steady stream.
     const ask = () => viaProxy(proxyPort, host, '/index.html').then((r) => `${String(r.status)} ${r.body.trim()}`, (err: unknown) => String(err));
     const OK = '200 hello from svc-test';
     const steady: string[] = [];
