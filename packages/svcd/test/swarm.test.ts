@@ -288,6 +288,29 @@ describe('svcd on a Docker Swarm of three engines', () => {
     await waitFor('the swarm service removed', async () => ((await swarmServices()).length === 0 ? true : undefined));
   });
 
+  test("a service's HTTP health check is its readiness on a swarm too: a path its task serves makes it running, one it does not keeps it deploying", async () => {
+    const { client } = await newTenant(t);
+    const checked = await client.createService({ name: 'checked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/index.html' } });
+    const unchecked = await client.createService({ name: 'unchecked', image: BUSYBOX_IMAGE, health_check: { type: 'http', path: '/healthz' } });
+    let last = '';
+    await waitFor('the checked one running', async () => {
+      const now = await client.service(checked.id);
+      last = `${now.status}: ${now.last_error ?? ''}`;
+      return now.status === 'running' ? true : undefined;
+    }, 90_000).catch((err: unknown) => assert.fail(`${String(err)} (last seen ${last})`));
+    // The other's task runs as long (the same image, the same start), and its port accepts: its
+    // check's 404 alone keeps it from running (asked through its node's published port).
+    await waitFor('its task running', async () => {
+      const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${unchecked.id}`] } });
+      return (await tasksOf(service?.ID ?? '')).some((x) => x.Status.State === 'running') ? true : undefined;
+    }, 90_000);
+    await new Promise((r) => setTimeout(r, 4_000));
+    const waiting = await client.service(unchecked.id);
+    assert.equal(waiting.status, 'deploying', JSON.stringify(waiting));
+    await client.deleteService(unchecked.id);
+    await client.deleteService(checked.id);
+  });
+
   test('an image that exits fails the deploy with its exit, instead of waiting for the deadline', async () => {
     const { client } = await newTenant(t);
     const started = Date.now();
