@@ -191,7 +191,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     await waitFor('the swarm service removed', async () => ((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })).length === 0 ? true : undefined));
   });
 
-  test('a redeploy is rolling: the new task starts on the other worker beside the old one, on the same port, the route moves, and no request through the proxy fails', async () => {
+  test('a redeploy is rolling: the new task starts on the other worker beside the old one, on the same port, the route moves, and requests through the proxy meet no gap (only the lab\'s own single resets)', async () => {
     const { client } = await newTenant(t);
     const s = await runningService(client, 'rolling');
     const { host } = s;
