@@ -224,7 +224,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
         // At the first failure, what the old service's tasks and the service's route were.
         if (answer !== OK && atFailure === '') {
           const row = await t.deps.store.services.findAny(s.id);
-          atFailure = JSON.stringify({ tasks: (await tasksOf(old.ID)).map((x) => [x.NodeID, x.Status.State, x.DesiredState]), status: row?.status, upstream: row?.upstream, container: row?.container_id, old: old.ID });
+          // (The old service may be gone by then: its task list is a 404.)
+          const tasks = await tasksOf(old.ID).then((list) => list.map((x) => [x.NodeID, x.Status.State, x.DesiredState]), (err: unknown) => String(err));
+          atFailure = JSON.stringify({ tasks, status: row?.status, upstream: row?.upstream, container: row?.container_id, old: old.ID });
         }
       }
     })();
