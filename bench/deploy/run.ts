@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
-import { BUSYBOX_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
+import { BUSYBOX_IMAGE, RESPONDER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
@@ -37,7 +37,9 @@ await docker.createNetwork({ Name: 'svc-bench-bare', Driver: 'bridge' }).catch((
 
 // The first service of the tenant creates its network: measured apart, then kept as the resident.
 let t0 = performance.now();
-const resident = await c.createService({ name: 'resident', image: BUSYBOX_IMAGE });
+// Redeployed under load below: a server that answers every connection (busybox httpd drops a
+// few under load: images.ts).
+const resident = await c.createService({ name: 'resident', image: RESPONDER_IMAGE });
 await until200('127.0.0.1', proxyPort, '/index.html', `${resident.id}.localhost:${proxyPort}`);
 const firstService = performance.now() - t0;
 

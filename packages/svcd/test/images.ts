@@ -2,7 +2,7 @@
 // static busybox, through the Engine API. The busybox image serves HTTP on $PORT with CGI
 // scripts that show the environment, crash the container on request, and fetch another address
 // (for the network isolation tests).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,6 +77,15 @@ printf 'Content-Type: text/plain\\r\\n\\r\\n'
 ${body}
 `;
 
+/**
+ * Answers every request with "hello from svc-test" and logs it (its access log on stdout): Caddy's
+ * `respond`, a Go server. Where every request must be answered (a rolling redeploy under load):
+ * busybox httpd, one process per connection, closes some connections without an answer (about
+ * one in a thousand on an idle machine, a few in a hundred with both cores busy; measured against
+ * the container's own address on one engine, with nothing of svc in the path).
+ */
+export const RESPONDER_IMAGE = `${TEST_REGISTRY}/svc-test/responder:1`;
+export const RESPONDER_BODY = 'hello from svc-test';
 export const docker = new Docker(dockerOptions(DOCKER_HOST, 120_000));
 
 export async function buildImage(tag: string, files: Record<string, { body: string | Buffer; mode?: number }>): Promise<void> {
@@ -131,11 +140,30 @@ async function inRegistry(ref: string): Promise<boolean> {
   return fetch(`http://${ref.slice(0, ref.indexOf('/'))}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept } }).then((r) => r.ok, () => false);
 }
 
+/**
+ * An image of this machine's Caddy (ensure-caddy.sh) running `caddy respond ARGS` on port 8000:
+ * FROM scratch with the binary and the shared libraries it loads.
+ */
+export function caddyRespondImageFiles(args: string[]): ImageFiles {
+  const libs = execFileSync('ldd', ['/usr/bin/caddy'], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /(\/\S+)\s+\(0x/.exec(l)?.[1])
+    .filter((p): p is string => !!p);
+  const files: ImageFiles = { caddy: { body: readFileSync('/usr/bin/caddy'), mode: 0o755 } };
+  const copies = ['COPY caddy /caddy'];
+  for (const [i, lib] of libs.entries()) {
+    files[`lib${String(i)}`] = { body: readFileSync(lib), mode: 0o755 }; // the loader must be executable
+    copies.push(`COPY lib${String(i)} ${lib}`);
+  }
+  const cmd = JSON.stringify(['/caddy', 'respond', ...args]);
+  return { ...files, Dockerfile: { body: ['FROM scratch', ...copies, 'ENV HOME=/ XDG_DATA_HOME=/ XDG_CONFIG_HOME=/', 'EXPOSE 8000', `CMD ${cmd}`].join('\n') } };
+}
+
 /** Builds the test images once per machine (they are kept between runs) and serves them from the test registry. */
 export async function ensureTestImages(): Promise<void> {
   await ensureTestRegistry();
   await buildTestImages();
-  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE, CHATTER_IMAGE, EXITER_IMAGE]) {
+  for (const image of [BUSYBOX_IMAGE, WEBSOCKET_IMAGE, BURNER_IMAGE, SLEEPER_IMAGE, CHATTER_IMAGE, EXITER_IMAGE, RESPONDER_IMAGE]) {
     if (!(await inRegistry(image))) await finished(await docker.getImage(image).push({ authconfig: {} }));
   }
 }
@@ -196,6 +224,7 @@ async function buildTestImages(): Promise<void> {
       'websocket.sh': { body: WEBSOCKET, mode: 0o755 },
     });
   }
+  if (!(await imagePresent(RESPONDER_IMAGE))) await buildImage(RESPONDER_IMAGE, caddyRespondImageFiles(['--listen', ':8000', '--access-log', RESPONDER_BODY]));
   if (!(await imagePresent(BURNER_IMAGE))) await buildImage(BURNER_IMAGE, httpdImageFiles({ index: 'burning\n', work: "timeout 60 sh -c 'while :; do :; done'; wait" }));
   // 1 KB lines as fast as the engine takes them.
   if (!(await imagePresent(CHATTER_IMAGE))) await buildImage(CHATTER_IMAGE, httpdImageFiles({ index: 'chatting\n', work: "yes $(printf '%01000d' 0)" }));

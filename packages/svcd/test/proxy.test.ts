@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@svc/client';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, WEBSOCKET_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { BUSYBOX_IMAGE, RESPONDER_BODY, RESPONDER_IMAGE, WEBSOCKET_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { openWebSocketThroughProxy, webSocketThroughProxy } from './websocket-probe.js';
 import { workloadName } from '../src/services/deployer.js';
 
@@ -121,7 +121,8 @@ describe('public routing through Caddy', () => {
   test('a redeploy under constant requests: every request is answered by the old container or the new one, and the old one goes', async () => {
     const a = await newTenant(t);
     tenants.push(a.id);
-    const s = await a.client.createService({ name: 'rolling', image: BUSYBOX_IMAGE });
+    // A server that answers every connection (busybox httpd drops a few under load: images.ts).
+    const s = await a.client.createService({ name: 'rolling', image: RESPONDER_IMAGE });
     const host = `${s.id}.localhost:${port}`;
     await waitFor('the route', async () => ((await viaProxy(port, host)).status === 200 ? true : undefined));
     const old = (await docker.getContainer(workloadName(s.id)).inspect()).Id;
@@ -147,7 +148,7 @@ describe('public routing through Caddy', () => {
       loading.on = false;
       await load;
     }
-    const failed = answers.filter((x) => x !== '200 hello from svc-test');
+    const failed = answers.filter((x) => x !== `200 ${RESPONDER_BODY}`);
     assert.deepEqual(failed, [], `${String(failed.length)} of ${String(answers.length)} requests failed`);
     assert.ok(answers.length >= 20, `only ${String(answers.length)} requests were made`);
   });

@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import { ApiError, SvcClient } from '@svc/client';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { PG_ADMIN_URL, freePort, freshPgDatabase, viaProxy, waitFor } from './harness.js';
-import { BUSYBOX_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
+import { RESPONDER_BODY, RESPONDER_IMAGE, ensureTestImages, removeTenantWorkloads } from './images.js';
 import { exited, startSvcdProcess } from './svcd-process.js';
 
 const MASTER_KEY = 'c'.repeat(64);
@@ -91,11 +91,12 @@ describe('two svcd behind one name', { skip: !PG_ADMIN_URL && 'needs PostgreSQL 
       const reg = await anon.register({ name: 'front', email: 'front@x.io' });
       tenantId = reg.tenant_id;
       const client = anon.withKey(reg.api_key);
-      const s = await client.createService({ name: 'behind', image: BUSYBOX_IMAGE });
+      // A server that answers every connection (busybox httpd drops a few under load: images.ts).
+      const s = await client.createService({ name: 'behind', image: RESPONDER_IMAGE });
       const host = `${s.id}.localhost`;
       const served = async (port: number) => {
         const r = await viaProxy(port, host, '/index.html');
-        return r.status === 200 && r.body.trim() === 'hello from svc-test';
+        return r.status === 200 && r.body.trim() === RESPONDER_BODY;
       };
       // Each svcd's API and each Caddy serve the tenant on their own (the front has both to choose from).
       await waitFor('the service to run', async () => (await client.service(s.id)).status === 'running');

@@ -327,8 +327,13 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   private async ensureTenantNetwork(tenantId: string): Promise<void> {
     const name = tenantNetworkName(tenantId);
-    const existing = (await this.docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
-    if (existing.some((n) => n.Driver === 'overlay' && n.Scope === 'swarm')) return;
+    const sameName = async () => (await this.docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
+    // Any network of the cluster's (scope swarm): the overlay, its driver named once Swarm's
+    // allocator has taken it (listed with no driver in the moments before, when another apply's
+    // create has just made it; taken for a local one, it was removed under that apply).
+    const isOverlay = (n: Docker.NetworkInspectInfo) => n.Scope === 'swarm';
+    const existing = await sameName();
+    if (existing.some(isOverlay)) return;
     // A local network of that name (a build's on the manager's engine, made by an older svcd before the first
     // deploy) would keep the overlay from being made: it goes, unless something uses it.
     for (const n of existing) {
@@ -347,8 +352,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         Labels: { [LABELS.managed]: 'true', [LABELS.installation]: this.o.installation, [LABELS.tenant]: tenantId },
       });
     } catch (err) {
-      // Made meanwhile by another apply (409).
-      if ((err as { statusCode?: number }).statusCode !== 409) throw err;
+      // Made meanwhile by another apply (a tenant's first services deploy at once): the engine
+      // answers 409 when its own check saw it, and 500 ("name conflicts with an existing object",
+      // Swarm's store) when both creates passed that check together. Either way it is there now.
+      if ((await sameName()).some(isOverlay)) return;
+      throw new Error(`the tenant's network ${name} could not be made: ${(err as Error).message}`, { cause: err });
     }
   }
 
@@ -356,8 +364,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const labels = workloadLabels(spec, this.o.installation);
     // The spec's name, unless a service set aside still has it (a rolling redeploy's old one).
     const taken = await this.serviceInspect(spec.name);
+    const swarmName = taken ? `${spec.name}-${this.clock.now().toString(36)}` : spec.name;
     const created = (await this.docker.createService({
-      Name: taken ? `${spec.name}-${this.clock.now().toString(36)}` : spec.name,
+      Name: swarmName,
       Labels: { ...labels, [NAME_LABEL]: spec.name },
       TaskTemplate: {
         ContainerSpec: {
@@ -385,7 +394,10 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       // On the port svcd allocated for the service (a stale route then reaches it or nothing), or
       // one the node picks.
       EndpointSpec: { Mode: 'dnsrr', ...(spec.port ? { Ports: [{ Protocol: 'tcp', TargetPort: spec.port, PublishMode: 'host', ...(spec.publish ? { PublishedPort: spec.publish.port } : {}) }] } : {}) },
-    } as unknown as Docker.CreateServiceOptions)) as { id?: string; ID?: string };
+    } as unknown as Docker.CreateServiceOptions).catch((err: unknown) => {
+      // Said with what was being made: a Swarm error alone ("name conflicts with an existing object") names nothing.
+      throw new Error(`the Swarm service ${swarmName} could not be made: ${(err as Error).message}`, { cause: err });
+    })) as { id?: string; ID?: string };
     const id = created.id ?? created.ID;
     if (!id) throw new Error('the swarm manager answered no service id');
     return id;
@@ -435,23 +447,25 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   /**
-   * The Swarm service a ref names: an ID as it is; a workload name by svc's name label (a service
-   * set aside under its Swarm name answers to its set-aside name only), or by its Swarm name for
-   * a service made before the label was.
+   * The Swarm service a ref names: an ID as it is; a workload name by svc's name label (the
+   * newest, when a race left two), or by its Swarm name for a service made before the label was.
    */
   private async resolve(ref: string): Promise<SwarmService | null> {
     if (SWARM_ID.test(ref)) return this.serviceInspect(ref);
-    const [newest] = await this.labelled(ref);
-    if (newest) return newest;
-    const byName = await this.serviceInspect(ref);
-    const label = byName?.Spec.Labels?.[NAME_LABEL];
-    return byName && (label === undefined || label === ref) ? byName : null;
+    return (await this.named(ref))[0] ?? null;
   }
 
-  /** The services labelled with a workload name, newest first (two only after a race between svcd: remove takes both). */
-  private async labelled(name: string): Promise<SwarmService[]> {
+  /**
+   * The services of a workload name, newest first: those labelled with it (two only after a race
+   * between svcd: remove takes both), else the service of that Swarm name unless its label gives
+   * it another (a service set aside under its Swarm name answers to its set-aside name only).
+   */
+  private async named(name: string): Promise<SwarmService[]> {
     const list = (await this.docker.listServices({ filters: { label: [`${LABELS.installation}=${this.o.installation}`, `${NAME_LABEL}=${name}`] } })) as unknown as SwarmService[];
-    return list.sort((a, b) => Date.parse(b.CreatedAt ?? '') - Date.parse(a.CreatedAt ?? '') || b.Version.Index - a.Version.Index);
+    if (list.length > 0) return list.sort((a, b) => Date.parse(b.CreatedAt ?? '') - Date.parse(a.CreatedAt ?? '') || b.Version.Index - a.Version.Index);
+    const byName = await this.serviceInspect(name);
+    const label = byName?.Spec.Labels?.[NAME_LABEL];
+    return byName && (label === undefined || label === name) ? [byName] : [];
   }
 
   async inspect(ref: string): Promise<WorkloadInfo | null> {
@@ -517,8 +531,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /** By ID, or every service under the workload name (two svcd that raced each made one). */
   async remove(ref: string): Promise<void> {
-    const byLabel = SWARM_ID.test(ref) ? [] : await this.labelled(ref);
-    const services = byLabel.length > 0 ? byLabel : [await this.resolve(ref)].filter((x): x is SwarmService => x !== null);
+    const services = SWARM_ID.test(ref) ? [await this.serviceInspect(ref)].filter((x): x is SwarmService => x !== null) : await this.named(ref);
     for (const service of services) {
       try {
         await this.docker.getService(service.ID).remove();
