@@ -142,6 +142,7 @@ bench-tls: build
 bench-build: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-caddy.sh
 	node --import tsx bench/build/run.ts
 
 bench-db: build
@@ -166,6 +167,7 @@ bench-swarm: build
 bench-soak: build
 	@bash scripts/ensure-docker.sh
 	@bash scripts/ensure-test-tools.sh
+	@bash scripts/ensure-caddy.sh
 	node --import tsx bench/soak/run.ts
 
 clean:

@@ -78,7 +78,7 @@ ${body}
 `;
 
 /**
- * Answers every request with "hello from svc-test" and logs it (its access log on stdout): Caddy's
+ * Answers every request with "hello from svc-test" and logs it (its access log, on stderr): Caddy's
  * `respond`, a Go server. Where every request must be answered (a rolling redeploy under load):
  * busybox httpd, one process per connection, closes some connections without an answer (about
  * one in a thousand on an idle machine, a few in a hundred with both cores busy; measured against
@@ -140,16 +140,27 @@ async function inRegistry(ref: string): Promise<boolean> {
   return fetch(`http://${ref.slice(0, ref.indexOf('/'))}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept } }).then((r) => r.ok, () => false);
 }
 
+const CADDY = '/usr/bin/caddy';
+
 /**
  * An image of this machine's Caddy (ensure-caddy.sh) running `caddy respond ARGS` on port 8000:
  * FROM scratch with the binary and the shared libraries it loads.
  */
 export function caddyRespondImageFiles(args: string[]): ImageFiles {
-  const libs = execFileSync('ldd', ['/usr/bin/caddy'], { encoding: 'utf8' })
+  if (!existsSync(CADDY)) throw new Error(`${CADDY} is missing: scripts/ensure-caddy.sh installs Debian's caddy (make test does)`);
+  // A static build has no libraries to copy (ldd then exits non-zero).
+  let linked = '';
+  try {
+    linked = execFileSync('ldd', [CADDY], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    linked = '';
+  }
+  if (/not found/.test(linked)) throw new Error(`${CADDY} lacks a shared library: ${linked}`);
+  const libs = linked
     .split('\n')
     .map((l) => /(\/\S+)\s+\(0x/.exec(l)?.[1])
     .filter((p): p is string => !!p);
-  const files: ImageFiles = { caddy: { body: readFileSync('/usr/bin/caddy'), mode: 0o755 } };
+  const files: ImageFiles = { caddy: { body: readFileSync(CADDY), mode: 0o755 } };
   const copies = ['COPY caddy /caddy'];
   for (const [i, lib] of libs.entries()) {
     files[`lib${String(i)}`] = { body: readFileSync(lib), mode: 0o755 }; // the loader must be executable

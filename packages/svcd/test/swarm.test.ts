@@ -197,17 +197,20 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // Each deploy makes the network when it is missing: made together, two creates can both pass
     // the engine's check for the name, and Swarm's store refuses the second with a 500.
     const made = await Promise.all(['one', 'two', 'three', 'four'].map((name) => client.createService({ name, image: BUSYBOX_IMAGE })));
-    for (const s of made) {
-      const now = await waitFor(`${s.name} deployed`, async () => {
-        const x = await client.service(s.id);
-        return x.status === 'running' || x.status === 'failed' ? x : undefined;
-      }, 90_000);
-      assert.equal(now.status, 'running', `${s.name}: ${now.last_error ?? ''}`);
+    try {
+      for (const s of made) {
+        const now = await waitFor(`${s.name} deployed`, async () => {
+          const x = await client.service(s.id);
+          return x.status === 'running' || x.status === 'failed' ? x : undefined;
+        }, 90_000);
+        assert.equal(now.status, 'running', `${s.name}: ${now.last_error ?? ''}`);
+      }
+      const network = tenantNetworkName(id);
+      const networks = (await lab.manager.engine.listNetworks({ filters: { name: [network] } })).filter((n) => n.Name === network);
+      assert.deepEqual(networks.map((n) => [n.Driver, n.Scope]), [['overlay', 'swarm']]);
+    } finally {
+      for (const s of made) await client.deleteService(s.id);
     }
-    const network = tenantNetworkName(id);
-    const networks = (await lab.manager.engine.listNetworks({ filters: { name: [network] } })).filter((n) => n.Name === network);
-    assert.deepEqual(networks.map((n) => [n.Driver, n.Scope]), [['overlay', 'swarm']]);
-    for (const s of made) await client.deleteService(s.id);
   });
 
   test('a redeploy is rolling: the new task starts on the other worker beside the old one, on the same port, the route moves, and not one request through the proxy fails', async () => {
@@ -236,7 +239,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
         if (answer !== OK && atFailure === '') {
           const row = await t.deps.store.services.findAny(s.id);
           const tasks = await swarmServices()
-            .then((list) => lab.manager.engine.listTasks({ filters: { service: list.map((x) => x.ID) } }))
+            .then((list) => (list.length === 0 ? [] : lab.manager.engine.listTasks({ filters: { service: list.map((x) => x.ID) } })))
             .then((list) => (list as SwarmTask[]).map((x) => [x.ServiceID, x.NodeID, x.Status.State, x.DesiredState, x.Status.Err ?? '']), (err: unknown) => String(err));
           atFailure = JSON.stringify({ tasks, status: row?.status, upstream: row?.upstream, container: row?.container_id, old: old.ID });
         }

@@ -340,6 +340,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       try {
         await this.docker.getNetwork(n.Id).remove();
       } catch (err) {
+        if (isNotFound(err)) continue; // removed meanwhile by another apply
         throw new Error(`the tenant's network ${name} exists on the manager as a ${n.Driver} network in use, not as a swarm overlay`, { cause: err });
       }
     }
@@ -355,7 +356,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       // Made meanwhile by another apply (a tenant's first services deploy at once): the engine
       // answers 409 when its own check saw it, and 500 ("name conflicts with an existing object",
       // Swarm's store) when both creates passed that check together. Either way it is there now.
-      if ((await sameName()).some(isOverlay)) return;
+      if ((await sameName().catch(() => [])).some(isOverlay)) return;
       throw new Error(`the tenant's network ${name} could not be made: ${(err as Error).message}`, { cause: err });
     }
   }
