@@ -1,7 +1,8 @@
 // Images the tests build themselves (no registry is reachable): FROM scratch plus Debian's
 // static busybox, through the Engine API. The busybox image serves HTTP on $PORT with CGI
 // scripts that show the environment, crash the container on request, and fetch another address
-// (for the network isolation tests).
+// (for the network isolation tests). Where every request counts, the responder image serves
+// instead: this machine's Caddy answering `respond` (RESPONDER_IMAGE).
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
