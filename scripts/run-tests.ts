@@ -104,7 +104,10 @@ function runLane(files: string[], out: NodeJS.WritableStream): Promise<Counts> {
   const counts = noCounts(files.length);
   if (files.length === 0) return Promise.resolve({ ...counts, success: true });
   return new Promise((res, rej) => {
-    const stream = run({ files, concurrency: 1, timeout: TIMEOUT_MS });
+    // forceExit: a file whose tests are done ends even if something it started still holds the
+    // event loop (a svcd whose start failed half-way, its listener and store pool open): without
+    // it the file's process never exits and the whole lane waits (seen: a CI-length hang).
+    const stream = run({ files, concurrency: 1, timeout: TIMEOUT_MS, forceExit: true });
     stream.on('test:summary', (s) => {
       // One summary per file, then the run's own (without a file): that one is the total.
       if (s.file !== undefined) return;

@@ -185,12 +185,25 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
   // With no proxy on the store, a rolling redeploy has no route to wait out (and the manual clock
   // would hold the wait until a test moved it); a test of two svcd on one store passes its own.
   const followNothing = config.proxyListen === null ? { routeFollowMs: 0 } : {};
-  const deps = await createDeps(config, { ...time, log, ...standInFirewall, ...followNothing, ...o.overrides });
+  const deps = await createDeps(config, { ...time, log, ...standInFirewall, ...followNothing, ...o.overrides }).catch(async (err: unknown) => {
+    await loc.cleanup();
+    throw err;
+  });
   const server = await buildServer(deps);
   const listenHost = o.listenHost ?? '127.0.0.1';
-  await server.listen({ host: listenHost, port: 0 });
-  const { port } = server.server.address() as AddressInfo;
-  await startBackground(deps, { address: listenHost, port });
+  let port = 0;
+  try {
+    await server.listen({ host: listenHost, port: 0 });
+    port = (server.server.address() as AddressInfo).port;
+    await startBackground(deps, { address: listenHost, port });
+  } catch (err) {
+    // A start that failed half-way closes what it opened (its listener, the store's pool, Caddy):
+    // left open they would keep the test file's process alive after its tests.
+    await server.close().catch(() => {});
+    await closeDeps(deps).catch(() => {});
+    await loc.cleanup().catch(() => {});
+    throw err;
+  }
   const address = `http://127.0.0.1:${port}`;
   return {
     url: address,
