@@ -1,10 +1,10 @@
 // Starts a real svcd (in-process, on a loopback port) for HTTP tests, on either store. Each
 // server gets its own data dir or PostgreSQL database, its own clock and its own limiters, so
 // test files run in parallel without sharing anything.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { test } from 'node:test';
@@ -291,12 +291,38 @@ export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> 
 }
 
 /** A free TCP port on loopback. */
+/**
+ * A port free on loopback now, for a listener the test names itself (a proxy's, a front's).
+ * Taken from below the kernel's ephemeral range: a port the kernel gave out for `listen(0)` and
+ * took back would be given out again, and a svcd started next (its API on port 0) once got the
+ * very port its test had picked for Caddy, which then could not listen. Never the same port twice
+ * in one process; the ephemeral way where that range leaves too little room below it.
+ */
 export async function freePort(): Promise<number> {
+  const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+  const top = (low ?? 0) - 1;
+  const bottom = Math.max(10_000, top - 12_000);
+  for (let tries = 0; top - bottom >= 1_000 && tries < 200; tries++) {
+    const port = bottom + randomInt(top - bottom + 1);
+    if (portsHandedOut.has(port) || !(await bindable(port))) continue;
+    portsHandedOut.add(port);
+    return port;
+  }
   return new Promise((res) => {
     const srv = createServer().listen(0, '127.0.0.1', () => {
       const port = (srv.address() as { port: number }).port;
       srv.close(() => res(port));
     });
+  });
+}
+
+const portsHandedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
   });
 }
 
