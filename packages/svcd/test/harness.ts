@@ -290,7 +290,6 @@ export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> 
   };
 }
 
-/** A free TCP port on loopback. */
 /**
  * A port free on loopback now, for a listener the test names itself (a proxy's, a front's).
  * Taken from below the kernel's ephemeral range: a port the kernel gave out for `listen(0)` and
