@@ -61,7 +61,7 @@ import type {
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
 // From the module without TypeBox: a client's start does not load the schemas.
-export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
 /** An answer other than 2xx, carrying the API's {error} message. */
@@ -309,8 +309,8 @@ export class SvcClient {
   serviceAction(id: string, action: 'start' | 'stop' | 'restart' | 'redeploy' | 'reset'): Promise<LifecycleResponse> {
     return this.call('POST', `/v1/services/${encodeURIComponent(id)}/${action}`);
   }
-  deployments(id: string): Promise<Deployment[]> {
-    return this.call('GET', `/v1/services/${encodeURIComponent(id)}/deployments`);
+  deployments(id: string, q: { limit?: number; offset?: number } = {}): Promise<Deployment[]> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}/deployments`, { query: q });
   }
   cancelDeployment(id: string, deploymentId: string): Promise<Deployment> {
     return this.call('POST', `/v1/services/${encodeURIComponent(id)}/deployments/${encodeURIComponent(deploymentId)}/cancel`);
@@ -358,8 +358,8 @@ export class SvcClient {
   createSnapshot(serviceId: string, name: string, description?: string): Promise<Snapshot> {
     return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/snapshots`, { body: { name, description } });
   }
-  listSnapshots(): Promise<Snapshot[]> {
-    return this.call('GET', '/v1/snapshots');
+  listSnapshots(q: { limit?: number; offset?: number } = {}): Promise<Snapshot[]> {
+    return this.call('GET', '/v1/snapshots', { query: q });
   }
   snapshot(id: string): Promise<Snapshot> {
     return this.call('GET', `/v1/snapshots/${encodeURIComponent(id)}`);
@@ -379,8 +379,8 @@ export class SvcClient {
   uploadSource(serviceId: string, archive: Uint8Array<ArrayBuffer>): Promise<SourceArchive> {
     return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/sources`, { rawBody: archive, headers: { 'content-type': 'application/gzip' } });
   }
-  builds(serviceId: string): Promise<Build[]> {
-    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds`);
+  builds(serviceId: string, q: { limit?: number; offset?: number } = {}): Promise<Build[]> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds`, { query: q });
   }
   tenantBuilds(limit?: number): Promise<Build[]> {
     return this.call('GET', '/v1/builds', { query: { limit } });

@@ -26,3 +26,8 @@ export const CSRF_HEADER = 'x-csrf-token';
 export const SESSION_TTL_SECONDS = 12 * 3600;
 /** The longest lease an environment takes, from now (spec 4, Environments: 30 days). */
 export const LEASE_MAX_S = 30 * 24 * 3600;
+/**
+ * Snapshots a tenant keeps at most: a quota (409 `quota exceeded: ...`), never pruned, since a
+ * snapshot is the tenant's own saved data. Each holds a sealed env of up to max_env_vars_per_service values.
+ */
+export const SNAPSHOTS_PER_TENANT_MAX = 50;

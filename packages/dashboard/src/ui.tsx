@@ -80,10 +80,11 @@ export function Gauge({ label, used, max, unit }: { label: string; used: number;
 }
 
 /** Previous and next for limit/offset lists (the API clamps limit to 200). */
-export function Pager({ offset, limit, count, onChange }: { offset: number; limit: number; count: number; onChange: (offset: number) => void }) {
+export function Pager({ offset, limit, count, onChange, label = 'Pages' }: { offset: number; limit: number; count: number; onChange: (offset: number) => void; label?: string }) {
   if (offset === 0 && count < limit) return null;
   return (
-    <nav className="pager" aria-label="Pages">
+    // A page with several lists names each one's pages apart (landmarks are told by their labels).
+    <nav className="pager" aria-label={label}>
       <button type="button" disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - limit))}>
         Previous
       </button>

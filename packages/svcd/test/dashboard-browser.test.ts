@@ -64,6 +64,8 @@ after(async () => {
 interface Watched {
   page: Page;
   problems: string[];
+  /** What each confirmation dialog asked (accepted), in order. */
+  dialogs: string[];
 }
 
 /** A page whose script errors and CSP refusals are collected: there must be none. */
@@ -74,15 +76,20 @@ async function watchedPage(context: BrowserContext): Promise<Watched> {
   page.on('console', (m) => {
     if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(`CSP: ${m.text()}`);
   });
-  page.on('dialog', (d) => void d.accept());
-  return { page, problems };
+  const dialogs: string[] = [];
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.accept();
+  });
+  return { page, problems, dialogs };
 }
 
 test('in chromium: a tenant registers, deploys, watches, configures and signs out; the operator pages work', async (ctx) => {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const { page, problems } = await watchedPage(context);
+  const watched = await watchedPage(context);
+  const { page } = watched;
   try {
-    await tenantsFirstHour(ctx, context, page, problems);
+    await tenantsFirstHour(ctx, context, watched);
   } catch (err) {
     // What the page showed when a step failed, for the person reading the failure.
     mkdirSync(OUTPUT_DIR, { recursive: true });
@@ -96,7 +103,7 @@ test('in chromium: a tenant registers, deploys, watches, configures and signs ou
   }
 });
 
-async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, context: BrowserContext, page: Page, problems: string[]): Promise<void> {
+async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, context: BrowserContext, { page, problems, dialogs }: Watched): Promise<void> {
   await page.goto(t.url);
 
   // Register from the page; the key is shown once, and the page signs in with it.
@@ -157,7 +164,21 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await logs.getByText('tick GREETING=hi-from-the-page').first().waitFor({ timeout: 90_000 });
   await envList.getByRole('button', { name: 'Reveal values' }).click();
   await envList.getByText('hi-from-the-page').waitFor();
+  assert.match(dialogs.at(-1) ?? '', /written to the audit log/, 'the reveal was asked about first');
   const serviceId = serviceUrl.replace(/^http:\/\/([0-9a-f]+)\..*$/, '$1');
+
+  // Deployments page ten at a time: ten redeploys (each a deployment; a newer one supersedes one
+  // under way) put the service's first deployment on the second page.
+  for (let i = 0; i < 10; i++) await t.client.withKey(apiKey).serviceAction(serviceId, 'redeploy');
+  const deployments = page.getByRole('region', { name: 'Deployments' });
+  const deploymentPages = deployments.getByRole('navigation', { name: 'Deployment pages' });
+  await deploymentPages.getByText('1–10').waitFor();
+  assert.equal(await deployments.getByText('create', { exact: false }).count(), 0, 'the first deployment is not on the first page');
+  await deploymentPages.getByRole('button', { name: 'Next' }).click();
+  await deploymentPages.getByText(/^11–1\d$/).waitFor();
+  await deployments.getByText('create', { exact: false }).waitFor();
+  await deploymentPages.getByRole('button', { name: 'Previous' }).click();
+  await deploymentPages.getByText('1–10').waitFor();
 
   // A deploy that fails shows the API's last_error.
   await page.getByRole('link', { name: 'Services' }).click();
@@ -180,6 +201,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await dbs.getByText('running', { exact: true }).waitFor({ timeout: 120_000 });
   await dbs.getByRole('button', { name: 'Reveal connection string' }).click();
   await dbs.getByText(/^postgres(ql)?:\/\/.*@maindb:5432/).waitFor();
+  assert.match(dialogs.at(-1) ?? '', /holds the password.*audit log/);
 
   // An environment, and a command in its console.
   await page.getByRole('link', { name: 'Environments' }).click();
@@ -214,6 +236,14 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   assert.match(await attack.locator('body').innerText(), /CSRF|cross-origin/);
   await attack.close();
   assert.ok(!(await t.client.withKey(apiKey).listKeys()).some((k) => k.name === 'csrf-attack'));
+  // The page's own origin, with the cookie, but without the page's CSRF header: refused too
+  // (the same request with it made the key above).
+  const noHeader = (await page.evaluate<unknown>(
+    `fetch('/v1/auth/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'no-csrf-header' }) }).then(async (r) => ({ status: r.status, body: await r.json() }))`,
+  )) as { status: number; body: { error?: string } };
+  assert.equal(noHeader.status, 403);
+  assert.match(noHeader.body.error ?? '', /CSRF/);
+  assert.ok(!(await t.client.withKey(apiKey).listKeys()).some((k) => k.name === 'no-csrf-header'));
 
   // The overview reads everything in one round of parallel requests, and shows the failure
   // (a new tab: the same cookie, nothing cached).

@@ -133,6 +133,13 @@ eachStore((kind) => {
       const { session, pair } = await signIn(t, b.key);
       assert.equal((await t.client.raw('DELETE', '/v1/tenant', withCookie(pair, { [CSRF_HEADER]: session.csrf_token }))).status, 200);
       assert.equal((await t.client.raw('GET', '/v1/tenant', withCookie(pair))).status, 401);
+      // Revoked, not only refused while suspended: reactivation does not bring the session back,
+      // though the key it came from works again.
+      const op = t.client.withKey('');
+      op.adminToken = ADMIN_TOKEN;
+      await op.reactivateTenant(b.id);
+      assert.equal((await b.client.raw('GET', '/v1/tenant')).status, 200);
+      assert.equal((await t.client.raw('GET', '/v1/tenant', withCookie(pair))).status, 401);
     });
 
     test('sign-in refuses what another page could send: a foreign Origin or site, a form body', async () => {

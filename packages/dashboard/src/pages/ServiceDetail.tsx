@@ -2,15 +2,17 @@
 // builds with live build logs, snapshots and usage charts.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState, type SyntheticEvent } from 'react';
-import type { Build } from '@svc/client';
+import { SNAPSHOTS_PER_TENANT_MAX, type Build } from '@svc/client';
 import { client } from '../api.js';
 import { useGitSource } from '../git-source.js';
 import { BarChart } from '../charts.js';
 import { LiveLog } from '../live-log.js';
 import { navigate } from '../router.js';
-import { Ago, ConfirmButton, ErrorNote, Section, Status } from '../ui.js';
+import { Ago, ConfirmButton, ErrorNote, Pager, Section, Status } from '../ui.js';
 
 type Action = 'start' | 'stop' | 'restart' | 'redeploy' | 'reset';
+/** Deployments and builds shown a page at a time (newest first). */
+const PAGE = 10;
 const ACTIONS: Array<[Action, string]> = [
   ['start', 'Start'],
   ['stop', 'Stop'],
@@ -88,7 +90,8 @@ export function ServiceDetail({ id }: { id: string }) {
 
 function Deployments({ id }: { id: string }) {
   const queryClient = useQueryClient();
-  const list = useQuery({ queryKey: ['deployments', id], queryFn: () => client.deployments(id), refetchInterval: 3_000 });
+  const [offset, setOffset] = useState(0);
+  const list = useQuery({ queryKey: ['deployments', id, offset], queryFn: () => client.deployments(id, { limit: PAGE, offset }), refetchInterval: 3_000 });
   const cancel = useMutation({
     mutationFn: (deploymentId: string) => client.cancelDeployment(id, deploymentId),
     onSettled: () => queryClient.invalidateQueries({ queryKey: ['deployments', id] }),
@@ -97,7 +100,7 @@ function Deployments({ id }: { id: string }) {
     <Section title="Deployments">
       <ErrorNote error={list.error ?? cancel.error} />
       <ul className="plain">
-        {(list.data ?? []).slice(0, 10).map((d) => (
+        {(list.data ?? []).map((d) => (
           <li key={d.id}>
             <Status value={d.status} /> {d.reason} · <code>{d.image}</code> · <Ago unix={d.created_at} />
             {d.status === 'pending' || d.status === 'running' ? (
@@ -109,6 +112,7 @@ function Deployments({ id }: { id: string }) {
           </li>
         ))}
       </ul>
+      <Pager label="Deployment pages" offset={offset} limit={PAGE} count={list.data?.length ?? 0} onChange={setOffset} />
     </Section>
   );
 }
@@ -162,12 +166,18 @@ function EnvEditor({ id }: { id: string }) {
     <Section
       title="Environment variables"
       actions={
-        <button type="button" onClick={() => setRevealed(!revealed)} aria-pressed={revealed}>
-          {revealed ? 'Hide values' : 'Reveal values'}
-        </button>
+        revealed ? (
+          <button type="button" onClick={() => setRevealed(false)}>
+            Hide values
+          </button>
+        ) : (
+          <ConfirmButton question="The values may hold secrets. Revealing them is written to the audit log. Reveal them?" onConfirm={() => setRevealed(true)}>
+            Reveal values
+          </ConfirmButton>
+        )
       }
     >
-      {revealed ? <p className="hint">Revealing values is written to the audit log.</p> : null}
+      {revealed ? <p className="hint">This reveal was audit-logged.</p> : null}
       <ErrorNote error={env.error ?? unset.error} />
       {entries.length === 0 ? <p>No variables.</p> : null}
       <ul className="plain env">
@@ -203,16 +213,19 @@ function Builds({ id }: { id: string }) {
   const queryClient = useQueryClient();
   const git = useGitSource('build');
   const [watching, setWatching] = useState<string | null>(null);
-  const builds = useQuery({ queryKey: ['builds', id], queryFn: () => client.builds(id), refetchInterval: 3_000 });
+  const [offset, setOffset] = useState(0);
+  const builds = useQuery({ queryKey: ['builds', id, offset], queryFn: () => client.builds(id, { limit: PAGE, offset }), refetchInterval: 3_000 });
   const start = useMutation({
     mutationFn: () => client.createBuild(id, git.request()),
     onSuccess: async (b) => {
       setWatching(b.build_id);
+      setOffset(0);
       await queryClient.invalidateQueries({ queryKey: ['builds', id] });
     },
   });
   const list: Build[] = builds.data ?? [];
-  const shown = watching ?? list[0]?.id ?? null;
+  // The newest build by default, on the first page.
+  const shown = watching ?? (offset === 0 ? list[0]?.id : undefined) ?? null;
   const open = useCallback((signal: AbortSignal) => client.followBuildLogs(id, shown ?? '', signal), [id, shown]);
   return (
     <Section title="Builds">
@@ -230,7 +243,7 @@ function Builds({ id }: { id: string }) {
       </form>
       <ErrorNote error={builds.error ?? start.error} />
       <ul className="plain">
-        {list.slice(0, 10).map((b) => (
+        {list.map((b) => (
           <li key={b.id}>
             <Status value={b.status} /> {b.source_url} {b.source_ref ?? ''} · <Ago unix={b.created_at} />
             <button type="button" className="small" onClick={() => setWatching(b.id)} aria-pressed={shown === b.id}>
@@ -240,6 +253,7 @@ function Builds({ id }: { id: string }) {
           </li>
         ))}
       </ul>
+      <Pager label="Build pages" offset={offset} limit={PAGE} count={list.length} onChange={setOffset} />
       {shown ? <LiveLog label="Build logs" open={open} active /> : null}
     </Section>
   );
@@ -248,7 +262,9 @@ function Builds({ id }: { id: string }) {
 function Snapshots({ id }: { id: string }) {
   const queryClient = useQueryClient();
   const [name, setName] = useState('');
-  const snapshots = useQuery({ queryKey: ['snapshots'], queryFn: () => client.listSnapshots() });
+  // A tenant keeps at most this many (the next is refused): one request holds them all, so this
+  // service's are never on a page not fetched.
+  const snapshots = useQuery({ queryKey: ['snapshots'], queryFn: () => client.listSnapshots({ limit: SNAPSHOTS_PER_TENANT_MAX }) });
   const take = useMutation({
     mutationFn: () => client.createSnapshot(id, name.trim()),
     onSuccess: async () => {

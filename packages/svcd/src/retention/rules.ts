@@ -60,8 +60,5 @@ export const BUILDS_PER_SERVICE_MAX = 200;
  */
 export const REVOKED_KEYS_PER_TENANT_MAX = 100;
 
-/**
- * Snapshots per tenant: a quota (409 `quota exceeded: ...`), never pruned, since a snapshot is the
- * tenant's own saved data. Each holds a sealed env of up to max_env_vars_per_service values.
- */
-export const SNAPSHOTS_PER_TENANT_MAX = 50;
+/** Snapshots per tenant: a quota, never pruned (in the contract: the dashboard reads them all at once). */
+export { SNAPSHOTS_PER_TENANT_MAX } from '@svc/contract/limits';

@@ -35,6 +35,15 @@ export class WebSessionStore {
     return Number(r.numUpdatedRows) === 1;
   }
 
+  /**
+   * Every live session of the tenant (its suspension): they stay refused once it is reactivated,
+   * as its sessions' keys do not (a reactivated tenant signs in again).
+   */
+  async revokeTenant(tenantId: string, now: number): Promise<number> {
+    const r = await this.db.updateTable('web_sessions').set({ revoked_at: now }).where('tenant_id', '=', tenantId).where('revoked_at', 'is', null).executeTakeFirst();
+    return Number(r.numUpdatedRows);
+  }
+
   /** Retention: up to `limit` sessions that expired before `cutoff` (a revoked one expires too). */
   async deleteExpiredBefore(cutoff: number, limit: number): Promise<number> {
     const batch = this.db.selectFrom('web_sessions').select('id').where('expires_at', '<', cutoff).orderBy('expires_at').limit(limit);

@@ -162,9 +162,12 @@ export class Tenants {
   /** DELETE /v1/tenant: suspends (nothing is deleted) and stops what the tenant runs. */
   async suspend(tenantId: string): Promise<Tenant> {
     await this.deps.store.transaction(async (tx) => {
-      if (!(await tx.tenants.transitionStatus(tenantId, 'active', 'suspended', unixSeconds(this.deps.clock)))) {
+      const now = unixSeconds(this.deps.clock);
+      if (!(await tx.tenants.transitionStatus(tenantId, 'active', 'suspended', now))) {
         throw new NotFoundError('tenant');
       }
+      // The dashboard's sessions end here, not only while it is suspended (issue 23).
+      await tx.webSessions.revokeTenant(tenantId, now);
       await this.deps.activity.record(tx, { tenantId, action: 'tenant.suspended', resourceType: 'tenant', resourceId: tenantId });
     });
     this.views.delete(tenantId);
