@@ -26,7 +26,7 @@ import { ValidationError } from '../src/errors.js';
 import { wantsCertificate } from '../src/proxy/tls-ask.js';
 import { replacedTaskHoldsPort, repositoryOf } from '../src/runtime/swarm/swarm-runtime.js';
 import { customHostname } from '../src/domains/hostnames.js';
-import { certificateProblem } from '../src/domains/domains.js';
+import { certificateProblem, certificateStanding } from '../src/domains/domains.js';
 import { apiRouteTargets } from '../src/services/routing.js';
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
@@ -597,6 +597,15 @@ describe('custom domains: the names a tenant may add', () => {
   test("Caddy's ACME errors become what the tenant can do about them", () => {
     assert.match(certificateProblem('urn:ietf:params:acme:error:caa - CAA record for shop.example.com prevents issuance', 'apps.example.net'), /CAA record .* forbids/);
     assert.match(certificateProblem('HTTP 429 urn:ietf:params:acme:error:rateLimited - too many certificates', null), /rate limit/);
+  });
+  test("a domain's standing from its served certificate: active, late renewal noted, failed once expired", () => {
+    const cert = { validFrom: 0, validTo: 600 };
+    assert.deepEqual(certificateStanding(cert, 300, null), { status: 'active', lastError: null });
+    assert.deepEqual(certificateStanding(cert, 300, 'record missing'), { status: 'active', lastError: 'record missing' });
+    assert.deepEqual(certificateStanding(cert, 550, null), { status: 'active', lastError: 'the certificate expires at 1970-01-01T00:10:00.000Z and has not been renewed yet (svc keeps trying)' });
+    const expired = certificateStanding(cert, 600, 'record missing');
+    assert.equal(expired.status, 'failed');
+    assert.match(expired.lastError ?? '', /^the certificate expired at 1970-01-01T00:10:00.000Z and was not renewed \(svc keeps trying\); record missing$/);
     assert.match(certificateProblem('urn:ietf:params:acme:error:connection - Fetching http://shop.example.com/.well-known/acme-challenge/x: connection refused', 'apps.example.net'), /point its DNS here .*apps\.example\.net/);
     assert.match(certificateProblem('something else', null), /could not be obtained \(something else\)/);
     assert.ok(certificateProblem('x'.repeat(5000), null).length < 400, 'long errors are cut');

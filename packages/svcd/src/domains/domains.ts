@@ -282,18 +282,17 @@ export class Domains {
       if ((await this.write(seen, patch)) && seen.status !== 'failed') await this.recordStatus(seen, 'domain.failed', { error: patch.last_error });
       return;
     }
-    // Caddy renews when a third of the lifetime is left; with a sixth left, renewal is failing.
-    const lifetime = cert.validTo - cert.validFrom;
+    const standing = certificateStanding(cert, checkedAt, recordNote);
+    // Short-lived certificates are looked at again before their renewal is due (an expired one
+    // at the soonest).
     const left = cert.validTo - checkedAt;
-    const renewalFailing = left < lifetime / 6;
-    const lastError = renewalFailing ? `the certificate expires at ${new Date(cert.validTo * 1000).toISOString()} and has not been renewed yet (svc keeps trying)` : recordNote;
-    // Short-lived certificates are looked at again before their renewal is due.
     const nextCheck = checkedAt + Math.max(this.deps.soonestRecheckS ?? MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
-    const wasActive = seen.status === 'active';
-    if (await this.write(seen, { ...record, status: 'active', last_error: lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck })) {
+    const was = seen.status;
+    if (await this.write(seen, { ...record, status: standing.status, last_error: standing.lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck })) {
       // Its first certificate: plain HTTP, which served the name meanwhile, redirects it now.
       if (seen.certificate_expires_at === null) this.deps.routesChanged();
-      if (!wasActive) await this.recordStatus(seen, 'domain.active', { certificate_expires_at: cert.validTo });
+      if (standing.status === 'active' && was !== 'active') await this.recordStatus(seen, 'domain.active', { certificate_expires_at: cert.validTo });
+      if (standing.status === 'failed' && was !== 'failed') await this.recordStatus(seen, 'domain.failed', { error: standing.lastError });
     }
   }
 
@@ -397,6 +396,20 @@ function alreadyAdded(hostname: string): string {
 
 /** Another check or a removal changed the claim between its read and this write. */
 class ClaimChangedError extends Error {}
+
+/**
+ * What the certificate the proxy serves for a proven name says of it at `at` (seconds): active
+ * while it is valid, with a note once its renewal is late (Caddy renews when a third of its
+ * lifetime is left; with a sixth left, renewal is failing); failed once it expired, since a
+ * browser refuses it (Caddy should not serve one, but the status must not say active if it does).
+ */
+export function certificateStanding(cert: { validFrom: number; validTo: number }, at: number, recordNote: string | null): { status: 'active' | 'failed'; lastError: string | null } {
+  const expiry = new Date(cert.validTo * 1000).toISOString();
+  const left = cert.validTo - at;
+  if (left <= 0) return { status: 'failed', lastError: `the certificate expired at ${expiry} and was not renewed (svc keeps trying)${recordNote ? `; ${recordNote}` : ''}` };
+  if (left < (cert.validTo - cert.validFrom) / 6) return { status: 'active', lastError: `the certificate expires at ${expiry} and has not been renewed yet (svc keeps trying)` };
+  return { status: 'active', lastError: recordNote };
+}
 
 /** What Caddy's ACME error means for the tenant, and what to do about it. */
 export function certificateProblem(raw: string, baseDomain: string | null): string {
