@@ -51,6 +51,8 @@ export interface Pebble {
   orders(): number;
   /** Certificates it has issued so far (from its log). */
   issued(): number;
+  /** ACME accounts it has made so far (from its log). */
+  accounts(): number;
   /** What it logged so far (for a failing test's message). */
   log(): string;
   /** Its DNS, where tests set TXT records. */
@@ -83,6 +85,7 @@ export async function startPebble(ports: { http: number; tls: number }, o: { val
     issuerRoot,
     orders: () => (log.match(/Added order /g) ?? []).length,
     issued: () => (log.match(/Issued certificate serial /g) ?? []).length,
+    accounts: () => (log.match(/There are now \d+ accounts in memory/g) ?? []).length,
     log: () => log,
     dns,
     stop: async () => {

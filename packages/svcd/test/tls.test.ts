@@ -1,7 +1,7 @@
 // HTTPS on the proxy (--tls on) against a real ACME server (pebble, test/pebble.ts): Caddy
 // obtains a certificate on the first handshake for a host svc routes, after asking svcd; a name
-// svc does not route gets none, and no order; plain HTTP redirects; a restarted Caddy keeps its
-// certificates.
+// svc does not route gets none, and no order; plain HTTP redirects; a restarted Caddy, and a
+// restarted svcd, keep their certificates and ACME account.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request as httpRequest } from 'node:http';
@@ -291,6 +291,8 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
   const undo: Array<() => Promise<unknown>> = [];
   let ports: { httpA: number; httpsA: number; httpB: number; httpsB: number };
   let tenant: { id: string; client: SvcClient } | null = null;
+  /** Starts an svcd on the shared store and storage, its proxy at these ports. */
+  let server: (http: number, https: number) => Promise<TestServer>;
   before(async () => {
     await ensureTestImages();
     ports = { httpA: await freePort(), httpsA: await freePort(), httpB: await freePort(), httpsB: await freePort() };
@@ -302,7 +304,7 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
     undo.push(async () => rmSync(storage, { recursive: true, force: true }));
     const pg = await freshPgDatabase();
     undo.push(() => pg.drop());
-    const server = (http: number, https: number) =>
+    server = (http: number, https: number) =>
       startServer({
         realTime: true,
         config: {
@@ -349,6 +351,21 @@ describe('two svcd on one store, sharing --tls-storage', { skip: !PG_ADMIN_URL &
     assert.equal(onB.status, 200);
     assert.match(onB.issuer, /Pebble/i);
     assert.equal(pebble.orders(), before + 1, `a second order for one name:\n${pebble.log().slice(-20_000)}`);
+  });
+
+  test('an svcd restarted (the same store and storage) serves the certificates it had: no new order, no new ACME account', async () => {
+    const [host = ''] = await routedHosts(['kept-over-restart']);
+    const first = await waitFor('HTTPS on B', () => viaTls(ports.httpsB, host, pebble.issuerRoot, '/index.html').then((r) => (r.status === 200 ? r : undefined), () => undefined), 60_000);
+    assert.match(first.issuer, /Pebble/i);
+    const [orders, accounts] = [pebble.orders(), pebble.accounts()];
+    assert.ok(accounts >= 1, 'the account was made through pebble');
+    await b.close();
+    b = await server(ports.httpB, ports.httpsB);
+    await waitFor(`the route of ${host} on the new B`, () => viaProxy(ports.httpB, host, '/index.html').then((r) => (r.status === 308 ? true : undefined)));
+    const again = await viaTls(ports.httpsB, host, pebble.issuerRoot, '/index.html');
+    assert.equal(again.status, 200);
+    assert.match(again.issuer, /Pebble/i);
+    assert.deepEqual([pebble.orders(), pebble.accounts()], [orders, accounts], `ordered or registered again after the restart:\n${pebble.log().slice(-20_000)}`);
   });
 
   test('first handshakes for new names on both proxies at once: one order per name', async () => {
