@@ -34,10 +34,12 @@ import (
 // kept them open (a daemon) must not hold up the container's exit.
 const drainAfterExit = 200 * time.Millisecond
 
-// prctl's PR_SET_DUMPABLE and PR_SET_CHILD_SUBREAPER (linux/prctl.h); the syscall package has no names for them.
+// prctl's PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER and PR_SET_NO_NEW_PRIVS (linux/prctl.h); the
+// syscall package has no names for them.
 const (
 	prSetDumpable       = 4
 	prSetChildSubreaper = 36
+	prSetNoNewPrivs     = 38
 )
 
 func main() {
@@ -71,6 +73,16 @@ func run(args []string) int {
 	}
 	// As PID 1 orphans come to us anyway; elsewhere (a test) they come to us with this.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	// No new privileges for anything the tenant's command runs (setuid and file capabilities do
+	// not raise them), set here for the whole tree: one engine's driver asks its engine for it
+	// too, but a Swarm service spec cannot (Engine 20.10), and there this is what sets it. It
+	// cannot be unset, and every child and exec inherits it. It is a thread's, not the process's:
+	// set on every thread of ours (a child is forked from whichever thread Go picks; threads made
+	// later are cloned from these), which Go does only without cgo (this binary is built without).
+	if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "svc-init: prctl(PR_SET_NO_NEW_PRIVS): %v\n", errno)
+		return 126
+	}
 
 	// Every signal the engine or an operator may send is forwarded (but SIGCHLD: reaping is a
 	// loop of its own, below, since a full channel drops signals and a tenant can send many).

@@ -174,6 +174,25 @@ func TestNotDumpable(t *testing.T) {
 	}
 }
 
+func TestNoNewPrivilegesForTheCommand(t *testing.T) {
+	// The kernel's flag, as the command's own /proc shows it; the same probe of the test's own
+	// process shows it unset (this test runs without it), so the probe itself can tell.
+	own, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(own), "NoNewPrivs:\t0") {
+		t.Skip("the test itself runs with no_new_privs set: nothing to tell apart")
+	}
+	cmd, stdout, stderr := startInit(t, "--", "grep", "NoNewPrivs", "/proc/self/status")
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d: %q", code, stderr.String())
+	}
+	if strings.TrimSpace(stdout.String()) != "NoNewPrivs:\t1" {
+		t.Fatalf("the command runs without no_new_privs: %q", stdout.String())
+	}
+}
+
 func TestLimiterRefillsWithTime(t *testing.T) {
 	now := time.Unix(0, 0)
 	l := newLimiter(10, 1<<20, func() time.Time { return now })

@@ -15,7 +15,7 @@ import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, EGRESS_NODE_LABEL, HostFirewall, NodeFirewalls, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, type Runtime } from './runtime/index.js';
+import { DockerRuntime, EGRESS_NODE_LABEL, HostFirewall, NodeFirewalls, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, readNodeTenantInit, tenantInitNodeLabel, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { SourceUploads } from './builds/source-uploads.js';
 import { Databases } from './databases/databases.js';
@@ -210,7 +210,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const installation = await store.settings.getOrCreate('installation_id', hexId(8));
   const tenantCgroups = config.tenantCpuWeight === null ? null : new TenantCgroups(config.tenantCpuWeight);
   // On a swarm, the runtime is also the cluster's nodes (operators list and drain them).
-  const swarm = config.runtime === 'swarm' && !o.runtime ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), tls: config.engineTls, installation, clock, timers }) : null;
+  // svc-init as the nodes get it (node-firewall.ts); one engine's host mounts it from the data dir.
+  const nodeTenantInit = config.runtime === 'swarm' && !o.runtime ? await readNodeTenantInit(config.tenantInit.binary) : null;
+  const swarm = nodeTenantInit
+    ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), tls: config.engineTls, installation, clock, timers, tenantInit: { sha256: nodeTenantInit.sha256, rate: config.tenantInit.rate } })
+    : null;
   const cluster = new Cluster(swarm);
   const runtime =
     o.runtime ??
@@ -227,12 +231,16 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
     });
   const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
-  const nodeFirewalls = swarm
+  const nodeFirewalls = swarm && nodeTenantInit
     ? new NodeFirewalls({
         nodes: new Map(Object.entries(config.swarmNodes)),
         tls: config.engineTls,
         clusterHostnames: async () => (await swarm.nodes()).map((n) => n.hostname),
-        markNode: (hostname, secured) => swarm.labelNode(hostname, EGRESS_NODE_LABEL, secured ? 'installed' : null),
+        markNode: (hostname, ready) => {
+          const value = ready ? 'installed' : null;
+          return swarm.labelNode(hostname, { [EGRESS_NODE_LABEL]: value, [tenantInitNodeLabel(nodeTenantInit.sha256)]: value });
+        },
+        tenantInit: nodeTenantInit,
         helperImage: config.swarmHelperImage,
         allow: config.egressAllow,
         log,

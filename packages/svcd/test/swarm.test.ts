@@ -178,6 +178,22 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const container = await node.engine.getContainer(task.Status.ContainerStatus?.ContainerID ?? '').inspect();
     assert.deepEqual(container.HostConfig.CapDrop, ['ALL']);
     assert.ok((container.HostConfig.PidsLimit ?? 0) > 0 && (container.HostConfig.Memory ?? 0) > 0 && (container.HostConfig.NanoCpus ?? 0) > 0, JSON.stringify(container.HostConfig));
+    // The tenant's command runs under svc-init, from the node's volume, read only: PID 1 is
+    // svc-init, and httpd descends from it (svc-init sets no-new-privileges for what it runs,
+    // which a service spec cannot on Engine 20.10: its Go test reads the flag under the host's
+    // kernel; the lab's nodes run gVisor, whose /proc does not show it). The exec's own shell,
+    // which the engine starts beside them, is the probe's control: it does not descend from it.
+    assert.equal(container.Path, '/.svc/init');
+    assert.ok(container.Mounts.some((m) => m.Destination === '/.svc' && !m.RW && /^svc-init-[0-9a-f]{16}$/.test(m.Name ?? '')), JSON.stringify(container.Mounts));
+    const { stdout: tree } = await run('docker', ['-H', node.engineUrl, 'exec', container.Id, 'sh', '-c', 'echo "exec $$"; for d in /proc/[0-9]*; do echo "$(cat $d/comm) $(cut -d " " -f 1,4 $d/stat)"; done']);
+    const processes = tree.trim().split('\n').map((line) => line.split(' ') as [comm: string, pid: string, ppid: string]);
+    const underInit = (pid: string | undefined): boolean => {
+      for (let p = pid, hops = 0; p !== undefined && p !== '0' && hops < 20; p = processes.find(([, q]) => q === p)?.[2], hops++) if (p === '1') return true;
+      return false;
+    };
+    assert.deepEqual(processes.find(([, pid]) => pid === '1')?.[0], 'init', tree);
+    assert.ok(underInit(processes.find(([comm]) => comm === 'httpd')?.[1]), tree);
+    assert.ok(!underInit(processes.find(([comm]) => comm === 'exec')?.[1]), tree);
     // Its logs come through the manager, whatever node the task is on.
     // Asked again when busybox httpd drops the connection (RESPONDER_IMAGE, images.ts).
     await waitFor('the marker logged', () => viaProxy(proxyPort, host, '/cgi-bin/log?swarm-marker').then((r) => (r.status === 200 ? true : undefined)));
@@ -424,6 +440,21 @@ describe('svcd on a Docker Swarm of three engines', () => {
     }
   });
 
+  test("svc-init on every node, in the volume of its hash that the node's label names: a damaged copy is put back by the next pass", async () => {
+    const node = lab.nodes[0] ?? assert.fail('no lab node');
+    const list = (await lab.manager.engine.listNodes()) as Array<{ Description: { Hostname: string }; Spec: { Labels?: Record<string, string> } }>;
+    const label = Object.keys(list.find((n) => n.Description.Hostname === node.name)?.Spec.Labels ?? {}).find((k) => k.startsWith('svc.tenant-init.')) ?? assert.fail('no svc-init label on the node');
+    const prefix = label.slice('svc.tenant-init.'.length);
+    const sum = async () => (await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sha256sum', '/svc-init/init'])).stdout;
+    assert.ok((await sum()).startsWith(prefix), 'the node holds the svc-init its label names');
+    await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sh', '-c', 'rm -f /svc-init/init && echo damaged > /svc-init/init']);
+    assert.ok(!(await sum()).startsWith(prefix), 'the probe tells a damaged copy');
+    await (t.deps.nodeFirewalls ?? assert.fail('no node firewalls')).install();
+    assert.ok((await sum()).startsWith(prefix), 'put back by the pass');
+    // No partial file is left beside it.
+    assert.equal((await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'ls', '/svc-init'])).stdout.trim(), 'init');
+  });
+
   test("svcd reaches a node's engine over TLS with its client certificate (the node's rules are in place through it); the engine refuses a client without one", async () => {
     const node = lab.nodes.find((n) => n.name === TLS_NODE) ?? assert.fail('no TLS node');
     // The node's egress rules are installed through its engine, and svcd labels the node once
@@ -472,10 +503,16 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // (docker_gwbridge leads to the node; seen).
     const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Status: { Addr: string }; Spec: { Labels?: Record<string, string> } }>;
     // Tasks run only on nodes svc secured, which it marked.
-    for (const n of nodes) assert.equal(n.Spec.Labels?.['svc.egress-rules'], 'installed', JSON.stringify(n.Spec));
+    for (const n of nodes) {
+      assert.equal(n.Spec.Labels?.['svc.egress-rules'], 'installed', JSON.stringify(n.Spec));
+      assert.ok(Object.entries(n.Spec.Labels ?? {}).some(([k, v]) => /^svc\.tenant-init\.[0-9a-f]{16}$/.test(k) && v === 'installed'), JSON.stringify(n.Spec));
+    }
     const published = async (serviceId: string) => {
       const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${serviceId}`] } });
-      assert.deepEqual((service?.Spec?.TaskTemplate)?.Placement?.Constraints, ['node.labels.svc.egress-rules==installed']);
+      const constraints = (service?.Spec?.TaskTemplate)?.Placement?.Constraints ?? [];
+      assert.equal(constraints.length, 2, JSON.stringify(constraints));
+      assert.equal(constraints[0], 'node.labels.svc.egress-rules==installed');
+      assert.match(constraints[1] ?? '', /^node\.labels\.svc\.tenant-init\.[0-9a-f]{16}==installed$/);
       const task = (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no running task');
       const port = task.Status.PortStatus?.Ports?.[0]?.PublishedPort;
       assert.equal(typeof port, 'number', 'a published port');

@@ -11,8 +11,12 @@ import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+/** The directory svc-init is in, in the container (a Swarm task mounts its node's svc-init volume here). */
+export const TENANT_INIT_DIR = '/.svc';
+/** svc-init's file name there. */
+export const TENANT_INIT_NAME = 'init';
 /** Where svc-init is mounted in the container. */
-export const TENANT_INIT_PATH = '/.svc/init';
+export const TENANT_INIT_PATH = `${TENANT_INIT_DIR}/${TENANT_INIT_NAME}`;
 
 /** How much output a tenant container's log takes (both streams together); svc-init drops the rest. */
 export interface LogRate {
@@ -68,6 +72,20 @@ export function underTenantInit(argv: string[], rate: LogRate, agentPort?: numbe
     ],
     cmd: argv,
   };
+}
+
+/**
+ * The ENTRYPOINT and CMD to create a tenant-code workload with (every driver): the image's own
+ * command (or the spec's overrides) behind svc-init, unless the image starts an init that runs
+ * only as PID 1 (underInit false: the spec's overrides as they are). Throws, as the engine would,
+ * for an image that names no command.
+ */
+export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]; cmd?: string[]; agentPort?: number }, rate: LogRate): { entrypoint?: string[]; cmd?: string[]; underInit: boolean } {
+  const argv = resolveCommand(image, spec.entrypoint, spec.cmd);
+  // The engine's own refusal, before a container exists (svc-init would start and exit 127).
+  if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
+  if (runsOnlyAsPid1(argv)) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: false };
+  return { ...underTenantInit(argv, rate, spec.agentPort), underInit: true };
 }
 
 /** The binary built by `make build`, next to svcd's own package (src/ and dist/ alike). */

@@ -9,7 +9,7 @@ import { applyInOrder } from '../apply-sequence.js';
 import { consumeProgress, demuxedLog, lastLinesOf } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
-import { TENANT_INIT_PATH, resolveCommand, runsOnlyAsPid1, underTenantInit, type TenantInit } from '../tenant-init.js';
+import { TENANT_INIT_PATH, tenantCommand, type ImageCommand, type TenantInit } from '../tenant-init.js';
 import {
   AGENT_TOKEN_ENV,
   LABELS,
@@ -573,14 +573,8 @@ export class DockerRuntime implements Runtime {
    */
   private async command(spec: WorkloadSpec): Promise<{ entrypoint?: string[]; cmd?: string[]; underInit: string | null }> {
     if (!spec.tenantCode || !this.tenantInit) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
-    // An image's config may have no Config at all (an OCI image pushed without one).
-    const image: EngineImage = await this.docker.getImage(spec.image).inspect();
-    const config = image.Config ?? {};
-    const argv = resolveCommand({ entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd) }, spec.entrypoint, spec.cmd);
-    // The engine's own refusal, before a container exists (svc-init would start and exit 127).
-    if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
-    if (runsOnlyAsPid1(argv)) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
-    return { ...underTenantInit(argv, this.tenantInit.rate, spec.agentPort), underInit: this.tenantInit.binary };
+    const { underInit, ...command } = tenantCommand(await imageCommand(this.docker, spec.image), spec, this.tenantInit.rate);
+    return { ...command, underInit: underInit ? this.tenantInit.binary : null };
   }
 
   async assign(id: string, tenantId: string): Promise<string | null> {
@@ -869,6 +863,13 @@ function engineString(value: unknown, fallback: string): string {
 /** The parts of the Engine's image answer that svc reads (dockerode's types make Config required). */
 interface EngineImage {
   Config?: { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null } | null;
+}
+
+/** What an image on this engine says to run (its ENTRYPOINT and CMD); the image must be there. */
+export async function imageCommand(docker: Docker, image: string): Promise<ImageCommand> {
+  // An image's config may have no Config at all (an OCI image pushed without one).
+  const config = ((await docker.getImage(image).inspect()) as EngineImage).Config ?? {};
+  return { entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd) };
 }
 
 /**

@@ -22,10 +22,21 @@
 // SYS_PTRACE, and some hosts refuse even those.) The helper restarts with its engine; svcd
 // checks every node's rules on a timer and puts back what is missing (a node that rebooted, one
 // that joined).
+//
+// The same pass puts svc-init (tenant-init.ts) on every node, which Swarm has no way to ship with a
+// task: the helper holds a node volume named by svc-init's hash (tenantInitVolume), svcd writes the
+// binary into it through the helper and checks it by its hash on every pass, and tasks that run
+// tenant code mount that volume read-only. A node is labelled ready for workloads (the egress label
+// and the label of this svc-init's hash) only once both are in place, and workloads ask for both
+// labels: a task never lands where its init is missing, also with an svcd of another version beside.
 import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { buffer } from 'node:stream/consumers';
 import Docker from 'dockerode';
+import { pack } from 'tar-stream';
 import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
+import { TENANT_INIT_NAME } from '../tenant-init.js';
 import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
 /**
@@ -60,6 +71,36 @@ export const EGRESS_NODE_CONSTRAINT = `node.labels.${EGRESS_NODE_LABEL}==install
 /** What an iptables call answered, in full, up to this much (its errors are one line). */
 const MAX_OUTPUT_BYTES = 16 * 1024;
 
+/** svc-init as svcd ships it to the nodes: its content and its SHA-256 (hex). */
+export interface NodeTenantInit {
+  content: Buffer;
+  sha256: string;
+}
+
+/** svc-init's binary (built by make, or --tenant-init) as the nodes get it. */
+export async function readNodeTenantInit(binary: string): Promise<NodeTenantInit> {
+  const content = await readFile(binary);
+  return { content, sha256: createHash('sha256').update(content).digest('hex') };
+}
+
+/** The node volume that holds this svc-init (one per build of it: tasks of an older one keep theirs). */
+export function tenantInitVolume(sha256: string): string {
+  return `svc-init-${sha256.slice(0, 16)}`;
+}
+
+/** The node label saying the node holds this svc-init; workloads' placement asks for it. */
+export function tenantInitNodeLabel(sha256: string): string {
+  return `svc.tenant-init.${sha256.slice(0, 16)}`;
+}
+
+/** Every workload's placement constraints on a swarm: a node with svc's egress rules and this svc-init. */
+export function preparedNodeConstraints(tenantInitSha256: string): string[] {
+  return [EGRESS_NODE_CONSTRAINT, `node.labels.${tenantInitNodeLabel(tenantInitSha256)}==installed`];
+}
+
+/** Where the helper mounts the svc-init volume (read-write: it is written through the helper). */
+const HELPER_INIT_DIR = '/svc-init';
+
 export interface NodeFirewallsOptions {
   /** Each node's Engine API by its host name (--swarm-node). */
   nodes: ReadonlyMap<string, string>;
@@ -67,8 +108,14 @@ export interface NodeFirewallsOptions {
   tls?: Readonly<Record<string, EngineTls>>;
   /** The cluster's nodes by host name, as Swarm lists them now: a node without an engine address is reported. */
   clusterHostnames: () => Promise<string[]>;
-  /** Sets EGRESS_NODE_LABEL on the node (through the manager), or takes it off (secured: false); nothing where it is so already. */
-  markNode: (hostname: string, secured: boolean) => Promise<void>;
+  /**
+   * Labels the node ready for workloads (through the manager: EGRESS_NODE_LABEL and this
+   * svc-init's tenantInitNodeLabel), or takes the labels off (ready: false); nothing where they
+   * are so already.
+   */
+  markNode: (hostname: string, ready: boolean) => Promise<void>;
+  /** svc-init, put on every node beside the rules. */
+  tenantInit: NodeTenantInit;
   /** Where what a node lacks is told (tenants read the health detail: it names no node). */
   log: { warn(obj: object, msg: string): void };
   /** An image with sleep and chroot (busybox), which every node can pull. */
@@ -106,6 +153,7 @@ export class NodeFirewalls {
         try {
           await this.ensureHelper(engine);
           for (const set of sets) await set.install();
+          await this.ensureTenantInit(engine);
           await this.o.markNode(name, true);
         } catch (err) {
           failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
@@ -188,6 +236,25 @@ export class NodeFirewalls {
     await container.start().catch(ignoreAlreadyStarted);
   }
 
+  /**
+   * svc-init in the node's volume, as this svcd has it: checked by its hash (one exec), else
+   * written beside and renamed over, so that a task never starts on a half-written binary.
+   */
+  private async ensureTenantInit(engine: Docker): Promise<void> {
+    const { content, sha256 } = this.o.tenantInit;
+    const target = `${HELPER_INIT_DIR}/${TENANT_INIT_NAME}`;
+    const now = await this.execIn(engine, ['sha256sum', target]);
+    if (now.exitCode === 0 && now.output.startsWith(sha256)) return;
+    const partial = `${TENANT_INIT_NAME}.partial`;
+    const archive = pack();
+    // Every user a task runs as must be able to run it.
+    archive.entry({ name: partial, mode: 0o555, size: content.length }, content);
+    archive.finalize();
+    await engine.getContainer(HELPER_NAME).putArchive(await buffer(archive), { path: HELPER_INIT_DIR });
+    const moved = await this.execIn(engine, ['mv', '-f', `${HELPER_INIT_DIR}/${partial}`, target]);
+    if (moved.exitCode !== 0) throw new Error(`svc-init could not be put in place: ${moved.output.trim().slice(0, 300)}`);
+  }
+
   /** The helper container, but for its name and labels. */
   private helperSpec(): Docker.ContainerCreateOptions {
     return {
@@ -200,6 +267,8 @@ export class NodeFirewalls {
           // only but for /run (iptables' lock): the node's own iptables binary runs there.
           NetworkMode: 'host',
           Binds: ['/:/host:ro', '/run:/host/run'],
+          // The node's svc-init volume, which svcd writes through the helper (ensureTenantInit).
+          Mounts: [{ Type: 'volume', Source: tenantInitVolume(this.o.tenantInit.sha256), Target: HELPER_INIT_DIR }],
           CapDrop: ['ALL'],
           CapAdd: ['NET_ADMIN', 'NET_RAW', 'SYS_CHROOT'],
           // runc: the node's default runtime may be gVisor, whose kernel is not the node's.

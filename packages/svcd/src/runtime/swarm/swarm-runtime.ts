@@ -8,7 +8,9 @@
 // - A tenant's network is an attachable overlay network (VXLAN), `tenant-<id>`.
 // - A workload is a Swarm service of one replica with svc's labels, hardened as far as a service
 //   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
-//   runtime per service nor set no-new-privileges (Engine 20.10): sandbox is not offered.
+//   runtime per service nor set no-new-privileges (Engine 20.10): sandbox is not offered, and
+//   tenant code runs under svc-init (from a volume svcd keeps on every node), which sets
+//   no-new-privileges for the command itself and holds its log to the rate, as on one engine.
 // - Its port is published in host mode on the node that runs the task, on the port svcd allocated
 //   for the service (--swarm-ports, one per service for its life): this kernel has no IPVS, so
 //   Swarm's virtual IPs and ingress mesh are out (endpoint mode dnsrr). svcd and the proxy reach
@@ -38,8 +40,9 @@ import Docker from 'dockerode';
 import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL } from './node-firewall.js';
-import { DockerRuntime, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
+import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL, preparedNodeConstraints, tenantInitNodeLabel, tenantInitVolume } from './node-firewall.js';
+import { DockerRuntime, dockerOptions, imageCommand, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
+import { TENANT_INIT_DIR, tenantCommand, type LogRate } from '../tenant-init.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
 import {
   LABELS,
@@ -79,6 +82,11 @@ export interface SwarmRuntimeOptions {
   timers?: Timers;
   /** How often the task list is read for exits (events). */
   eventsEveryMs?: number;
+  /**
+   * svc-init for tenant code, which svcd puts on every node (node-firewall.ts) by its hash: tasks
+   * mount it from the node's volume of that hash, and run only on nodes labelled to hold it.
+   */
+  tenantInit?: { sha256: string; rate: LogRate };
 }
 
 /**
@@ -141,10 +149,6 @@ interface SwarmNode {
   Description?: { Hostname?: string; Engine?: { EngineVersion?: string }; Resources?: { NanoCPUs?: number; MemoryBytes?: number } };
 }
 
-/** Whether svcd's tenant egress rules are in place on the node (node-firewall.ts labels it so): tasks and builds run only there. */
-function hasEgressRules(n: SwarmNode): boolean {
-  return (n.Spec.Labels as Record<string, string> | undefined)?.[EGRESS_NODE_LABEL] === 'installed';
-}
 
 type ServiceSpec = Record<string, unknown> & { Name?: string; Labels?: Record<string, string>; Mode?: { Replicated?: { Replicas?: number } } };
 
@@ -198,7 +202,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   private async assertBuildHostSecured(): Promise<void> {
     const info = (await this.docker.info()) as { Swarm?: { NodeID?: string } };
     const node = ((await this.docker.listNodes()) as SwarmNode[]).find((n) => n.ID === info.Swarm?.NodeID);
-    if (!node || !hasEgressRules(node)) {
+    if (!node || !this.prepared(node)) {
       throw new Error("the build host is not ready for tenants' builds now (svc's network rules are not in place there): try the build again in a minute");
     }
   }
@@ -220,6 +224,16 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
     const repository = repositoryOf(image);
     return (info.RepoDigests ?? []).find((d) => d.slice(0, d.indexOf('@')) === repository) ?? null;
+  }
+
+  /**
+   * Whether svcd prepared the node for workloads (node-firewall.ts labels it so): its tenant egress
+   * rules are in place, and it holds this svcd's svc-init. Tasks and builds run only there.
+   */
+  private prepared(n: SwarmNode): boolean {
+    const labels = (n.Spec.Labels ?? {}) as Record<string, string>;
+    const init = this.o.tenantInit;
+    return labels[EGRESS_NODE_LABEL] === 'installed' && (init === undefined || labels[tenantInitNodeLabel(init.sha256)] === 'installed');
   }
 
   capabilities(): Promise<DriverCapabilities> {
@@ -270,7 +284,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       for (const t of await this.tasks(service.ID)) if (t.desired === 'running' || t.state === 'running') taken.add(t.nodeId);
     }
     const list = (await this.docker.listNodes()) as SwarmNode[];
-    return list.some((n) => !taken.has(n.ID) && n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && hasEgressRules(n));
+    return list.some((n) => !taken.has(n.ID) && n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && this.prepared(n));
   }
 
   /** Every Swarm service of this installation that runs the spec's workload (its resource), whatever its name. */
@@ -303,7 +317,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       if (state !== 'ready') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is ${state}: it starts again there once the node is back`);
       const availability = n.Spec.Availability ?? 'active';
       if (availability !== 'active') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is set to ${availability} by an operator: it starts again there once the node is active`);
-      if (!hasEgressRules(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is not ready for svc's workloads now: it starts again there once it is`);
+      if (!this.prepared(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is not ready for svc's workloads now: it starts again there once it is`);
       return n.ID;
     }
     // Data made before this installation ran on a swarm (on one engine's volume): not started
@@ -313,7 +327,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const load = (n: SwarmNode) => tasks.filter((t) => t.NodeID === n.ID).length;
     // The least busy, then by host name: the same answer for the same cluster.
     const [least] = list
-      .filter((n) => n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && hasEgressRules(n))
+      .filter((n) => n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && this.prepared(n))
       .sort((a, b) => load(a) - load(b) || (a.Description?.Hostname ?? '').localeCompare(b.Description?.Hostname ?? ''));
     if (!least) throw new NodeUnavailableError("no swarm node can take it now (ready, active, with svc's tenant egress rules)");
     return least.ID;
@@ -366,6 +380,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // The spec's name, unless a service set aside still has it (a rolling redeploy's old one).
     const taken = await this.serviceInspect(spec.name);
     const swarmName = taken ? `${spec.name}-${this.clock.now().toString(36)}` : spec.name;
+    // Tenant code under svc-init, from its node's volume (the image is on the manager: pulled or
+    // built there), which also sets no-new-privileges for it: a service spec cannot (Engine 20.10).
+    const init = spec.tenantCode ? this.o.tenantInit : undefined;
+    const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate) : { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: false };
+    const initMount = init && command.underInit ? [{ Type: 'volume', Source: tenantInitVolume(init.sha256), Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
     const created = (await this.docker.createService({
       Name: swarmName,
       Labels: { ...labels, [NAME_LABEL]: spec.name },
@@ -374,11 +393,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           Image: spec.image,
           Labels: labels,
           Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-          ...(spec.entrypoint ? { Command: spec.entrypoint } : {}),
-          ...(spec.cmd ? { Args: spec.cmd } : {}),
+          ...(command.entrypoint ? { Command: command.entrypoint } : {}),
+          ...(command.cmd ? { Args: command.cmd } : {}),
           ...(spec.user ? { User: spec.user } : {}),
           ...(spec.init ? { Init: true } : {}),
-          Mounts: (spec.volumes ?? []).map((v) => ({ Type: 'volume', Source: v.name, Target: v.target, VolumeOptions: { Labels: labels } })),
+          Mounts: [...(spec.volumes ?? []).map((v) => ({ Type: 'volume', Source: v.name, Target: v.target, VolumeOptions: { Labels: labels } })), ...initMount],
           // Hardening as far as a service spec goes (Engine API 1.41).
           CapabilityDrop: ['ALL'],
         },
@@ -386,7 +405,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         RestartPolicy: { Condition: 'any', Delay: 1_000_000_000 },
         // Only on nodes whose tenant egress rules svcd put in place (node-firewall.ts); a workload
         // whose data is on its node's disk only there.
-        Placement: { Constraints: [EGRESS_NODE_CONSTRAINT, ...(node === null ? [] : [`node.id==${node}`])] },
+        Placement: { Constraints: [...(this.o.tenantInit ? preparedNodeConstraints(this.o.tenantInit.sha256) : [EGRESS_NODE_CONSTRAINT]), ...(node === null ? [] : [`node.id==${node}`])] },
         LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
         // Its workload name too: after a rolling redeploy its Swarm name is another.
         Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: [...(spec.aliases ?? []), ...(taken ? [spec.name] : [])] }],
@@ -712,18 +731,20 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   /**
-   * Sets a label on the node by host name (through the manager), or takes it off (value null);
-   * nothing where it is so already. Tried again when another svcd changed the node meanwhile.
+   * Sets labels on the node by host name (through the manager), or takes them off (value null),
+   * in one update; nothing where they are so already. Tried again when another svcd changed the
+   * node meanwhile.
    */
-  async labelNode(hostname: string, key: string, value: string | null): Promise<void> {
+  async labelNode(hostname: string, changes: Readonly<Record<string, string | null>>): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const list = (await this.docker.listNodes()) as SwarmNode[];
       const target = list.find((n) => n.Description?.Hostname === hostname);
       if (!target) throw new Error(`no swarm node has the host name ${hostname}`);
       const current = (target.Spec.Labels ?? {}) as Record<string, string>;
-      if ((current[key] ?? null) === value) return;
-      const others = Object.entries(current).filter(([k]) => k !== key);
-      const labels = Object.fromEntries(value === null ? others : [...others, [key, value]]);
+      if (Object.entries(changes).every(([key, value]) => (current[key] ?? null) === value)) return;
+      const kept = Object.entries(current).filter(([key]) => !(key in changes));
+      const set = Object.entries(changes).filter((entry): entry is [string, string] => entry[1] !== null);
+      const labels = Object.fromEntries([...kept, ...set]);
       try {
         await this.docker.getNode(target.ID).update({ ...target.Spec, Labels: labels, version: target.Version.Index });
         return;
