@@ -15,7 +15,7 @@ import { REQUEST_TIMEOUT_MS, type Config } from './config.js';
 import { hexId } from './ids.js';
 import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
-import { DockerRuntime, EGRESS_NODE_LABEL, HostFirewall, NodeFirewalls, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, readNodeTenantInit, tenantInitNodeLabel, type Runtime } from './runtime/index.js';
+import { DockerRuntime, EGRESS_NODE_LABEL, HostFirewall, NodeFirewalls, SANDBOX_NODE_LABEL, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, readNodeTenantInit, tenantInitNodeLabel, type Runtime } from './runtime/index.js';
 import { Builds } from './builds/builds.js';
 import { SourceUploads } from './builds/source-uploads.js';
 import { Databases } from './databases/databases.js';
@@ -236,9 +236,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
         nodes: new Map(Object.entries(config.swarmNodes)),
         tls: config.engineTls,
         clusterHostnames: async () => (await swarm.nodes()).map((n) => n.hostname),
-        markNode: (hostname, ready) => {
+        markNode: (hostname, ready, sandboxed) => {
           const value = ready ? 'installed' : null;
-          return swarm.labelNode(hostname, { [EGRESS_NODE_LABEL]: value, [tenantInitNodeLabel(nodeTenantInit.sha256)]: value });
+          const labels: Record<string, string | null> = { [EGRESS_NODE_LABEL]: value, [tenantInitNodeLabel(nodeTenantInit.sha256)]: value };
+          if (sandboxed !== undefined) labels[SANDBOX_NODE_LABEL] = sandboxed ? 'gvisor' : null;
+          return swarm.labelNode(hostname, labels);
         },
         tenantInit: nodeTenantInit,
         helperImage: config.swarmHelperImage,

@@ -535,13 +535,12 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   }
   if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
   if (runtime === 'swarm') {
-    // Tenant isolation is not complete on a swarm (README, Docker Swarm): no no-new-privileges,
-    // no gVisor and no svc-init for tasks on Engine 20.10, and the overlays are not encrypted.
-    // Until then, a swarm is for development and tenants that trust each other.
+    // Tenant isolation is not complete on a swarm (README, Docker Swarm): the overlays are not
+    // encrypted, and published ports are open on every address of their node. Until then, a
+    // swarm is for development and tenants that trust each other.
     if (raw.dev !== true) throw new ConfigError('--runtime swarm needs --dev for now: tenant isolation is not complete on a swarm (see the README, Docker Swarm)');
     // Nodes pull built images from the cluster's registry: the manager's own images reach no other node.
     if (!raw.buildRegistry?.trim()) throw new ConfigError('--runtime swarm needs --build-registry (a registry every node pulls from)');
-    if (raw.sandbox === 'required') throw new ConfigError('--sandbox required is not possible with --runtime swarm (a Swarm service cannot choose gVisor)');
   }
   return { runtime, swarmNodes };
 }

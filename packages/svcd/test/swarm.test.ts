@@ -184,6 +184,10 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // kernel; the lab's nodes run gVisor, whose /proc does not show it). The exec's own shell,
     // which the engine starts beside them, is the probe's control: it does not descend from it.
     assert.equal(container.Path, '/.svc/init');
+    // Under gVisor: the node's engine runs it by default (svc's label on the node says so, and the
+    // service asks for the label), and the health detail offers the sandbox.
+    assert.equal(container.HostConfig.Runtime, 'runsc');
+    assert.match((await t.deps.runtime.sandboxVersion()) ?? 'none', /gVisor/);
     assert.ok(container.Mounts.some((m) => m.Destination === '/.svc' && !m.RW && /^svc-init-[0-9a-f]{16}$/.test(m.Name ?? '')), JSON.stringify(container.Mounts));
     const { stdout: tree } = await run('docker', ['-H', node.engineUrl, 'exec', container.Id, 'sh', '-c', 'echo "exec $$"; for d in /proc/[0-9]*; do echo "$(cat $d/comm) $(cut -d " " -f 1,4 $d/stat)"; done']);
     const processes = tree.trim().split('\n').map((line) => line.split(' ') as [comm: string, pid: string, ppid: string]);
@@ -505,14 +509,17 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // Tasks run only on nodes svc secured, which it marked.
     for (const n of nodes) {
       assert.equal(n.Spec.Labels?.['svc.egress-rules'], 'installed', JSON.stringify(n.Spec));
+      assert.equal(n.Spec.Labels?.['svc.sandbox'], 'gvisor', JSON.stringify(n.Spec));
       assert.ok(Object.entries(n.Spec.Labels ?? {}).some(([k, v]) => /^svc\.tenant-init\.[0-9a-f]{16}$/.test(k) && v === 'installed'), JSON.stringify(n.Spec));
     }
     const published = async (serviceId: string) => {
       const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${serviceId}`] } });
       const constraints = (service?.Spec?.TaskTemplate)?.Placement?.Constraints ?? [];
-      assert.equal(constraints.length, 2, JSON.stringify(constraints));
+      assert.equal(constraints.length, 3, JSON.stringify(constraints));
       assert.equal(constraints[0], 'node.labels.svc.egress-rules==installed');
       assert.match(constraints[1] ?? '', /^node\.labels\.svc\.tenant-init\.[0-9a-f]{16}==installed$/);
+      // Every lab node runs gVisor by default: --sandbox auto sandboxes, on those nodes.
+      assert.equal(constraints[2], 'node.labels.svc.sandbox==gvisor');
       const task = (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no running task');
       const port = task.Status.PortStatus?.Ports?.[0]?.PublishedPort;
       assert.equal(typeof port, 'number', 'a published port');

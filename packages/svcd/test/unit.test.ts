@@ -31,7 +31,7 @@ import { apiRouteTargets } from '../src/services/routing.js';
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
-import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
+import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, sandboxedByDefault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -150,10 +150,20 @@ describe('operator tokens', () => {
   });
 });
 
+describe('swarm nodes that run gVisor', () => {
+  test("an engine runs containers under gVisor by default when its default runtime is runsc, by name or by its path", () => {
+    assert.equal(sandboxedByDefault({ DefaultRuntime: 'runsc', Runtimes: { runc: { path: 'runc' }, runsc: { path: '/usr/bin/runsc' } } }), true);
+    assert.equal(sandboxedByDefault({ DefaultRuntime: 'gvisor', Runtimes: { gvisor: { path: '/usr/local/bin/runsc' } } }), true);
+    assert.equal(sandboxedByDefault({ DefaultRuntime: 'runc', Runtimes: { runc: { path: 'runc' }, runsc: { path: '/usr/bin/runsc' } } }), false, 'runsc there, not the default');
+    assert.equal(sandboxedByDefault({ Runtimes: { runsc: { path: '/usr/bin/runsc' } } }), false, 'no default named: runc');
+    assert.equal(sandboxedByDefault({ DefaultRuntime: 'crun', Runtimes: { crun: { path: '/usr/bin/crun' } } }), false);
+  });
+});
+
 describe('configuration', () => {
   const raw: RawOptions = { listen: '127.0.0.1:8080', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info' };
   const token = 't'.repeat(32);
-  test('--runtime swarm: with --dev only (isolation is not complete there), a build registry, unix:// node engines, no required sandbox', () => {
+  test('--runtime swarm: with --dev only (isolation is not complete there), a build registry, unix:// node engines; the sandbox may be required (on nodes that run gVisor)', () => {
     const dev: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock, node2=unix:///run/n2.sock' };
     const c = buildConfig(dev, {});
     assert.equal(c.runtime, 'swarm');
@@ -163,7 +173,7 @@ describe('configuration', () => {
     assert.throws(() => buildConfig({ ...dev, buildRegistry: undefined }, {}), /needs --build-registry/);
     assert.throws(() => buildConfig({ ...dev, swarmNode: 'node1=tcp://10.0.0.1:2375' }, {}), /--swarm-node must be NAME=unix:\/\/\/path or NAME=https:\/\/HOST:PORT \(TLS, never plain tcp:\/\/\)/);
     assert.throws(() => buildConfig({ ...dev, swarmNode: 'a b=unix:///x' }, {}), /--swarm-node/);
-    assert.throws(() => buildConfig({ ...dev, sandbox: 'required' }, {}), /--sandbox required is not possible/);
+    assert.equal(buildConfig({ ...dev, sandbox: 'required' }, {}).sandbox, 'required');
     assert.throws(() => buildConfig({ ...raw, dev: true, runtime: 'kubernetes' }, {}), /--runtime must be docker or swarm/);
     assert.throws(() => buildConfig({ ...raw, dev: true, swarmNode: 'node1=unix:///x' }, {}), /--swarm-node needs --runtime swarm/);
   });

@@ -6,6 +6,6 @@ export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docke
 export { SwarmRuntime, type SwarmRuntimeOptions } from './swarm/swarm-runtime.js';
 export { DEFAULT_LOG_RATE, TenantInitMissingError, builtTenantInit, installTenantInit, type LogRate, type TenantInit } from './tenant-init.js';
 export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';
-export { EGRESS_NODE_LABEL, NodeFirewalls, readNodeTenantInit, tenantInitNodeLabel, type NodeFirewallsOptions } from './swarm/node-firewall.js';
+export { EGRESS_NODE_LABEL, NodeFirewalls, SANDBOX_NODE_LABEL, readNodeTenantInit, sandboxedByDefault, tenantInitNodeLabel, type NodeFirewallsOptions } from './swarm/node-firewall.js';
 export { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroupError, TenantCgroups, type CgroupInstall } from './tenant-cgroups.js';
 export { SandboxPolicy, workloadLimits, type SandboxMode, type TenantQuota, type WorkloadLimits } from './workload-policy.js';

@@ -31,11 +31,13 @@
 // labels: a task never lands where its init is missing, also with an svcd of another version beside.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
+import { SANDBOX_RUNTIME } from '../port.js';
 import { TENANT_INIT_NAME } from '../tenant-init.js';
 import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
@@ -67,6 +69,21 @@ const HELPER_CONFIG_LABEL = 'svc.helper-config';
  */
 export const EGRESS_NODE_LABEL = 'svc.egress-rules';
 export const EGRESS_NODE_CONSTRAINT = `node.labels.${EGRESS_NODE_LABEL}==installed`;
+
+/**
+ * The node label svcd sets where the node's engine runs every container under gVisor (its default
+ * runtime is runsc): a Swarm service spec cannot choose a runtime (Engine 20.10), so a sandboxed
+ * workload runs only on such nodes (SANDBOX_NODE_CONSTRAINT).
+ */
+export const SANDBOX_NODE_LABEL = 'svc.sandbox';
+export const SANDBOX_NODE_CONSTRAINT = `node.labels.${SANDBOX_NODE_LABEL}==gvisor`;
+
+/** Whether an engine runs its containers under gVisor unless told otherwise (its default runtime is runsc, by name or by path). */
+export function sandboxedByDefault(info: { DefaultRuntime?: unknown; Runtimes?: Record<string, { path?: unknown } | undefined> }): boolean {
+  const name = typeof info.DefaultRuntime === 'string' ? info.DefaultRuntime : 'runc';
+  const path = info.Runtimes?.[name]?.path;
+  return name === SANDBOX_RUNTIME || (typeof path === 'string' && basename(path) === SANDBOX_RUNTIME);
+}
 
 /** What an iptables call answered, in full, up to this much (its errors are one line). */
 const MAX_OUTPUT_BYTES = 16 * 1024;
@@ -110,10 +127,11 @@ export interface NodeFirewallsOptions {
   clusterHostnames: () => Promise<string[]>;
   /**
    * Labels the node ready for workloads (through the manager: EGRESS_NODE_LABEL and this
-   * svc-init's tenantInitNodeLabel), or takes the labels off (ready: false); nothing where they
-   * are so already.
+   * svc-init's tenantInitNodeLabel), or takes the labels off (ready: false), and says whether it
+   * runs gVisor (SANDBOX_NODE_LABEL; left as it is when not known); nothing where they are so
+   * already.
    */
-  markNode: (hostname: string, ready: boolean) => Promise<void>;
+  markNode: (hostname: string, ready: boolean, sandboxed?: boolean) => Promise<void>;
   /** svc-init, put on every node beside the rules. */
   tenantInit: NodeTenantInit;
   /** Where what a node lacks is told (tenants read the health detail: it names no node). */
@@ -154,7 +172,7 @@ export class NodeFirewalls {
           await this.ensureHelper(engine);
           for (const set of sets) await set.install();
           await this.ensureTenantInit(engine);
-          await this.o.markNode(name, true);
+          await this.o.markNode(name, true, sandboxedByDefault((await engine.info()) as Parameters<typeof sandboxedByDefault>[0]));
         } catch (err) {
           failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
           await this.o.markNode(name, false).catch(() => {}); // the manager away too: nothing to unmark with

@@ -8,9 +8,10 @@
 // - A tenant's network is an attachable overlay network (VXLAN), `tenant-<id>`.
 // - A workload is a Swarm service of one replica with svc's labels, hardened as far as a service
 //   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
-//   runtime per service nor set no-new-privileges (Engine 20.10): sandbox is not offered, and
-//   tenant code runs under svc-init (from a volume svcd keeps on every node), which sets
-//   no-new-privileges for the command itself and holds its log to the rate, as on one engine.
+//   runtime per service nor set no-new-privileges (Engine 20.10). So the sandbox is the nodes':
+//   a sandboxed workload runs only on nodes whose engine runs gVisor by default (labelled by
+//   svcd), and tenant code runs under svc-init (from a volume svcd keeps on every node), which
+//   sets no-new-privileges for the command itself and holds its log to the rate, as on one engine.
 // - Its port is published in host mode on the node that runs the task, on the port svcd allocated
 //   for the service (--swarm-ports, one per service for its life): this kernel has no IPVS, so
 //   Swarm's virtual IPs and ingress mesh are out (endpoint mode dnsrr). svcd and the proxy reach
@@ -40,7 +41,7 @@ import Docker from 'dockerode';
 import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL, preparedNodeConstraints, tenantInitNodeLabel, tenantInitVolume } from './node-firewall.js';
+import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL, SANDBOX_NODE_CONSTRAINT, SANDBOX_NODE_LABEL, preparedNodeConstraints, tenantInitNodeLabel, tenantInitVolume } from './node-firewall.js';
 import { DockerRuntime, dockerOptions, imageCommand, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { TENANT_INIT_DIR, tenantCommand, type LogRate } from '../tenant-init.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
@@ -182,7 +183,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   // --- The host and images: the manager's engine. ---
   info: EngineHost['info'] = () => this.managerEngine.info();
-  sandboxVersion: EngineHost['sandboxVersion'] = () => Promise.resolve(null);
+  /** The health detail's sandbox: gVisor where every node svcd prepared runs it by default (capabilities). */
+  sandboxVersion: EngineHost['sandboxVersion'] = async () => ((await this.capabilities()).sandbox ? "gVisor (every node's default runtime)" : null);
   storage: EngineHost['storage'] = () => this.managerEngine.storage();
   diskUsage: EngineHost['diskUsage'] = () => this.managerEngine.diskUsage();
   countNetworks: EngineHost['countNetworks'] = (prefix) => this.managerEngine.countNetworks(prefix);
@@ -236,14 +238,32 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return labels[EGRESS_NODE_LABEL] === 'installed' && (init === undefined || labels[tenantInitNodeLabel(init.sha256)] === 'installed');
   }
 
-  capabilities(): Promise<DriverCapabilities> {
-    return Promise.resolve({ sandbox: false, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: true });
+  /** Whether the node's engine runs every container under gVisor (node-firewall.ts labels it so). */
+  private sandboxed(n: SwarmNode): boolean {
+    return ((n.Spec.Labels ?? {}) as Record<string, string>)[SANDBOX_NODE_LABEL] === 'gvisor';
+  }
+
+  /** The nodes that can take tasks now: ready, active, prepared by svcd (and running gVisor, for a sandboxed workload). */
+  private usable(n: SwarmNode, sandbox: boolean): boolean {
+    return n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && this.prepared(n) && (!sandbox || this.sandboxed(n));
+  }
+
+  /**
+   * The sandbox is offered when every node svcd prepared runs gVisor by default: a Swarm service
+   * spec cannot choose a runtime, so a sandboxed workload is placed on such nodes only, and with
+   * --sandbox auto a cluster of mixed nodes runs workloads unsandboxed anywhere rather than
+   * crowding them onto its gVisor nodes (--sandbox required does that).
+   */
+  async capabilities(): Promise<DriverCapabilities> {
+    const prepared = ((await this.docker.listNodes()) as SwarmNode[]).filter((n) => this.prepared(n));
+    const sandbox = prepared.length > 0 && prepared.every((n) => this.sandboxed(n));
+    return { sandbox, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: true };
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
     // Before anything is removed: a pinned workload whose node cannot run it stays as it is.
     const { placement } = request.spec;
-    const node = placement ? await this.placementNode(placement) : null;
+    const node = placement ? await this.placementNode(placement, request.spec.sandbox) : null;
     // Rolling only where the new task has somewhere to run beside what runs now (its port is the
     // service's on every node): otherwise everything of the workload goes first, a service an
     // interrupted rolling apply set aside included (it would hold the port). A pinned workload
@@ -267,7 +287,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }).catch(async (err: unknown) => {
       // Its node went away while it started (its task then waits for that node, never ready):
       // that, not the deadline, is why.
-      if (node !== null) await this.placementNode({ node, holdsData: true });
+      if (node !== null) await this.placementNode({ node, holdsData: true }, request.spec.sandbox);
       throw err;
     });
     return node === null ? applied : { ...applied, node };
@@ -284,7 +304,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       for (const t of await this.tasks(service.ID)) if (t.desired === 'running' || t.state === 'running') taken.add(t.nodeId);
     }
     const list = (await this.docker.listNodes()) as SwarmNode[];
-    return list.some((n) => !taken.has(n.ID) && n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && this.prepared(n));
+    return list.some((n) => !taken.has(n.ID) && this.usable(n, spec.sandbox));
   }
 
   /** Every Swarm service of this installation that runs the spec's workload (its resource), whatever its name. */
@@ -306,7 +326,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
    * none yet and no data, the node that can run tasks and runs the fewest. The errors are the
    * tenant's to read (the resource's last_error): they name the node, not its firewall.
    */
-  private async placementNode(placement: { node: string | null; holdsData: boolean }): Promise<string> {
+  private async placementNode(placement: { node: string | null; holdsData: boolean }, sandbox: boolean): Promise<string> {
     const list = (await this.docker.listNodes()) as SwarmNode[];
     const pinned = placement.node;
     if (pinned !== null) {
@@ -318,6 +338,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       const availability = n.Spec.Availability ?? 'active';
       if (availability !== 'active') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is set to ${availability} by an operator: it starts again there once the node is active`);
       if (!this.prepared(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is not ready for svc's workloads now: it starts again there once it is`);
+      if (sandbox && !this.sandboxed(n)) throw new NodeUnavailableError(`swarm node ${name}, which holds its data, does not run gVisor, which this installation requires: it starts again there once it does`);
       return n.ID;
     }
     // Data made before this installation ran on a swarm (on one engine's volume): not started
@@ -327,9 +348,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const load = (n: SwarmNode) => tasks.filter((t) => t.NodeID === n.ID).length;
     // The least busy, then by host name: the same answer for the same cluster.
     const [least] = list
-      .filter((n) => n.Status?.State === 'ready' && (n.Spec.Availability ?? 'active') === 'active' && this.prepared(n))
+      .filter((n) => this.usable(n, sandbox))
       .sort((a, b) => load(a) - load(b) || (a.Description?.Hostname ?? '').localeCompare(b.Description?.Hostname ?? ''));
-    if (!least) throw new NodeUnavailableError("no swarm node can take it now (ready, active, with svc's tenant egress rules)");
+    if (!least) throw new NodeUnavailableError(`no swarm node can take it now (ready, active, with svc's tenant egress rules${sandbox ? ', running gVisor' : ''})`);
     return least.ID;
   }
 
@@ -405,7 +426,14 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
         RestartPolicy: { Condition: 'any', Delay: 1_000_000_000 },
         // Only on nodes whose tenant egress rules svcd put in place (node-firewall.ts); a workload
         // whose data is on its node's disk only there.
-        Placement: { Constraints: [...(this.o.tenantInit ? preparedNodeConstraints(this.o.tenantInit.sha256) : [EGRESS_NODE_CONSTRAINT]), ...(node === null ? [] : [`node.id==${node}`])] },
+        Placement: {
+          Constraints: [
+            ...(this.o.tenantInit ? preparedNodeConstraints(this.o.tenantInit.sha256) : [EGRESS_NODE_CONSTRAINT]),
+            // Sandboxed: on a node whose engine runs gVisor by default (the spec cannot choose a runtime).
+            ...(spec.sandbox ? [SANDBOX_NODE_CONSTRAINT] : []),
+            ...(node === null ? [] : [`node.id==${node}`]),
+          ],
+        },
         LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
         // Its workload name too: after a rolling redeploy its Swarm name is another.
         Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: [...(spec.aliases ?? []), ...(taken ? [spec.name] : [])] }],
