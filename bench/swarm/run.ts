@@ -19,7 +19,7 @@ import { workloadLimits } from '../../packages/svcd/src/runtime/workload-policy.
 import { DEFAULT_QUOTAS } from '../../packages/svcd/src/tenants/tenants.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { BUSYBOX_IMAGE, RESPONDER_IMAGE, TEST_REGISTRY, ensureTestImages } from '../../packages/svcd/test/images.js';
-import { startSwarmLab } from '../../packages/svcd/test/swarm-lab.js';
+import { LAB_HOST, startSwarmLab } from '../../packages/svcd/test/swarm-lab.js';
 import { backToBack, until200 } from '../first-answer.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
@@ -53,6 +53,8 @@ const svcd = await spawnSvcd([
   '--swarm-node', lab.swarmNodeFlag,
   // The node firewall's helper (busybox: sleep and chroot), from the tests' registry.
   '--swarm-helper-image', BUSYBOX_IMAGE,
+  // svcd and its proxy reach the nodes' published ports from the host's lab-bridge address.
+  '--swarm-published-from', LAB_HOST,
   '--build-registry', TEST_REGISTRY,
   '--log-level', 'warn',
 ]);

@@ -243,6 +243,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
           return swarm.labelNode(hostname, labels);
         },
         tenantInit: nodeTenantInit,
+        // Services' and databases' ports; boards stay reachable at their url (--kanban-address's role).
+        published: { ranges: [config.swarmPorts, config.databasePorts], allowFrom: config.swarmPublishedFrom },
         helperImage: config.swarmHelperImage,
         allow: config.egressAllow,
         log,

@@ -61,6 +61,12 @@ export interface Config {
   swarmPorts: { from: number; to: number };
   /** With swarm: the image of the helper container svcd keeps on every node for its egress rules (--swarm-helper-image; runtime/swarm/node-firewall.ts). */
   swarmHelperImage: string;
+  /**
+   * With swarm: the IPv4 networks that reach the services' and databases' ports on the nodes
+   * (--swarm-published-from: where every svcd and its proxy run); nobody else does
+   * (runtime/swarm/published-ports.ts).
+   */
+  swarmPublishedFrom: string[];
   bootstrapTokens: string[];
   adminTokens: string[];
   /** SVC_MASTER_KEY; null means the key file in the data dir. */
@@ -190,6 +196,7 @@ export interface RawOptions {
   databasePorts?: string;
   swarmPorts?: string;
   swarmHelperImage?: string;
+  swarmPublishedFrom?: string;
   kanbanImage?: string;
   dashboardDir?: string;
   kanbanPorts?: string;
@@ -342,6 +349,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
       if (swarmPorts.from <= range.to && range.from <= swarmPorts.to) throw new ConfigError(`--swarm-ports and ${flag} must not overlap (on a swarm both are published on the nodes)`);
     }
   }
+  const swarmPublishedFrom = parseSwarmPublishedFrom(runtime.runtime, raw.swarmPublishedFrom);
   const kanbanAddress = raw.kanbanAddress?.trim() || DEFAULT_KANBAN_ADDRESS;
   // The board's url names this address, so it must be one a browser can go to.
   if (isIP(kanbanAddress) === 0 || kanbanAddress === '0.0.0.0' || kanbanAddress === '::') {
@@ -416,6 +424,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     databasePorts,
     swarmPorts,
     swarmHelperImage: raw.swarmHelperImage?.trim() || DEFAULT_SWARM_HELPER_IMAGE,
+    swarmPublishedFrom,
     kanbanImage: raw.kanbanImage?.trim() || DEFAULT_KANBAN_IMAGE,
     dashboardDir: raw.dashboardDir?.trim() ? resolve(raw.dashboardDir.trim()) : DEFAULT_DASHBOARD_DIR,
     kanbanPorts,
@@ -536,13 +545,36 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
   if (runtime === 'swarm') {
     // Tenant isolation is not complete on a swarm (README, Docker Swarm): the overlays are not
-    // encrypted, and published ports are open on every address of their node. Until then, a
-    // swarm is for development and tenants that trust each other.
+    // encrypted (IPsec needs a kernel with ESP, which this project's test machines lack). Until
+    // then, a swarm is for development and tenants that trust each other.
     if (raw.dev !== true) throw new ConfigError('--runtime swarm needs --dev for now: tenant isolation is not complete on a swarm (see the README, Docker Swarm)');
     // Nodes pull built images from the cluster's registry: the manager's own images reach no other node.
     if (!raw.buildRegistry?.trim()) throw new ConfigError('--runtime swarm needs --build-registry (a registry every node pulls from)');
   }
   return { runtime, swarmNodes };
+}
+
+/**
+ * --swarm-published-from CIDR,...: required on a swarm, where services' and databases' ports are
+ * published on every node and only svcd's side may reach them; svc cannot tell where every svcd
+ * and its proxy run (several may, on other hosts), so the operator names them. IPv4 (an address
+ * alone is /32).
+ */
+function parseSwarmPublishedFrom(runtime: 'docker' | 'swarm', value: string | undefined): string[] {
+  const entries = (value ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
+  if (runtime === 'docker') {
+    if (entries.length > 0) throw new ConfigError('--swarm-published-from needs --runtime swarm');
+    return [];
+  }
+  if (entries.length === 0) {
+    throw new ConfigError("--runtime swarm needs --swarm-published-from CIDR,... (where svcd and its proxy run: only they reach the services' and databases' ports on the nodes)");
+  }
+  return entries.map((entry) => {
+    const m = /^(\d{1,3}(?:\.\d{1,3}){3})(?:\/(\d{1,2}))?$/.exec(entry);
+    const bits = m?.[2] === undefined ? 32 : Number(m[2]);
+    if (!m?.[1] || m[1].split('.').some((o) => Number(o) > 255) || bits > 32) throw new ConfigError(`--swarm-published-from entries must be IPv4 CIDRs (10.0.0.5 or 10.0.0.0/24), got ${JSON.stringify(entry)}`);
+    return `${m[1]}/${String(bits)}`;
+  });
 }
 
 /** The files of an engine's TLS material, as Docker names them (DOCKER_CERT_PATH). */

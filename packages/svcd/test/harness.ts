@@ -113,6 +113,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     engineTls: {},
     swarmPorts: { from: 30000, to: 32767 },
     swarmHelperImage: 'busybox:1.36',
+    swarmPublishedFrom: [],
     bootstrapTokens: [],
     adminTokens: [],
     masterKey: null,

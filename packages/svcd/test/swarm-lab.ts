@@ -20,7 +20,8 @@ import Docker from 'dockerode';
 import { dockerOptions, type EngineTls } from '../src/runtime/docker/docker-runtime.js';
 import { TEST_REGISTRY, TEST_REGISTRY_CONFIG, ensureTestRegistry } from './images.js';
 
-const BRIDGE = 'svclab0';
+/** The lab's bridge on the host, which the nodes' links are ports of. */
+export const LAB_BRIDGE = 'svclab0';
 const SUBNET_PREFIX = '10.77.0';
 /** The host's own address on the lab bridge: a private network behind the nodes, as a LAN would be. */
 export const LAB_HOST = `${SUBNET_PREFIX}.1`;
@@ -94,8 +95,8 @@ function tearDown(children: ChildProcess[]): void {
     // The pair goes with its host end, also while something still holds the namespace.
     quiet('ip', ['link', 'delete', `svclab${String(i)}-h`]);
   }
-  quiet('ip', ['link', 'delete', BRIDGE]);
-  while (existsRule()) quiet('iptables', ['-D', 'FORWARD', '-i', BRIDGE, '-o', BRIDGE, '-j', 'ACCEPT']);
+  quiet('ip', ['link', 'delete', LAB_BRIDGE]);
+  while (existsRule()) quiet('iptables', ['-D', 'FORWARD', '-i', LAB_BRIDGE, '-o', LAB_BRIDGE, '-j', 'ACCEPT']);
 }
 
 /**
@@ -130,7 +131,7 @@ function killNodeContainers(): void {
 
 function existsRule(): boolean {
   try {
-    sh('iptables', ['-C', 'FORWARD', '-i', BRIDGE, '-o', BRIDGE, '-j', 'ACCEPT']);
+    sh('iptables', ['-C', 'FORWARD', '-i', LAB_BRIDGE, '-o', LAB_BRIDGE, '-j', 'ACCEPT']);
     return true;
   } catch {
     return false;
@@ -178,10 +179,10 @@ export async function startSwarmLab(): Promise<SwarmLab> {
   mkdirSync(STATE_DIR, { recursive: true });
   mkdirSync(RUN_DIR, { recursive: true });
   try {
-    sh('ip', ['link', 'add', BRIDGE, 'type', 'bridge']);
-    sh('ip', ['addr', 'add', `${SUBNET_PREFIX}.1/24`, 'dev', BRIDGE]);
-    sh('ip', ['link', 'set', BRIDGE, 'up']);
-    sh('iptables', ['-I', 'FORWARD', '-i', BRIDGE, '-o', BRIDGE, '-j', 'ACCEPT']);
+    sh('ip', ['link', 'add', LAB_BRIDGE, 'type', 'bridge']);
+    sh('ip', ['addr', 'add', `${SUBNET_PREFIX}.1/24`, 'dev', LAB_BRIDGE]);
+    sh('ip', ['link', 'set', LAB_BRIDGE, 'up']);
+    sh('iptables', ['-I', 'FORWARD', '-i', LAB_BRIDGE, '-o', LAB_BRIDGE, '-j', 'ACCEPT']);
     const names = Array.from({ length: NODE_COUNT }, (_, i) => ({ name: `node${String(i + 1)}`, address: `${SUBNET_PREFIX}.${String(11 + i)}` }));
     const clientTls = makeTls(names);
     const nodes: LabNode[] = [];
@@ -191,7 +192,7 @@ export async function startSwarmLab(): Promise<SwarmLab> {
       const address = `${SUBNET_PREFIX}.${String(10 + i)}`;
       sh('ip', ['netns', 'add', ns]);
       sh('ip', ['link', 'add', `${ns}-h`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
-      sh('ip', ['link', 'set', `${ns}-h`, 'master', BRIDGE, 'up']);
+      sh('ip', ['link', 'set', `${ns}-h`, 'master', LAB_BRIDGE, 'up']);
       const enter = ['--net=/run/netns/' + ns];
       sh('nsenter', [...enter, 'sh', '-c', `ip link set lo up && ip addr add ${address}/24 dev eth0 && ip link set eth0 up && ip route add default via ${SUBNET_PREFIX}.1`]);
       const socket = `${RUN_DIR}/${name}.sock`;

@@ -15,7 +15,7 @@ import { tenantNetworkName } from '../src/runtime/index.js';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, RESPONDER_BODY, RESPONDER_IMAGE, TEST_REGISTRY, ensureTestImages, finished, pushToRegistry } from './images.js';
 import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
-import { LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
+import { LAB_BRIDGE, LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
 import { dockerfile, startGitServer, type GitServer } from './git-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 
@@ -122,6 +122,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
         // The node firewall's helper: the busybox image has sleep and chroot (runtime/swarm/node-firewall.ts).
         swarmHelperImage: BUSYBOX_IMAGE,
         egressAllow: [{ cidr: `${LAB_HOST}/32`, port: portOf(allowed) }],
+        // svcd and its proxy reach the nodes from the host's address on the lab bridge.
+        swarmPublishedFrom: [`${LAB_HOST}/32`],
         buildRegistry: TEST_REGISTRY,
         sandbox: 'auto',
         proxyListen: `127.0.0.1:${String(proxyPort)}`,
@@ -459,6 +461,46 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal((await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'ls', '/svc-init'])).stdout.trim(), 'init');
   });
 
+  test("a service's published port answers only where svcd and its proxy run (--swarm-published-from): not from another node, over IPv4 or IPv6; without the nodes' gate the same probes answer", async () => {
+    const { client } = await newTenant(t);
+    // Caddy's respond, which answers every connection (busybox httpd drops some: images.ts).
+    const s = await runningService(client, 'gated', RESPONDER_IMAGE);
+    const [service] = await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } });
+    const task = (await tasksOf(service?.ID ?? '')).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no running task');
+    const port = task.Status.PortStatus?.Ports?.[0]?.PublishedPort ?? assert.fail('no published port');
+    const nodeName = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).find((n) => n.ID === task.NodeID)?.Description.Hostname;
+    const taskNode = lab.nodes.find((n) => n.name === nodeName) ?? assert.fail('the task runs on no lab node');
+    const other = lab.nodes.find((n) => n !== taskNode && n !== lab.manager) ?? assert.fail('no other worker');
+    const netns = (n: { name: string }) => `--net=/run/netns/svclab${n.name.replace('node', '')}`;
+    // The task's node on the lab bridge, over IPv6 (link-local: the engine's docker-proxy listens on [::] too).
+    const v6 = /inet6 (fe80::[0-9a-f:]+)\//.exec((await run('nsenter', [netns(taskNode), 'ip', '-6', 'addr', 'show', 'dev', 'eth0'])).stdout)?.[1] ?? assert.fail('no link-local address');
+    // One probe for every side (Node itself: the machine has no nc): the first line of a GET, or what failed.
+    const probe = async (from: { name: string } | 'host', host: string): Promise<string> => {
+      const script = `const s = require('net').connect({ host: ${JSON.stringify(host)}, port: ${String(port)}, timeout: 3000 }, () => s.write('GET / HTTP/1.0\\r\\n\\r\\n')); let b = ''; s.on('data', (d) => { b += d; if (b.includes('\\n')) { console.log(b.split('\\r\\n')[0]); process.exit(0); } }); s.on('timeout', () => { console.log('no answer'); process.exit(0); }); s.on('error', (e) => { console.log(e.code); process.exit(0); });`;
+      const argv = from === 'host' ? [process.execPath, '-e', script] : ['nsenter', netns(from), process.execPath, '-e', script];
+      return (await run(argv[0] ?? '', argv.slice(1))).stdout.trim();
+    };
+    const otherV6 = `${v6}%eth0`;
+    const hostV6 = `${v6}%${LAB_BRIDGE}`;
+    const answers = async () => ({ host: await probe('host', taskNode.address), other: await probe(other, taskNode.address), otherV6: await probe(other, otherV6), hostV6: await probe('host', hostV6) });
+    const gated = await answers();
+    assert.match(gated.host, /^HTTP\/1\.[01] 200/, `svcd's side answered: ${JSON.stringify(gated)}`);
+    assert.deepEqual([gated.other, gated.otherV6, gated.hostV6], ['no answer', 'no answer', 'no answer'], JSON.stringify(gated));
+    // The control: the node's gate taken out (its jumps), the same probes answer; the next pass puts it back.
+    const helper = async (family: string, args: string[]) => run('docker', ['-H', taskNode.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'svc-node-firewall', 'chroot', '/host', family, '-w', ...args]);
+    for (const family of ['iptables', 'ip6tables']) {
+      for (const line of (await helper(family, ['-t', 'mangle', '-S', 'PREROUTING'])).stdout.split('\n')) {
+        if (line.includes('-j SVC-PUBLISHED')) await helper(family, ['-t', 'mangle', '-D', ...line.replace(/^-A /, '').split(' ')]);
+      }
+    }
+    const open = await answers();
+    assert.match(open.other, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
+    assert.match(open.otherV6, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
+    await (t.deps.nodeFirewalls ?? assert.fail('no node firewalls')).install();
+    assert.equal(await probe(other, taskNode.address), 'no answer', 'put back by the pass');
+    await client.deleteService(s.id);
+  });
+
   test("svcd reaches a node's engine over TLS with its client certificate (the node's rules are in place through it); the engine refuses a client without one", async () => {
     const node = lab.nodes.find((n) => n.name === TLS_NODE) ?? assert.fail('no TLS node');
     // The node's egress rules are installed through its engine, and svcd labels the node once
@@ -509,7 +551,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // Tasks run only on nodes svc secured, which it marked.
     for (const n of nodes) {
       assert.equal(n.Spec.Labels?.['svc.egress-rules'], 'installed', JSON.stringify(n.Spec));
-      assert.equal(n.Spec.Labels?.['svc.sandbox'], 'gvisor', JSON.stringify(n.Spec));
+      assert.equal(n.Spec.Labels['svc.sandbox'], 'gvisor', JSON.stringify(n.Spec));
       assert.ok(Object.entries(n.Spec.Labels ?? {}).some(([k, v]) => /^svc\.tenant-init\.[0-9a-f]{16}$/.test(k) && v === 'installed'), JSON.stringify(n.Spec));
     }
     const published = async (serviceId: string) => {

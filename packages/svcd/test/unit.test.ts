@@ -32,6 +32,7 @@ import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js
 import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
 import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, sandboxedByDefault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
+import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -150,6 +151,41 @@ describe('operator tokens', () => {
   });
 });
 
+describe("the gate of a swarm's published ports", () => {
+  const o = { ranges: [{ from: 30000, to: 32767 }, { from: 21000, to: 21999 }], allowFrom: ['10.0.0.1/32', '10.2.0.0/16'] };
+  test('IPv4: the allowances, then DROP, and a jump per range for new connections to the node itself; IPv6: no allowance', () => {
+    const v4 = publishedPortRules(o, 'iptables');
+    assert.deepEqual(v4.allowances.map(([chain, rule]) => [chain, rule.join(' ')]), [
+      ['SVC-PUBLISHED', "-t mangle -s 10.0.0.1/32 -m comment --comment svc: --swarm-published-from -j RETURN"],
+      ['SVC-PUBLISHED', "-t mangle -s 10.2.0.0/16 -m comment --comment svc: --swarm-published-from -j RETURN"],
+    ]);
+    assert.deepEqual(v4.drop, ['SVC-PUBLISHED', ['-t', 'mangle', '-j', 'DROP']]);
+    assert.deepEqual(v4.jumps.map(([chain, rule]) => `${chain} ${rule.join(' ')}`), [
+      'PREROUTING -t mangle -p tcp --dport 30000:32767 -m addrtype --dst-type LOCAL -m conntrack --ctstate NEW -j SVC-PUBLISHED',
+      'PREROUTING -t mangle -p tcp --dport 21000:21999 -m addrtype --dst-type LOCAL -m conntrack --ctstate NEW -j SVC-PUBLISHED',
+    ]);
+    assert.deepEqual(publishedPortRules(o, 'ip6tables').allowances, []);
+  });
+  test('installing adds only what is missing, the chain complete before anything jumps to it, allowances ahead of the DROP', async () => {
+    const calls: string[] = [];
+    const iptables = (family: string, args: string[]) => {
+      calls.push(`${family} ${args.join(' ')}`);
+      return Promise.resolve('');
+    };
+    await installPublishedPortsGate(o, iptables, (_family, rules) => Promise.resolve(rules.map(() => false)));
+    const v4 = calls.filter((c) => c.startsWith('iptables '));
+    assert.deepEqual(v4.map((c) => c.split(' ').slice(1, 5).join(' ')), ['-t mangle -N SVC-PUBLISHED', '-A SVC-PUBLISHED -t mangle', '-I SVC-PUBLISHED 1 -t', '-I SVC-PUBLISHED 1 -t', '-I PREROUTING 1 -t', '-I PREROUTING 1 -t']);
+    assert.equal(calls.filter((c) => c.startsWith('ip6tables ') && c.includes('RETURN')).length, 0, 'IPv6 allows no source');
+    assert.equal(calls.filter((c) => c.startsWith('ip6tables ') && c.includes('-I PREROUTING')).length, 2);
+    calls.length = 0;
+    await installPublishedPortsGate(o, iptables, (_family, rules) => Promise.resolve(rules.map(() => true)));
+    assert.deepEqual(calls, [], 'nothing when all is in place');
+    // One allowance missing (a new --swarm-published-from entry): only it, ahead of the DROP.
+    await installPublishedPortsGate(o, iptables, (family, rules) => Promise.resolve(rules.map((r) => !(family === 'iptables' && r[1].includes('10.2.0.0/16')))));
+    assert.deepEqual(calls, ['iptables -I SVC-PUBLISHED 1 -t mangle -s 10.2.0.0/16 -m comment --comment svc: --swarm-published-from -j RETURN']);
+  });
+});
+
 describe('swarm nodes that run gVisor', () => {
   test("an engine runs containers under gVisor by default when its default runtime is runsc, by name or by its path", () => {
     assert.equal(sandboxedByDefault({ DefaultRuntime: 'runsc', Runtimes: { runc: { path: 'runc' }, runsc: { path: '/usr/bin/runsc' } } }), true);
@@ -164,9 +200,14 @@ describe('configuration', () => {
   const raw: RawOptions = { listen: '127.0.0.1:8080', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info' };
   const token = 't'.repeat(32);
   test('--runtime swarm: with --dev only (isolation is not complete there), a build registry, unix:// node engines; the sandbox may be required (on nodes that run gVisor)', () => {
-    const dev: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock, node2=unix:///run/n2.sock' };
+    const dev: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock, node2=unix:///run/n2.sock', swarmPublishedFrom: '10.0.0.5, 10.1.0.0/16' };
     const c = buildConfig(dev, {});
     assert.equal(c.runtime, 'swarm');
+    assert.deepEqual(c.swarmPublishedFrom, ['10.0.0.5/32', '10.1.0.0/16']);
+    assert.throws(() => buildConfig({ ...dev, swarmPublishedFrom: undefined }, {}), /--runtime swarm needs --swarm-published-from/);
+    assert.throws(() => buildConfig({ ...dev, swarmPublishedFrom: '10.0.0.0/33' }, {}), /must be IPv4 CIDRs/);
+    assert.throws(() => buildConfig({ ...dev, swarmPublishedFrom: 'fd00::1' }, {}), /must be IPv4 CIDRs/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, swarmPublishedFrom: '10.0.0.5' }, {}), /--swarm-published-from needs --runtime swarm/);
     assert.deepEqual(c.swarmNodes, { node1: 'unix:///run/n1.sock', node2: 'unix:///run/n2.sock' });
     assert.equal(buildConfig({ ...raw, dev: true }, {}).runtime, 'docker');
     assert.throws(() => buildConfig({ ...dev, dev: false }, { SVC_BOOTSTRAP_TOKEN: token }), /--runtime swarm needs --dev/);
@@ -181,7 +222,7 @@ describe('configuration', () => {
   test("engines over TLS: https:// takes the CA, client certificate and key from the data dir, checked at start-up (a key only its owner reads, files only it writes, a key that is the certificate's); refused without them", () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'svc-engine-tls-'));
     try {
-      const dev: RawOptions = { ...raw, dataDir, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock,node2=https://10.0.0.2:2376' };
+      const dev: RawOptions = { ...raw, dataDir, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock,node2=https://10.0.0.2:2376', swarmPublishedFrom: '10.0.0.1' };
       const nodeDir = join(dataDir, 'engine-tls', 'nodes', 'node2');
       assert.throws(() => buildConfig(dev, {}), new RegExp(`the engine at https://10\\.0\\.0\\.2:2376 is reached over TLS: put ca\\.pem, cert\\.pem, key\\.pem in ${nodeDir}`));
       mkdirSync(nodeDir, { recursive: true, mode: 0o700 });
@@ -295,7 +336,7 @@ describe('configuration', () => {
     assert.deepEqual(buildConfig({ ...raw, dev: true, swarmPorts: '40000-40009' }, {}).swarmPorts, { from: 40000, to: 40009 });
     for (const bad of ['32767-30000', '30000', '30000-70000']) assert.throws(() => buildConfig({ ...raw, dev: true, swarmPorts: bad }, {}), /--swarm-ports/, bad);
     // On a swarm, databases are published on the nodes too: the two ranges must be apart there.
-    const swarm: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmPorts: '21500-22500' };
+    const swarm: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmPorts: '21500-22500', swarmPublishedFrom: '10.0.0.1' };
     assert.throws(() => buildConfig(swarm, {}), /--swarm-ports and --database-ports must not overlap/);
     assert.deepEqual(buildConfig({ ...swarm, databasePorts: '23000-23099' }, {}).swarmPorts, { from: 21500, to: 22500 });
     assert.throws(() => buildConfig({ ...swarm, swarmPorts: '8000-8100' }, {}), /--swarm-ports and --kanban-ports must not overlap/);

@@ -39,6 +39,7 @@ import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker
 import { consumeProgress } from '../docker/engine-streams.js';
 import { SANDBOX_RUNTIME } from '../port.js';
 import { TENANT_INIT_NAME } from '../tenant-init.js';
+import { installPublishedPortsGate, missingPublishedPortRule, type IptablesFamily, type PublishedPortsOptions } from './published-ports.js';
 import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
 /**
@@ -134,6 +135,8 @@ export interface NodeFirewallsOptions {
   markNode: (hostname: string, ready: boolean, sandboxed?: boolean) => Promise<void>;
   /** svc-init, put on every node beside the rules. */
   tenantInit: NodeTenantInit;
+  /** Who reaches the ports svc publishes on the nodes (published-ports.ts). */
+  published: PublishedPortsOptions;
   /** Where what a node lacks is told (tenants read the health detail: it names no node). */
   log: { warn(obj: object, msg: string): void };
   /** An image with sleep and chroot (busybox), which every node can pull. */
@@ -171,6 +174,7 @@ export class NodeFirewalls {
         try {
           await this.ensureHelper(engine);
           for (const set of sets) await set.install();
+          await installPublishedPortsGate(this.o.published, (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
           await this.ensureTenantInit(engine);
           await this.o.markNode(name, true, sandboxedByDefault((await engine.info()) as Parameters<typeof sandboxedByDefault>[0]));
         } catch (err) {
@@ -194,11 +198,16 @@ export class NodeFirewalls {
       return 'a swarm node has no engine address for svc (see the svcd log): svc runs no workload there';
     }
     const nodes = [...this.firewalls].sort(([a], [b]) => a.localeCompare(b));
-    const missing = await Promise.all(nodes.map(async ([, { sets }]) => (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null));
+    const missing = await Promise.all(
+      nodes.map(async ([, { engine, sets }]) => {
+        const egress = (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null;
+        return egress ?? (await missingPublishedPortRule(this.o.published, (family, rules) => this.checkOn(engine, rules, family)));
+      }),
+    );
     const lacking = nodes.flatMap(([name], i) => (missing[i] ? [{ node: name, missing: missing[i] }] : []));
     if (lacking.length === 0) return null;
-    this.o.log.warn({ lacking }, 'tenant egress rules are missing on swarm nodes (put back within 30 s)');
-    return 'tenant egress rules are missing on a swarm node (see the svcd log)';
+    this.o.log.warn({ lacking }, "svc's network rules (tenant egress, published ports) are missing on swarm nodes (put back within 30 s)");
+    return "svc's network rules are missing on a swarm node (see the svcd log)";
   }
 
   /** The cluster's nodes that svcd has no engine address for (--swarm-node), by host name. */
@@ -296,16 +305,16 @@ export class NodeFirewalls {
     };
   }
 
-  /** iptables on the node, through an exec in its helper. Throws with what iptables said. */
-  private async iptablesOn(engine: Docker, args: string[]): Promise<string> {
-    const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', 'iptables', '-w', ...args]);
-    if (exitCode !== 0) throw Object.assign(new Error(`iptables exited with ${String(exitCode)}: ${output.trim()}`), { stderr: output.trim() || `iptables exited with ${String(exitCode)}` });
+  /** iptables (or ip6tables) on the node, through an exec in its helper. Throws with what it said. */
+  private async iptablesOn(engine: Docker, args: string[], family: IptablesFamily = 'iptables'): Promise<string> {
+    const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', family, '-w', ...args]);
+    if (exitCode !== 0) throw Object.assign(new Error(`${family} exited with ${String(exitCode)}: ${output.trim()}`), { stderr: output.trim() || `${family} exited with ${String(exitCode)}` });
     return output;
   }
 
-  /** `iptables -C` for every rule in one exec (one call to the node's engine rather than one a rule): a line of 1 or 0 each. */
-  private async checkOn(engine: Docker, rules: readonly ChainRule[]): Promise<boolean[]> {
-    const script = rules.map(([chain, rule]) => `if iptables -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`).join('\n');
+  /** `iptables -C` (or ip6tables) for every rule in one exec (one call to the node's engine rather than one a rule): a line of 1 or 0 each. */
+  private async checkOn(engine: Docker, rules: readonly ChainRule[], family: IptablesFamily = 'iptables'): Promise<boolean[]> {
+    const script = rules.map(([chain, rule]) => `if ${family} -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`).join('\n');
     const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', 'sh', '-c', script]);
     const answers = output.trim().split('\n');
     if (exitCode !== 0 || answers.length !== rules.length || answers.some((a) => a !== '1' && a !== '0')) throw new Error(`the rules could not be checked: ${output.trim().slice(0, 300)}`);
