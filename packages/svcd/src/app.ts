@@ -215,6 +215,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const swarm = nodeTenantInit
     ? new SwarmRuntime({ manager: config.dockerHost, nodes: new Map(Object.entries(config.swarmNodes)), tls: config.engineTls, installation, clock, timers, tenantInit: { sha256: nodeTenantInit.sha256, rate: config.tenantInit.rate } })
     : null;
+  // What svc cannot do on a swarm here, said where the operator reads (README, Docker Swarm).
+  if (swarm) log.warn("on a swarm, tenants' overlay traffic between nodes is not encrypted: keep the nodes on a network of their own");
   const cluster = new Cluster(swarm);
   const runtime =
     o.runtime ??

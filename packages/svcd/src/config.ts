@@ -544,10 +544,6 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   }
   if (runtime === 'docker' && Object.keys(swarmNodes).length > 0) throw new ConfigError('--swarm-node needs --runtime swarm');
   if (runtime === 'swarm') {
-    // Tenant isolation is not complete on a swarm (README, Docker Swarm): the overlays are not
-    // encrypted (IPsec needs a kernel with ESP, which this project's test machines lack). Until
-    // then, a swarm is for development and tenants that trust each other.
-    if (raw.dev !== true) throw new ConfigError('--runtime swarm needs --dev for now: tenant isolation is not complete on a swarm (see the README, Docker Swarm)');
     // Nodes pull built images from the cluster's registry: the manager's own images reach no other node.
     if (!raw.buildRegistry?.trim()) throw new ConfigError('--runtime swarm needs --build-registry (a registry every node pulls from)');
   }

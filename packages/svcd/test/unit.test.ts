@@ -199,7 +199,7 @@ describe('swarm nodes that run gVisor', () => {
 describe('configuration', () => {
   const raw: RawOptions = { listen: '127.0.0.1:8080', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info' };
   const token = 't'.repeat(32);
-  test('--runtime swarm: with --dev only (isolation is not complete there), a build registry, unix:// node engines; the sandbox may be required (on nodes that run gVisor)', () => {
+  test('--runtime swarm: a build registry, where svcd runs (--swarm-published-from), unix:// or TLS node engines; the sandbox may be required (on nodes that run gVisor)', () => {
     const dev: RawOptions = { ...raw, dev: true, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmNode: 'node1=unix:///run/n1.sock, node2=unix:///run/n2.sock', swarmPublishedFrom: '10.0.0.5, 10.1.0.0/16' };
     const c = buildConfig(dev, {});
     assert.equal(c.runtime, 'swarm');
@@ -210,7 +210,8 @@ describe('configuration', () => {
     assert.throws(() => buildConfig({ ...raw, dev: true, swarmPublishedFrom: '10.0.0.5' }, {}), /--swarm-published-from needs --runtime swarm/);
     assert.deepEqual(c.swarmNodes, { node1: 'unix:///run/n1.sock', node2: 'unix:///run/n2.sock' });
     assert.equal(buildConfig({ ...raw, dev: true }, {}).runtime, 'docker');
-    assert.throws(() => buildConfig({ ...dev, dev: false }, { SVC_BOOTSTRAP_TOKEN: token }), /--runtime swarm needs --dev/);
+    // Outside --dev too, since tenants' isolation holds there (README, Docker Swarm).
+    assert.equal(buildConfig({ ...dev, dev: false }, { SVC_BOOTSTRAP_TOKEN: token }).runtime, 'swarm');
     assert.throws(() => buildConfig({ ...dev, buildRegistry: undefined }, {}), /needs --build-registry/);
     assert.throws(() => buildConfig({ ...dev, swarmNode: 'node1=tcp://10.0.0.1:2375' }, {}), /--swarm-node must be NAME=unix:\/\/\/path or NAME=https:\/\/HOST:PORT \(TLS, never plain tcp:\/\/\)/);
     assert.throws(() => buildConfig({ ...dev, swarmNode: 'a b=unix:///x' }, {}), /--swarm-node/);
