@@ -16,7 +16,8 @@ import { after, before, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { ADMIN_TOKEN, databaseTestPlan, freePort, startServer, waitFor, type TestServer } from './harness.js';
 import { buildImage, docker, ensureTestImages, finished, httpdImageFiles, removeTenantWorkloads, TEST_REGISTRY } from './images.js';
-import { ensureDbImages, ensureTemplateImages } from './operator-images.js';
+import { ensureDbImages, ensureNodeImage, ensureTemplateImages } from './operator-images.js';
+import { boardApi } from './kanban-fixtures.js';
 
 const CHROMIUM = process.env.SVC_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const OUTPUT_DIR = resolve(import.meta.dirname, '../../../test-output');
@@ -35,6 +36,7 @@ before(async () => {
   await ensureTestImages();
   await ensureDbImages();
   await ensureTemplateImages(['default']);
+  await ensureNodeImage(); // the task board's base
   await buildImage(TICKER_IMAGE, httpdImageFiles({ index: 'hello from the dashboard test\n', work: 'while :; do echo tick GREETING=$GREETING; sleep 1; done' }));
   await finished(await docker.getImage(TICKER_IMAGE).push({ authconfig: {} }));
   proxyPort = await freePort();
@@ -210,12 +212,34 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await page.getByRole('heading', { name: 'work' }).waitFor({ timeout: 120_000 });
   await page.getByRole('region', { name: 'Status' }).getByText('running', { exact: true }).waitFor({ timeout: 120_000 });
   const environmentId = decodeURIComponent(new URL(page.url()).hash.split('/')[2] ?? '');
+  // The lease, extended by an hour from the page.
+  const leaseBefore = (await t.client.withKey(apiKey).environment(environmentId)).lease_expires_at;
+  await page.getByRole('button', { name: 'Extend by 1 hour' }).click();
+  await waitFor('the lease extended', async () => ((await t.client.withKey(apiKey).environment(environmentId)).lease_expires_at >= leaseBefore + 3_500 ? true : undefined));
   await page.getByLabel('Command', { exact: true }).fill('echo hello-from-console; echo oops >&2; exit 3');
   await page.getByRole('button', { name: 'Run' }).click();
   const console_ = page.getByRole('log', { name: 'Command output' });
   await console_.getByText('hello-from-console', { exact: true }).waitFor({ timeout: 30_000 });
   await console_.getByText('oops', { exact: true }).waitFor();
   await console_.getByText(/^exit 3 · \d+ ms/).waitFor();
+
+  // The task board: created from the page, running, opened at its url, its admin token revealed
+  // after the audit warning; the token the page shows is the board's (the board's API takes it,
+  // and refuses another).
+  await page.getByRole('link', { name: 'Task board' }).click();
+  await page.getByRole('button', { name: 'Create the task board' }).click();
+  const boardFacts = page.getByRole('region', { name: 'Board' });
+  await boardFacts.getByText('running', { exact: true }).waitFor({ timeout: 180_000 });
+  const boardUrl = (await boardFacts.getByRole('link').getAttribute('href')) ?? '';
+  assert.match(boardUrl, /^http:\/\/127\.0\.0\.1:\d+\/$/);
+  const boardPage = await context.newPage();
+  assert.equal((await boardPage.goto(boardUrl))?.status(), 200, 'the board opens at its url');
+  await boardPage.close();
+  await boardFacts.getByRole('button', { name: 'Reveal admin token' }).click();
+  assert.match(dialogs.at(-1) ?? '', /written to the audit log/);
+  const boardToken = (await boardFacts.getByLabel('Board admin token', { exact: true }).textContent()) ?? '';
+  assert.equal((await boardApi(boardUrl, boardToken, 'GET', '/api/boards')).status, 200);
+  assert.equal((await boardApi(boardUrl, `${boardToken}x`, 'GET', '/api/boards')).status, 401);
 
   // A key: created and shown once, then revoked.
   await page.getByRole('link', { name: 'API keys' }).click();
@@ -259,7 +283,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await overview.goto(`${t.url}/#/`);
   await overview.getByRole('heading', { name: 'Overview' }).waitFor();
   await overview.getByRole('region', { name: 'Needs attention' }).getByRole('link', { name: 'Service broken' }).waitFor();
-  await overview.getByRole('region', { name: 'Recent activity' }).getByText('service.created').first().waitFor();
+  await overview.getByRole('region', { name: 'Recent activity' }).getByText('key.revoked').first().waitFor();
   const firstEnd = events.findIndex((e) => e.startsWith('end'));
   const starts = events.filter((e) => e.startsWith('start'));
   assert.ok(starts.length >= 5, events.join(', '));
