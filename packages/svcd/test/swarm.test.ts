@@ -45,7 +45,7 @@ interface SwarmTask {
   NodeID: string;
   /** A task Swarm is replacing keeps State running with DesiredState shutdown while its node is away. */
   DesiredState: string;
-  Status: { State: string; Err?: string; ContainerStatus?: { ContainerID?: string }; PortStatus?: { Ports?: Array<{ PublishedPort?: number; PublishMode?: string }> } };
+  Status: { State: string; Err?: string; ContainerStatus?: { ContainerID?: string }; PortStatus?: { Ports?: Array<{ PublishedPort?: number; TargetPort?: number; PublishMode?: string }> } };
 }
 
 /**
@@ -461,7 +461,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal((await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'ls', '/svc-init'])).stdout.trim(), 'init');
   });
 
-  test("a service's published port answers only where svcd and its proxy run (--swarm-published-from): not from another node, over IPv4 or IPv6; without the nodes' gate the same probes answer", async () => {
+  test("a service's published port answers only where svcd and its proxy run (--swarm-published-from): not from another node, over IPv4 or IPv6, nor by a route to the task's own address; without the nodes' gate the same probes answer", async () => {
     const { client } = await newTenant(t);
     // Caddy's respond, which answers every connection (busybox httpd drops some: images.ts).
     const s = await runningService(client, 'gated', RESPONDER_IMAGE);
@@ -475,29 +475,42 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // The task's node on the lab bridge, over IPv6 (link-local: the engine's docker-proxy listens on [::] too).
     const v6 = /inet6 (fe80::[0-9a-f:]+)\//.exec((await run('nsenter', [netns(taskNode), 'ip', '-6', 'addr', 'show', 'dev', 'eth0'])).stdout)?.[1] ?? assert.fail('no link-local address');
     // One probe for every side (Node itself: the machine has no nc): the first line of a GET, or what failed.
-    const probe = async (from: { name: string } | 'host', host: string): Promise<string> => {
-      const script = `const s = require('net').connect({ host: ${JSON.stringify(host)}, port: ${String(port)}, timeout: 3000 }, () => s.write('GET / HTTP/1.0\\r\\n\\r\\n')); let b = ''; s.on('data', (d) => { b += d; if (b.includes('\\n')) { console.log(b.split('\\r\\n')[0]); process.exit(0); } }); s.on('timeout', () => { console.log('no answer'); process.exit(0); }); s.on('error', (e) => { console.log(e.code); process.exit(0); });`;
+    const probe = async (from: { name: string } | 'host', host: string, to = port): Promise<string> => {
+      const script = `const s = require('net').connect({ host: ${JSON.stringify(host)}, port: ${String(to)}, timeout: 3000 }, () => s.write('GET / HTTP/1.0\\r\\n\\r\\n')); let b = ''; s.on('data', (d) => { b += d; if (b.includes('\\n')) { console.log(b.split('\\r\\n')[0]); process.exit(0); } }); s.on('timeout', () => { console.log('no answer'); process.exit(0); }); s.on('error', (e) => { console.log(e.code); process.exit(0); });`;
       const argv = from === 'host' ? [process.execPath, '-e', script] : ['nsenter', netns(from), process.execPath, '-e', script];
       return (await run(argv[0] ?? '', argv.slice(1))).stdout.trim();
     };
     const otherV6 = `${v6}%eth0`;
     const hostV6 = `${v6}%${LAB_BRIDGE}`;
     const answers = async () => ({ host: await probe('host', taskNode.address), other: await probe(other, taskNode.address), otherV6: await probe(other, otherV6), hostV6: await probe('host', hostV6) });
-    const gated = await answers();
-    assert.match(gated.host, /^HTTP\/1\.[01] 200/, `svcd's side answered: ${JSON.stringify(gated)}`);
-    assert.deepEqual([gated.other, gated.otherV6, gated.hostV6], ['no answer', 'no answer', 'no answer'], JSON.stringify(gated));
-    // The control: the node's gate taken out (its jumps), the same probes answer; the next pass puts it back.
-    const helper = async (family: string, args: string[]) => run('docker', ['-H', taskNode.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'svc-node-firewall', 'chroot', '/host', family, '-w', ...args]);
-    for (const family of ['iptables', 'ip6tables']) {
-      for (const line of (await helper(family, ['-t', 'mangle', '-S', 'PREROUTING'])).stdout.split('\n')) {
-        if (line.includes('-j SVC-PUBLISHED')) await helper(family, ['-t', 'mangle', '-D', ...line.replace(/^-A /, '').split(' ')]);
+    // And past the published port: a neighbour that routes to the task's own address (on the
+    // node's docker_gwbridge) through its node, at the task's own port.
+    const bridge = (await taskNode.engine.getNetwork('docker_gwbridge').inspect()) as { Containers?: Record<string, { IPv4Address?: string }>; IPAM: { Config: Array<{ Subnet: string }> } };
+    const taskIp = bridge.Containers?.[task.Status.ContainerStatus?.ContainerID ?? '']?.IPv4Address?.split('/')[0] ?? assert.fail('the task has no address on docker_gwbridge');
+    const targetPort = task.Status.PortStatus?.Ports?.[0]?.TargetPort ?? assert.fail('no target port');
+    const direct = () => probe(other, taskIp, targetPort);
+    await run('nsenter', [netns(other), 'ip', 'route', 'add', `${taskIp}/32`, 'via', taskNode.address]);
+    try {
+      const gated = { ...(await answers()), direct: await direct() };
+      assert.match(gated.host, /^HTTP\/1\.[01] 200/, `svcd's side answered: ${JSON.stringify(gated)}`);
+      assert.deepEqual([gated.other, gated.otherV6, gated.hostV6, gated.direct], ['no answer', 'no answer', 'no answer', 'no answer'], JSON.stringify(gated));
+      // The control: the node's gate taken out (its jumps), the same probes answer; the next pass puts it back.
+      const helper = async (family: string, args: string[]) => run('docker', ['-H', taskNode.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'svc-node-firewall', 'chroot', '/host', family, '-w', ...args]);
+      for (const family of ['iptables', 'ip6tables']) {
+        for (const line of (await helper(family, ['-t', 'mangle', '-S', 'PREROUTING'])).stdout.split('\n')) {
+          if (line.includes('-j SVC-PUBLISHED')) await helper(family, ['-t', 'mangle', '-D', ...line.replace(/^-A /, '').split(' ')]);
+        }
       }
+      for (const { Subnet } of bridge.IPAM.Config) await helper('iptables', ['-t', 'mangle', '-D', 'PREROUTING', '!', '-i', 'docker_gwbridge', '-d', Subnet, '-m', 'comment', '--comment', 'svc: tasks only by their published ports', '-j', 'DROP']);
+      const open = { ...(await answers()), direct: await direct() };
+      assert.match(open.other, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
+      assert.match(open.otherV6, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
+      assert.match(open.direct, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
+      await (t.deps.nodeFirewalls ?? assert.fail('no node firewalls')).install();
+      assert.deepEqual([await probe(other, taskNode.address), await direct()], ['no answer', 'no answer'], 'put back by the pass');
+    } finally {
+      await run('nsenter', [netns(other), 'ip', 'route', 'del', `${taskIp}/32`]).catch(() => undefined);
     }
-    const open = await answers();
-    assert.match(open.other, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
-    assert.match(open.otherV6, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
-    await (t.deps.nodeFirewalls ?? assert.fail('no node firewalls')).install();
-    assert.equal(await probe(other, taskNode.address), 'no answer', 'put back by the pass');
     await client.deleteService(s.id);
   });
 

@@ -153,18 +153,21 @@ describe('operator tokens', () => {
 
 describe("the gate of a swarm's published ports", () => {
   const o = { ranges: [{ from: 30000, to: 32767 }, { from: 21000, to: 21999 }], allowFrom: ['10.0.0.1/32', '10.2.0.0/16'] };
-  test('IPv4: the allowances, then DROP, and a jump per range for new connections to the node itself; IPv6: no allowance', () => {
-    const v4 = publishedPortRules(o, 'iptables');
+  const node = { gatewaySubnets: ['172.18.0.0/16'] };
+  test("IPv4: the allowances, then DROP; a jump per range for what peers send to the node itself, and the tasks' own addresses closed to all but their bridge; IPv6: no allowance", () => {
+    const v4 = publishedPortRules(o, node, 'iptables');
     assert.deepEqual(v4.allowances.map(([chain, rule]) => [chain, rule.join(' ')]), [
       ['SVC-PUBLISHED', "-t mangle -s 10.0.0.1/32 -m comment --comment svc: --swarm-published-from -j RETURN"],
       ['SVC-PUBLISHED', "-t mangle -s 10.2.0.0/16 -m comment --comment svc: --swarm-published-from -j RETURN"],
     ]);
     assert.deepEqual(v4.drop, ['SVC-PUBLISHED', ['-t', 'mangle', '-j', 'DROP']]);
     assert.deepEqual(v4.jumps.map(([chain, rule]) => `${chain} ${rule.join(' ')}`), [
-      'PREROUTING -t mangle -p tcp --dport 30000:32767 -m addrtype --dst-type LOCAL -m conntrack --ctstate NEW -j SVC-PUBLISHED',
-      'PREROUTING -t mangle -p tcp --dport 21000:21999 -m addrtype --dst-type LOCAL -m conntrack --ctstate NEW -j SVC-PUBLISHED',
+      'PREROUTING -t mangle -p tcp --dport 30000:32767 -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED',
+      'PREROUTING -t mangle -p tcp --dport 21000:21999 -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED',
+      'PREROUTING -t mangle ! -i docker_gwbridge -d 172.18.0.0/16 -m comment --comment svc: tasks only by their published ports -j DROP',
     ]);
-    assert.deepEqual(publishedPortRules(o, 'ip6tables').allowances, []);
+    const v6 = publishedPortRules(o, node, 'ip6tables');
+    assert.deepEqual([v6.allowances, v6.jumps.length], [[], 2]);
   });
   test('installing adds only what is missing, the chain complete before anything jumps to it, allowances ahead of the DROP', async () => {
     const calls: string[] = [];
@@ -172,16 +175,16 @@ describe("the gate of a swarm's published ports", () => {
       calls.push(`${family} ${args.join(' ')}`);
       return Promise.resolve('');
     };
-    await installPublishedPortsGate(o, iptables, (_family, rules) => Promise.resolve(rules.map(() => false)));
+    await installPublishedPortsGate(o, node, iptables, (_family, rules) => Promise.resolve(rules.map(() => false)));
     const v4 = calls.filter((c) => c.startsWith('iptables '));
-    assert.deepEqual(v4.map((c) => c.split(' ').slice(1, 5).join(' ')), ['-t mangle -N SVC-PUBLISHED', '-A SVC-PUBLISHED -t mangle', '-I SVC-PUBLISHED 1 -t', '-I SVC-PUBLISHED 1 -t', '-I PREROUTING 1 -t', '-I PREROUTING 1 -t']);
+    assert.deepEqual(v4.map((c) => c.split(' ').slice(1, 5).join(' ')), ['-t mangle -N SVC-PUBLISHED', '-A SVC-PUBLISHED -t mangle', '-I SVC-PUBLISHED 1 -t', '-I SVC-PUBLISHED 1 -t', '-I PREROUTING 1 -t', '-I PREROUTING 1 -t', '-I PREROUTING 1 -t']);
     assert.equal(calls.filter((c) => c.startsWith('ip6tables ') && c.includes('RETURN')).length, 0, 'IPv6 allows no source');
     assert.equal(calls.filter((c) => c.startsWith('ip6tables ') && c.includes('-I PREROUTING')).length, 2);
     calls.length = 0;
-    await installPublishedPortsGate(o, iptables, (_family, rules) => Promise.resolve(rules.map(() => true)));
+    await installPublishedPortsGate(o, node, iptables, (_family, rules) => Promise.resolve(rules.map(() => true)));
     assert.deepEqual(calls, [], 'nothing when all is in place');
     // One allowance missing (a new --swarm-published-from entry): only it, ahead of the DROP.
-    await installPublishedPortsGate(o, iptables, (family, rules) => Promise.resolve(rules.map((r) => !(family === 'iptables' && r[1].includes('10.2.0.0/16')))));
+    await installPublishedPortsGate(o, node, iptables, (family, rules) => Promise.resolve(rules.map(([, rule]) => !(family === 'iptables' && rule.includes('10.2.0.0/16')))));
     assert.deepEqual(calls, ['iptables -I SVC-PUBLISHED 1 -t mangle -s 10.2.0.0/16 -m comment --comment svc: --swarm-published-from -j RETURN']);
   });
 });

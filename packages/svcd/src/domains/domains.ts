@@ -283,10 +283,11 @@ export class Domains {
       return;
     }
     const standing = certificateStanding(cert, checkedAt, recordNote);
-    // Short-lived certificates are looked at again before their renewal is due (an expired one
-    // at the soonest).
+    // Short-lived certificates are looked at again before their renewal is due. An expired one
+    // as a failed issue is (each probe's handshake may start an order, and the CA's limits are
+    // every tenant's): every 15 minutes.
     const left = cert.validTo - checkedAt;
-    const nextCheck = checkedAt + Math.max(this.deps.soonestRecheckS ?? MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6)));
+    const nextCheck = checkedAt + (standing.status === 'failed' ? DOMAIN_CHECKS.issuingSlow : Math.max(this.deps.soonestRecheckS ?? MINUTE, Math.min(DOMAIN_CHECKS.active, Math.floor(left / 6))));
     const was = seen.status;
     if (await this.write(seen, { ...record, status: standing.status, last_error: standing.lastError, certificate_expires_at: cert.validTo, checked_at: checkedAt, next_check_at: nextCheck })) {
       // Its first certificate: plain HTTP, which served the name meanwhile, redirects it now.

@@ -39,7 +39,7 @@ import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker
 import { consumeProgress } from '../docker/engine-streams.js';
 import { SANDBOX_RUNTIME } from '../port.js';
 import { TENANT_INIT_NAME } from '../tenant-init.js';
-import { installPublishedPortsGate, missingPublishedPortRule, type IptablesFamily, type PublishedPortsOptions } from './published-ports.js';
+import { installPublishedPortsGate, missingPublishedPortRule, type IptablesFamily, type NodeGateFacts, type PublishedPortsOptions } from './published-ports.js';
 import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
 /**
@@ -174,7 +174,7 @@ export class NodeFirewalls {
         try {
           await this.ensureHelper(engine);
           for (const set of sets) await set.install();
-          await installPublishedPortsGate(this.o.published, (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
+          await installPublishedPortsGate(this.o.published, await gateFacts(engine), (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
           await this.ensureTenantInit(engine);
           await this.o.markNode(name, true, sandboxedByDefault((await engine.info()) as Parameters<typeof sandboxedByDefault>[0]));
         } catch (err) {
@@ -201,7 +201,7 @@ export class NodeFirewalls {
     const missing = await Promise.all(
       nodes.map(async ([, { engine, sets }]) => {
         const egress = (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null;
-        return egress ?? (await missingPublishedPortRule(this.o.published, (family, rules) => this.checkOn(engine, rules, family)));
+        return egress ?? (await missingPublishedPortRule(this.o.published, await gateFacts(engine), (family, rules) => this.checkOn(engine, rules, family)));
       }),
     );
     const lacking = nodes.flatMap(([name], i) => (missing[i] ? [{ node: name, missing: missing[i] }] : []));
@@ -346,6 +346,22 @@ export class NodeFirewalls {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+/**
+ * What the published-ports gate needs of a node: its docker_gwbridge's IPv4 subnets (Swarm makes
+ * the bridge when the node joins; none yet, nothing to close).
+ */
+async function gateFacts(engine: Docker): Promise<NodeGateFacts> {
+  const bridge = (await engine
+    .getNetwork('docker_gwbridge')
+    .inspect()
+    .catch((err: unknown) => {
+      if (isNotFound(err)) return null;
+      throw err;
+    })) as { IPAM?: { Config?: Array<{ Subnet?: string }> | null } } | null;
+  const subnets = (bridge?.IPAM?.Config ?? []).map((c) => c.Subnet ?? '').filter((subnet) => /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(subnet));
+  return { gatewaySubnets: subnets };
 }
 
 /** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */

@@ -10,7 +10,8 @@
 // the published port into the task's (so the published port is what is matched, whatever task
 // and address it goes to):
 //
-//   PREROUTING -p tcp --dport FROM:TO -m addrtype --dst-type LOCAL -m conntrack --ctstate NEW -j SVC-PUBLISHED
+//   PREROUTING -p tcp --dport FROM:TO -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED
+//   PREROUTING ! -i docker_gwbridge -d <the bridge's subnet> -j DROP
 //   SVC-PUBLISHED: -s <each --swarm-published-from CIDR> -j RETURN; -j DROP
 //
 // one jump per range (--swarm-ports, --database-ports), for IPv4 and IPv6 alike (IPv6 allows no
@@ -33,6 +34,11 @@ export interface PublishedPortsOptions {
   allowFrom: readonly string[];
 }
 
+/** What the gate needs of one node: the subnets of its docker_gwbridge, where its tasks' addresses are. */
+export interface NodeGateFacts {
+  gatewaySubnets: readonly string[];
+}
+
 const MANGLE = ['-t', 'mangle'];
 
 /**
@@ -40,15 +46,24 @@ const MANGLE = ['-t', 'mangle'];
  * then the jumps (the chain is complete before anything jumps to it). Each rule carries its
  * table, as iptables takes it anywhere among the arguments.
  */
-export function publishedPortRules(o: PublishedPortsOptions, family: IptablesFamily): { allowances: ChainRule[]; drop: ChainRule; jumps: ChainRule[] } {
-  const allowFrom = family === 'iptables' ? o.allowFrom : [];
+export function publishedPortRules(o: PublishedPortsOptions, node: NodeGateFacts, family: IptablesFamily): { allowances: ChainRule[]; drop: ChainRule; jumps: ChainRule[] } {
+  const v4 = family === 'iptables';
   return {
-    allowances: allowFrom.map((cidr): ChainRule => [PUBLISHED_CHAIN, [...MANGLE, '-s', cidr, '-m', 'comment', '--comment', 'svc: --swarm-published-from', '-j', 'RETURN']]),
+    allowances: (v4 ? o.allowFrom : []).map((cidr): ChainRule => [PUBLISHED_CHAIN, [...MANGLE, '-s', cidr, '-m', 'comment', '--comment', 'svc: --swarm-published-from', '-j', 'RETURN']]),
     drop: [PUBLISHED_CHAIN, [...MANGLE, '-j', 'DROP']],
-    jumps: o.ranges.map(({ from, to }): ChainRule => [
-      'PREROUTING',
-      [...MANGLE, '-p', 'tcp', '--dport', `${String(from)}:${String(to)}`, '-m', 'addrtype', '--dst-type', 'LOCAL', '-m', 'conntrack', '--ctstate', 'NEW', '-j', PUBLISHED_CHAIN],
-    ]),
+    jumps: [
+      // Every packet a peer sends (the original direction, whatever conntrack's state: a flow
+      // opened while the gate was away, after a reboot, is cut once it is back), not the replies
+      // to what the node opened.
+      ...o.ranges.map(({ from, to }): ChainRule => [
+        'PREROUTING',
+        [...MANGLE, '-p', 'tcp', '--dport', `${String(from)}:${String(to)}`, '-m', 'addrtype', '--dst-type', 'LOCAL', '-m', 'conntrack', '--ctdir', 'ORIGINAL', '-j', PUBLISHED_CHAIN],
+      ]),
+      // A neighbour that routes to the tasks' own addresses through the node, past the published
+      // ports (Engine 20.10 forwards that): only the bridge's own members reach them. What the
+      // published ports lead to is the node's address here still (the NAT comes after).
+      ...(v4 ? node.gatewaySubnets : []).map((subnet): ChainRule => ['PREROUTING', [...MANGLE, '!', '-i', 'docker_gwbridge', '-d', subnet, '-m', 'comment', '--comment', 'svc: tasks only by their published ports', '-j', 'DROP']]),
+    ],
   };
 }
 
@@ -62,9 +77,9 @@ export type FamilyCheck = (family: IptablesFamily, rules: readonly ChainRule[]) 
  * allowance taken out of --swarm-published-from stays until removed on the node (as
  * --egress-allow's do), since another svcd with its own list may share the nodes.
  */
-export async function installPublishedPortsGate(o: PublishedPortsOptions, iptables: FamilyIptables, check: FamilyCheck): Promise<void> {
+export async function installPublishedPortsGate(o: PublishedPortsOptions, node: NodeGateFacts, iptables: FamilyIptables, check: FamilyCheck): Promise<void> {
   for (const family of ['iptables', 'ip6tables'] as const) {
-    const { allowances, drop, jumps } = publishedPortRules(o, family);
+    const { allowances, drop, jumps } = publishedPortRules(o, node, family);
     const present = await check(family, [drop, ...allowances, ...jumps]);
     if (present.every(Boolean)) continue;
     // Without its DROP, the chain may be missing too (a node that rebooted).
@@ -79,9 +94,9 @@ export async function installPublishedPortsGate(o: PublishedPortsOptions, iptabl
 }
 
 /** null when the gate is whole on a node; otherwise the first rule it lacks. */
-export async function missingPublishedPortRule(o: PublishedPortsOptions, check: FamilyCheck): Promise<string | null> {
+export async function missingPublishedPortRule(o: PublishedPortsOptions, node: NodeGateFacts, check: FamilyCheck): Promise<string | null> {
   for (const family of ['iptables', 'ip6tables'] as const) {
-    const { allowances, drop, jumps } = publishedPortRules(o, family);
+    const { allowances, drop, jumps } = publishedPortRules(o, node, family);
     const wanted = [drop, ...allowances, ...jumps];
     const present = await check(family, wanted);
     const absent = wanted.find((_, i) => present[i] !== true);
