@@ -51,6 +51,7 @@ func run(args []string) int {
 	linesPerSecond := flags.Int("lines-per-second", 500, "lines of output the container's log takes a second (both streams together)")
 	bytesPerSecond := flags.Int("bytes-per-second", 512*1024, "bytes of output the container's log takes a second (both streams together)")
 	agentPort := flags.Int("agent-port", 0, "serve the agent (agent.go) on this port, with the token in $"+agentTokenEnv+" (0: no agent)")
+	execOnly := flags.Bool("exec", false, "set no-new-privileges and become the command (for an image whose own init must be PID 1: no rate, no reaping of ours)")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -82,6 +83,17 @@ func run(args []string) int {
 	if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
 		fmt.Fprintf(os.Stderr, "svc-init: prctl(PR_SET_NO_NEW_PRIVS): %v\n", errno)
 		return 126
+	}
+	if *execOnly {
+		// The image's init (s6-overlay's /init, systemd) runs only as PID 1: it takes our place,
+		// with the flag (execve keeps it) and without svcd's agent token.
+		_ = os.Unsetenv(agentTokenEnv)
+		path, err := exec.LookPath(argv[0])
+		if err == nil {
+			err = syscall.Exec(path, argv, os.Environ())
+		}
+		fmt.Fprintf(os.Stderr, "svc-init: %v\n", err)
+		return 127
 	}
 
 	// Every signal the engine or an operator may send is forwarded (but SIGCHLD: reaping is a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -190,6 +191,30 @@ func TestNoNewPrivilegesForTheCommand(t *testing.T) {
 	}
 	if strings.TrimSpace(stdout.String()) != "NoNewPrivs:\t1" {
 		t.Fatalf("the command runs without no_new_privs: %q", stdout.String())
+	}
+}
+
+func TestExecBecomesTheCommandWithNoNewPrivileges(t *testing.T) {
+	own, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(own), "NoNewPrivs:\t0") {
+		t.Skip("the test itself runs with no_new_privs set: nothing to tell apart")
+	}
+	// The command is svc-init's own process (its pid is the one the test started), with the flag.
+	cmd, stdout, stderr := startInit(t, "--exec", "--", "sh", "-c", `echo "pid $$"; grep NoNewPrivs /proc/self/status`)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d: %q", code, stderr.String())
+	}
+	want := fmt.Sprintf("pid %d\nNoNewPrivs:\t1\n", cmd.Process.Pid)
+	if stdout.String() != want {
+		t.Fatalf("got %q, want %q", stdout.String(), want)
+	}
+	// A command that is not there: 127, said on stderr.
+	cmd, _, stderr = startInit(t, "--exec", "--", "no-such-command-here")
+	if code := exitCode(t, cmd); code != 127 || !strings.Contains(stderr.String(), "no-such-command-here") {
+		t.Fatalf("exit %d: %q", code, stderr.String())
 	}
 }
 

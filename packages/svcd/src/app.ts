@@ -237,7 +237,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ? new NodeFirewalls({
         nodes: new Map(Object.entries(config.swarmNodes)),
         tls: config.engineTls,
-        clusterHostnames: async () => (await swarm.nodes()).map((n) => n.hostname),
+        clusterNodes: async () => (await swarm.nodes()).map((n) => ({ id: n.id, hostname: n.hostname, address: n.address })),
         markNode: (hostname, ready, sandboxed) => {
           const value = ready ? 'installed' : null;
           const labels: Record<string, string | null> = { [EGRESS_NODE_LABEL]: value, [tenantInitNodeLabel(nodeTenantInit.sha256)]: value };

@@ -392,6 +392,18 @@ eachStore((kind) => {
       const waiting = await a.client.createService({ name: 'p7', await_build: true, port: 8000 });
       await assert.rejects(a.client.createService({ name: 'p8', image: SERVING, port: 8000 }), full);
       await a.client.deleteService(waiting.id);
+
+      // A port from before the operator changed --swarm-ports (outside the range, where the
+      // nodes' gate does not reach) is moved into the range at the next deploy.
+      const second = services[1] ?? assert.fail();
+      await t.deps.store.services.update(second.id, { published_port: 23999 });
+      const deploys = (await a.client.deployments(second.id)).length;
+      await a.client.serviceAction(second.id, 'redeploy');
+      await waitFor('redeployed', async () => ((await a.client.deployments(second.id)).filter((d) => d.status === 'succeeded').length === deploys + 1 ? true : undefined));
+      // (Its own earlier port is free again too, since the record names 23999: one of the two.)
+      const moved = published.get(second.id)?.at(-1);
+      assert.ok(moved === ports[0] || moved === ports[1], `a free port of the range: ${String(moved)}`);
+      assert.equal((await t.deps.store.services.findAny(second.id))?.published_port, moved);
     });
   });
 

@@ -6,7 +6,7 @@ import { tenantNetworkName } from '../src/runtime/index.js';
 import { workloadName } from '../src/services/deployer.js';
 import { ADMIN_TOKEN, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { fetchFromService, fetchOnce, settled } from './service-fixtures.js';
-import { BUSYBOX_IMAGE, EXITER_IMAGE, SLEEPER_IMAGE, docker, ensureTestImages, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
+import { BUSYBOX_IMAGE, EXITER_IMAGE, SLEEPER_IMAGE, TEST_REGISTRY, buildImage, docker, ensureTestImages, finished, httpdImageFiles, pushToRegistry, removeTenantWorkloads, startRegistry } from './images.js';
 
 type Tenant = Awaited<ReturnType<typeof newTenant>>;
 let track: (id: string) => void = () => {};
@@ -49,6 +49,25 @@ describe('services on the real engine', () => {
     await t.close();
     await short.close();
     await removeTenantWorkloads(tenants);
+  });
+
+  test('an image whose command is an init that runs only as PID 1 (s6-overlay\'s /init) is PID 1, through svc-init --exec', async () => {
+    const image = `${TEST_REGISTRY}/svc-test/pid1-init:1`;
+    const files = httpdImageFiles({ index: 'served by an init\n' });
+    await buildImage(image, {
+      ...files,
+      Dockerfile: { body: `${String(files.Dockerfile?.body ?? '').replace(/\nCMD .*$/s, '')}\nCOPY init /init\nENTRYPOINT ["/init"]\n` },
+      init: { body: '#!/bin/sh\necho "init pid $$"\nexec httpd -f -p ${PORT:-8000} -h /www\n', mode: 0o755 },
+    });
+    await finished(await docker.getImage(image).push({ authconfig: {} }));
+    const a = await tenantOn(t);
+    const s = await settled(a, (await a.client.createService({ name: 'own-init', image })).id);
+    assert.equal(s.status, 'running', s.last_error ?? '');
+    assert.match(await fetchFromService(s.id, '/index.html'), /served by an init/);
+    const c = await docker.getContainer(workloadName(s.id)).inspect();
+    assert.deepEqual([c.Config.Entrypoint, c.Config.Cmd], [['/.svc/init', '--exec', '--'], ['/init']]);
+    // It became PID 1: svc-init took no place of its own in the container.
+    await waitFor('the init logged', async () => ((await a.client.serviceLogs(s.id, 20)).includes('init pid 1') ? true : undefined));
   });
 
   test("a port other than the one its image exposes: readiness and the route use the service's port", async () => {

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { SvcClient } from '@svc/client';
 import Docker from 'dockerode';
 import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
-import { tenantNetworkName } from '../src/runtime/index.js';
+import { NodeFirewalls, builtTenantInit, readNodeTenantInit, tenantNetworkName } from '../src/runtime/index.js';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, RESPONDER_BODY, RESPONDER_IMAGE, TEST_REGISTRY, ensureTestImages, finished, pushToRegistry } from './images.js';
 import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
@@ -108,6 +108,12 @@ describe('svcd on a Docker Swarm of three engines', () => {
         Dockerfile: dockerfile(probe('allowed', LAB_HOST, portOf(allowed)), probe('closed', LAB_HOST, portOf(closed)), probe('node', lab.manager.address, 2376), 'COPY index.html /www/index.html'),
         'index.html': 'built on the swarm\n',
       },
+      // What the build test tries while the manager's label is off: another repository, so that a
+      // try that got past the check (the label back meanwhile) leaves nothing cached for the probes.
+      early: {
+        Dockerfile: dockerfile('COPY index.html /www/index.html'),
+        'index.html': 'an early try\n',
+      },
     });
     undo.push(() => git.stop());
     proxyPort = await freePort();
@@ -185,19 +191,20 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // which a service spec cannot on Engine 20.10: its Go test reads the flag under the host's
     // kernel; the lab's nodes run gVisor, whose /proc does not show it). The exec's own shell,
     // which the engine starts beside them, is the probe's control: it does not descend from it.
-    assert.equal(container.Path, '/.svc/init');
+    assert.match(container.Path, /^\/\.svc\/[0-9a-f]{16}$/);
     // Under gVisor: the node's engine runs it by default (svc's label on the node says so, and the
     // service asks for the label), and the health detail offers the sandbox.
     assert.equal(container.HostConfig.Runtime, 'runsc');
     assert.match((await t.deps.runtime.sandboxVersion()) ?? 'none', /gVisor/);
-    assert.ok(container.Mounts.some((m) => m.Destination === '/.svc' && !m.RW && /^svc-init-[0-9a-f]{16}$/.test(m.Name ?? '')), JSON.stringify(container.Mounts));
+    assert.ok(container.Mounts.some((m) => m.Destination === '/.svc' && !m.RW && m.Name === 'svc-init'), JSON.stringify(container.Mounts));
     const { stdout: tree } = await run('docker', ['-H', node.engineUrl, 'exec', container.Id, 'sh', '-c', 'echo "exec $$"; for d in /proc/[0-9]*; do echo "$(cat $d/comm) $(cut -d " " -f 1,4 $d/stat)"; done']);
     const processes = tree.trim().split('\n').map((line) => line.split(' ') as [comm: string, pid: string, ppid: string]);
     const underInit = (pid: string | undefined): boolean => {
       for (let p = pid, hops = 0; p !== undefined && p !== '0' && hops < 20; p = processes.find(([, q]) => q === p)?.[2], hops++) if (p === '1') return true;
       return false;
     };
-    assert.deepEqual(processes.find(([, pid]) => pid === '1')?.[0], 'init', tree);
+    // Its command name is its file's (the build's hash), cut to the kernel's 15 characters.
+    assert.deepEqual(processes.find(([, pid]) => pid === '1')?.[0], container.Path.split('/').at(-1)?.slice(0, 15), tree);
     assert.ok(underInit(processes.find(([comm]) => comm === 'httpd')?.[1]), tree);
     assert.ok(!underInit(processes.find(([comm]) => comm === 'exec')?.[1]), tree);
     // Its logs come through the manager, whatever node the task is on.
@@ -446,19 +453,19 @@ describe('svcd on a Docker Swarm of three engines', () => {
     }
   });
 
-  test("svc-init on every node, in the volume of its hash that the node's label names: a damaged copy is put back by the next pass", async () => {
+  test("svc-init on every node, a file of its hash (which the node's label names) in the nodes' svc-init volume: a damaged copy is put back by the next pass", async () => {
     const node = lab.nodes[0] ?? assert.fail('no lab node');
     const list = (await lab.manager.engine.listNodes()) as Array<{ Description: { Hostname: string }; Spec: { Labels?: Record<string, string> } }>;
     const label = Object.keys(list.find((n) => n.Description.Hostname === node.name)?.Spec.Labels ?? {}).find((k) => k.startsWith('svc.tenant-init.')) ?? assert.fail('no svc-init label on the node');
     const prefix = label.slice('svc.tenant-init.'.length);
-    const sum = async () => (await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sha256sum', '/svc-init/init'])).stdout;
+    const sum = async () => (await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sha256sum', `/svc-init/${prefix}`])).stdout;
     assert.ok((await sum()).startsWith(prefix), 'the node holds the svc-init its label names');
-    await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sh', '-c', 'rm -f /svc-init/init && echo damaged > /svc-init/init']);
+    await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sh', '-c', `rm -f /svc-init/${prefix} && echo damaged > /svc-init/${prefix}`]);
     assert.ok(!(await sum()).startsWith(prefix), 'the probe tells a damaged copy');
     await (t.deps.nodeFirewalls ?? assert.fail('no node firewalls')).install();
     assert.ok((await sum()).startsWith(prefix), 'put back by the pass');
     // No partial file is left beside it.
-    assert.equal((await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'ls', '/svc-init'])).stdout.trim(), 'init');
+    assert.doesNotMatch((await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'ls', '/svc-init'])).stdout, /partial/);
   });
 
   test("a service's published port answers only where svcd and its proxy run (--swarm-published-from): not from another node, over IPv4 or IPv6, nor by a route to the task's own address; without the nodes' gate the same probes answer", async () => {
@@ -514,6 +521,29 @@ describe('svcd on a Docker Swarm of three engines', () => {
     await client.deleteService(s.id);
   });
 
+  test('a --swarm-node entry that names the wrong engine prepares nothing there: the node is not labelled ready, and the pass says why', async () => {
+    const [first, second] = lab.nodes.filter((n) => n !== lab.manager);
+    assert.ok(first && second);
+    const marks: Array<[string, boolean]> = [];
+    const cluster = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string }; Status: { Addr: string } }>).map((n) => ({ id: n.ID, hostname: n.Description.Hostname, address: n.Status.Addr }));
+    const firewalls = new NodeFirewalls({
+      // first's name, second's engine (and second's own, as it should be).
+      nodes: new Map([[first.name, second.engineUrl], [second.name, second.engineUrl]]),
+      clusterNodes: () => Promise.resolve(cluster),
+      markNode: (hostname, ready) => {
+        marks.push([hostname, ready]);
+        return Promise.resolve();
+      },
+      log: { warn: () => undefined },
+      helperImage: BUSYBOX_IMAGE,
+      allow: [],
+      tenantInit: await readNodeTenantInit(builtTenantInit()),
+      published: { ranges: [{ from: 30000, to: 32767 }], allowFrom: [`${LAB_HOST}/32`] },
+    });
+    await assert.rejects(firewalls.install(), new RegExp(`${first.name}: the engine at its --swarm-node address is swarm node \\w+, not ${first.name}`));
+    assert.deepEqual(marks.filter(([name]) => name !== lab.manager.name).sort(), [[first.name, false], [second.name, true]].sort());
+  });
+
   test("svcd reaches a node's engine over TLS with its client certificate (the node's rules are in place through it); the engine refuses a client without one", async () => {
     const node = lab.nodes.find((n) => n.name === TLS_NODE) ?? assert.fail('no TLS node');
     // The node's egress rules are installed through its engine, and svcd labels the node once
@@ -562,6 +592,13 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // (docker_gwbridge leads to the node; seen).
     const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Status: { Addr: string }; Spec: { Labels?: Record<string, string> } }>;
     // Tasks run only on nodes svc secured, which it marked.
+    // Every node refuses every node's address to its tasks, in rules of its own (the lab's are
+    // private addresses, which the non-public ranges refuse as well: nodes on public addresses
+    // need these).
+    for (const node of lab.nodes) {
+      const egress = (await run('docker', ['-H', node.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'svc-node-firewall', 'chroot', '/host', 'iptables', '-w', '-S', 'SVC-GW-EGRESS'])).stdout;
+      for (const n of nodes) assert.match(egress, new RegExp(`-A SVC-GW-EGRESS -d ${n.Status.Addr.replaceAll('.', '\\.')}/32 .*svc: a swarm node.* -j REJECT`), egress);
+    }
     for (const n of nodes) {
       assert.equal(n.Spec.Labels?.['svc.egress-rules'], 'installed', JSON.stringify(n.Spec));
       assert.equal(n.Spec.Labels['svc.sandbox'], 'gvisor', JSON.stringify(n.Spec));
@@ -695,7 +732,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     let refused: string | null = null;
     for (let attempt = 0; attempt < 3 && refused === null; attempt++) {
       await setLabel(null);
-      const early = await client.createBuild(s.id, { source_type: 'git', source_url: git.url('probes') });
+      const early = await client.createBuild(s.id, { source_type: 'git', source_url: git.url('early') });
       const ended = await finishedBuild(client, s.id, early.build_id, 120_000);
       if (ended.status === 'failed' && /the build host is not ready for tenants' builds now/.test(ended.last_error ?? '')) refused = ended.last_error;
     }

@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
-import { TENANT_INIT_PATH, installTenantInit, resolveCommand, runsOnlyAsPid1, underTenantInit } from '../src/runtime/tenant-init.js';
+import { TENANT_INIT_PATH, installTenantInit, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit } from '../src/runtime/tenant-init.js';
 
 describe('the command a tenant workload runs', () => {
   const image = { entrypoint: ['/docker-entrypoint.sh'], cmd: ['nginx', '-g', 'daemon off;'] };
@@ -31,12 +31,16 @@ describe('the command a tenant workload runs', () => {
     assert.deepEqual(wrapped.cmd, ['-weird', 'arg']);
   });
 
-  test('inits that must be PID 1 are left as they are', () => {
+  test('inits that must be PID 1 become PID 1 through svc-init --exec, which only sets no-new-privileges first', () => {
     assert.equal(runsOnlyAsPid1(['/init']), true);
     assert.equal(runsOnlyAsPid1(['/sbin/init', '--log-target=console']), true);
     assert.equal(runsOnlyAsPid1(['/docker-entrypoint.sh', '/init']), false);
     assert.equal(runsOnlyAsPid1(['nginx']), false);
     assert.equal(runsOnlyAsPid1([]), false);
+    const rate = { linesPerSecond: 500, bytesPerSecond: 1024 };
+    assert.deepEqual(tenantCommand({ entrypoint: ['/init'], cmd: null }, {}, rate), { entrypoint: [TENANT_INIT_PATH, '--exec', '--'], cmd: ['/init'], underInit: true });
+    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['nginx'] }, {}, rate, '/.svc/abc'), { entrypoint: ['/.svc/abc', '--lines-per-second=500', '--bytes-per-second=1024', '--'], cmd: ['nginx'], underInit: true });
+    assert.throws(() => tenantCommand({ entrypoint: null, cmd: null }, {}, rate), /no command specified/);
   });
 });
 

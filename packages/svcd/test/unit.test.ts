@@ -33,6 +33,7 @@ import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
 import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, sandboxedByDefault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
+import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { ManualClock } from './manual-clock.js';
 
 describe('token bucket', () => {
@@ -186,6 +187,18 @@ describe("the gate of a swarm's published ports", () => {
     // One allowance missing (a new --swarm-published-from entry): only it, ahead of the DROP.
     await installPublishedPortsGate(o, node, iptables, (family, rules) => Promise.resolve(rules.map(([, rule]) => !(family === 'iptables' && rule.includes('10.2.0.0/16')))));
     assert.deepEqual(calls, ['iptables -I SVC-PUBLISHED 1 -t mangle -s 10.2.0.0/16 -m comment --comment svc: --swarm-published-from -j RETURN']);
+  });
+});
+
+describe("swarm nodes' addresses, refused to tasks and builds", () => {
+  test('one reject per IPv4 node address in both egress chains, whatever the address (public ones too)', () => {
+    const rules = nodeRefusals([{ address: '203.0.113.7' }, { address: '10.0.0.2' }, { address: '203.0.113.7' }, { address: 'fd00::1' }]);
+    assert.deepEqual(rules.map(([chain, rule]) => `${chain} ${rule.slice(0, 2).join(' ')} ${rule.slice(-3).join(' ')}`), [
+      'SVC-GW-EGRESS -d 10.0.0.2/32 REJECT --reject-with icmp-admin-prohibited',
+      'SVC-GW-EGRESS -d 203.0.113.7/32 REJECT --reject-with icmp-admin-prohibited',
+      'SVC-BUILD-EGRESS -d 10.0.0.2/32 REJECT --reject-with icmp-admin-prohibited',
+      'SVC-BUILD-EGRESS -d 203.0.113.7/32 REJECT --reject-with icmp-admin-prohibited',
+    ]);
   });
 });
 

@@ -13,10 +13,8 @@ import { fileURLToPath } from 'node:url';
 
 /** The directory svc-init is in, in the container (a Swarm task mounts its node's svc-init volume here). */
 export const TENANT_INIT_DIR = '/.svc';
-/** svc-init's file name there. */
-export const TENANT_INIT_NAME = 'init';
-/** Where svc-init is mounted in the container. */
-export const TENANT_INIT_PATH = `${TENANT_INIT_DIR}/${TENANT_INIT_NAME}`;
+/** Where svc-init is mounted in the container (one engine: a bind mount of the file). */
+export const TENANT_INIT_PATH = `${TENANT_INIT_DIR}/init`;
 
 /** How much output a tenant container's log takes (both streams together); svc-init drops the rest. */
 export interface LogRate {
@@ -60,11 +58,11 @@ export function runsOnlyAsPid1(argv: string[]): boolean {
   return argv[0] !== undefined && PID1_ONLY.has(argv[0]);
 }
 
-/** The container's ENTRYPOINT and CMD that run `argv` under svc-init (serving its agent on `agentPort`, when given). */
-export function underTenantInit(argv: string[], rate: LogRate, agentPort?: number): { entrypoint: string[]; cmd: string[] } {
+/** The container's ENTRYPOINT and CMD that run `argv` under svc-init at `initPath` (serving its agent on `agentPort`, when given). */
+export function underTenantInit(argv: string[], rate: LogRate, agentPort?: number, initPath = TENANT_INIT_PATH): { entrypoint: string[]; cmd: string[] } {
   return {
     entrypoint: [
-      TENANT_INIT_PATH,
+      initPath,
       `--lines-per-second=${rate.linesPerSecond}`,
       `--bytes-per-second=${rate.bytesPerSecond}`,
       ...(agentPort === undefined ? [] : [`--agent-port=${agentPort}`]),
@@ -76,16 +74,18 @@ export function underTenantInit(argv: string[], rate: LogRate, agentPort?: numbe
 
 /**
  * The ENTRYPOINT and CMD to create a tenant-code workload with (every driver): the image's own
- * command (or the spec's overrides) behind svc-init, unless the image starts an init that runs
- * only as PID 1 (underInit false: the spec's overrides as they are). Throws, as the engine would,
- * for an image that names no command.
+ * command (or the spec's overrides) behind svc-init; an init that runs only as PID 1 through
+ * svc-init's --exec, which only sets no-new-privileges before it becomes that init. Throws, as
+ * the engine would, for an image that names no command.
  */
-export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]; cmd?: string[]; agentPort?: number }, rate: LogRate): { entrypoint?: string[]; cmd?: string[]; underInit: boolean } {
+export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]; cmd?: string[]; agentPort?: number }, rate: LogRate, initPath = TENANT_INIT_PATH): { entrypoint?: string[]; cmd?: string[]; underInit: boolean } {
   const argv = resolveCommand(image, spec.entrypoint, spec.cmd);
   // The engine's own refusal, before a container exists (svc-init would start and exit 127).
   if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
-  if (runsOnlyAsPid1(argv)) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: false };
-  return { ...underTenantInit(argv, rate, spec.agentPort), underInit: true };
+  // svc-init sets no-new-privileges and becomes the image's init (a Swarm task gets the flag from
+  // nowhere else); the output is then not held, nor orphans reaped by svc-init.
+  if (runsOnlyAsPid1(argv)) return { entrypoint: [initPath, '--exec', '--'], cmd: argv, underInit: true };
+  return { ...underTenantInit(argv, rate, spec.agentPort, initPath), underInit: true };
 }
 
 /** The binary built by `make build`, next to svcd's own package (src/ and dist/ alike). */

@@ -415,14 +415,20 @@ export class Deployer implements WorkloadRules {
 
   /**
    * The port the service is published on (on a swarm): allocated at its first deploy, under the
-   * store's unique index, and kept for its life.
+   * store's unique index, and kept for its life; moved into the range at a deploy when the
+   * operator changed --swarm-ports since (the nodes' published-ports gate covers the range only).
    */
   private async publishedPort(serviceId: string): Promise<number> {
     const { services } = this.deps.store;
+    const range = this.deps.publishedPorts;
     for (let attempt = 1; ; attempt++) {
       const current = (await services.findAny(serviceId))?.published_port;
       if (current === undefined) throw new Error('the service record is gone');
-      if (current !== null) return current;
+      if (current !== null && current >= range.from && current <= range.to) return current;
+      if (current !== null) {
+        await services.releasePublishedPort(serviceId, current, unixSeconds(this.deps.clock));
+        continue;
+      }
       const port = pickFreePort(await services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S), this.deps.publishedPorts, '--swarm-ports');
       try {
         // false: another deploy of the service allocated one first; it is read above.

@@ -60,6 +60,23 @@ export class ServiceStore {
     return Number(r.numUpdatedRows) === 1;
   }
 
+  /**
+   * Takes the service's port `from` back (it rests in released_ports as a deleted service's does)
+   * so that its next allocation picks one anew: false when it holds another port by now.
+   */
+  async releasePublishedPort(id: string, from: number, now: number): Promise<boolean> {
+    return atomically(this.db, async (db) => {
+      const r = await db.updateTable('services').set({ published_port: null }).where('id', '=', id).where('published_port', '=', from).executeTakeFirst();
+      if (Number(r.numUpdatedRows) !== 1) return false;
+      await db
+        .insertInto('released_ports')
+        .values({ port: from, released_at: now })
+        .onConflict((oc) => oc.column('port').doUpdateSet({ released_at: now }))
+        .execute();
+      return true;
+    });
+  }
+
   async listAll(): Promise<ServiceRow[]> {
     return this.db.selectFrom('services').selectAll().execute();
   }

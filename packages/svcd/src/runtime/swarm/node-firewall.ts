@@ -24,11 +24,13 @@
 // that joined).
 //
 // The same pass puts svc-init (tenant-init.ts) on every node, which Swarm has no way to ship with a
-// task: the helper holds a node volume named by svc-init's hash (tenantInitVolume), svcd writes the
-// binary into it through the helper and checks it by its hash on every pass, and tasks that run
-// tenant code mount that volume read-only. A node is labelled ready for workloads (the egress label
-// and the label of this svc-init's hash) only once both are in place, and workloads ask for both
-// labels: a task never lands where its init is missing, also with an svcd of another version beside.
+// task: the helper holds the node volume TENANT_INIT_VOLUME, where each build of svc-init is a file
+// named by its hash (tenantInitName), which svcd writes through the helper and checks by its hash
+// on every pass; tasks that run tenant code mount the volume read-only and run their build's file.
+// A node is labelled ready for workloads (the egress label and the label of this svc-init's hash)
+// only once both are in place, and workloads ask for both labels: a task never lands where its
+// init is missing. svcd of two versions (an upgrade under way) each keep their own file beside the
+// other's, and the helper does not depend on either.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
@@ -38,7 +40,6 @@ import { pack } from 'tar-stream';
 import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
 import { SANDBOX_RUNTIME } from '../port.js';
-import { TENANT_INIT_NAME } from '../tenant-init.js';
 import { installPublishedPortsGate, missingPublishedPortRule, type IptablesFamily, type NodeGateFacts, type PublishedPortsOptions } from './published-ports.js';
 import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
@@ -49,13 +50,15 @@ import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type Egres
  * RETURN of one skipping the other's rejects). An older svcd's jumps to the default chains, left
  * on a node, only add their rejects.
  */
-export const SWARM_GATEWAY_BRIDGE: TenantInterfaces = { pattern: 'docker_gwbridge', dockerIsolates: false, forwardChain: 'FORWARD', repliesOnly: true, chains: { egress: 'SVC-GW-EGRESS', host: 'SVC-GW-HOST' } };
+const GATEWAY_CHAINS = { egress: 'SVC-GW-EGRESS', host: 'SVC-GW-HOST' };
+export const SWARM_GATEWAY_BRIDGE: TenantInterfaces = { pattern: 'docker_gwbridge', dockerIsolates: false, forwardChain: 'FORWARD', repliesOnly: true, chains: GATEWAY_CHAINS };
 
 /**
  * The tenant bridges of builds on a node's engine, under chains apart from the gateway bridge's;
  * only replies pass, as on the gateway bridge (a node's rules can be away after a reboot).
  */
-export const SWARM_BUILD_BRIDGES: TenantInterfaces = { ...TENANT_BRIDGES, repliesOnly: true, chains: { egress: 'SVC-BUILD-EGRESS', host: 'SVC-BUILD-HOST' } };
+const BUILD_CHAINS = { egress: 'SVC-BUILD-EGRESS', host: 'SVC-BUILD-HOST' };
+export const SWARM_BUILD_BRIDGES: TenantInterfaces = { ...TENANT_BRIDGES, repliesOnly: true, chains: BUILD_CHAINS };
 
 /** The helper container svcd keeps on every node (one per node, shared by every svcd and installation). */
 export const HELPER_NAME = 'svc-node-firewall';
@@ -101,9 +104,12 @@ export async function readNodeTenantInit(binary: string): Promise<NodeTenantInit
   return { content, sha256: createHash('sha256').update(content).digest('hex') };
 }
 
-/** The node volume that holds this svc-init (one per build of it: tasks of an older one keep theirs). */
-export function tenantInitVolume(sha256: string): string {
-  return `svc-init-${sha256.slice(0, 16)}`;
+/** The node volume that holds svc-init, one file per build of it (tasks of an older one keep theirs). */
+export const TENANT_INIT_VOLUME = 'svc-init';
+
+/** The file of this build of svc-init in TENANT_INIT_VOLUME. */
+export function tenantInitName(sha256: string): string {
+  return sha256.slice(0, 16);
 }
 
 /** The node label saying the node holds this svc-init; workloads' placement asks for it. */
@@ -124,8 +130,11 @@ export interface NodeFirewallsOptions {
   nodes: ReadonlyMap<string, string>;
   /** TLS material of the node engines reached at https://, by address. */
   tls?: Readonly<Record<string, EngineTls>>;
-  /** The cluster's nodes by host name, as Swarm lists them now: a node without an engine address is reported. */
-  clusterHostnames: () => Promise<string[]>;
+  /**
+   * The cluster's nodes as Swarm lists them now, by host name (a node without an engine address
+   * is reported) and address (refused to tasks on every node: refuseNodes).
+   */
+  clusterNodes: () => Promise<Array<{ id: string; hostname: string; address: string }>>;
   /**
    * Labels the node ready for workloads (through the manager: EGRESS_NODE_LABEL and this
    * svc-init's tenantInitNodeLabel), or takes the labels off (ready: false), and says whether it
@@ -169,14 +178,23 @@ export class NodeFirewalls {
    */
   async install(): Promise<void> {
     const failed: string[] = [];
+    const cluster = await this.o.clusterNodes();
+    const refusals = nodeRefusals(cluster);
     await Promise.all(
       [...this.firewalls].map(async ([name, { engine, sets }]) => {
         try {
+          // The engine at this name is the swarm node of that host name, and the only one: its
+          // labels are set by host name (a wrong --swarm-node entry would label another node).
+          const info = (await engine.info()) as Parameters<typeof sandboxedByDefault>[0] & { Swarm?: { NodeID?: string } };
+          const named = cluster.filter((n) => n.hostname === name);
+          if (named.length !== 1) throw new Error(named.length === 0 ? 'no swarm node has this host name' : 'several swarm nodes have this host name');
+          if (info.Swarm?.NodeID !== named[0]?.id) throw new Error(`the engine at its --swarm-node address is swarm node ${info.Swarm?.NodeID || '(none)'}, not ${name} (${named[0]?.id ?? ''})`);
           await this.ensureHelper(engine);
           for (const set of sets) await set.install();
+          await this.refuseNodes(engine, refusals);
           await installPublishedPortsGate(this.o.published, await gateFacts(engine), (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
           await this.ensureTenantInit(engine);
-          await this.o.markNode(name, true, sandboxedByDefault((await engine.info()) as Parameters<typeof sandboxedByDefault>[0]));
+          await this.o.markNode(name, true, sandboxedByDefault(info));
         } catch (err) {
           failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
           await this.o.markNode(name, false).catch(() => {}); // the manager away too: nothing to unmark with
@@ -198,10 +216,13 @@ export class NodeFirewalls {
       return 'a swarm node has no engine address for svc (see the svcd log): svc runs no workload there';
     }
     const nodes = [...this.firewalls].sort(([a], [b]) => a.localeCompare(b));
+    const refusals = nodeRefusals(await this.o.clusterNodes());
     const missing = await Promise.all(
       nodes.map(async ([, { engine, sets }]) => {
         const egress = (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null;
-        return egress ?? (await missingPublishedPortRule(this.o.published, await gateFacts(engine), (family, rules) => this.checkOn(engine, rules, family)));
+        const present = await this.checkOn(engine, refusals);
+        const refusal = refusals.find((_, i) => present[i] !== true);
+        return egress ?? (refusal ? `missing rule in ${refusal[0]}: ${refusal[1].join(' ')}` : null) ?? (await missingPublishedPortRule(this.o.published, await gateFacts(engine), (family, rules) => this.checkOn(engine, rules, family)));
       }),
     );
     const lacking = nodes.flatMap(([name], i) => (missing[i] ? [{ node: name, missing: missing[i] }] : []));
@@ -212,7 +233,21 @@ export class NodeFirewalls {
 
   /** The cluster's nodes that svcd has no engine address for (--swarm-node), by host name. */
   private async nodesWithoutEngine(): Promise<string[]> {
-    return (await this.o.clusterHostnames()).filter((h) => !this.firewalls.has(h)).sort();
+    return (await this.o.clusterNodes()).map((n) => n.hostname).filter((h) => !this.firewalls.has(h)).sort();
+  }
+
+  /**
+   * Every node's address refused to tasks and builds on this node, whatever address it has: the
+   * non-public ranges cover a cluster on a private network, not nodes on public addresses, where a
+   * task would otherwise reach another node's published ports (from its own node's address, which
+   * --swarm-published-from may name) and its overlay port (4789, unencrypted VXLAN: a hand-made
+   * frame into another tenant's overlay). Appended: after the replies (the proxy on a node talks
+   * to tasks on others) and the operator's --egress-allow. A node that left keeps its refusal
+   * until removed by hand; its address is no one's to reach from a task anyway.
+   */
+  private async refuseNodes(engine: Docker, refusals: readonly ChainRule[]): Promise<void> {
+    const present = await this.checkOn(engine, refusals);
+    for (const [i, [chain, rule]] of refusals.entries()) if (present[i] !== true) await this.iptablesOn(engine, ['-A', chain, ...rule]);
   }
 
   /**
@@ -269,10 +304,11 @@ export class NodeFirewalls {
    */
   private async ensureTenantInit(engine: Docker): Promise<void> {
     const { content, sha256 } = this.o.tenantInit;
-    const target = `${HELPER_INIT_DIR}/${TENANT_INIT_NAME}`;
+    const name = tenantInitName(sha256);
+    const target = `${HELPER_INIT_DIR}/${name}`;
     const now = await this.execIn(engine, ['sha256sum', target]);
     if (now.exitCode === 0 && now.output.startsWith(sha256)) return;
-    const partial = `${TENANT_INIT_NAME}.partial`;
+    const partial = `${name}.partial`;
     const archive = pack();
     // Every user a task runs as must be able to run it.
     archive.entry({ name: partial, mode: 0o555, size: content.length }, content);
@@ -295,7 +331,7 @@ export class NodeFirewalls {
           NetworkMode: 'host',
           Binds: ['/:/host:ro', '/run:/host/run'],
           // The node's svc-init volume, which svcd writes through the helper (ensureTenantInit).
-          Mounts: [{ Type: 'volume', Source: tenantInitVolume(this.o.tenantInit.sha256), Target: HELPER_INIT_DIR }],
+          Mounts: [{ Type: 'volume', Source: TENANT_INIT_VOLUME, Target: HELPER_INIT_DIR }],
           CapDrop: ['ALL'],
           CapAdd: ['NET_ADMIN', 'NET_RAW', 'SYS_CHROOT'],
           // runc: the node's default runtime may be gVisor, whose kernel is not the node's.
@@ -346,6 +382,14 @@ export class NodeFirewalls {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+/** The rules that refuse the nodes' IPv4 addresses to tasks (the gateway bridge) and builds (their tenant bridges) on a node. */
+export function nodeRefusals(nodes: ReadonlyArray<{ address: string }>): ChainRule[] {
+  const addresses = [...new Set(nodes.map((n) => n.address).filter((a) => /^\d{1,3}(\.\d{1,3}){3}$/.test(a)))].sort();
+  return [GATEWAY_CHAINS.egress, BUILD_CHAINS.egress].flatMap((chain) =>
+    addresses.map((a): ChainRule => [chain, ['-d', `${a}/32`, '-m', 'comment', '--comment', 'svc: a swarm node', '-j', 'REJECT', '--reject-with', 'icmp-admin-prohibited']]),
+  );
 }
 
 /**

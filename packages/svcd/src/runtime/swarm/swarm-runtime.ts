@@ -41,7 +41,7 @@ import Docker from 'dockerode';
 import type { Clock, Timers } from '../../clock.js';
 import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
-import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL, SANDBOX_NODE_CONSTRAINT, SANDBOX_NODE_LABEL, preparedNodeConstraints, tenantInitNodeLabel, tenantInitVolume } from './node-firewall.js';
+import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL, SANDBOX_NODE_CONSTRAINT, SANDBOX_NODE_LABEL, preparedNodeConstraints, TENANT_INIT_VOLUME, tenantInitName, tenantInitNodeLabel } from './node-firewall.js';
 import { DockerRuntime, dockerOptions, imageCommand, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { TENANT_INIT_DIR, tenantCommand, type LogRate } from '../tenant-init.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
@@ -404,8 +404,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // Tenant code under svc-init, from its node's volume (the image is on the manager: pulled or
     // built there), which also sets no-new-privileges for it: a service spec cannot (Engine 20.10).
     const init = spec.tenantCode ? this.o.tenantInit : undefined;
-    const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate) : { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: false };
-    const initMount = init && command.underInit ? [{ Type: 'volume', Source: tenantInitVolume(init.sha256), Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
+    const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate, `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`) : { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: false };
+    const initMount = init && command.underInit ? [{ Type: 'volume', Source: TENANT_INIT_VOLUME, Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
     const created = (await this.docker.createService({
       Name: swarmName,
       Labels: { ...labels, [NAME_LABEL]: spec.name },
