@@ -154,7 +154,7 @@ describe('operator tokens', () => {
 
 describe("the gate of a swarm's published ports", () => {
   const o = { ranges: [{ from: 30000, to: 32767 }, { from: 21000, to: 21999 }], allowFrom: ['10.0.0.1/32', '10.2.0.0/16'] };
-  const node = { gatewaySubnets: ['172.18.0.0/16'] };
+  const node = { gatewaySubnets: ['172.18.0.0/16'], ipv6: true };
   test("IPv4: the allowances, then DROP; a jump per range for what peers send to the node itself, and the tasks' own addresses closed to all but their bridge; IPv6: no allowance", () => {
     const v4 = publishedPortRules(o, node, 'iptables');
     assert.deepEqual(v4.allowances.map(([chain, rule]) => [chain, rule.join(' ')]), [
@@ -181,6 +181,10 @@ describe("the gate of a swarm's published ports", () => {
     assert.deepEqual(v4.map((c) => c.split(' ').slice(1, 5).join(' ')), ['-t mangle -N SVC-PUBLISHED', '-A SVC-PUBLISHED -t mangle', '-I SVC-PUBLISHED 1 -t', '-I SVC-PUBLISHED 1 -t', '-I PREROUTING 1 -t', '-I PREROUTING 1 -t', '-I PREROUTING 1 -t']);
     assert.equal(calls.filter((c) => c.startsWith('ip6tables ') && c.includes('RETURN')).length, 0, 'IPv6 allows no source');
     assert.equal(calls.filter((c) => c.startsWith('ip6tables ') && c.includes('-I PREROUTING')).length, 2);
+    calls.length = 0;
+    // A node without IPv6: ip6tables is not asked at all (it fails there).
+    await installPublishedPortsGate(o, { ...node, ipv6: false }, iptables, (_family, rules) => Promise.resolve(rules.map(() => false)));
+    assert.ok(calls.length > 0 && calls.every((c) => c.startsWith('iptables ')), calls.join('\n'));
     calls.length = 0;
     await installPublishedPortsGate(o, node, iptables, (_family, rules) => Promise.resolve(rules.map(() => true)));
     assert.deepEqual(calls, [], 'nothing when all is in place');

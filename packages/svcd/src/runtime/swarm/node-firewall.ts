@@ -192,7 +192,7 @@ export class NodeFirewalls {
           await this.ensureHelper(engine);
           for (const set of sets) await set.install();
           await this.refuseNodes(engine, refusals);
-          await installPublishedPortsGate(this.o.published, await gateFacts(engine), (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
+          await installPublishedPortsGate(this.o.published, await this.gateFacts(engine), (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
           await this.ensureTenantInit(engine);
           await this.o.markNode(name, true, sandboxedByDefault(info));
         } catch (err) {
@@ -222,7 +222,7 @@ export class NodeFirewalls {
         const egress = (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null;
         const present = await this.checkOn(engine, refusals);
         const refusal = refusals.find((_, i) => present[i] !== true);
-        return egress ?? (refusal ? `missing rule in ${refusal[0]}: ${refusal[1].join(' ')}` : null) ?? (await missingPublishedPortRule(this.o.published, await gateFacts(engine), (family, rules) => this.checkOn(engine, rules, family)));
+        return egress ?? (refusal ? `missing rule in ${refusal[0]}: ${refusal[1].join(' ')}` : null) ?? (await missingPublishedPortRule(this.o.published, await this.gateFacts(engine), (family, rules) => this.checkOn(engine, rules, family)));
       }),
     );
     const lacking = nodes.flatMap(([name], i) => (missing[i] ? [{ node: name, missing: missing[i] }] : []));
@@ -318,6 +318,24 @@ export class NodeFirewalls {
     if (moved.exitCode !== 0) throw new Error(`svc-init could not be put in place: ${moved.output.trim().slice(0, 300)}`);
   }
 
+  /**
+   * What the published-ports gate needs of a node: its docker_gwbridge's IPv4 subnets (Swarm makes
+   * the bridge when the node joins; none yet, nothing to close), and whether its kernel has IPv6
+   * (the helper shares the node's network namespace, whose /proc/net says so).
+   */
+  private async gateFacts(engine: Docker): Promise<NodeGateFacts> {
+    const bridge = (await engine
+      .getNetwork('docker_gwbridge')
+      .inspect()
+      .catch((err: unknown) => {
+        if (isNotFound(err)) return null;
+        throw err;
+      })) as { IPAM?: { Config?: Array<{ Subnet?: string }> | null } } | null;
+    const subnets = (bridge?.IPAM?.Config ?? []).map((c) => c.Subnet ?? '').filter((subnet) => /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(subnet));
+    const ipv6 = (await this.execIn(engine, ['test', '-e', '/proc/net/if_inet6'])).exitCode === 0;
+    return { gatewaySubnets: subnets, ipv6 };
+  }
+
   /** The helper container, but for its name and labels. */
   private helperSpec(): Docker.ContainerCreateOptions {
     return {
@@ -392,21 +410,6 @@ export function nodeRefusals(nodes: ReadonlyArray<{ address: string }>): ChainRu
   );
 }
 
-/**
- * What the published-ports gate needs of a node: its docker_gwbridge's IPv4 subnets (Swarm makes
- * the bridge when the node joins; none yet, nothing to close).
- */
-async function gateFacts(engine: Docker): Promise<NodeGateFacts> {
-  const bridge = (await engine
-    .getNetwork('docker_gwbridge')
-    .inspect()
-    .catch((err: unknown) => {
-      if (isNotFound(err)) return null;
-      throw err;
-    })) as { IPAM?: { Config?: Array<{ Subnet?: string }> | null } } | null;
-  const subnets = (bridge?.IPAM?.Config ?? []).map((c) => c.Subnet ?? '').filter((subnet) => /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(subnet));
-  return { gatewaySubnets: subnets };
-}
 
 /** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */
 function shellWord(word: string): string {

@@ -34,9 +34,15 @@ export interface PublishedPortsOptions {
   allowFrom: readonly string[];
 }
 
-/** What the gate needs of one node: the subnets of its docker_gwbridge, where its tasks' addresses are. */
+/** What the gate needs of one node: the subnets of its docker_gwbridge, where its tasks' addresses are, and whether it has IPv6. */
 export interface NodeGateFacts {
   gatewaySubnets: readonly string[];
+  /** A node whose kernel has IPv6 off has nothing to gate there (and ip6tables fails on it). */
+  ipv6: boolean;
+}
+
+function familiesOf(node: NodeGateFacts): IptablesFamily[] {
+  return node.ipv6 ? ['iptables', 'ip6tables'] : ['iptables'];
 }
 
 const MANGLE = ['-t', 'mangle'];
@@ -78,7 +84,7 @@ export type FamilyCheck = (family: IptablesFamily, rules: readonly ChainRule[]) 
  * --egress-allow's do), since another svcd with its own list may share the nodes.
  */
 export async function installPublishedPortsGate(o: PublishedPortsOptions, node: NodeGateFacts, iptables: FamilyIptables, check: FamilyCheck): Promise<void> {
-  for (const family of ['iptables', 'ip6tables'] as const) {
+  for (const family of familiesOf(node)) {
     const { allowances, drop, jumps } = publishedPortRules(o, node, family);
     const present = await check(family, [drop, ...allowances, ...jumps]);
     if (present.every(Boolean)) continue;
@@ -95,7 +101,7 @@ export async function installPublishedPortsGate(o: PublishedPortsOptions, node: 
 
 /** null when the gate is whole on a node; otherwise the first rule it lacks. */
 export async function missingPublishedPortRule(o: PublishedPortsOptions, node: NodeGateFacts, check: FamilyCheck): Promise<string | null> {
-  for (const family of ['iptables', 'ip6tables'] as const) {
+  for (const family of familiesOf(node)) {
     const { allowances, drop, jumps } = publishedPortRules(o, node, family);
     const wanted = [drop, ...allowances, ...jumps];
     const present = await check(family, wanted);
