@@ -175,9 +175,11 @@ func TestNotDumpable(t *testing.T) {
 	}
 }
 
-func TestNoNewPrivilegesForTheCommand(t *testing.T) {
-	// The kernel's flag, as the command's own /proc shows it; the same probe of the test's own
-	// process shows it unset (this test runs without it), so the probe itself can tell.
+// skipUnlessNoNewPrivsUnset skips a test of the no_new_privs flag when the test itself runs with
+// it: the flag is read from the command's own /proc, and the same probe of the test's process must
+// show it unset, or the probe could not tell.
+func skipUnlessNoNewPrivsUnset(t *testing.T) {
+	t.Helper()
 	own, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +187,10 @@ func TestNoNewPrivilegesForTheCommand(t *testing.T) {
 	if !strings.Contains(string(own), "NoNewPrivs:\t0") {
 		t.Skip("the test itself runs with no_new_privs set: nothing to tell apart")
 	}
+}
+
+func TestNoNewPrivilegesForTheCommand(t *testing.T) {
+	skipUnlessNoNewPrivsUnset(t)
 	cmd, stdout, stderr := startInit(t, "--", "grep", "NoNewPrivs", "/proc/self/status")
 	if code := exitCode(t, cmd); code != 0 {
 		t.Fatalf("exit %d: %q", code, stderr.String())
@@ -195,13 +201,7 @@ func TestNoNewPrivilegesForTheCommand(t *testing.T) {
 }
 
 func TestExecBecomesTheCommandWithNoNewPrivileges(t *testing.T) {
-	own, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(own), "NoNewPrivs:\t0") {
-		t.Skip("the test itself runs with no_new_privs set: nothing to tell apart")
-	}
+	skipUnlessNoNewPrivsUnset(t)
 	// The command is svc-init's own process (its pid is the one the test started), with the flag.
 	cmd, stdout, stderr := startInit(t, "--exec", "--", "sh", "-c", `echo "pid $$"; grep NoNewPrivs /proc/self/status`)
 	if code := exitCode(t, cmd); code != 0 {
