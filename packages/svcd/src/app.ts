@@ -237,12 +237,12 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ? new NodeFirewalls({
         nodes: new Map(Object.entries(config.swarmNodes)),
         tls: config.engineTls,
-        clusterNodes: async () => (await swarm.nodes()).map((n) => ({ id: n.id, hostname: n.hostname, address: n.address })),
-        markNode: (hostname, ready, sandboxed) => {
+        clusterNodes: async () => (await swarm.nodes()).map((n) => ({ id: n.id, hostname: n.hostname, address: n.address, state: n.state })),
+        markNode: (node, ready, sandboxed) => {
           const value = ready ? 'installed' : null;
           const labels: Record<string, string | null> = { [EGRESS_NODE_LABEL]: value, [tenantInitNodeLabel(nodeTenantInit.sha256)]: value };
           if (sandboxed !== undefined) labels[SANDBOX_NODE_LABEL] = sandboxed ? 'gvisor' : null;
-          return swarm.labelNode(hostname, labels);
+          return swarm.labelNode(node, labels);
         },
         tenantInit: nodeTenantInit,
         // Services' and databases' ports; boards stay reachable at their url (--kanban-address's role).

@@ -348,6 +348,12 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     for (const [flag, range] of [['--database-ports', databasePorts], ['--kanban-ports', kanbanPorts]] as const) {
       if (swarmPorts.from <= range.to && range.from <= swarmPorts.to) throw new ConfigError(`--swarm-ports and ${flag} must not overlap (on a swarm both are published on the nodes)`);
     }
+    // The nodes' published-ports gate drops what peers send to these ranges: never the nodes' own
+    // ssh, engines or Swarm.
+    for (const [flag, range] of [['--swarm-ports', swarmPorts], ['--database-ports', databasePorts]] as const) {
+      const held = NODE_PORTS.find((port) => port >= range.from && port <= range.to);
+      if (held !== undefined) throw new ConfigError(`${flag} must not include port ${String(held)} (a node's own: ssh, the Docker Engine or Swarm), which the nodes' gate would close`);
+    }
   }
   const swarmPublishedFrom = parseSwarmPublishedFrom(runtime.runtime, raw.swarmPublishedFrom);
   const kanbanAddress = raw.kanbanAddress?.trim() || DEFAULT_KANBAN_ADDRESS;
@@ -549,6 +555,9 @@ function runtimeConfig(raw: RawOptions): Pick<Config, 'runtime' | 'swarmNodes'> 
   }
   return { runtime, swarmNodes };
 }
+
+/** Ports a swarm node serves itself: ssh, the Docker Engine (2375, 2376), Swarm's management and gossip (2377, 7946). */
+const NODE_PORTS = [22, 2375, 2376, 2377, 7946];
 
 /**
  * --swarm-published-from CIDR,...: required on a swarm, where services' and databases' ports are

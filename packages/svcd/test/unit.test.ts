@@ -163,8 +163,8 @@ describe("the gate of a swarm's published ports", () => {
     ]);
     assert.deepEqual(v4.drop, ['SVC-PUBLISHED', ['-t', 'mangle', '-j', 'DROP']]);
     assert.deepEqual(v4.jumps.map(([chain, rule]) => `${chain} ${rule.join(' ')}`), [
-      'PREROUTING -t mangle -p tcp --dport 30000:32767 -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED',
-      'PREROUTING -t mangle -p tcp --dport 21000:21999 -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED',
+      'PREROUTING -t mangle ! -i lo -p tcp --dport 30000:32767 -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED',
+      'PREROUTING -t mangle ! -i lo -p tcp --dport 21000:21999 -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED',
       'PREROUTING -t mangle ! -i docker_gwbridge -d 172.18.0.0/16 -m comment --comment svc: tasks only by their published ports -j DROP',
     ]);
     const v6 = publishedPortRules(o, node, 'ip6tables');
@@ -361,6 +361,9 @@ describe('configuration', () => {
     assert.throws(() => buildConfig(swarm, {}), /--swarm-ports and --database-ports must not overlap/);
     assert.deepEqual(buildConfig({ ...swarm, databasePorts: '23000-23099' }, {}).swarmPorts, { from: 21500, to: 22500 });
     assert.throws(() => buildConfig({ ...swarm, swarmPorts: '8000-8100' }, {}), /--swarm-ports and --kanban-ports must not overlap/);
+    // Nor may they take a node's own ports, which the nodes' gate would close.
+    assert.throws(() => buildConfig({ ...swarm, swarmPorts: '2000-2999' }, {}), /--swarm-ports must not include port 2375/);
+    assert.throws(() => buildConfig({ ...swarm, swarmPorts: '30000-30999', databasePorts: '7940-7950', kanbanPorts: '9200-9300' }, {}), /--database-ports must not include port 7946/);
     assert.deepEqual(buildConfig({ ...raw, dev: true, swarmPorts: '21500-22500' }, {}).swarmPorts, { from: 21500, to: 22500 }, 'one engine: the swarm range is not used');
   });
   test("task boards: the public Node base by default, ports 7100-9100 apart from the databases', one address a browser can reach", () => {

@@ -426,6 +426,7 @@ export class Deployer implements WorkloadRules {
       if (current === undefined) throw new Error('the service record is gone');
       if (current !== null && current >= range.from && current <= range.to) return current;
       if (current !== null) {
+        if (attempt >= PORT_ALLOCATION_TRIES) throw new ConflictError('the service\'s port outside --swarm-ports could not be given up: deploy again');
         await services.releasePublishedPort(serviceId, current, unixSeconds(this.deps.clock));
         continue;
       }

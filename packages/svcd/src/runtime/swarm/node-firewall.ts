@@ -31,7 +31,7 @@
 // only once both are in place, and workloads ask for both labels: a task never lands where its
 // init is missing. svcd of two versions (an upgrade under way) each keep their own file beside the
 // other's, and the helper does not depend on either.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { buffer } from 'node:stream/consumers';
@@ -134,14 +134,14 @@ export interface NodeFirewallsOptions {
    * The cluster's nodes as Swarm lists them now, by host name (a node without an engine address
    * is reported) and address (refused to tasks on every node: refuseNodes).
    */
-  clusterNodes: () => Promise<Array<{ id: string; hostname: string; address: string }>>;
+  clusterNodes: () => Promise<Array<{ id: string; hostname: string; address: string; state: string }>>;
   /**
    * Labels the node ready for workloads (through the manager: EGRESS_NODE_LABEL and this
    * svc-init's tenantInitNodeLabel), or takes the labels off (ready: false), and says whether it
    * runs gVisor (SANDBOX_NODE_LABEL; left as it is when not known); nothing where they are so
    * already.
    */
-  markNode: (hostname: string, ready: boolean, sandboxed?: boolean) => Promise<void>;
+  markNode: (node: string, ready: boolean, sandboxed?: boolean) => Promise<void>;
   /** svc-init, put on every node beside the rules. */
   tenantInit: NodeTenantInit;
   /** Who reaches the ports svc publishes on the nodes (published-ports.ts). */
@@ -158,6 +158,11 @@ export class NodeFirewalls {
   /** Each node's engine and its two sets of rules: its tasks' gateway bridge, and builds' tenant bridges. */
   private readonly firewalls = new Map<string, { engine: Docker; sets: HostFirewall[] }>();
   private readonly helperConfig: string;
+  /**
+   * The nodes' own addresses read by earlier passes (refused to tasks on every node with those
+   * Swarm lists): kept, as a refusal on the nodes is (an address is no one's to reach from a task).
+   */
+  private nodeAddresses: string[] = [];
 
   constructor(private readonly o: NodeFirewallsOptions) {
     this.helperConfig = createHash('sha256').update(JSON.stringify(this.helperSpec())).digest('hex').slice(0, 16);
@@ -179,30 +184,59 @@ export class NodeFirewalls {
   async install(): Promise<void> {
     const failed: string[] = [];
     const cluster = await this.o.clusterNodes();
-    const refusals = nodeRefusals(cluster);
-    await Promise.all(
+    // First every node's engine checked, its helper made, and its own addresses read: every node
+    // refuses all of them (nodeRefusals), also those Swarm's node list does not name.
+    const ready = await Promise.all(
       [...this.firewalls].map(async ([name, { engine, sets }]) => {
         try {
-          // The engine at this name is the swarm node of that host name, and the only one: its
-          // labels are set by host name (a wrong --swarm-node entry would label another node).
+          // The engine at this name is the swarm node of that host name (the only live one of
+          // it: a node that left and joined again leaves a down entry of the same name).
           const info = (await engine.info()) as Parameters<typeof sandboxedByDefault>[0] & { Swarm?: { NodeID?: string } };
-          const named = cluster.filter((n) => n.hostname === name);
-          if (named.length !== 1) throw new Error(named.length === 0 ? 'no swarm node has this host name' : 'several swarm nodes have this host name');
-          if (info.Swarm?.NodeID !== named[0]?.id) throw new Error(`the engine at its --swarm-node address is swarm node ${info.Swarm?.NodeID || '(none)'}, not ${name} (${named[0]?.id ?? ''})`);
+          const named = cluster.filter((n) => n.hostname === name && n.state !== 'down');
+          if (named.length !== 1) throw new Error(named.length === 0 ? 'no live swarm node has this host name' : 'several live swarm nodes have this host name');
+          const id = named[0]?.id ?? '';
+          if (info.Swarm?.NodeID !== id) throw new Error(`the engine at its --swarm-node address is swarm node ${info.Swarm?.NodeID || '(none)'}, not ${name} (${id})`);
           await this.ensureHelper(engine);
+          return { name, id, engine, sets, info, addresses: await this.ownAddresses(engine) };
+        } catch (err) {
+          failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
+          return null;
+        }
+      }),
+    );
+    this.nodeAddresses = [...new Set([...this.nodeAddresses, ...ready.flatMap((n) => n?.addresses ?? [])])];
+    const refusals = nodeRefusals([...cluster, ...this.nodeAddresses.map((address) => ({ address }))]);
+    await Promise.all(
+      [...this.firewalls].map(async ([name]) => {
+        const node = ready.find((n) => n?.name === name);
+        try {
+          if (!node) throw new Error('not prepared');
+          const { engine, sets } = node;
           for (const set of sets) await set.install();
           await this.refuseNodes(engine, refusals);
           await installPublishedPortsGate(this.o.published, await this.gateFacts(engine), (family, args) => this.iptablesOn(engine, args, family), (family, rules) => this.checkOn(engine, rules, family));
           await this.ensureTenantInit(engine);
-          await this.o.markNode(name, true, sandboxedByDefault(info));
+          await this.o.markNode(node.id, true, sandboxedByDefault(node.info));
         } catch (err) {
-          failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
-          await this.o.markNode(name, false).catch(() => {}); // the manager away too: nothing to unmark with
+          if (node) failed.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
+          // By its id when known (a down entry may share its host name); the manager away too: nothing to unmark with.
+          await this.o.markNode(node?.id ?? name, false).catch(() => {});
         }
       }),
     );
     for (const name of await this.nodesWithoutEngine()) await this.o.markNode(name, false);
     if (failed.length > 0) throw new FirewallError(`swarm nodes: ${failed.sort().join('; ')}`);
+  }
+
+  /**
+   * The node's own IPv4 addresses (global scope), read in its network namespace through the
+   * helper: Swarm lists one address a node, which may not be the one a task reaches it at (a
+   * public address beside the cluster's, a manager listed at 0.0.0.0).
+   */
+  private async ownAddresses(engine: Docker): Promise<string[]> {
+    const { exitCode, output } = await this.execIn(engine, ['ip', '-4', '-o', 'addr', 'show', 'scope', 'global']);
+    if (exitCode !== 0) throw new Error(`the node's addresses could not be read: ${output.trim().slice(0, 300)}`);
+    return [...output.matchAll(/\binet (\d{1,3}(?:\.\d{1,3}){3})\//g)].map((m) => m[1] ?? '').filter((a) => a !== '');
   }
 
   /**
@@ -216,7 +250,7 @@ export class NodeFirewalls {
       return 'a swarm node has no engine address for svc (see the svcd log): svc runs no workload there';
     }
     const nodes = [...this.firewalls].sort(([a], [b]) => a.localeCompare(b));
-    const refusals = nodeRefusals(await this.o.clusterNodes());
+    const refusals = nodeRefusals([...(await this.o.clusterNodes()), ...this.nodeAddresses.map((address) => ({ address }))]);
     const missing = await Promise.all(
       nodes.map(async ([, { engine, sets }]) => {
         const egress = (await Promise.all(sets.map((set) => set.missing()))).find((m) => m !== null) ?? null;
@@ -308,14 +342,17 @@ export class NodeFirewalls {
     const target = `${HELPER_INIT_DIR}/${name}`;
     const now = await this.execIn(engine, ['sha256sum', target]);
     if (now.exitCode === 0 && now.output.startsWith(sha256)) return;
-    const partial = `${name}.partial`;
+    // A name of this write's own: two installations writing at once never move each other's half.
+    const partial = `${name}.${randomBytes(6).toString('hex')}.partial`;
     const archive = pack();
     // Every user a task runs as must be able to run it.
     archive.entry({ name: partial, mode: 0o555, size: content.length }, content);
     archive.finalize();
     await engine.getContainer(HELPER_NAME).putArchive(await buffer(archive), { path: HELPER_INIT_DIR });
     const moved = await this.execIn(engine, ['mv', '-f', `${HELPER_INIT_DIR}/${partial}`, target]);
-    if (moved.exitCode !== 0) throw new Error(`svc-init could not be put in place: ${moved.output.trim().slice(0, 300)}`);
+    // What counts is the file under its name (another writer's move may have come first).
+    const after = await this.execIn(engine, ['sha256sum', target]);
+    if (after.exitCode !== 0 || !after.output.startsWith(sha256)) throw new Error(`svc-init could not be put in place: ${(moved.output || after.output).trim().slice(0, 300)}`);
   }
 
   /**
@@ -368,6 +405,7 @@ export class NodeFirewalls {
 
   /** `iptables -C` (or ip6tables) for every rule in one exec (one call to the node's engine rather than one a rule): a line of 1 or 0 each. */
   private async checkOn(engine: Docker, rules: readonly ChainRule[], family: IptablesFamily = 'iptables'): Promise<boolean[]> {
+    if (rules.length === 0) return [];
     const script = rules.map(([chain, rule]) => `if ${family} -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`).join('\n');
     const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', 'sh', '-c', script]);
     const answers = output.trim().split('\n');

@@ -10,14 +10,15 @@
 // the published port into the task's (so the published port is what is matched, whatever task
 // and address it goes to):
 //
-//   PREROUTING -p tcp --dport FROM:TO -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED
+//   PREROUTING ! -i lo -p tcp --dport FROM:TO -m addrtype --dst-type LOCAL -m conntrack --ctdir ORIGINAL -j SVC-PUBLISHED
 //   PREROUTING ! -i docker_gwbridge -d <the bridge's subnet> -j DROP
 //   SVC-PUBLISHED: -s <each --swarm-published-from CIDR> -j RETURN; -j DROP
 //
 // one jump per range (--swarm-ports, --database-ports), for IPv4 and IPv6 alike (IPv6 allows no
 // source: svcd and its proxy reach the nodes at the IPv4 addresses Swarm lists). DROP rather than
 // REJECT: the mangle table has no REJECT, and a port that does not answer tells a scanner less.
-// Traffic the node makes itself (OUTPUT) is not gated: the node's own processes are the
+// Traffic the node makes itself is not gated (it comes in on lo when it loops back to one of the
+// node's addresses): the node's own processes, svcd's and its proxy's among them, are the
 // operator's. Docker never touches the mangle table of a node for host-mode ports, so the jump's
 // place there is not disputed as FORWARD's is (node-firewall.ts).
 import type { ChainRule } from '../host-firewall.js';
@@ -60,10 +61,10 @@ export function publishedPortRules(o: PublishedPortsOptions, node: NodeGateFacts
     jumps: [
       // Every packet a peer sends (the original direction, whatever conntrack's state: a flow
       // opened while the gate was away, after a reboot, is cut once it is back), not the replies
-      // to what the node opened.
+      // to what the node opened, nor what the node sends itself (back in on lo).
       ...o.ranges.map(({ from, to }): ChainRule => [
         'PREROUTING',
-        [...MANGLE, '-p', 'tcp', '--dport', `${String(from)}:${String(to)}`, '-m', 'addrtype', '--dst-type', 'LOCAL', '-m', 'conntrack', '--ctdir', 'ORIGINAL', '-j', PUBLISHED_CHAIN],
+        [...MANGLE, '!', '-i', 'lo', '-p', 'tcp', '--dport', `${String(from)}:${String(to)}`, '-m', 'addrtype', '--dst-type', 'LOCAL', '-m', 'conntrack', '--ctdir', 'ORIGINAL', '-j', PUBLISHED_CHAIN],
       ]),
       // A neighbour that routes to the tasks' own addresses through the node, past the published
       // ports (Engine 20.10 forwards that): only the bridge's own members reach them. What the

@@ -759,15 +759,16 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   /**
-   * Sets labels on the node by host name (through the manager), or takes them off (value null),
+   * Sets labels on the node by id or host name (through the manager), or takes them off (value null),
    * in one update; nothing where they are so already. Tried again when another svcd changed the
    * node meanwhile.
    */
-  async labelNode(hostname: string, changes: Readonly<Record<string, string | null>>): Promise<void> {
+  async labelNode(node: string, changes: Readonly<Record<string, string | null>>): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const list = (await this.docker.listNodes()) as SwarmNode[];
-      const target = list.find((n) => n.Description?.Hostname === hostname);
-      if (!target) throw new Error(`no swarm node has the host name ${hostname}`);
+      // By id; by host name where no id is known (a node without an engine address for svcd).
+      const target = list.find((n) => n.ID === node) ?? list.find((n) => n.Description?.Hostname === node);
+      if (!target) throw new Error(`no swarm node has the id or host name ${node}`);
       const current = (target.Spec.Labels ?? {}) as Record<string, string>;
       if (Object.entries(changes).every(([key, value]) => (current[key] ?? null) === value)) return;
       const kept = Object.entries(current).filter(([key]) => !(key in changes));
