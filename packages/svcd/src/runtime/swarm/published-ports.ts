@@ -14,8 +14,9 @@
 //   PREROUTING ! -i docker_gwbridge -d <the bridge's subnet> -j DROP
 //   SVC-PUBLISHED: -s <each --swarm-published-from CIDR> -j RETURN; -j DROP
 //
-// one jump per range (--swarm-ports, --database-ports), for IPv4 and IPv6 alike (IPv6 allows no
-// source: svcd and its proxy reach the nodes at the IPv4 addresses Swarm lists). DROP rather than
+// one jump per range (--swarm-ports, --database-ports), for IPv4 and, where the node has it, IPv6
+// alike (IPv6 allows no source: svcd and its proxy reach the nodes at the IPv4 addresses Swarm
+// lists). DROP rather than
 // REJECT: the mangle table has no REJECT, and a port that does not answer tells a scanner less.
 // Traffic the node makes itself is not gated (it comes in on lo when it loops back to one of the
 // node's addresses): the node's own processes, svcd's and its proxy's among them, are the

@@ -85,7 +85,7 @@ export interface SwarmRuntimeOptions {
   eventsEveryMs?: number;
   /**
    * svc-init for tenant code, which svcd puts on every node (node-firewall.ts) by its hash: tasks
-   * mount it from the node's volume of that hash, and run only on nodes labelled to hold it.
+   * mount the nodes' svc-init volume and run the file of that hash, only on nodes labelled to hold it.
    */
   tenantInit?: { sha256: string; rate: LogRate };
 }
