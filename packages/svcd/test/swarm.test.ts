@@ -12,6 +12,7 @@ import { SvcClient } from '@svc/client';
 import Docker from 'dockerode';
 import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import { NodeFirewalls, builtTenantInit, readNodeTenantInit, tenantNetworkName } from '../src/runtime/index.js';
+import { HELPER_NAME } from '../src/runtime/swarm/node-firewall.js';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, RESPONDER_BODY, RESPONDER_IMAGE, TEST_REGISTRY, ensureTestImages, finished, pushToRegistry } from './images.js';
 import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
@@ -149,6 +150,12 @@ describe('svcd on a Docker Swarm of three engines', () => {
 
   const tasksOf = async (serviceName: string): Promise<SwarmTask[]> =>
     (await lab.manager.engine.listTasks({ filters: { service: [serviceName] } })) as SwarmTask[];
+
+  /** A command in svcd's helper container on a node (node-firewall.ts), with the node's usual PATH for chroot; its stdout. */
+  const inHelper = async (node: { engineUrl: string }, cmd: string[]): Promise<string> =>
+    (await run('docker', ['-H', node.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', HELPER_NAME, ...cmd])).stdout;
+  /** The node's own iptables (or ip6tables), as svcd runs it there. */
+  const nodeIptables = (node: { engineUrl: string }, family: string, args: string[]) => inHelper(node, ['chroot', '/host', family, '-w', ...args]);
 
   /** A new service (of the busybox image unless told), once running (the last status seen in the error otherwise), and its host on the proxy. */
   async function runningService(client: SvcClient, name: string, image = BUSYBOX_IMAGE): Promise<{ id: string; host: string }> {
@@ -458,14 +465,14 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const list = (await lab.manager.engine.listNodes()) as Array<{ Description: { Hostname: string }; Spec: { Labels?: Record<string, string> } }>;
     const label = Object.keys(list.find((n) => n.Description.Hostname === node.name)?.Spec.Labels ?? {}).find((k) => k.startsWith('svc.tenant-init.')) ?? assert.fail('no svc-init label on the node');
     const prefix = label.slice('svc.tenant-init.'.length);
-    const sum = async () => (await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sha256sum', `/svc-init/${prefix}`])).stdout;
+    const sum = () => inHelper(node, ['sha256sum', `/svc-init/${prefix}`]);
     assert.ok((await sum()).startsWith(prefix), 'the node holds the svc-init its label names');
-    await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'sh', '-c', `rm -f /svc-init/${prefix} && echo damaged > /svc-init/${prefix}`]);
+    await inHelper(node, ['sh', '-c', `rm -f /svc-init/${prefix} && echo damaged > /svc-init/${prefix}`]);
     assert.ok(!(await sum()).startsWith(prefix), 'the probe tells a damaged copy');
     await (t.deps.nodeFirewalls ?? assert.fail('no node firewalls')).install();
     assert.ok((await sum()).startsWith(prefix), 'put back by the pass');
     // No partial file is left beside it.
-    assert.doesNotMatch((await run('docker', ['-H', node.engineUrl, 'exec', 'svc-node-firewall', 'ls', '/svc-init'])).stdout, /partial/);
+    assert.doesNotMatch(await inHelper(node, ['ls', '/svc-init']), /partial/);
   });
 
   test("a service's published port answers only where svcd and its proxy run (--swarm-published-from): not from another node, over IPv4 or IPv6, nor by a route to the task's own address; without the nodes' gate the same probes answer", async () => {
@@ -502,13 +509,12 @@ describe('svcd on a Docker Swarm of three engines', () => {
       assert.match(gated.host, /^HTTP\/1\.[01] 200/, `svcd's side answered: ${JSON.stringify(gated)}`);
       assert.deepEqual([gated.other, gated.otherV6, gated.hostV6, gated.direct], ['no answer', 'no answer', 'no answer', 'no answer'], JSON.stringify(gated));
       // The control: the node's gate taken out (its jumps), the same probes answer; the next pass puts it back.
-      const helper = async (family: string, args: string[]) => run('docker', ['-H', taskNode.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'svc-node-firewall', 'chroot', '/host', family, '-w', ...args]);
       for (const family of ['iptables', 'ip6tables']) {
-        for (const line of (await helper(family, ['-t', 'mangle', '-S', 'PREROUTING'])).stdout.split('\n')) {
-          if (line.includes('-j SVC-PUBLISHED')) await helper(family, ['-t', 'mangle', '-D', ...line.replace(/^-A /, '').split(' ')]);
+        for (const line of (await nodeIptables(taskNode, family, ['-t', 'mangle', '-S', 'PREROUTING'])).split('\n')) {
+          if (line.includes('-j SVC-PUBLISHED')) await nodeIptables(taskNode, family, ['-t', 'mangle', '-D', ...line.replace(/^-A /, '').split(' ')]);
         }
       }
-      for (const { Subnet } of bridge.IPAM.Config) await helper('iptables', ['-t', 'mangle', '-D', 'PREROUTING', '!', '-i', 'docker_gwbridge', '-d', Subnet, '-m', 'comment', '--comment', 'svc: tasks only by their published ports', '-j', 'DROP']);
+      for (const { Subnet } of bridge.IPAM.Config) await nodeIptables(taskNode, 'iptables', ['-t', 'mangle', '-D', 'PREROUTING', '!', '-i', 'docker_gwbridge', '-d', Subnet, '-m', 'comment', '--comment', 'svc: tasks only by their published ports', '-j', 'DROP']);
       const open = { ...(await answers()), direct: await direct() };
       assert.match(open.other, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
       assert.match(open.otherV6, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
@@ -598,7 +604,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     // private addresses, which the non-public ranges refuse as well: nodes on public addresses
     // need these).
     for (const node of lab.nodes) {
-      const egress = (await run('docker', ['-H', node.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'svc-node-firewall', 'chroot', '/host', 'iptables', '-w', '-S', 'SVC-GW-EGRESS'])).stdout;
+      const egress = await nodeIptables(node, 'iptables', ['-S', 'SVC-GW-EGRESS']);
       for (const n of nodes) assert.match(egress, new RegExp(`-A SVC-GW-EGRESS -d ${n.Status.Addr.replaceAll('.', '\\.')}/32 .*svc: a swarm node.* -j REJECT`), egress);
     }
     for (const n of nodes) {

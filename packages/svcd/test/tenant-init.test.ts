@@ -38,8 +38,8 @@ describe('the command a tenant workload runs', () => {
     assert.equal(runsOnlyAsPid1(['nginx']), false);
     assert.equal(runsOnlyAsPid1([]), false);
     const rate = { linesPerSecond: 500, bytesPerSecond: 1024 };
-    assert.deepEqual(tenantCommand({ entrypoint: ['/init'], cmd: null }, {}, rate), { entrypoint: [TENANT_INIT_PATH, '--exec', '--'], cmd: ['/init'], underInit: true });
-    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['nginx'] }, {}, rate, '/.svc/abc'), { entrypoint: ['/.svc/abc', '--lines-per-second=500', '--bytes-per-second=1024', '--'], cmd: ['nginx'], underInit: true });
+    assert.deepEqual(tenantCommand({ entrypoint: ['/init'], cmd: null }, {}, rate), { entrypoint: [TENANT_INIT_PATH, '--exec', '--'], cmd: ['/init'] });
+    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['nginx'] }, {}, rate, '/.svc/abc'), { entrypoint: ['/.svc/abc', '--lines-per-second=500', '--bytes-per-second=1024', '--'], cmd: ['nginx'] });
     assert.throws(() => tenantCommand({ entrypoint: null, cmd: null }, {}, rate), /no command specified/);
   });
 });

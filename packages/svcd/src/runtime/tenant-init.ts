@@ -78,14 +78,14 @@ export function underTenantInit(argv: string[], rate: LogRate, agentPort?: numbe
  * svc-init's --exec, which only sets no-new-privileges before it becomes that init. Throws, as
  * the engine would, for an image that names no command.
  */
-export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]; cmd?: string[]; agentPort?: number }, rate: LogRate, initPath = TENANT_INIT_PATH): { entrypoint?: string[]; cmd?: string[]; underInit: boolean } {
+export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]; cmd?: string[]; agentPort?: number }, rate: LogRate, initPath = TENANT_INIT_PATH): { entrypoint: string[]; cmd: string[] } {
   const argv = resolveCommand(image, spec.entrypoint, spec.cmd);
   // The engine's own refusal, before a container exists (svc-init would start and exit 127).
   if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
   // svc-init sets no-new-privileges and becomes the image's init (a Swarm task gets the flag from
   // nowhere else); the output is then not held, nor orphans reaped by svc-init.
-  if (runsOnlyAsPid1(argv)) return { entrypoint: [initPath, '--exec', '--'], cmd: argv, underInit: true };
-  return { ...underTenantInit(argv, rate, spec.agentPort, initPath), underInit: true };
+  if (runsOnlyAsPid1(argv)) return { entrypoint: [initPath, '--exec', '--'], cmd: argv };
+  return underTenantInit(argv, rate, spec.agentPort, initPath);
 }
 
 /** The binary built by `make build`, next to svcd's own package (src/ and dist/ alike). */

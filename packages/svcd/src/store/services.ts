@@ -68,11 +68,7 @@ export class ServiceStore {
     return atomically(this.db, async (db) => {
       const r = await db.updateTable('services').set({ published_port: null }).where('id', '=', id).where('published_port', '=', from).executeTakeFirst();
       if (Number(r.numUpdatedRows) !== 1) return false;
-      await db
-        .insertInto('released_ports')
-        .values({ port: from, released_at: now })
-        .onConflict((oc) => oc.column('port').doUpdateSet({ released_at: now }))
-        .execute();
+      await restPort(db, from, now);
       return true;
     });
   }
@@ -124,14 +120,19 @@ export class ServiceStore {
       const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).returning('published_port').executeTakeFirst();
       if (!r) return false;
       if (r.published_port !== null) {
-        await db
-          .insertInto('released_ports')
-          .values({ port: r.published_port, released_at: now })
-          .onConflict((oc) => oc.column('port').doUpdateSet({ released_at: now }))
-          .execute();
+        await restPort(db, r.published_port, now);
       }
       await new HostNameStore(db).release('service', id);
       return true;
     });
   }
+}
+
+/** A port given up by a service (deleted, or moved into --swarm-ports) rests from `now` before it is given again. */
+async function restPort(db: Kysely<Database>, port: number, now: number): Promise<void> {
+  await db
+    .insertInto('released_ports')
+    .values({ port, released_at: now })
+    .onConflict((oc) => oc.column('port').doUpdateSet({ released_at: now }))
+    .execute();
 }

@@ -573,8 +573,7 @@ export class DockerRuntime implements Runtime {
    */
   private async command(spec: WorkloadSpec): Promise<{ entrypoint?: string[]; cmd?: string[]; underInit: string | null }> {
     if (!spec.tenantCode || !this.tenantInit) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
-    const { underInit, ...command } = tenantCommand(await imageCommand(this.docker, spec.image), spec, this.tenantInit.rate);
-    return { ...command, underInit: underInit ? this.tenantInit.binary : null };
+    return { ...tenantCommand(await imageCommand(this.docker, spec.image), spec, this.tenantInit.rate), underInit: this.tenantInit.binary };
   }
 
   async assign(id: string, tenantId: string): Promise<string | null> {

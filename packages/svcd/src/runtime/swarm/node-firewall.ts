@@ -114,7 +114,7 @@ export function tenantInitName(sha256: string): string {
 
 /** The node label saying the node holds this svc-init; workloads' placement asks for it. */
 export function tenantInitNodeLabel(sha256: string): string {
-  return `svc.tenant-init.${sha256.slice(0, 16)}`;
+  return `svc.tenant-init.${tenantInitName(sha256)}`;
 }
 
 /** Every workload's placement constraints on a swarm: a node with svc's egress rules and this svc-init. */

@@ -404,8 +404,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // Tenant code under svc-init, from its node's volume (the image is on the manager: pulled or
     // built there), which also sets no-new-privileges for it: a service spec cannot (Engine 20.10).
     const init = spec.tenantCode ? this.o.tenantInit : undefined;
-    const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate, `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`) : { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: false };
-    const initMount = init && command.underInit ? [{ Type: 'volume', Source: TENANT_INIT_VOLUME, Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
+    const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate, `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`) : { entrypoint: spec.entrypoint, cmd: spec.cmd };
+    const initMount = init ? [{ Type: 'volume', Source: TENANT_INIT_VOLUME, Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
     const created = (await this.docker.createService({
       Name: swarmName,
       Labels: { ...labels, [NAME_LABEL]: spec.name },
