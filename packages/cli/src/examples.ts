@@ -40,6 +40,7 @@ export const EXAMPLES: Record<string, string[]> = {
   'services restart': ['svc services restart "$SERVICE_ID" --wait'],
   'services redeploy': ['svc services redeploy "$SERVICE_ID" --wait'],
   'services reset': ['svc services reset "$SERVICE_ID" --wait'],
+  'services scale': ['svc services scale "$SERVICE_ID" 3 --wait'],
   'services deployments': ['svc services deployments "$SERVICE_ID"'],
   'services cancel-deployment': ['svc services cancel-deployment "$SERVICE_ID" "$DEPLOYMENT_ID"'],
   'services metrics': ['svc services metrics "$SERVICE_ID" --period hourly'],

@@ -306,6 +306,10 @@ export class SvcClient {
   async deleteService(id: string): Promise<void> {
     await this.call('DELETE', `/v1/services/${encodeURIComponent(id)}`);
   }
+  /** Beyond the spec: how many replicas run (above 1 on a swarm only). */
+  scaleService(id: string, replicas: number): Promise<LifecycleResponse> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(id)}/scale`, { body: { replicas } });
+  }
   serviceAction(id: string, action: 'start' | 'stop' | 'restart' | 'redeploy' | 'reset'): Promise<LifecycleResponse> {
     return this.call('POST', `/v1/services/${encodeURIComponent(id)}/${action}`);
   }
@@ -367,8 +371,8 @@ export class SvcClient {
   async deleteSnapshot(id: string): Promise<void> {
     await this.call('DELETE', `/v1/snapshots/${encodeURIComponent(id)}`);
   }
-  serviceFromSnapshot(snapshotId: string, name: string): Promise<Service> {
-    return this.call('POST', '/v1/services', { query: { from_snapshot: snapshotId }, body: { name } });
+  serviceFromSnapshot(snapshotId: string, name: string, replicas?: number): Promise<Service> {
+    return this.call('POST', '/v1/services', { query: { from_snapshot: snapshotId }, body: { name, ...(replicas === undefined ? {} : { replicas }) } });
   }
 
   // Builds

@@ -19,6 +19,14 @@ const EnvMap = Type.Record(Type.String({ pattern: ENV_KEY_PATTERN }), Type.Strin
 });
 
 export const HEALTH_CHECK_PATH_MAX = 256;
+/** The most replicas one service runs (beyond the spec); each takes one service's share of the tenant's quota. */
+export const REPLICAS_MAX = 10;
+const Replicas = Type.Integer({
+  minimum: 1,
+  maximum: REPLICAS_MAX,
+  description:
+    'beyond the spec: how many copies of the service run, load-balanced by the proxy (1 by default, at most 10). Each replica takes one service share of the tenant\'s memory and CPU quota: the replicas of all its services count against max_services. Above 1 only on a cluster (--runtime swarm), where each replica runs on a node of its own; elsewhere 400',
+});
 /**
  * How a deploy tells that the service is ready (beyond the spec). One object rather than a union
  * of two, so that a refusal names the field at fault (a union's refusal names its first member's).
@@ -45,6 +53,7 @@ export const CreateServiceRequest = Type.Object({
   port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: '0 or absent means 8000' })),
   env: Type.Optional(EnvMap),
   health_check: Type.Optional(HealthCheck),
+  replicas: Type.Optional(Replicas),
   await_build: Type.Optional(
     Type.Boolean({
       description:
@@ -67,6 +76,7 @@ export const Service = Type.Object({
   url: Type.Union([Type.String(), Type.Null()], { description: 'where users open the service; null until it is routed' }),
   dns_label: Type.String(),
   health_check: HealthCheck,
+  replicas: Type.Integer({ description: 'beyond the spec: how many copies run (see POST /v1/services/{serviceID}/scale)' }),
   last_error: Type.Union([Type.String(), Type.Null()]),
   crash_count: Type.Integer({ description: 'unexpected exits in the current 10-minute window' }),
   circuit_open: Type.Boolean({ description: 'true after 5 crashes in 10 minutes: no more restarts until reset' }),
@@ -79,6 +89,8 @@ export const ServiceList = Type.Array(Service);
 
 export const ServiceIdParams = Type.Object({ serviceID: Type.String({ minLength: 1, maxLength: 64 }) });
 export const RenameServiceRequest = Type.Object({ name: ServiceName }, { additionalProperties: false });
+export const ScaleServiceRequest = Type.Object({ replicas: Replicas }, { additionalProperties: false });
+export type ScaleServiceRequest = Static<typeof ScaleServiceRequest>;
 
 export const ServiceListQuery = Type.Object({
   limit: pageLimit(PAGE_LIMIT_DEFAULT),
@@ -89,7 +101,7 @@ export const Deployment = Type.Object({
   id: Type.String(),
   service_id: Type.String(),
   status: Type.String({ description: 'pending, running, succeeded, failed or cancelled' }),
-  reason: Type.String({ description: 'create, start, restart, redeploy, reset, crash, build' }),
+  reason: Type.String({ description: 'create, start, restart, redeploy, reset, crash, build, scale (beyond the spec), resume or reconcile (by svc itself)' }),
   image: Type.String(),
   build_id: Type.Union([Type.String(), Type.Null()], { description: 'the build that produced the image (reason build)' }),
   last_error: Type.Union([Type.String(), Type.Null()]),

@@ -58,6 +58,23 @@ eachStore((kind) => {
       assert.equal((await a.client.deployments(s.id))[0]?.status, 'succeeded');
     });
 
+    test('replicas (beyond the spec): 1 by default; above 1 refused on a single engine with nothing made or deployed', async () => {
+      const a = await newTenant(t);
+      const refused = (err: { status?: number; message?: string }) => err.status === 400 && /replicas above 1 need a cluster \(svcd --runtime swarm\)/.test(err.message ?? '');
+      await assert.rejects(a.client.createService({ name: 'many', image: SERVING, replicas: 2 }), refused);
+      assert.deepEqual(await a.client.listServices(), []);
+      const s = await a.client.createService({ name: 'one', image: SERVING, replicas: 1 });
+      assert.equal(s.replicas, 1);
+      assert.equal((await settled(a, s.id)).status, 'running');
+      await assert.rejects(a.client.scaleService(s.id, 3), refused);
+      const same = await a.client.scaleService(s.id, 1);
+      assert.equal(same.deployment, null, 'the count it has: nothing to deploy');
+      assert.equal((await a.client.deployments(s.id)).length, 1);
+      // The schema's bounds.
+      for (const bad of [0, 11]) await assert.rejects(a.client.scaleService(s.id, bad), (err: { status?: number }) => err.status === 400, String(bad));
+      assert.equal((await a.client.service(s.id)).replicas, 1);
+    });
+
     test('a workload that exits before it is ready fails the deployment with its output, and leaves nothing', async () => {
       const a = await newTenant(t);
       const s = await a.client.createService({ name: 'quitter', image: EXITING, port: 8000 });

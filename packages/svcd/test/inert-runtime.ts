@@ -28,7 +28,7 @@ export function inertRuntime(): Runtime {
     removeVolume: async () => {},
     removeImage: async () => {},
     removeRepository: async () => {},
-    capabilities: async () => ({ sandbox: false, warmPool: false, agent: false, addressable: true, allocatedPorts: false, setAside: true }),
+    capabilities: async () => ({ sandbox: false, warmPool: false, agent: false, addressable: true, allocatedPorts: false, setAside: true, replicas: false }),
     // A workload with a port "exits" before it is ready; one without (an environment) runs.
     apply: async ({ spec }) => {
       const ref = `inert-${++started}`;

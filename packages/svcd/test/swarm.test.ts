@@ -460,6 +460,122 @@ describe('svcd on a Docker Swarm of three engines', () => {
     }
   });
 
+  test("replicas: a task on each worker, on the service's port; the proxy balances them; a killed replica or a drained node's costs no request; each counts against the quota; scaled in place", async () => {
+    const operator = new SvcClient({ baseUrl: t.url, adminToken: ADMIN_TOKEN });
+    const { client } = await newTenant(t);
+    // A server that answers every connection and logs each request (busybox httpd drops a few under load: images.ts).
+    const s = await client.createService({ name: 'replicated', image: RESPONDER_IMAGE, replicas: 2 });
+    assert.equal(s.replicas, 2);
+    // Each replica is a service share of the tenant's quota (5 by default): 2 + 4 is past it, refused with nothing made.
+    const quota = (err: { status?: number; message?: string }) => err.status === 409 && /quota exceeded: the replicas of the tenant's services would take 6 service shares/.test(err.message ?? '');
+    await assert.rejects(client.createService({ name: 'too-many', image: RESPONDER_IMAGE, replicas: 4 }), quota);
+    assert.deepEqual((await client.listServices()).map((x) => x.name), ['replicated']);
+    const routes = async () => (await t.deps.store.services.findAny(s.id))?.upstream?.split(',') ?? [];
+    let last = '';
+    await waitFor('both replicas running and routed', async () => {
+      const now = await client.service(s.id);
+      const routed = await routes();
+      last = `${now.status} ${now.last_error ?? ''} ${routed.join(',')}`;
+      return now.status === 'running' && routed.length === 2 ? true : undefined;
+    }, 90_000).catch((err: unknown) => assert.fail(`${String(err)} (last seen ${last})`));
+    // One Swarm service of two replicas, at most one a node, each on the service's own port.
+    const allocated = (await t.deps.store.services.findAny(s.id))?.published_port ?? assert.fail('no port allocated');
+    const [service] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })) as Array<{ ID: string; Spec: { Mode?: { Replicated?: { Replicas?: number } }; TaskTemplate?: { Placement?: { MaxReplicas?: number } } } }>;
+    assert.ok(service);
+    assert.equal(service.Spec.Mode?.Replicated?.Replicas, 2);
+    assert.equal(service.Spec.TaskTemplate?.Placement?.MaxReplicas, 1);
+    const running = async () => (await tasksOf(service.ID)).filter((x) => x.Status.State === 'running' && x.DesiredState === 'running');
+    const tasks = await running();
+    assert.equal(new Set(tasks.map((x) => x.NodeID)).size, 2, 'on two nodes');
+    for (const x of tasks) assert.equal(x.Status.PortStatus?.Ports?.[0]?.PublishedPort, allocated);
+    const host = new URL((await client.service(s.id)).url ?? assert.fail('no url')).host;
+
+    // The proxy balances them: requests reach each replica (its own access log has them).
+    for (let i = 0; i < 30; i++) assert.equal((await viaProxy(proxyPort, host, `/balanced-${String(i)}`)).status, 200);
+    const nodesById = new Map(((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).map((n) => [n.ID, n.Description.Hostname]));
+    for (const x of tasks) {
+      const node = lab.nodes.find((n) => n.name === nodesById.get(x.NodeID)) ?? assert.fail('a task on no lab node');
+      const log = (await node.engine.getContainer(x.Status.ContainerStatus?.ContainerID ?? '').logs({ stdout: true, stderr: true })).toString();
+      assert.match(log, /\/balanced-\d+/, `the replica on ${node.name} took none of 30 requests`);
+    }
+
+    /** Requests back to back through the proxy while `during` runs (and a second after): every one answered 200. */
+    const underLoad = async (what: string, during: () => Promise<void>, settle: () => Promise<void> = () => Promise.resolve()) => {
+      const answers: string[] = [];
+      const loading = { on: true };
+      const load = (async () => {
+        while (loading.on) answers.push(await viaProxy(proxyPort, host, '/').then((r) => String(r.status), (err: unknown) => String(err)));
+      })();
+      try {
+        await during();
+        await new Promise((r) => setTimeout(r, 1_000));
+      } finally {
+        loading.on = false;
+        await load;
+        await settle();
+      }
+      const failed = answers.filter((x) => x !== '200');
+      assert.deepEqual(failed, [], `${String(failed.length)} of ${String(answers.length)} requests failed while ${what}`);
+      assert.ok(answers.length >= 10, `only ${String(answers.length)} requests were made`);
+      process.stderr.write(`swarm: ${what}: ${String(answers.length)} requests, none failed\n`);
+    };
+
+    // A replica killed: the crash is counted, the service keeps running on the other one (no
+    // redeploy), and Swarm runs it again. Until svcd's next look, the route still names the dead
+    // replica: a request sent there is tried on the other one.
+    const victim = tasks[1] ?? assert.fail('no second task');
+    const victimNode = lab.nodes.find((n) => n.name === nodesById.get(victim.NodeID)) ?? assert.fail('a task on no lab node');
+    await underLoad('a replica was killed', async () => {
+      await victimNode.engine.getContainer(victim.Status.ContainerStatus?.ContainerID ?? '').kill();
+      await waitFor('the crash counted', async () => ((await client.service(s.id)).crash_count === 1 ? true : undefined), 60_000);
+      await waitFor('both replicas running and routed again', async () => ((await routes()).length === 2 && (await running()).length === 2 ? true : undefined), 90_000);
+    });
+    const afterCrash = await client.service(s.id);
+    assert.equal(afterCrash.status, 'running');
+    assert.match(afterCrash.last_error ?? '', /a replica exited with code 137 \(crash 1 of 5 allowed in 10 minutes\); the others serve while it starts again/);
+    assert.equal((await client.deployments(s.id)).length, 1, 'no redeploy: the other replica served throughout');
+
+    // A node drained: its replica stops (the other waits for a node of its own) and leaves the route.
+    const drainedNode = nodesById.get(tasks[0]?.NodeID ?? '') ?? assert.fail('no node');
+    await underLoad(
+      "a replica's node was drained",
+      async () => {
+        await operator.setClusterNodeAvailability(drainedNode, 'drain');
+        await waitFor('one replica routed', async () => ((await routes()).length === 1 && (await running()).length === 1 ? true : undefined), 60_000);
+      },
+      async () => {
+        await operator.setClusterNodeAvailability(drainedNode, 'active');
+      },
+    );
+    // Back: the waiting replica runs there again, passes the health check, and is routed.
+    await waitFor('both replicas routed again', async () => ((await routes()).length === 2 ? true : undefined), 90_000);
+
+    // Scaled in place: a deployment (reason scale) that changes the count of the same Swarm
+    // service; the replica that stays keeps running (no task replaced), and the route follows.
+    const swarmService = async () => ((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${s.id}`] } })) as Array<{ ID: string; Spec: { Mode?: { Replicated?: { Replicas?: number } } } }>)[0];
+    const scaledTo = async (n: number) => {
+      const scaled = await client.scaleService(s.id, n);
+      assert.equal(scaled.deployment?.reason, 'scale');
+      assert.equal(scaled.service.replicas, n);
+      await waitFor(`${String(n)} replicas, running and routed`, async () => {
+        const now = await client.service(s.id);
+        const after = await swarmService();
+        return now.status === 'running' && after?.Spec.Mode?.Replicated?.Replicas === n && (await routes()).length === n && (await running()).length === n ? true : undefined;
+      }, 90_000);
+      assert.equal((await client.deployments(s.id))[0]?.status, 'succeeded');
+      assert.equal((await swarmService())?.ID, service.ID, 'the same Swarm service');
+    };
+    const containers = async () => (await running()).map((x) => x.Status.ContainerStatus?.ContainerID ?? '');
+    const two = await containers();
+    await scaledTo(1);
+    const one = await containers();
+    assert.ok(one.length === 1 && two.includes(one[0] ?? ''), 'the replica that stays is one that ran');
+    await scaledTo(2);
+    assert.ok((await containers()).includes(one[0] ?? ''), 'scaled up, the replica that ran still runs');
+    assert.equal((await viaProxy(proxyPort, host, '/')).status, 200);
+    await client.deleteService(s.id);
+  });
+
   test("svc-init on every node, a file of its hash (which the node's label names) in the nodes' svc-init volume: a damaged copy is put back by the next pass", async () => {
     const node = lab.nodes[0] ?? assert.fail('no lab node');
     const list = (await lab.manager.engine.listNodes()) as Array<{ Description: { Hostname: string }; Spec: { Labels?: Record<string, string> } }>;

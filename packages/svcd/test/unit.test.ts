@@ -15,7 +15,7 @@ import { KeyCache } from '../src/auth/key-cache.js';
 import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-format.js';
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
-import { buildCaddyConfig, type RouteTarget } from '../src/proxy/caddy-config.js';
+import { buildCaddyConfig, joinUpstreams, splitUpstreams, type RouteTarget } from '../src/proxy/caddy-config.js';
 import { RouteAnswers, STALE_AFTER_MS, answerQuery } from '../src/proxy/route-answers.js';
 import { Resolver } from 'node:dns/promises';
 import { request as httpRequest } from 'node:http';
@@ -586,6 +586,42 @@ describe("routes that follow their workloads without a configuration load", () =
     assert.equal(rcode(stopped), 0, 'NOERROR');
     assert.equal(stopped.answers?.length, 0);
     assert.equal(rcode(ask('svc-zzz.svc-upstream', 'A')), 3, 'NXDOMAIN');
+  });
+  test("a service's replicas: every one's address in the answer, and Caddy balances them, trying another when one refuses the connection", () => {
+    const upstream = joinUpstreams([
+      { host: '10.1.0.5', port: 30001 },
+      { host: '10.1.0.6', port: 30001 },
+      { host: 'fd00::7', port: 30001 },
+    ]);
+    assert.equal(upstream, '10.1.0.5:30001,10.1.0.6:30001,[fd00::7]:30001');
+    assert.deepEqual(splitUpstreams(upstream), [
+      { host: '10.1.0.5', port: 30001 },
+      { host: '10.1.0.6', port: 30001 },
+      { host: 'fd00::7', port: 30001 },
+    ]);
+    assert.equal(joinUpstreams([]), null);
+    const replicated = { ...target(upstream), port: 30001, replicas: 3 };
+    const query = (type: 'A' | 'AAAA') => dnsPacket.decode(dnsPacket.encode({ type: 'query', id: 7, questions: [{ type, name: 'svc-a.svc-upstream', class: 'IN' }] }));
+    const answered = (type: 'A' | 'AAAA') => (dnsPacket.decode(dnsPacket.encode(answerQuery(query(type), () => replicated))).answers ?? []).map((x) => ('data' in x ? x.data : null));
+    assert.deepEqual(answered('A'), ['10.1.0.5', '10.1.0.6']);
+    assert.deepEqual(answered('AAAA'), ['fd00::7']);
+
+    type Handler = { handler: string; load_balancing?: { try_duration?: string }; health_checks?: unknown; upstreams?: Array<{ dial: string }>; dynamic_upstreams?: unknown };
+    const handlerOf = (t: RouteTarget): Handler => {
+      const { config } = buildCaddyConfig({ adminListen: 'unix//x.sock', answers: { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' }, listen: '0.0.0.0:8080', targets: [t] });
+      const servers = (config.apps as { http: { servers: Record<string, { routes: Array<{ handle: Handler[] }> }> } }).http.servers;
+      const handler = servers.svc?.routes[0]?.handle[0];
+      assert.ok(handler);
+      return handler;
+    };
+    const balanced = handlerOf(replicated);
+    assert.equal(balanced.load_balancing?.try_duration, '3s');
+    assert.ok(balanced.health_checks, 'a replica that failed is left out for a while');
+    assert.ok(balanced.dynamic_upstreams, "the addresses are svcd's answers, not the configuration");
+    const single = handlerOf({ ...target('10.1.0.5:8000'), replicas: 1 });
+    assert.equal(single.load_balancing, undefined, 'one replica: a refused connection fails at once, as before (the page says why)');
+    // Addresses no A record can carry are named in the configuration, every one of them.
+    assert.deepEqual(handlerOf({ ...target('node-a:30001,node-b:30001'), port: 30001, replicas: 2 }).upstreams, [{ dial: 'node-a:30001' }, { dial: 'node-b:30001' }]);
   });
 });
 

@@ -93,17 +93,18 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
     .option('--env <KEY=VALUE...>', 'environment variables')
     .option('--health-path <path>', 'ready once GET <path> on its port answers 2xx or 3xx (default: once the port accepts a connection)')
     .option('--from-snapshot <snapshotID>', 'copy image, port, env and health check from a snapshot')
+    .option('--replicas <n>', 'how many copies run, load-balanced (default 1; above 1 on a swarm only)', integer)
     .option('--wait', 'wait until it runs (or fails), telling its progress')
     .action(
-      action(out, async (name: string, o: { image?: string; port?: number; env?: string[]; healthPath?: string; fromSnapshot?: string; wait?: boolean }) => {
+      action(out, async (name: string, o: { image?: string; port?: number; env?: string[]; healthPath?: string; fromSnapshot?: string; replicas?: number; wait?: boolean }) => {
         const c = client();
         if (o.fromSnapshot && [o.image, o.port, o.env, o.healthPath].some((given) => given !== undefined)) {
           throw new CommandFailed('--from-snapshot takes the image, port, env and health check from the snapshot: leave out --image, --port, --env and --health-path');
         }
         const healthCheck = o.healthPath === undefined ? undefined : { type: 'http' as const, path: o.healthPath };
         const created = o.fromSnapshot
-          ? await c.serviceFromSnapshot(o.fromSnapshot, name)
-          : await c.createService({ name, image: o.image, port: o.port, env: o.env ? keyValues(o.env) : undefined, health_check: healthCheck });
+          ? await c.serviceFromSnapshot(o.fromSnapshot, name, o.replicas)
+          : await c.createService({ name, image: o.image, port: o.port, env: o.env ? keyValues(o.env) : undefined, health_check: healthCheck, replicas: o.replicas });
         return o.wait && created.status === 'deploying' ? settled(out, () => c.service(created.id)) : created;
       }),
     );
@@ -128,6 +129,17 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
         }),
       );
   }
+  services
+    .command('scale <serviceID> <replicas>')
+    .description('set how many copies of the service run (a running service is deployed again with the new count)')
+    .option('--wait', 'wait until the deployment it starts is done')
+    .action(
+      action(out, async (id: string, replicas: string, o: { wait?: boolean }) => {
+        const c = client();
+        const r = await c.scaleService(id, integer(replicas));
+        return o.wait && r.service.status === 'deploying' ? settled(out, () => c.service(id)) : r;
+      }),
+    );
   services.command('deployments <serviceID>').description("the service's deployments, newest first").action(action(out, (id: string) => client().deployments(id)));
   services
     .command('cancel-deployment <serviceID> <deploymentID>').description('cancel a deployment that has not finished')

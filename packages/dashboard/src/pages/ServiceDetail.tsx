@@ -55,6 +55,8 @@ export function ServiceDetail({ id }: { id: string }) {
           <dd>
             <code>{s.image === '' ? 'waiting for its first build' : s.image}</code> on port {s.port}
           </dd>
+          <dt>Replicas</dt>
+          <dd>{s.replicas}</dd>
           <dt>Crashes</dt>
           <dd>
             {s.crash_count} in the last 10 minutes{s.last_crash_at ? <>, last <Ago unix={s.last_crash_at} /></> : null}

@@ -39,6 +39,7 @@ export const OPERATION_IDS: Record<string, string> = {
   'POST /v1/services/{serviceID}/stop': 'stopService',
   'POST /v1/services/{serviceID}/restart': 'restartService',
   'POST /v1/services/{serviceID}/redeploy': 'redeployService',
+  'POST /v1/services/{serviceID}/scale': 'scaleService',
   'POST /v1/services/{serviceID}/reset': 'resetService',
   'GET /v1/services/{serviceID}/logs': 'getServiceLogs',
   'GET /v1/services/{serviceID}/metrics': 'getServiceMetrics',

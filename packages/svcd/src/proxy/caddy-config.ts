@@ -38,8 +38,13 @@ export interface RouteTarget {
    * and moves to HTTPS once HTTPS can answer.
    */
   awaitingCertificate?: string[];
-  /** host:port where its workload answers (a container on its tenant network, a node's published port), when it runs. */
+  /**
+   * host:port where its workload answers (a container on its tenant network, a node's published
+   * port), when it runs; several, comma-separated, for a service's replicas (joinUpstreams).
+   */
   upstream: string | null;
+  /** More than one: the route balances its replicas, and a request that finds one gone is tried on another. */
+  replicas?: number;
   /**
    * The port it answers on when it runs. The configuration names this port and the route's DNS
    * name, not the address: a workload that moves is an answer of svcd's, not a load.
@@ -91,8 +96,8 @@ const NOT_FOUND = { handler: 'static_response', status_code: 404, body: 'No serv
  */
 function upstreamsOf(t: RouteTarget, answers: RouteAnswerAddresses): Record<string, unknown> {
   if (t.upstream !== null) {
-    const { host, port } = splitUpstream(t.upstream);
-    if (isIP(host) === 0 || port !== t.port) return { upstreams: [{ dial: t.upstream }] };
+    const list = splitUpstreams(t.upstream);
+    if (list.some(({ host, port }) => isIP(host) === 0 || port !== t.port)) return { upstreams: list.map((a) => ({ dial: joinUpstreams([a]) })) };
   }
   return {
     dynamic_upstreams: {
@@ -104,6 +109,28 @@ function upstreamsOf(t: RouteTarget, answers: RouteAnswerAddresses): Record<stri
       resolver: { addresses: [answers.resolver] },
     },
   };
+}
+
+/**
+ * Balancing of a route's replicas (Caddy picks one at random for each request): a request whose
+ * replica does not take the connection (stopped, moved, its node gone, before svcd's next look
+ * at the tasks) is tried on another for up to this long, and that replica is left out for a while.
+ * A connection refused is safe to try again: nothing of the request reached the workload.
+ */
+const REPLICA_BALANCING = {
+  load_balancing: { selection_policy: { policy: 'random' }, try_duration: '3s', try_interval: '250ms' },
+  health_checks: { passive: { fail_duration: '5s', max_fails: 1 } },
+};
+
+/** Several workloads in one upstream (a service's replicas): `host:port,host:port`, IPv6 hosts in brackets; null for none. */
+export function joinUpstreams(list: ReadonlyArray<{ host: string; port: number }>): string | null {
+  if (list.length === 0) return null;
+  return list.map(({ host, port }) => `${isIP(host) === 6 ? `[${host}]` : host}:${String(port)}`).join(',');
+}
+
+/** The workloads of an upstream (joinUpstreams), in its order. */
+export function splitUpstreams(upstream: string): Array<{ host: string; port: number }> {
+  return upstream.split(',').map(splitUpstream);
 }
 
 /** The parts of an upstream's `host:port` (an IPv6 literal in brackets loses them). */
@@ -125,6 +152,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
       {
         handler: 'reverse_proxy',
         ...upstreamsOf(t, input.answers),
+        ...((t.replicas ?? 1) > 1 ? REPLICA_BALANCING : {}),
         // The client's address, for the upstream's logs and for svcd's own per-client limits
         // (api.<base-domain>: svcd takes X-Real-Ip from a loopback peer only, api/client-ip.ts).
         headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } },

@@ -17,7 +17,7 @@ import { RouteAnswers } from './route-answers.js';
 import { CertificateErrors, type CertificateFailure } from './certificate-errors.js';
 import { TlsAskServer, type CertificateOrderClaims } from './tls-ask.js';
 
-export { buildCaddyConfig, routeId, splitUpstream, type RouteTarget } from './caddy-config.js';
+export { buildCaddyConfig, joinUpstreams, routeId, splitUpstream, splitUpstreams, type RouteTarget } from './caddy-config.js';
 export { ROUTE_FOLLOW_MS } from './route-answers.js';
 export type { CertificateOrderClaims } from './tls-ask.js';
 

@@ -26,7 +26,7 @@ import { isIP, type AddressInfo } from 'node:net';
 import dnsPacket, { type Answer, type Packet } from 'dns-packet';
 import type { Logger } from 'pino';
 import type { Clock, TimerHandle, Timers } from '../clock.js';
-import { ERROR_STATUS_HEADER, UPSTREAM_REFRESH_S, splitUpstream, upstreamName, type RouteAnswerAddresses, type RouteTarget } from './caddy-config.js';
+import { ERROR_STATUS_HEADER, UPSTREAM_REFRESH_S, splitUpstreams, upstreamName, type RouteAnswerAddresses, type RouteTarget } from './caddy-config.js';
 
 /** How often the routes are read from the store for the answers: a change made by another svcd is answered within this (and the read). */
 export const SNAPSHOT_EVERY_MS = 500;
@@ -83,12 +83,13 @@ export function answerQuery(query: Packet, routeOf: (name: string) => RouteTarge
   const target = routeOf(question.name.toLowerCase().replace(/\.?$/, '.'));
   // A name svc does not route: no such name (Caddy answers 503, as for a stopped workload).
   if (!target) return { ...reply, flags: flags | RCODE_NXDOMAIN };
-  const host = target.upstream === null ? null : splitUpstream(target.upstream).host;
-  const family = host === null ? 0 : isIP(host);
-  const answers: Answer[] = [];
-  if (host !== null && ((question.type === 'A' && family === 4) || (question.type === 'AAAA' && family === 6))) {
-    answers.push({ type: question.type, name: question.name, class: 'IN', ttl: UPSTREAM_REFRESH_S, data: host });
-  }
+  const type = question.type;
+  if (type !== 'A' && type !== 'AAAA') return reply;
+  // Every replica's address (Caddy balances among them), of the family asked.
+  const hosts = target.upstream === null ? [] : splitUpstreams(target.upstream).map((a) => a.host);
+  const answers = hosts
+    .filter((host) => isIP(host) === (type === 'A' ? 4 : 6))
+    .map((host): Answer => ({ type, name: question.name, class: 'IN', ttl: UPSTREAM_REFRESH_S, data: host }));
   return { ...reply, answers };
 }
 

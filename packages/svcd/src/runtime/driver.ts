@@ -70,6 +70,11 @@ export interface WorkloadSpec {
    * NodeUnavailableError before anything is removed. A single engine has one node: nothing to pin.
    */
   placement?: { node: string | null; holdsData: boolean };
+  /**
+   * How many copies run (a service, on a driver with capability `replicas`; 1 when absent). apply
+   * resolves once one of them is ready; the others join as the driver runs them (WorkloadInfo.addresses).
+   */
+  replicas?: number;
 }
 
 export type WorkloadState = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
@@ -86,6 +91,11 @@ export interface WorkloadInfo {
    * svcd and the proxy reach it instead of at the spec's port.
    */
   address: { host: string; port: number; published?: boolean } | null;
+  /**
+   * Every running copy's address (a workload of several replicas: one per node on a swarm, all on
+   * the same published port), `address` first; absent where there is one copy at most.
+   */
+  addresses?: Array<{ host: string; port: number }>;
   /** When it last stopped (ms), if it ever did; inspect only. */
   finishedAtMs?: number | null;
 }
@@ -213,6 +223,8 @@ export interface DriverCapabilities {
    * share); with no other node that can run it, apply removes the old one first instead.
    */
   setAside: boolean;
+  /** A workload can run as several copies (`WorkloadSpec.replicas`): a cluster, a copy per node. */
+  replicas: boolean;
 }
 
 export interface WorkloadDriver {
@@ -248,6 +260,13 @@ export interface WorkloadDriver {
   logs(ref: string, opts: LogOptions): Promise<NodeJS.ReadableStream>;
   /** One reading of a running workload's counters (one-shot); null when it is gone. */
   stats(ref: string): Promise<WorkloadStats | null>;
+  /**
+   * Drivers with capability `replicas`: runs this many copies of a running workload as it is (its
+   * copies that run keep running), and resolves true once that many run, or after `timeoutMs`
+   * with as many as do then; false, having changed nothing, where it cannot without replacing
+   * what runs (the caller applies the workload anew).
+   */
+  scale?(ref: string, replicas: number, timeoutMs: number): Promise<boolean>;
   /** Hands a warm-pool workload to a tenant (its network); returns its address there. */
   assign(ref: string, tenantId: string): Promise<string | null>;
 }

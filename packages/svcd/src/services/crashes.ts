@@ -210,6 +210,18 @@ export class CrashHandler {
       this.deps.routesChanged();
       return;
     }
+    // One replica of several while others still serve: counted, and the service keeps running on
+    // them. The driver runs that replica again itself (Swarm's restart policy), and its route
+    // follows (deployer.ts, check): a redeploy would stop the replicas that serve.
+    if (s.replicas > 1 && (await this.deps.runtime.inspect(exit.id))?.state === 'running') {
+      await this.deps.store.transaction(async (tx) => {
+        if ((await tx.workloads.find('service', s.id))?.generation !== w.generation) return;
+        const error = `a replica exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); the others serve while it starts again`;
+        await tx.services.update(s.id, { ...crash, last_error: error });
+        await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
+      });
+      return;
+    }
     const delay = restartDelayMs(next.crash_count, (this.deps.backoffBaseMs ?? BACKOFF_BASE_MS));
     await this.deps.store.transaction(async (tx) => {
       const retryAtMs = this.deps.clock.now() + delay;

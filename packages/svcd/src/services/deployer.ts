@@ -11,13 +11,14 @@
 // as interrupted and requests a new one.
 import { pause, type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import { LABELS, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, tcpAccepts, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type WorkloadRow } from '../store/index.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { timeOrderedId } from '../ids.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { Superseded, setAsideOf, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from './images.js';
+import { joinUpstreams, splitUpstreams } from '../proxy/caddy.js';
 import { healthCheckOf, readinessOf } from './health-checks.js';
 import type { Platform } from '../platform.js';
 
@@ -192,6 +193,8 @@ export class Deployer implements WorkloadRules {
     const timer = this.deps.timers.setTimeout(() => deadline.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)), deadlineMs);
     let rolling = false;
     try {
+      const scaled = await this.scaleInPlace(dep, service);
+      if (scaled) return scaled;
       rolling = (await this.capabilities()).setAside;
       const applied = await this.deploy(dep, service, rolling, AbortSignal.any([signal, deadline.signal]));
       if (rolling) await this.takeOver(service, applied, signal, fenced);
@@ -213,6 +216,26 @@ export class Deployer implements WorkloadRules {
     } finally {
       timer.cancel();
     }
+  }
+
+  /**
+   * A scale of a service that runs what its last deployment deployed: its replicas changed in
+   * place where the driver can (Swarm), the running ones left alone; null to deploy it anew (one
+   * engine, a service not running, one whose running workload is not its last good deployment's).
+   * Resolves once the new count runs (or after the readiness limit); a new replica joins the
+   * route once it passes the health check (check), and the route names one that runs now.
+   */
+  private async scaleInPlace(dep: DeploymentRow, service: ServiceRow): Promise<Applied | null> {
+    const { runtime } = this.deps;
+    if (dep.reason !== 'scale' || service.container_id === null || !runtime.scale || !(await this.capabilities()).replicas) return null;
+    const before = await runtime.inspect(service.container_id);
+    const ranBy = before?.labels[LABELS.deployment];
+    const ran = ranBy ? await this.deps.store.deployments.find(ranBy) : undefined;
+    if (before?.state !== 'running' || ran?.status !== 'succeeded' || ran.image !== dep.image) return null;
+    if (!(await runtime.scale(before.id, service.replicas, this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS))) return null;
+    const after = await runtime.inspect(before.id);
+    if (after?.state !== 'running' || !after.address) throw new Error('no replica of the service runs after it was scaled');
+    return { ref: after.id, endpoint: { host: after.address.host, port: after.address.port } };
   }
 
   /**
@@ -313,10 +336,30 @@ export class Deployer implements WorkloadRules {
     } else if (info.state === 'exited' || info.state === 'dead') {
       await this.deps.crashes.handleExit({ id: info.id, labels: info.labels, exitCode: info.exitCode });
     } else if (info.state === 'running' && info.address?.published && s.status === 'running') {
-      // The driver moved it (Swarm rescheduled its task to another node): the route follows.
-      const upstream = `${info.address.host}:${String(info.address.port)}`;
-      if (s.upstream !== upstream) await this.routeMoved(s, w, upstream);
+      // The driver moved it (Swarm rescheduled its task to another node), or ran another of its
+      // replicas, or one of them stopped: the route follows.
+      const upstream = await this.routedCopies(s, info.addresses ?? [info.address]);
+      if (upstream !== null && s.upstream !== upstream) await this.routeMoved(s, w, upstream);
     }
+  }
+
+  /**
+   * The route of a service's running copies: those routed already stay, one not routed yet joins
+   * once it passes the service's health check (one try now, another at the next look), one no
+   * longer running leaves. Null while none is to be routed: the route is left as it was.
+   */
+  private async routedCopies(s: ServiceRow, running: ReadonlyArray<{ host: string; port: number }>): Promise<string | null> {
+    const routed = new Set(s.upstream === null ? [] : splitUpstreams(s.upstream).map((a) => joinUpstreams([a])));
+    const check = readinessOf(healthCheckOf(s.health_check), 0);
+    const passes = async (a: { host: string; port: number }): Promise<boolean> => {
+      if (!check.probe) return tcpAccepts(a.host, a.port);
+      return check.probe({ host: a.host, port: a.port }).then(
+        () => true,
+        () => false,
+      );
+    };
+    const kept = await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await passes(a)) ? [a] : [])));
+    return joinUpstreams(kept.flat());
   }
 
   /** The service's route, to where its running workload answers now (unless it changed meanwhile). */
@@ -399,6 +442,7 @@ export class Deployer implements WorkloadRules {
         limits: workloadLimits(tenant),
         sandbox: await this.deps.sandbox.use(),
         tenantCode: true,
+        ...(service.replicas > 1 ? { replicas: service.replicas } : {}),
       },
       // Rolling: what runs is set aside and serves until the new one took over (takeOver).
       // Otherwise whatever ran before goes first, including a container an interrupted deploy left.

@@ -57,6 +57,7 @@ export function routeTargets(rows: ServiceRow[], o: RoutingOptions, domains: rea
       // Between a swarm's redeploy removing the old task and the new one running it leads
       // nowhere: the request fails and the page says the service is deploying.
       upstream: s.upstream,
+      replicas: s.replicas,
       // A swarm publishes it on its allocated port on every node; the engine's at the service's own.
       port: s.published_port ?? s.port,
     };

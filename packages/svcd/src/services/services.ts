@@ -64,6 +64,13 @@ export interface ServicesDeps extends ServicesOptions, Pick<Platform, 'store' | 
   ports: Pick<Deployer, 'assertPortLeft'>;
 }
 
+/** A tenant's services and their replicas together take at most max_services shares of its memory and CPU quota. */
+function assertShares(maxServices: number, shares: number): void {
+  if (shares > maxServices) {
+    throw new QuotaExceededError(`the replicas of the tenant's services would take ${shares} service shares of its memory and CPU quota; it has ${maxServices} (max_services)`);
+  }
+}
+
 export class Services implements TenantResources, DiskOverrunHalt {
   constructor(private readonly deps: ServicesDeps) {}
 
@@ -77,6 +84,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
       url: serviceUrl(s, this.deps),
       dns_label: s.dns_label,
       health_check: healthCheckOf(s.health_check),
+      replicas: s.replicas,
       last_error: s.last_error,
       crash_count: s.crash_count,
       circuit_open: s.circuit_open_at !== null,
@@ -89,10 +97,10 @@ export class Services implements TenantResources, DiskOverrunHalt {
   /** A service from a snapshot: the snapshot gives image, port and env; the body only the name. */
   async createFromSnapshot(tenantId: string, snapshotId: string, req: CreateServiceRequest): Promise<Service> {
     if (req.image !== undefined || req.port !== undefined || req.env !== undefined || req.health_check !== undefined || req.await_build !== undefined) {
-      throw new ValidationError('with from_snapshot, the body takes only name: image, port, env and health_check come from the snapshot (and await_build has no place there)');
+      throw new ValidationError('with from_snapshot, the body takes only name and replicas: image, port, env and health_check come from the snapshot (and await_build has no place there)');
     }
     const c = await this.deps.snapshots.contents(tenantId, snapshotId);
-    return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env, health_check: c.healthCheck });
+    return this.create(tenantId, { name: req.name, image: c.image, port: c.port, env: c.env, health_check: c.healthCheck, ...(req.replicas === undefined ? {} : { replicas: req.replicas }) });
   }
 
   async create(tenantId: string, req: CreateServiceRequest): Promise<Service> {
@@ -109,6 +117,8 @@ export class Services implements TenantResources, DiskOverrunHalt {
     if (name === '') throw new ValidationError('body: name must not be blank');
     const port = req.port === undefined || req.port === 0 ? DEFAULT_SERVICE_PORT : req.port;
     const healthCheck = storedHealthCheck(req.health_check);
+    const replicas = req.replicas ?? 1;
+    await this.assertReplicasOffered(replicas);
     await this.deps.disk.assertRoom(tenantId);
     await this.deps.ports.assertPortLeft();
     const env = req.env ?? {};
@@ -123,6 +133,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
         if ((await tx.services.count(tenantId)) >= tenant.max_services) {
           throw new QuotaExceededError(`maximum services reached (${tenant.max_services})`);
         }
+        assertShares(tenant.max_services, (await tx.services.shares(tenantId)) + replicas);
         if (Object.keys(env).length > tenant.max_env_vars_per_service) {
           throw new QuotaExceededError(`maximum environment variables per service is ${tenant.max_env_vars_per_service}`);
         }
@@ -144,6 +155,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
           last_crash_at: null,
           circuit_open_at: null,
           health_check: healthCheck,
+          replicas,
           created_at: now,
           updated_at: now,
         });
@@ -197,6 +209,42 @@ export class Services implements TenantResources, DiskOverrunHalt {
       throw err;
     }
     return this.get(tenantId, id);
+  }
+
+  /**
+   * Sets how many copies of the service run (beyond the spec). A service that is to run is
+   * deployed again with the new count (rolling where the cluster has room beside what runs); a
+   * stopped one, or one whose circuit is open, keeps the count for its next deployment.
+   */
+  async scale(tenantId: string, id: string, replicas: number): Promise<LifecycleResponse> {
+    await this.assertReplicasOffered(replicas);
+    const now = unixSeconds(this.deps.clock);
+    const dep = await this.deps.store.transaction(async (tx) => {
+      // Held to commit, as at create: concurrent scales and creates of this tenant count one after another.
+      await tx.tenants.lockForQuota(tenantId);
+      const tenant = await tx.tenants.findById(tenantId);
+      const s = await tx.services.find(tenantId, id);
+      if (!tenant || !s) throw new NotFoundError('service');
+      if (s.replicas === replicas) return null;
+      assertShares(tenant.max_services, (await tx.services.shares(tenantId)) - s.replicas + replicas);
+      const deploys = s.desired_state === 'running' && s.image !== NO_IMAGE && s.circuit_open_at === null;
+      const requested = deploys ? await requestDeployment(tx, this.deps, { tenantId, serviceId: id, image: s.image, reason: 'scale' }) : null;
+      await tx.services.update(id, { replicas, ...(requested ? { status: 'deploying' as const, last_error: null } : {}), updated_at: now });
+      await this.deps.activity.record(tx, { tenantId, action: 'service.scaled', resourceType: 'service', resourceId: id, serviceId: id, details: { from: s.replicas, to: replicas } });
+      return requested;
+    });
+    if (dep) {
+      this.deps.controller.kick();
+      this.deps.routesChanged?.();
+    }
+    return { service: await this.get(tenantId, id), deployment: dep ? deploymentView(dep) : null };
+  }
+
+  /** More than one replica only where the driver runs them (a cluster: a replica per node). */
+  private async assertReplicasOffered(replicas: number): Promise<void> {
+    if (replicas > 1 && !(await this.deps.runtime.capabilities()).replicas) {
+      throw new ValidationError('body: replicas above 1 need a cluster (svcd --runtime swarm); this installation runs one engine');
+    }
   }
 
   /** Deletes the record now; the controller removes the container (and the tenant's network when it was its last). */

@@ -123,6 +123,8 @@ export interface ServicesTable {
   published_port: number | null;
   /** Its health check as JSON (migration 0024); null: a TCP connect to its port. */
   health_check: string | null;
+  /** How many copies run (migration 0026): each takes one service share of the tenant's quota. */
+  replicas: Generated<number>;
   created_at: number;
   updated_at: number;
 }

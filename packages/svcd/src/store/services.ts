@@ -1,9 +1,9 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Updateable } from 'kysely';
 import type { Database, NewServiceRow, ServiceRow, ServicesTable } from './schema.js';
 import { atomically } from './atomically.js';
 import { HostNameStore } from './host-names.js';
 
-export type ServicePatch = Partial<Omit<ServicesTable, 'id' | 'tenant_id' | 'created_at'>>;
+export type ServicePatch = Omit<Updateable<ServicesTable>, 'id' | 'tenant_id' | 'created_at'>;
 
 /** Services, always scoped by tenant where a tenant asks. */
 export class ServiceStore {
@@ -84,6 +84,16 @@ export class ServiceStore {
       .where('tenant_id', '=', tenantId)
       .executeTakeFirstOrThrow();
     return Number(r.n);
+  }
+
+  /** The tenant's service shares taken: one per replica of each of its services. */
+  async shares(tenantId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('services')
+      .select((eb) => eb.fn.sum<number | string | null>('replicas').as('n'))
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirstOrThrow();
+    return Number(r.n ?? 0);
   }
 
   async update(id: string, patch: ServicePatch): Promise<void> {

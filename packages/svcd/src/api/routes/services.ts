@@ -11,6 +11,7 @@ import {
   LOG_TAIL_DEFAULT,
   LogsQuery,
   RenameServiceRequest,
+  ScaleServiceRequest,
   Service,
   ServiceIdParams,
   ServiceList,
@@ -115,6 +116,23 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
         async (request, reply) => reply.code(202).send(await services.deploy(tenantOf(request), request.params.serviceID, reason)),
       );
     }
+
+    app.post(
+      '/v1/services/:serviceID/scale',
+      {
+        config: key,
+        schema: {
+          summary: 'Sets how many replicas of the service run (beyond the spec)',
+          description:
+            "A service that is to run gets a new deployment (reason scale): in place where it runs what its last successful deployment deployed (the running replicas are left alone), else deployed anew; a stopped one keeps the count for its next start (deployment null), as does one whose crash circuit is open. Replicas above 1 need --runtime swarm (400 elsewhere); each takes one service share of the tenant's memory and CPU quota (409 `quota exceeded` past max_services). The proxy balances requests among the replicas that pass the service's health check.",
+          tags: ['services'],
+          params: ServiceIdParams,
+          body: ScaleServiceRequest,
+          response: { 202: LifecycleResponse, ...errors(...KEY_ROUTE_ERRORS, 404, 409) },
+        },
+      },
+      async (request, reply) => reply.code(202).send(await services.scale(tenantOf(request), request.params.serviceID, request.body.replicas)),
+    );
 
     app.post(
       '/v1/services/:serviceID/stop',

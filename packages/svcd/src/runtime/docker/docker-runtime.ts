@@ -477,7 +477,7 @@ export class DockerRuntime implements Runtime {
 
   async capabilities(): Promise<DriverCapabilities> {
     const info = await this.info();
-    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), warmPool: true, agent: this.tenantInit !== null, addressable: true, allocatedPorts: false, setAside: true };
+    return { sandbox: info.runtimes.includes(SANDBOX_RUNTIME), warmPool: true, agent: this.tenantInit !== null, addressable: true, allocatedPorts: false, setAside: true, replicas: false };
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), on the Docker Engine. */

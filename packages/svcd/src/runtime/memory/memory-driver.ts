@@ -109,7 +109,7 @@ export class MemoryDriver implements WorkloadDriver {
 
   capabilities(): Promise<DriverCapabilities> {
     // No agent: its exec is the driver's own.
-    return Promise.resolve({ sandbox: false, warmPool: true, agent: false, addressable: true, allocatedPorts: false, setAside: true });
+    return Promise.resolve({ sandbox: false, warmPool: true, agent: false, addressable: true, allocatedPorts: false, setAside: true, replicas: false });
   }
 
   /** The steps of apply in their one order (apply-sequence.ts), in memory. */

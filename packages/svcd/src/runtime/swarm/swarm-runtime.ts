@@ -6,7 +6,8 @@
 //
 // How a workload runs here:
 // - A tenant's network is an attachable overlay network (VXLAN), `tenant-<id>`.
-// - A workload is a Swarm service of one replica with svc's labels, hardened as far as a service
+// - A workload is a Swarm service of one replica (a service's `replicas`: that many, at most one
+//   a node, since each publishes the service's port on its node) with svc's labels, hardened as far as a service
 //   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
 //   runtime per service nor set no-new-privileges (Engine 20.10). So the sandbox is the nodes':
 //   a sandboxed workload runs only on nodes whose engine runs gVisor by default (labelled by
@@ -101,6 +102,8 @@ const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
  * cannot change, and a rolling redeploy's new service runs beside the old one under another.
  */
 const NAME_LABEL = 'svc.name';
+/** The replicas the spec asked for, kept on the Swarm service: a stop scales it to 0, a start back to this. */
+const REPLICAS_LABEL = 'svc.replicas';
 /** What Swarm answers for a service ID (25 lowercase letters and digits): svc's names have dashes. */
 const SWARM_ID = /^[0-9a-z]{25}$/;
 /** How long after a service is made its tasks may find its port still held by the task it replaced. */
@@ -257,7 +260,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   async capabilities(): Promise<DriverCapabilities> {
     const prepared = ((await this.docker.listNodes()) as SwarmNode[]).filter((n) => this.prepared(n));
     const sandbox = prepared.length > 0 && prepared.every((n) => this.sandboxed(n));
-    return { sandbox, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: true };
+    return { sandbox, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: true, replicas: true };
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
@@ -405,10 +408,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // built there), which also sets no-new-privileges for it: a service spec cannot (Engine 20.10).
     const init = spec.tenantCode ? this.o.tenantInit : undefined;
     const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate, `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`) : { entrypoint: spec.entrypoint, cmd: spec.cmd };
+    const replicas = spec.replicas ?? 1;
     const initMount = init ? [{ Type: 'volume', Source: TENANT_INIT_VOLUME, Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
     const created = (await this.docker.createService({
       Name: swarmName,
-      Labels: { ...labels, [NAME_LABEL]: spec.name },
+      Labels: { ...labels, [NAME_LABEL]: spec.name, [REPLICAS_LABEL]: String(replicas) },
       TaskTemplate: {
         ContainerSpec: {
           Image: spec.image,
@@ -433,12 +437,16 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
             ...(spec.sandbox ? [SANDBOX_NODE_CONSTRAINT] : []),
             ...(node === null ? [] : [`node.id==${node}`]),
           ],
+          // Each replica publishes the service's port on its node: two on one node cannot, so one
+          // waits (pending) for a node of its own rather than failing there again and again. Set
+          // for one replica too: a scale then changes the count alone, which restarts no task.
+          ...(spec.publish ? { MaxReplicas: 1 } : {}),
         },
         LogDriver: { Name: 'json-file', Options: { 'max-size': '10m', 'max-file': '3' } },
         // Its workload name too: after a rolling redeploy its Swarm name is another.
         Networks: [{ Target: tenantNetworkName(spec.tenantId), Aliases: [...(spec.aliases ?? []), ...(taken ? [spec.name] : [])] }],
       },
-      Mode: { Replicated: { Replicas: 1 } },
+      Mode: { Replicated: { Replicas: replicas } },
       // On the port svcd allocated for the service (a stale route then reaches it or nothing), or
       // one the node picks.
       EndpointSpec: { Mode: 'dnsrr', ...(spec.port ? { Ports: [{ Protocol: 'tcp', TargetPort: spec.port, PublishMode: 'host', ...(spec.publish ? { PublishedPort: spec.publish.port } : {}) }] } : {}) },
@@ -520,15 +528,22 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const service = await this.resolve(ref);
     if (!service) return null;
     const tasks = await this.tasks(service.ID);
-    const running = tasks.find((t) => t.state === 'running' && t.desired === 'running');
+    const running = tasks.filter((t) => t.state === 'running' && t.desired === 'running');
     const base = { id: service.ID, name: service.Spec.Labels?.[NAME_LABEL] ?? service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
-    if (running) {
-      const node = (await this.nodeDirectory()).get(running.nodeId);
+    if (running.length > 0) {
+      const directory = await this.nodeDirectory();
       const ports = (service.Spec.EndpointSpec as { Ports?: unknown[] } | undefined)?.Ports ?? [];
       // A port asked for but not (yet) published: no address, never the node at the spec's port,
-      // which could be anything the node serves.
-      if (!node?.address || (ports.length > 0 && running.publishedPort === null)) return { ...base, state: 'running', exitCode: null, address: null };
-      return { ...base, state: 'running', exitCode: null, address: { host: node.address, port: running.publishedPort ?? 0, published: running.publishedPort !== null } };
+      // which could be anything the node serves. Oldest first: the address a route had stays first.
+      const addresses = [...running]
+        .reverse()
+        .flatMap((t) => {
+          const host = directory.get(t.nodeId)?.address;
+          return host && (ports.length === 0 || t.publishedPort !== null) ? [{ host, port: t.publishedPort ?? 0, published: t.publishedPort !== null }] : [];
+        });
+      const [first] = addresses;
+      if (!first) return { ...base, state: 'running', exitCode: null, address: null };
+      return { ...base, state: 'running', exitCode: null, address: first, ...(addresses.length > 1 ? { addresses: addresses.map(({ host, port }) => ({ host, port })) } : {}) };
     }
     const replicas = service.Spec.Mode?.Replicated?.Replicas ?? 1;
     const newest = tasks[0];
@@ -553,7 +568,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   async start(ref: string): Promise<Endpoint | null> {
-    await this.scale(ref, 1);
+    const service = await this.resolve(ref);
+    await this.setReplicas(ref, Math.max(1, Number(service?.Spec.Labels?.[REPLICAS_LABEL] ?? 1) || 1));
     const deadline = this.clock.now() + 60_000;
     for (;;) {
       const info = await this.inspect(ref);
@@ -565,10 +581,32 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   async stop(ref: string): Promise<void> {
-    await this.scale(ref, 0);
+    await this.setReplicas(ref, 0);
   }
 
-  private async scale(ref: string, replicas: number): Promise<void> {
+  /**
+   * A service's replicas changed in place: Swarm starts the new ones (or stops some) and leaves
+   * the others running. The count is kept on the service (a stop sets 0; a start comes back to it).
+   */
+  async scale(ref: string, replicas: number, timeoutMs: number): Promise<boolean> {
+    const service = await this.resolve(ref);
+    if (!service) throw new WorkloadNotRunningError('the service is gone');
+    // Made before services were placed one a node: its task template would change, which Swarm
+    // carries out by replacing its tasks. Deployed anew instead.
+    const placement = (service.Spec.TaskTemplate as { Placement?: { MaxReplicas?: number } } | undefined)?.Placement;
+    if (replicas > 1 && placement?.MaxReplicas !== 1) return false;
+    const labels = { ...service.Spec.Labels, [REPLICAS_LABEL]: String(replicas) };
+    await this.docker.getService(service.ID).update({ ...service.Spec, Labels: labels, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
+    const deadline = this.clock.now() + timeoutMs;
+    while (this.clock.now() < deadline) {
+      const running = (await this.tasks(service.ID)).filter((t) => t.state === 'running' && t.desired === 'running').length;
+      if (running === replicas) return true;
+      await new Promise<void>((resolve) => this.timers.setTimeout(resolve, 250));
+    }
+    return true;
+  }
+
+  private async setReplicas(ref: string, replicas: number): Promise<void> {
     const service = await this.resolve(ref);
     if (!service) {
       if (replicas === 0) return;
@@ -684,15 +722,23 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
   }
 
-  /** The running task's container and the engine of its node. */
+  /** The running task's container and the engine of its node (the newest, of several replicas). */
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
+    return (await this.runningTasks(ref))[0] ?? null;
+  }
+
+  /** Every running task's container and the engine of its node, newest first. */
+  private async runningTasks(ref: string): Promise<Array<{ containerId: string; engine: DockerRuntime }>> {
     const service = await this.resolve(ref);
-    if (!service) return null;
-    const running = (await this.tasks(service.ID)).find((t) => t.state === 'running' && t.desired === 'running' && t.containerId);
-    if (!running?.containerId) return null;
-    const node = (await this.nodeDirectory()).get(running.nodeId);
-    if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? running.nodeId} (--swarm-node)`);
-    return { containerId: running.containerId, engine: this.nodeEngine(node.hostname) };
+    if (!service) return [];
+    const running = (await this.tasks(service.ID)).filter((t): t is TaskView & { containerId: string } => t.state === 'running' && t.desired === 'running' && t.containerId !== null);
+    if (running.length === 0) return [];
+    const directory = await this.nodeDirectory();
+    return running.map((t) => {
+      const node = directory.get(t.nodeId);
+      if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? t.nodeId} (--swarm-node)`);
+      return { containerId: t.containerId, engine: this.nodeEngine(node.hostname) };
+    });
   }
 
   private nodeEngine(hostname: string): DockerRuntime {
@@ -712,9 +758,21 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return task.engine.exec(task.containerId, spec);
   }
 
+  /**
+   * The counters of every running replica, added up: a workload's usage is all its copies'. A
+   * replica that restarts or moves starts its counters at zero again, as one engine's container does.
+   */
   async stats(ref: string): Promise<WorkloadStats | null> {
-    const task = await this.runningTask(ref);
-    return task ? task.engine.stats(task.containerId) : null;
+    const readings = (await Promise.all((await this.runningTasks(ref)).map((t) => t.engine.stats(t.containerId)))).filter((r): r is WorkloadStats => r !== null);
+    if (readings.length === 0) return null;
+    return readings.reduce((sum, r) => ({
+      cpuMicros: sum.cpuMicros + r.cpuMicros,
+      memoryBytes: sum.memoryBytes + r.memoryBytes,
+      netRxBytes: sum.netRxBytes + r.netRxBytes,
+      netTxBytes: sum.netTxBytes + r.netTxBytes,
+      blockReadBytes: sum.blockReadBytes + r.blockReadBytes,
+      blockWriteBytes: sum.blockWriteBytes + r.blockWriteBytes,
+    }));
   }
 
   /** The service's log through the manager, whichever nodes its tasks ran on. */

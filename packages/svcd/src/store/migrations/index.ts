@@ -25,6 +25,7 @@ import { publishedPorts } from './0022_published_ports.js';
 import { databaseReadyAt } from './0023_database_ready_at.js';
 import { healthChecks } from './0024_health_checks.js';
 import { pinnedNodes } from './0025_pinned_nodes.js';
+import { replicas } from './0026_replicas.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -57,6 +58,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0023_database_ready_at': databaseReadyAt,
     '0024_health_checks': healthChecks,
     '0025_pinned_nodes': pinnedNodes,
+    '0026_replicas': replicas,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
