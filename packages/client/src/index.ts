@@ -61,7 +61,7 @@ import type {
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
 // From the module without TypeBox: a client's start does not load the schemas.
-export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, REPLICAS_MAX, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
 /** An answer other than 2xx, carrying the API's {error} message. */

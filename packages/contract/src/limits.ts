@@ -31,3 +31,5 @@ export const LEASE_MAX_S = 30 * 24 * 3600;
  * snapshot is the tenant's own saved data. Each holds a sealed env of up to max_env_vars_per_service values.
  */
 export const SNAPSHOTS_PER_TENANT_MAX = 50;
+/** The most replicas one service runs (beyond the spec); each takes one service share of the tenant's quota. */
+export const REPLICAS_MAX = 10;

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { PAGE_LIMIT_DEFAULT, pageLimit, pageOffset, UnixSeconds } from './common.js';
+import { REPLICAS_MAX } from './limits.js';
 
 export const SERVICE_NAME_MAX = 128;
 /** Letters, digits, hyphen, underscore, space and dot (spec 2, Service.name). */
@@ -19,8 +20,6 @@ const EnvMap = Type.Record(Type.String({ pattern: ENV_KEY_PATTERN }), Type.Strin
 });
 
 export const HEALTH_CHECK_PATH_MAX = 256;
-/** The most replicas one service runs (beyond the spec); each takes one service's share of the tenant's quota. */
-export const REPLICAS_MAX = 10;
 const Replicas = Type.Integer({
   minimum: 1,
   maximum: REPLICAS_MAX,

@@ -169,6 +169,12 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   assert.match(dialogs.at(-1) ?? '', /written to the audit log/, 'the reveal was asked about first');
   const serviceId = serviceUrl.replace(/^http:\/\/([0-9a-f]+)\..*$/, '$1');
 
+  // Replicas: one here; more are the API's 400 on one engine, shown as it said it.
+  await status.getByLabel('Replicas', { exact: true }).fill('2');
+  await status.getByRole('button', { name: 'Scale' }).click();
+  await status.getByText('replicas above 1 need a cluster', { exact: false }).waitFor();
+  assert.equal((await t.client.withKey(apiKey).service(serviceId)).replicas, 1);
+
   // Deployments page ten at a time: ten redeploys (each a deployment; a newer one supersedes one
   // under way) put the service's first deployment on the second page.
   for (let i = 0; i < 10; i++) await t.client.withKey(apiKey).serviceAction(serviceId, 'redeploy');

@@ -2,7 +2,7 @@
 // builds with live build logs, snapshots and usage charts.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState, type SyntheticEvent } from 'react';
-import { SNAPSHOTS_PER_TENANT_MAX, type Build } from '@svc/client';
+import { REPLICAS_MAX, SNAPSHOTS_PER_TENANT_MAX, type Build } from '@svc/client';
 import { client } from '../api.js';
 import { useGitSource } from '../git-source.js';
 import { BarChart } from '../charts.js';
@@ -56,7 +56,9 @@ export function ServiceDetail({ id }: { id: string }) {
             <code>{s.image === '' ? 'waiting for its first build' : s.image}</code> on port {s.port}
           </dd>
           <dt>Replicas</dt>
-          <dd>{s.replicas}</dd>
+          <dd>
+            <Scale id={id} replicas={s.replicas} />
+          </dd>
           <dt>Crashes</dt>
           <dd>
             {s.crash_count} in the last 10 minutes{s.last_crash_at ? <>, last <Ago unix={s.last_crash_at} /></> : null}
@@ -208,6 +210,34 @@ function EnvEditor({ id }: { id: string }) {
       <p className="hint">Variables apply when the service next starts: restart it to apply them now.</p>
       <ErrorNote error={set.error} />
     </Section>
+  );
+}
+
+/** How many copies run, and a form to change it (above 1 on a swarm only: the answer's error says so elsewhere). */
+function Scale({ id, replicas }: { id: string; replicas: number }) {
+  const queryClient = useQueryClient();
+  const [wanted, setWanted] = useState('');
+  const scale = useMutation({
+    mutationFn: (n: number) => client.scaleService(id, n),
+    onSuccess: () => setWanted(''),
+    onSettled: () => queryClient.invalidateQueries({ queryKey: ['service', id] }),
+  });
+  function onSubmit(e: SyntheticEvent) {
+    e.preventDefault();
+    scale.mutate(Number(wanted));
+  }
+  return (
+    <>
+      {replicas}
+      <form onSubmit={onSubmit} className="row inline">
+        <label htmlFor="replicas">Replicas</label>
+        <input id="replicas" type="number" required min={1} max={REPLICAS_MAX} value={wanted} placeholder={String(replicas)} onChange={(e) => setWanted(e.target.value)} />
+        <button type="submit" className="small" disabled={scale.isPending}>
+          Scale
+        </button>
+      </form>
+      <ErrorNote error={scale.error} />
+    </>
   );
 }
 

@@ -91,7 +91,9 @@ export class Sampler {
     const byState: Record<string, number> = {};
     for (const w of all) byState[w.state] = (byState[w.state] ?? 0) + 1;
 
-    const running = all.filter((w) => w.state === 'running');
+    // Each copy of a workload on its own (a swarm's replicas): its counters start with it, and
+    // its running time is its own.
+    const running = all.filter((w) => w.state === 'running').flatMap((w) => (w.copies ?? [w.id]).map((ref) => ({ ...w, id: ref })));
     const rows: UsageSampleRow[] = [];
     let failures = 0;
     await eachLimited(running, this.deps.concurrency, async (info) => {

@@ -96,6 +96,11 @@ export interface WorkloadInfo {
    * the same published port), `address` first; absent where there is one copy at most.
    */
   addresses?: Array<{ host: string; port: number }>;
+  /**
+   * The refs of its running copies where they are apart from the workload's (a swarm's tasks),
+   * each metered on its own: stats takes them as it takes the workload's ref.
+   */
+  copies?: string[];
   /** When it last stopped (ms), if it ever did; inspect only. */
   finishedAtMs?: number | null;
 }
@@ -266,7 +271,7 @@ export interface WorkloadDriver {
    * with as many as do then; false, having changed nothing, where it cannot without replacing
    * what runs (the caller applies the workload anew).
    */
-  scale?(ref: string, replicas: number, timeoutMs: number): Promise<boolean>;
+  scale?(ref: string, replicas: number, wait: { timeoutMs: number; signal: AbortSignal }): Promise<boolean>;
   /** Hands a warm-pool workload to a tenant (its network); returns its address there. */
   assign(ref: string, tenantId: string): Promise<string | null>;
 }

@@ -216,7 +216,7 @@ export class CrashHandler {
     if (s.replicas > 1 && (await this.deps.runtime.inspect(exit.id))?.state === 'running') {
       await this.deps.store.transaction(async (tx) => {
         if ((await tx.workloads.find('service', s.id))?.generation !== w.generation) return;
-        const error = `a replica exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); the others serve while it starts again`;
+        const error = `a replica exited with code ${code} (crash ${next.crash_count} of ${CRASH_LIMIT} allowed in 10 minutes); it is started again, and the running replicas serve meanwhile`;
         await tx.services.update(s.id, { ...crash, last_error: error });
         await this.deps.activity.record(tx, { tenantId: s.tenant_id, action: 'service.crashed', resourceType: 'service', resourceId: s.id, serviceId: s.id, details });
       });

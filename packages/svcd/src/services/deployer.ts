@@ -32,6 +32,16 @@ export const READY_TIMEOUT_MS = 60_000;
 /** A stopped service gets SIGTERM and this long to end before it is killed. */
 const STOP_TIMEOUT_S = 10;
 
+/**
+ * What a service's workload was made with beyond its image: its limits and sandbox (a label on
+ * it). A scale in place adds replicas like the running ones, so only while a deploy would make
+ * the same.
+ */
+const SHAPE_LABEL = 'svc.shape';
+function workloadShape(limits: { memoryMb: number; cpus: number; pids: number }, sandbox: boolean): string {
+  return `memory=${String(limits.memoryMb)}MB cpus=${String(limits.cpus)} pids=${String(limits.pids)} sandbox=${sandbox ? 'gvisor' : 'none'}`;
+}
+
 export function workloadName(serviceId: string): string {
   return `svc-${serviceId}`;
 }
@@ -179,6 +189,8 @@ export class Deployer implements WorkloadRules {
   private driverCapabilities: Promise<DriverCapabilities> | null = null;
   private portFigures: PortFigures | null = null;
   private refreshingPorts = false;
+  /** Services whose running copies are being checked for their route (check): one check each at a time. */
+  private readonly following = new Set<string>();
 
   constructor(private readonly deps: DeployerDeps) {
     deps.controller.handle('service', this);
@@ -193,7 +205,7 @@ export class Deployer implements WorkloadRules {
     const timer = this.deps.timers.setTimeout(() => deadline.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)), deadlineMs);
     let rolling = false;
     try {
-      const scaled = await this.scaleInPlace(dep, service);
+      const scaled = await this.scaleInPlace(dep, service, AbortSignal.any([signal, deadline.signal]));
       if (scaled) return scaled;
       rolling = (await this.capabilities()).setAside;
       const applied = await this.deploy(dep, service, rolling, AbortSignal.any([signal, deadline.signal]));
@@ -225,14 +237,20 @@ export class Deployer implements WorkloadRules {
    * Resolves once the new count runs (or after the readiness limit); a new replica joins the
    * route once it passes the health check (check), and the route names one that runs now.
    */
-  private async scaleInPlace(dep: DeploymentRow, service: ServiceRow): Promise<Applied | null> {
+  private async scaleInPlace(dep: DeploymentRow, service: ServiceRow, signal: AbortSignal): Promise<Applied | null> {
     const { runtime } = this.deps;
     if (dep.reason !== 'scale' || service.container_id === null || !runtime.scale || !(await this.capabilities()).replicas) return null;
     const before = await runtime.inspect(service.container_id);
     const ranBy = before?.labels[LABELS.deployment];
     const ran = ranBy ? await this.deps.store.deployments.find(ranBy) : undefined;
-    if (before?.state !== 'running' || ran?.status !== 'succeeded' || ran.image !== dep.image) return null;
-    if (!(await runtime.scale(before.id, service.replicas, this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS))) return null;
+    // The service's own workload (not one a rolling apply set aside), running its last good deployment.
+    if (before?.state !== 'running' || before.name !== workloadName(service.id) || ran?.status !== 'succeeded' || ran.image !== dep.image) return null;
+    // New replicas as the running ones are: only while that is what a deploy would run now (the
+    // tenant's quota share and the sandbox unchanged, the image still the tenant's to run).
+    const tenant = await this.deps.store.tenants.findById(service.tenant_id);
+    if (!tenant || before.labels[SHAPE_LABEL] !== workloadShape(workloadLimits(tenant), await this.deps.sandbox.use())) return null;
+    if (tenantImageRefusal(dep.image, { tenantId: service.tenant_id, buildRegistry: this.deps.buildRegistry }) !== null) return null;
+    if (!(await runtime.scale(before.id, service.replicas, { timeoutMs: this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS, signal }))) return null;
     const after = await runtime.inspect(before.id);
     if (after?.state !== 'running' || !after.address) throw new Error('no replica of the service runs after it was scaled');
     return { ref: after.id, endpoint: { host: after.address.host, port: after.address.port } };
@@ -291,13 +309,17 @@ export class Deployer implements WorkloadRules {
     switch (outcome.state) {
       case 'running': {
         await this.finish(tx, dep, 'succeeded', null);
-        // Its route: the service's port at the endpoint the driver reported.
+        // Its route: the service's port at the endpoint the driver reported; a scale in place
+        // keeps the replicas routed already (those gone leave it at the next reconcile, and the
+        // proxy tries another meanwhile).
         const service = await tx.services.findAny(w.resource_id);
+        const endpoint = service ? `${outcome.applied.endpoint.host}:${outcome.applied.endpoint.port ?? service.port}` : null;
+        const inPlace = dep?.reason === 'scale' && service !== undefined && service.upstream !== null && service.container_id === outcome.applied.ref && splitUpstreams(service.upstream).some((a) => joinUpstreams([a]) === endpoint);
         await tx.services.update(w.resource_id, {
           status: 'running',
           last_error: null,
           container_id: outcome.applied.ref,
-          upstream: service ? `${outcome.applied.endpoint.host}:${outcome.applied.endpoint.port ?? service.port}` : null,
+          upstream: inPlace ? service.upstream : endpoint,
           updated_at: now,
         });
         return;
@@ -335,18 +357,26 @@ export class Deployer implements WorkloadRules {
       await this.redeploy(s, w.generation, 'reconcile', 'the container vanished; redeploying');
     } else if (info.state === 'exited' || info.state === 'dead') {
       await this.deps.crashes.handleExit({ id: info.id, labels: info.labels, exitCode: info.exitCode });
-    } else if (info.state === 'running' && info.address?.published && s.status === 'running') {
+    } else if (info.state === 'running' && info.address?.published && s.status === 'running' && !this.following.has(s.id)) {
       // The driver moved it (Swarm rescheduled its task to another node), or ran another of its
-      // replicas, or one of them stopped: the route follows.
-      const upstream = await this.routedCopies(s, info.addresses ?? [info.address]);
-      if (upstream !== null && s.upstream !== upstream) await this.routeMoved(s, w, upstream);
+      // replicas, or one of them stopped: the route follows. Not waited for: a replica's health
+      // check may take seconds (a tenant's slow route), which would hold up every other
+      // workload's reconcile; routeMoved re-reads what it changes.
+      const running = info.addresses ?? [info.address];
+      this.following.add(s.id);
+      void this.routedCopies(s, running)
+        .then(async (upstream) => {
+          if (upstream !== null && s.upstream !== upstream) await this.routeMoved(s, w, upstream);
+        })
+        .catch((err: unknown) => this.deps.log.warn({ err, service: s.id }, "the service's route could not follow its workload; tried again at the next reconcile"))
+        .finally(() => this.following.delete(s.id));
     }
   }
 
   /**
    * The route of a service's running copies: those routed already stay, one not routed yet joins
    * once it passes the service's health check (one try now, another at the next look), one no
-   * longer running leaves. Null while none is to be routed: the route is left as it was.
+   * longer running leaves.
    */
   private async routedCopies(s: ServiceRow, running: ReadonlyArray<{ host: string; port: number }>): Promise<string | null> {
     const routed = new Set(s.upstream === null ? [] : splitUpstreams(s.upstream).map((a) => joinUpstreams([a])));
@@ -358,8 +388,10 @@ export class Deployer implements WorkloadRules {
         () => false,
       );
     };
-    const kept = await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await passes(a)) ? [a] : [])));
-    return joinUpstreams(kept.flat());
+    const kept = (await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await passes(a)) ? [a] : [])))).flat();
+    // None routed runs any more and none new passes yet (its one task moved): to where it runs
+    // now, as the proxy cannot reach what is gone either.
+    return joinUpstreams(kept.length > 0 ? kept : running);
   }
 
   /** The service's route, to where its running workload answers now (unless it changed meanwhile). */
@@ -428,6 +460,8 @@ export class Deployer implements WorkloadRules {
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
     const published = (await this.allocatesPorts()) ? await this.publishedPort(service.id) : null;
+    const limits = workloadLimits(tenant);
+    const sandbox = await this.deps.sandbox.use();
     return this.deps.runtime.apply({
       spec: {
         ...(published === null ? {} : { publish: { address: '0.0.0.0', port: published } }),
@@ -438,9 +472,9 @@ export class Deployer implements WorkloadRules {
         tenantId: service.tenant_id,
         kind: 'service',
         resourceId: service.id,
-        labels: { [LABELS.deployment]: dep.id },
-        limits: workloadLimits(tenant),
-        sandbox: await this.deps.sandbox.use(),
+        labels: { [LABELS.deployment]: dep.id, [SHAPE_LABEL]: workloadShape(limits, sandbox) },
+        limits,
+        sandbox,
         tenantCode: true,
         ...(service.replicas > 1 ? { replicas: service.replicas } : {}),
       },

@@ -223,12 +223,17 @@ export class Services implements TenantResources, DiskOverrunHalt {
       // Held to commit, as at create: concurrent scales and creates of this tenant count one after another.
       await tx.tenants.lockForQuota(tenantId);
       const tenant = await tx.tenants.findById(tenantId);
+      // The workload's generation read before the service: a deploy requested meanwhile (a
+      // build's, with a new image) moves it on, and this scale then asks to be tried again
+      // rather than deploy the image it read.
+      const generation = (await tx.workloads.find('service', id))?.generation;
       const s = await tx.services.find(tenantId, id);
-      if (!tenant || !s) throw new NotFoundError('service');
+      if (!tenant || !s || generation === undefined) throw new NotFoundError('service');
       if (s.replicas === replicas) return null;
       assertShares(tenant.max_services, (await tx.services.shares(tenantId)) - s.replicas + replicas);
       const deploys = s.desired_state === 'running' && s.image !== NO_IMAGE && s.circuit_open_at === null;
-      const requested = deploys ? await requestDeployment(tx, this.deps, { tenantId, serviceId: id, image: s.image, reason: 'scale' }) : null;
+      const requested = deploys ? await requestDeployment(tx, this.deps, { tenantId, serviceId: id, image: s.image, reason: 'scale', ifGeneration: generation }) : null;
+      if (deploys && !requested) throw new ConflictError('the service changed while it was scaled (another deployment was requested): scale it again');
       await tx.services.update(id, { replicas, ...(requested ? { status: 'deploying' as const, last_error: null } : {}), updated_at: now });
       await this.deps.activity.record(tx, { tenantId, action: 'service.scaled', resourceType: 'service', resourceId: id, serviceId: id, details: { from: s.replicas, to: replicas } });
       return requested;

@@ -542,8 +542,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           return host && (ports.length === 0 || t.publishedPort !== null) ? [{ host, port: t.publishedPort ?? 0, published: t.publishedPort !== null }] : [];
         });
       const [first] = addresses;
-      if (!first) return { ...base, state: 'running', exitCode: null, address: null };
-      return { ...base, state: 'running', exitCode: null, address: first, ...(addresses.length > 1 ? { addresses: addresses.map(({ host, port }) => ({ host, port })) } : {}) };
+      const copies = running.map((t) => t.id);
+      if (!first) return { ...base, state: 'running', exitCode: null, address: null, copies };
+      return { ...base, state: 'running', exitCode: null, address: first, copies, ...(addresses.length > 1 ? { addresses: addresses.map(({ host, port }) => ({ host, port })) } : {}) };
     }
     const replicas = service.Spec.Mode?.Replicated?.Replicas ?? 1;
     const newest = tasks[0];
@@ -588,7 +589,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
    * A service's replicas changed in place: Swarm starts the new ones (or stops some) and leaves
    * the others running. The count is kept on the service (a stop sets 0; a start comes back to it).
    */
-  async scale(ref: string, replicas: number, timeoutMs: number): Promise<boolean> {
+  async scale(ref: string, replicas: number, wait: { timeoutMs: number; signal: AbortSignal }): Promise<boolean> {
     const service = await this.resolve(ref);
     if (!service) throw new WorkloadNotRunningError('the service is gone');
     // Made before services were placed one a node: its task template would change, which Swarm
@@ -597,8 +598,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     if (replicas > 1 && placement?.MaxReplicas !== 1) return false;
     const labels = { ...service.Spec.Labels, [REPLICAS_LABEL]: String(replicas) };
     await this.docker.getService(service.ID).update({ ...service.Spec, Labels: labels, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
-    const deadline = this.clock.now() + timeoutMs;
+    const deadline = this.clock.now() + wait.timeoutMs;
     while (this.clock.now() < deadline) {
+      wait.signal.throwIfAborted();
       const running = (await this.tasks(service.ID)).filter((t) => t.state === 'running' && t.desired === 'running').length;
       if (running === replicas) return true;
       await new Promise<void>((resolve) => this.timers.setTimeout(resolve, 250));
@@ -722,23 +724,32 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
   }
 
-  /** The running task's container and the engine of its node (the newest, of several replicas). */
+  /**
+   * A running task's container and the engine of its node: the newest of the service's that
+   * svcd has an engine address for (--swarm-node), or the task of that ID (a copy, WorkloadInfo.copies).
+   */
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
-    return (await this.runningTasks(ref))[0] ?? null;
+    const service = await this.resolve(ref);
+    const tasks = service ? await this.tasks(service.ID) : await this.copyTask(ref);
+    const running = tasks.filter((t): t is TaskView & { containerId: string } => t.state === 'running' && t.desired === 'running' && t.containerId !== null);
+    if (running.length === 0) return null;
+    const directory = await this.nodeDirectory();
+    const reachable = running.find((t) => this.o.nodes.has(directory.get(t.nodeId)?.hostname ?? ''));
+    if (!reachable) {
+      const node = directory.get(running[0]?.nodeId ?? '');
+      throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? running[0]?.nodeId ?? '?'} (--swarm-node)`);
+    }
+    return { containerId: reachable.containerId, engine: this.nodeEngine(directory.get(reachable.nodeId)?.hostname ?? '') };
   }
 
-  /** Every running task's container and the engine of its node, newest first. */
-  private async runningTasks(ref: string): Promise<Array<{ containerId: string; engine: DockerRuntime }>> {
-    const service = await this.resolve(ref);
-    if (!service) return [];
-    const running = (await this.tasks(service.ID)).filter((t): t is TaskView & { containerId: string } => t.state === 'running' && t.desired === 'running' && t.containerId !== null);
-    if (running.length === 0) return [];
-    const directory = await this.nodeDirectory();
-    return running.map((t) => {
-      const node = directory.get(t.nodeId);
-      if (!node || !this.o.nodes.has(node.hostname)) throw new Error(`svcd has no address for the engine of node ${node?.hostname ?? t.nodeId} (--swarm-node)`);
-      return { containerId: t.containerId, engine: this.nodeEngine(node.hostname) };
-    });
+  /** The task of that ID when it belongs to a service of this installation (a workload's copy), else none. */
+  private async copyTask(ref: string): Promise<TaskView[]> {
+    if (!SWARM_ID.test(ref)) return [];
+    const raw = (await this.docker.listTasks({ filters: { id: [ref] } })) as Array<{ ID: string; ServiceID: string }>;
+    const task = raw.find((t) => t.ID === ref);
+    const service = task ? await this.serviceInspect(task.ServiceID) : null;
+    if (service?.Spec.Labels?.[LABELS.installation] !== this.o.installation) return [];
+    return (await this.tasks(service.ID)).filter((t) => t.id === ref);
   }
 
   private nodeEngine(hostname: string): DockerRuntime {
@@ -758,21 +769,10 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return task.engine.exec(task.containerId, spec);
   }
 
-  /**
-   * The counters of every running replica, added up: a workload's usage is all its copies'. A
-   * replica that restarts or moves starts its counters at zero again, as one engine's container does.
-   */
+  /** One task's counters: the workload's newest, or the copy (task) of that ID (the sampler meters each copy). */
   async stats(ref: string): Promise<WorkloadStats | null> {
-    const readings = (await Promise.all((await this.runningTasks(ref)).map((t) => t.engine.stats(t.containerId)))).filter((r): r is WorkloadStats => r !== null);
-    if (readings.length === 0) return null;
-    return readings.reduce((sum, r) => ({
-      cpuMicros: sum.cpuMicros + r.cpuMicros,
-      memoryBytes: sum.memoryBytes + r.memoryBytes,
-      netRxBytes: sum.netRxBytes + r.netRxBytes,
-      netTxBytes: sum.netTxBytes + r.netTxBytes,
-      blockReadBytes: sum.blockReadBytes + r.blockReadBytes,
-      blockWriteBytes: sum.blockWriteBytes + r.blockWriteBytes,
-    }));
+    const task = await this.runningTask(ref);
+    return task ? task.engine.stats(task.containerId) : null;
   }
 
   /** The service's log through the manager, whichever nodes its tasks ran on. */
