@@ -5,12 +5,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { UsageRollup } from '@svc/client';
 import { dailyRollups, hourlyRollups } from '../src/metering/rollups.js';
-import { sampleRow } from '../src/metering/sampler.js';
+import { Sampler, sampleRow } from '../src/metering/sampler.js';
 import { rfc3339 } from '../src/metering/metering.js';
-import { workloadStats } from '../src/runtime/index.js';
+import { workloadStats, type Runtime, type WorkloadInfo } from '../src/runtime/index.js';
 import type { UsageRollupRow, UsageSampleRow } from '../src/store/index.js';
 import { freshPgDatabase, newTenant, PG_ADMIN_URL, startServer, eachStore, waitFor, type TestServer } from './harness.js';
 import { BURNER_IMAGE, engineTenants, ensureTestImages } from './images.js';
+import { inertRuntime } from './inert-runtime.js';
 
 const MB = 1024 * 1024;
 const T0 = Date.UTC(2026, 0, 1) / 1000; // the manual clock's start: 2026-01-01T00:00:00Z
@@ -141,6 +142,34 @@ eachStore((kind) => {
         updated_at: T0,
       });
     }
+
+    test("a swarm's replicas are read each on its own; a single copy's first reading goes on from its workload's reading of a moment ago (svcd before copies), not from a stale one", async () => {
+      const a = await newTenant(t);
+      const now = Math.floor(t.clock.now() / 1000);
+      const copyOf = (n: number) => `node2/${String(n).repeat(64).slice(0, 64)}`;
+      const labels = (resource: string) => ({ 'svc.tenant': a.id, 'svc.kind': 'service', 'svc.resource': resource });
+      const workloads: WorkloadInfo[] = [
+        // Read under its service id 5 s ago (one pass before), now as its one task.
+        { id: 'swarm-just-read', name: 'a', state: 'running', exitCode: null, labels: labels('svcA'), address: null, copies: [copyOf(1)] },
+        // Its reading under the service id is an hour old: another task since, counted whole.
+        { id: 'swarm-long-ago', name: 'b', state: 'running', exitCode: null, labels: labels('svcB'), address: null, copies: [copyOf(2)] },
+        // Two replicas: each its own row.
+        { id: 'swarm-two', name: 'c', state: 'running', exitCode: null, labels: labels('svcC'), address: null, copies: [copyOf(3), copyOf(4)] },
+      ];
+      await t.deps.store.metering.insertSamples([
+        sample({ container_id: 'swarm-just-read', sampled_at: now - 5, tenant_id: a.id, resource_id: 'svcA', cpu_micros: 1_000 }),
+        sample({ container_id: 'swarm-long-ago', sampled_at: now - 3_600, tenant_id: a.id, resource_id: 'svcB', cpu_micros: 1_000 }),
+      ]);
+      // A driver's answers as the swarm's give them (the sampler's reading is what is tested).
+      const runtime: Runtime = { ...inertRuntime(), list: () => Promise.resolve(workloads), stats: (ref) => Promise.resolve({ cpuMicros: ref === copyOf(4) ? 700 : 1_500, memoryBytes: MB, netRxBytes: 0, netTxBytes: 0, blockReadBytes: 0, blockWriteBytes: 0 }) };
+      const sampler = new Sampler({ runtime, store: t.deps.store, metering: t.deps.store.metering, clock: t.clock, log: t.deps.log, intervalMs: 5_000, concurrency: 2 });
+      assert.equal(await sampler.pass(), 4);
+      const read = async (ref: string) => (await t.deps.store.metering.lastSample(ref)) ?? assert.fail(`no reading of ${ref}`);
+      assert.deepEqual([(await read(copyOf(1))).cpu_micros_delta, (await read(copyOf(1))).seconds], [500, 5], 'what the service-id readings counted is not counted again');
+      assert.deepEqual([(await read(copyOf(2))).cpu_micros_delta, (await read(copyOf(2))).seconds], [1_500, 0]);
+      assert.deepEqual([(await read(copyOf(3))).cpu_micros_delta, (await read(copyOf(4))).cpu_micros_delta], [1_500, 700]);
+      assert.equal((await read(copyOf(4))).resource_id, 'svcC');
+    });
 
     test('two passes replacing the same bucket at once both succeed, and the bucket holds one row per owner', async () => {
       const a = await newTenant(t);

@@ -42,7 +42,6 @@ function pingOverTls(url: string, tls: { ca: string; cert?: string; key?: string
 }
 
 interface SwarmTask {
-  ID: string;
   ServiceID: string;
   NodeID: string;
   /** A task Swarm is replacing keeps State running with DesiredState shutdown while its node is away. */
@@ -499,9 +498,13 @@ describe('svcd on a Docker Swarm of three engines', () => {
       const log = (await node.engine.getContainer(x.Status.ContainerStatus?.ContainerID ?? '').logs({ stdout: true, stderr: true })).toString();
       assert.match(log, /\/balanced-\d+/, `the replica on ${node.name} took none of 30 requests`);
     }
-    // Metered each on its own, as a container on one engine is: a reading of each replica's task.
+    // Metered each on its own, as a container on one engine is: a reading of each replica's
+    // container, on its node.
     await t.deps.sampler.pass();
-    for (const x of tasks) assert.equal((await t.deps.store.metering.lastSample(x.ID))?.resource_id, s.id, `no reading of the replica ${x.ID}`);
+    for (const x of tasks) {
+      const copy = `${nodesById.get(x.NodeID) ?? '?'}/${x.Status.ContainerStatus?.ContainerID ?? '?'}`;
+      assert.equal((await t.deps.store.metering.lastSample(copy))?.resource_id, s.id, `no reading of the replica ${copy}`);
+    }
 
     /** Requests back to back through the proxy while `during` runs (and a second after): every one answered 200. */
     const underLoad = async (what: string, during: () => Promise<void>, settle: () => Promise<void> = () => Promise.resolve()) => {

@@ -93,7 +93,12 @@ export class Sampler {
 
     // Each copy of a workload on its own (a swarm's replicas): its counters start with it, and
     // its running time is its own.
-    const running = all.filter((w) => w.state === 'running').flatMap((w) => (w.copies ?? [w.id]).map((ref) => ({ ...w, id: ref })));
+    const running = all
+      .filter((w) => w.state === 'running')
+      .flatMap((w) => {
+        const copies = w.copies ?? [w.id];
+        return copies.map((ref) => ({ ...w, id: ref, workloadId: w.id, single: copies.length === 1 }));
+      });
     const rows: UsageSampleRow[] = [];
     let failures = 0;
     await eachLimited(running, this.deps.concurrency, async (info) => {
@@ -102,7 +107,7 @@ export class Sampler {
         if (!w) return;
         const stats = await this.deps.runtime.stats(w.containerId);
         if (!stats) return; // gone since the listing
-        const previous = this.last.get(w.containerId) ?? (await this.deps.metering.lastSample(w.containerId));
+        const previous = this.last.get(w.containerId) ?? (await this.deps.metering.lastSample(w.containerId)) ?? (await this.carriedOver(info, sampledAt));
         rows.push(sampleRow(w, stats, sampledAt, previous, this.deps.intervalMs / 1000));
       } catch (err) {
         failures += 1;
@@ -116,6 +121,18 @@ export class Sampler {
     for (const r of rows) this.last.set(r.container_id, r);
     this.state = { lastPassAt: startedAt, containersByState: byState, lastPassFailures: failures };
     return rows.length;
+  }
+
+  /**
+   * A single copy's first reading, where its workload was last read under the workload's own ref
+   * a moment ago: svcd before copies were read on their own (a swarm's service id, then its one
+   * task), whose readings already counted what the task used. Taken as the copy's previous
+   * reading, so that the upgrade counts nothing twice; a stale one is not (another task since).
+   */
+  private async carriedOver(item: { id: string; workloadId: string; single: boolean }, sampledAt: number): Promise<UsageSampleRow | undefined> {
+    if (!item.single || item.workloadId === item.id) return undefined;
+    const prior = this.last.get(item.workloadId) ?? (await this.deps.metering.lastSample(item.workloadId));
+    return prior && sampledAt - prior.sampled_at <= (3 * this.deps.intervalMs) / 1000 ? prior : undefined;
   }
 
   /** The tenant and resource of a container; warm-pool containers belong to the environment that took them. */

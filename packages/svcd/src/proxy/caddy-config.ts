@@ -114,14 +114,14 @@ function upstreamsOf(t: RouteTarget, answers: RouteAnswerAddresses): Record<stri
 /**
  * Balancing of a route's replicas (Caddy picks one at random for each request): a request whose
  * replica does not take the connection (stopped, moved, its node gone, before svcd's next look
- * at the tasks) is tried on another for up to this long; a replica that failed three requests
- * within 3 s is left out for the rest of them (not one failure: with a single replica routed,
- * that would turn one reset connection into seconds of refusals). A connection refused is safe
- * to try again: nothing of the request reached the workload.
+ * at the tasks) is tried again, on one picked anew, every quarter second for up to 3 s. A
+ * connection refused is safe to try again: nothing of the request reached the workload. No
+ * passive health check: it would leave a replica out for seconds after a few failures, and with
+ * one replica routed (the others starting) that is seconds of refusals; svcd's own checks decide
+ * which replicas are routed (deployer.ts).
  */
 const REPLICA_BALANCING = {
   load_balancing: { selection_policy: { policy: 'random' }, try_duration: '3s', try_interval: '250ms' },
-  health_checks: { passive: { fail_duration: '3s', max_fails: 3 } },
 };
 
 /** Several workloads in one upstream (a service's replicas): `host:port,host:port`, IPv6 hosts in brackets; null for none. */

@@ -97,8 +97,8 @@ export interface WorkloadInfo {
    */
   addresses?: Array<{ host: string; port: number }>;
   /**
-   * The refs of its running copies where they are apart from the workload's (a swarm's tasks),
-   * each metered on its own: stats takes them as it takes the workload's ref.
+   * The refs of its running copies where they are apart from the workload's (a swarm's tasks:
+   * node and container), each metered on its own: stats takes them as it takes the workload's ref.
    */
   copies?: string[];
   /** When it last stopped (ms), if it ever did; inspect only. */
@@ -201,6 +201,8 @@ export interface Applied {
   endpoint: Endpoint;
   /** The cluster node it was placed on (a spec with `placement`, on a cluster). */
   node?: string;
+  /** The workload was changed where it runs (a scale in place): what was routed to it stays routed. */
+  inPlace?: boolean;
 }
 
 /** What this driver can do, so that the domain offers only that. */

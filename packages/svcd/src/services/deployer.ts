@@ -205,7 +205,13 @@ export class Deployer implements WorkloadRules {
     const timer = this.deps.timers.setTimeout(() => deadline.abort(new Error(`deploy timed out after ${Math.round(deadlineMs / 60_000)} minutes`)), deadlineMs);
     let rolling = false;
     try {
-      const scaled = await this.scaleInPlace(dep, service, AbortSignal.any([signal, deadline.signal]));
+      // A scale in place that fails (the manager's answer, the count never reached) falls back to
+      // a deploy anew: never to the failure path below, which removes what serves.
+      const scaled = await this.scaleInPlace(dep, service, AbortSignal.any([signal, deadline.signal])).catch((err: unknown) => {
+        if (signal.aborted || deadline.signal.aborted) throw err;
+        this.deps.log.warn({ err, service: service.id }, 'a scale in place failed; deploying the service anew with the new count');
+        return null;
+      });
       if (scaled) return scaled;
       rolling = (await this.capabilities()).setAside;
       const applied = await this.deploy(dep, service, rolling, AbortSignal.any([signal, deadline.signal]));
@@ -250,10 +256,13 @@ export class Deployer implements WorkloadRules {
     const tenant = await this.deps.store.tenants.findById(service.tenant_id);
     if (!tenant || before.labels[SHAPE_LABEL] !== workloadShape(workloadLimits(tenant), await this.deps.sandbox.use())) return null;
     if (tenantImageRefusal(dep.image, { tenantId: service.tenant_id, buildRegistry: this.deps.buildRegistry }) !== null) return null;
+    // A published port outside a changed --swarm-ports: a deploy moves it into the range (the nodes' gate covers only that).
+    const { from, to } = this.deps.publishedPorts;
+    if (service.published_port !== null && (service.published_port < from || service.published_port > to)) return null;
     if (!(await runtime.scale(before.id, service.replicas, { timeoutMs: this.deps.readyTimeoutMs ?? READY_TIMEOUT_MS, signal }))) return null;
     const after = await runtime.inspect(before.id);
     if (after?.state !== 'running' || !after.address) throw new Error('no replica of the service runs after it was scaled');
-    return { ref: after.id, endpoint: { host: after.address.host, port: after.address.port } };
+    return { ref: after.id, endpoint: { host: after.address.host, port: after.address.port }, inPlace: true };
   }
 
   /**
@@ -313,8 +322,8 @@ export class Deployer implements WorkloadRules {
         // keeps the replicas routed already (those gone leave it at the next reconcile, and the
         // proxy tries another meanwhile).
         const service = await tx.services.findAny(w.resource_id);
-        const endpoint = service ? `${outcome.applied.endpoint.host}:${outcome.applied.endpoint.port ?? service.port}` : null;
-        const inPlace = dep?.reason === 'scale' && service !== undefined && service.upstream !== null && service.container_id === outcome.applied.ref && splitUpstreams(service.upstream).some((a) => joinUpstreams([a]) === endpoint);
+        const endpoint = service ? joinUpstreams([{ host: outcome.applied.endpoint.host, port: outcome.applied.endpoint.port ?? service.port }]) : null;
+        const inPlace = outcome.applied.inPlace === true && service?.upstream != null && splitUpstreams(service.upstream).some((a) => joinUpstreams([a]) === endpoint);
         await tx.services.update(w.resource_id, {
           status: 'running',
           last_error: null,

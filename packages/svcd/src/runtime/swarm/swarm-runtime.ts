@@ -104,6 +104,11 @@ const EXIT_TASK_STATES = new Set(['complete', 'failed', 'rejected']);
 const NAME_LABEL = 'svc.name';
 /** The replicas the spec asked for, kept on the Swarm service: a stop scales it to 0, a start back to this. */
 const REPLICAS_LABEL = 'svc.replicas';
+/** A copy of a workload (WorkloadInfo.copies): its task's node (host name) and container. */
+const COPY_REF = /^([^/]+)\/([0-9a-f]{64})$/;
+function copyRef(hostname: string, containerId: string): string {
+  return `${hostname}/${containerId}`;
+}
 /** What Swarm answers for a service ID (25 lowercase letters and digits): svc's names have dashes. */
 const SWARM_ID = /^[0-9a-z]{25}$/;
 /** How long after a service is made its tasks may find its port still held by the task it replaced. */
@@ -542,7 +547,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           return host && (ports.length === 0 || t.publishedPort !== null) ? [{ host, port: t.publishedPort ?? 0, published: t.publishedPort !== null }] : [];
         });
       const [first] = addresses;
-      const copies = running.map((t) => t.id);
+      // Each task's container on its node, for stats without a question to the manager.
+      const copies = running.flatMap((t) => {
+        const hostname = directory.get(t.nodeId)?.hostname;
+        return hostname && t.containerId ? [copyRef(hostname, t.containerId)] : [];
+      });
       if (!first) return { ...base, state: 'running', exitCode: null, address: null, copies };
       return { ...base, state: 'running', exitCode: null, address: first, copies, ...(addresses.length > 1 ? { addresses: addresses.map(({ host, port }) => ({ host, port })) } : {}) };
     }
@@ -726,11 +735,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /**
    * A running task's container and the engine of its node: the newest of the service's that
-   * svcd has an engine address for (--swarm-node), or the task of that ID (a copy, WorkloadInfo.copies).
+   * svcd has an engine address for (--swarm-node).
    */
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
     const service = await this.resolve(ref);
-    const tasks = service ? await this.tasks(service.ID) : await this.copyTask(ref);
+    const tasks = service ? await this.tasks(service.ID) : [];
     const running = tasks.filter((t): t is TaskView & { containerId: string } => t.state === 'running' && t.desired === 'running' && t.containerId !== null);
     if (running.length === 0) return null;
     const directory = await this.nodeDirectory();
@@ -742,15 +751,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return { containerId: reachable.containerId, engine: this.nodeEngine(directory.get(reachable.nodeId)?.hostname ?? '') };
   }
 
-  /** The task of that ID when it belongs to a service of this installation (a workload's copy), else none. */
-  private async copyTask(ref: string): Promise<TaskView[]> {
-    if (!SWARM_ID.test(ref)) return [];
-    const raw = (await this.docker.listTasks({ filters: { id: [ref] } })) as Array<{ ID: string; ServiceID: string }>;
-    const task = raw.find((t) => t.ID === ref);
-    const service = task ? await this.serviceInspect(task.ServiceID) : null;
-    if (service?.Spec.Labels?.[LABELS.installation] !== this.o.installation) return [];
-    return (await this.tasks(service.ID)).filter((t) => t.id === ref);
-  }
+
 
   private nodeEngine(hostname: string): DockerRuntime {
     let engine = this.nodeEngines.get(hostname);
@@ -769,8 +770,13 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return task.engine.exec(task.containerId, spec);
   }
 
-  /** One task's counters: the workload's newest, or the copy (task) of that ID (the sampler meters each copy). */
+  /**
+   * One task's counters: a copy's (WorkloadInfo.copies, read from its node's engine: the sampler
+   * meters each replica on its own), or the workload's newest task's.
+   */
   async stats(ref: string): Promise<WorkloadStats | null> {
+    const copy = COPY_REF.exec(ref);
+    if (copy?.[1] && copy[2]) return this.nodeEngine(copy[1]).stats(copy[2]);
     const task = await this.runningTask(ref);
     return task ? task.engine.stats(task.containerId) : null;
   }
