@@ -751,8 +751,6 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return { containerId: reachable.containerId, engine: this.nodeEngine(directory.get(reachable.nodeId)?.hostname ?? '') };
   }
 
-
-
   private nodeEngine(hostname: string): DockerRuntime {
     let engine = this.nodeEngines.get(hostname);
     if (!engine) {
