@@ -143,7 +143,7 @@ eachStore((kind) => {
       });
     }
 
-    test("a swarm's replicas are read each on its own; a single copy's first reading goes on from its workload's reading of a moment ago (svcd before copies), not from a stale one", async () => {
+    test("a swarm's replicas are read each on its own; a single copy's first reading goes on from its workload's reading (svcd before copies), then from its own", async () => {
       const a = await newTenant(t);
       const now = Math.floor(t.clock.now() / 1000);
       const copyOf = (n: number) => `node2/${String(n).repeat(64).slice(0, 64)}`;
@@ -151,24 +151,35 @@ eachStore((kind) => {
       const workloads: WorkloadInfo[] = [
         // Read under its service id 5 s ago (one pass before), now as its one task.
         { id: 'swarm-just-read', name: 'a', state: 'running', exitCode: null, labels: labels('svcA'), address: null, copies: [copyOf(1)] },
-        // Its reading under the service id is an hour old: another task since, counted whole.
+        // Read under its service id an hour ago (svcd was down that long): the same task, its counters on.
         { id: 'swarm-long-ago', name: 'b', state: 'running', exitCode: null, labels: labels('svcB'), address: null, copies: [copyOf(2)] },
-        // Two replicas: each its own row.
+        // Read under its service id, and another task since (its counters start at zero): counted whole.
+        { id: 'swarm-replaced', name: 'd', state: 'running', exitCode: null, labels: labels('svcD'), address: null, copies: [copyOf(5)] },
+        // Two replicas: each its own row, nothing carried over (the service id's reading was of one of them).
         { id: 'swarm-two', name: 'c', state: 'running', exitCode: null, labels: labels('svcC'), address: null, copies: [copyOf(3), copyOf(4)] },
       ];
       await t.deps.store.metering.insertSamples([
         sample({ container_id: 'swarm-just-read', sampled_at: now - 5, tenant_id: a.id, resource_id: 'svcA', cpu_micros: 1_000 }),
         sample({ container_id: 'swarm-long-ago', sampled_at: now - 3_600, tenant_id: a.id, resource_id: 'svcB', cpu_micros: 1_000 }),
+        sample({ container_id: 'swarm-replaced', sampled_at: now - 5, tenant_id: a.id, resource_id: 'svcD', cpu_micros: 9_000 }),
+        sample({ container_id: 'swarm-two', sampled_at: now - 5, tenant_id: a.id, resource_id: 'svcC', cpu_micros: 1_000 }),
       ]);
       // A driver's answers as the swarm's give them (the sampler's reading is what is tested).
-      const runtime: Runtime = { ...inertRuntime(), list: () => Promise.resolve(workloads), stats: (ref) => Promise.resolve({ cpuMicros: ref === copyOf(4) ? 700 : 1_500, memoryBytes: MB, netRxBytes: 0, netTxBytes: 0, blockReadBytes: 0, blockWriteBytes: 0 }) };
+      let cpu = (ref: string): number => (ref === copyOf(4) ? 700 : 1_500);
+      const runtime: Runtime = { ...inertRuntime(), list: () => Promise.resolve(workloads), stats: (ref) => Promise.resolve({ cpuMicros: cpu(ref), memoryBytes: MB, netRxBytes: 0, netTxBytes: 0, blockReadBytes: 0, blockWriteBytes: 0 }) };
       const sampler = new Sampler({ runtime, store: t.deps.store, metering: t.deps.store.metering, clock: t.clock, log: t.deps.log, intervalMs: 5_000, concurrency: 2 });
-      assert.equal(await sampler.pass(), 4);
+      assert.equal(await sampler.pass(), 5);
       const read = async (ref: string) => (await t.deps.store.metering.lastSample(ref)) ?? assert.fail(`no reading of ${ref}`);
       assert.deepEqual([(await read(copyOf(1))).cpu_micros_delta, (await read(copyOf(1))).seconds], [500, 5], 'what the service-id readings counted is not counted again');
-      assert.deepEqual([(await read(copyOf(2))).cpu_micros_delta, (await read(copyOf(2))).seconds], [1_500, 0]);
-      assert.deepEqual([(await read(copyOf(3))).cpu_micros_delta, (await read(copyOf(4))).cpu_micros_delta], [1_500, 700]);
+      assert.deepEqual([(await read(copyOf(2))).cpu_micros_delta, (await read(copyOf(2))).seconds], [500, 5], 'however long ago: one interval of running time after the gap');
+      assert.equal((await read(copyOf(5))).cpu_micros_delta, 1_500, 'a new task: its counters below the old reading count whole');
+      assert.deepEqual([(await read(copyOf(3))).cpu_micros_delta, (await read(copyOf(4))).cpu_micros_delta], [1_500, 700], 'several replicas: nothing carried over');
       assert.equal((await read(copyOf(4))).resource_id, 'svcC');
+      // The next pass goes on from each copy's own reading.
+      t.clock.advance(5_000);
+      cpu = (ref: string) => (ref === copyOf(4) ? 900 : 2_000);
+      assert.equal(await sampler.pass(), 5);
+      assert.deepEqual(await Promise.all([1, 2, 3, 4, 5].map(async (n) => (await read(copyOf(n))).cpu_micros_delta)), [500, 500, 500, 200, 500]);
     });
 
     test('two passes replacing the same bucket at once both succeed, and the bucket holds one row per owner', async () => {

@@ -107,7 +107,7 @@ export class Sampler {
         if (!w) return;
         const stats = await this.deps.runtime.stats(w.containerId);
         if (!stats) return; // gone since the listing
-        const previous = this.last.get(w.containerId) ?? (await this.deps.metering.lastSample(w.containerId)) ?? (await this.carriedOver(info, sampledAt));
+        const previous = this.last.get(w.containerId) ?? (await this.deps.metering.lastSample(w.containerId)) ?? (await this.carriedOver(info));
         rows.push(sampleRow(w, stats, sampledAt, previous, this.deps.intervalMs / 1000));
       } catch (err) {
         failures += 1;
@@ -124,15 +124,16 @@ export class Sampler {
   }
 
   /**
-   * A single copy's first reading, where its workload was last read under the workload's own ref
-   * a moment ago: svcd before copies were read on their own (a swarm's service id, then its one
-   * task), whose readings already counted what the task used. Taken as the copy's previous
-   * reading, so that the upgrade counts nothing twice; a stale one is not (another task since).
+   * A single copy's first reading, where its workload was read under the workload's own ref: svcd
+   * before copies were read on their own (a swarm's service id, then its one task), whose
+   * readings already counted what the task used. Taken as the copy's previous reading, so that
+   * the upgrade counts nothing twice, however long svcd was down. A task that replaced it since
+   * starts its counters at zero, below that reading: counted whole, as a restarted counter is
+   * (sampleRow); its running time from there is one interval, as after any long gap.
    */
-  private async carriedOver(item: { id: string; workloadId: string; single: boolean }, sampledAt: number): Promise<UsageSampleRow | undefined> {
+  private async carriedOver(item: { id: string; workloadId: string; single: boolean }): Promise<UsageSampleRow | undefined> {
     if (!item.single || item.workloadId === item.id) return undefined;
-    const prior = this.last.get(item.workloadId) ?? (await this.deps.metering.lastSample(item.workloadId));
-    return prior && sampledAt - prior.sampled_at <= (3 * this.deps.intervalMs) / 1000 ? prior : undefined;
+    return this.last.get(item.workloadId) ?? (await this.deps.metering.lastSample(item.workloadId));
   }
 
   /** The tenant and resource of a container; warm-pool containers belong to the environment that took them. */

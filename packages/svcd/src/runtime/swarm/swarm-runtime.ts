@@ -105,7 +105,7 @@ const NAME_LABEL = 'svc.name';
 /** The replicas the spec asked for, kept on the Swarm service: a stop scales it to 0, a start back to this. */
 const REPLICAS_LABEL = 'svc.replicas';
 /** A copy of a workload (WorkloadInfo.copies): its task's node (host name) and container. */
-const COPY_REF = /^([^/]+)\/([0-9a-f]{64})$/;
+const COPY_REF = /^(.+)\/([0-9a-f]{64})$/;
 function copyRef(hostname: string, containerId: string): string {
   return `${hostname}/${containerId}`;
 }
@@ -607,10 +607,15 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     if (replicas > 1 && placement?.MaxReplicas !== 1) return false;
     const labels = { ...service.Spec.Labels, [REPLICAS_LABEL]: String(replicas) };
     await this.docker.getService(service.ID).update({ ...service.Spec, Labels: labels, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
+    // The count is taken: from here the scale has happened, and a failed look at the tasks (the
+    // manager busy) is waited out rather than failing it (which would deploy the service anew).
     const deadline = this.clock.now() + wait.timeoutMs;
     while (this.clock.now() < deadline) {
       wait.signal.throwIfAborted();
-      const running = (await this.tasks(service.ID)).filter((t) => t.state === 'running' && t.desired === 'running').length;
+      const running = await this.tasks(service.ID).then(
+        (tasks) => tasks.filter((t) => t.state === 'running' && t.desired === 'running').length,
+        () => -1,
+      );
       if (running === replicas) return true;
       await new Promise<void>((resolve) => this.timers.setTimeout(resolve, 250));
     }
