@@ -107,7 +107,7 @@ export class Sampler {
         if (!w) return;
         const stats = await this.deps.runtime.stats(w.containerId);
         if (!stats) return; // gone since the listing
-        const previous = this.last.get(w.containerId) ?? (await this.deps.metering.lastSample(w.containerId)) ?? (await this.carriedOver(info));
+        const previous = (await this.lastReading(w.containerId)) ?? (await this.carriedOver(info));
         rows.push(sampleRow(w, stats, sampledAt, previous, this.deps.intervalMs / 1000));
       } catch (err) {
         failures += 1;
@@ -133,7 +133,12 @@ export class Sampler {
    */
   private async carriedOver(item: { id: string; workloadId: string; single: boolean }): Promise<UsageSampleRow | undefined> {
     if (!item.single || item.workloadId === item.id) return undefined;
-    return this.last.get(item.workloadId) ?? (await this.deps.metering.lastSample(item.workloadId));
+    return this.lastReading(item.workloadId);
+  }
+
+  /** The last reading under a ref: this svcd's last pass's, else the store's. */
+  private async lastReading(ref: string): Promise<UsageSampleRow | undefined> {
+    return this.last.get(ref) ?? (await this.deps.metering.lastSample(ref));
   }
 
   /** The tenant and resource of a container; warm-pool containers belong to the environment that took them. */

@@ -4,7 +4,7 @@
 export * from './port.js';
 export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docker/docker-runtime.js';
 export { SwarmRuntime, type SwarmRuntimeOptions } from './swarm/swarm-runtime.js';
-export { tcpAccepts } from './ready-wait.js';
+export { probePasses } from './ready-wait.js';
 export { DEFAULT_LOG_RATE, TenantInitMissingError, builtTenantInit, installTenantInit, type LogRate, type TenantInit } from './tenant-init.js';
 export { FirewallError, HostFirewall, type EgressAllowance, type Iptables } from './host-firewall.js';
 export { EGRESS_NODE_LABEL, NodeFirewalls, SANDBOX_NODE_LABEL, readNodeTenantInit, sandboxedByDefault, tenantInitNodeLabel, type NodeFirewallsOptions } from './swarm/node-firewall.js';

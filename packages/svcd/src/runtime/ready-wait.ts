@@ -62,6 +62,14 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
   }
 }
 
+/** One try of a readiness's probe (its own, or the default) at an endpoint: whether it passed (a replica joining its route). */
+export function probePasses(ready: Pick<Readiness, 'probe'>, endpoint: Endpoint): Promise<boolean> {
+  return (ready.probe ?? defaultProbe)(endpoint).then(
+    () => true,
+    () => false,
+  );
+}
+
 /** Without a probe of its own: a port must accept TCP; a workload without one is ready running. */
 async function defaultProbe(endpoint: Endpoint): Promise<void> {
   if (endpoint.port === null) return;

@@ -11,7 +11,7 @@
 // as interrupted and requests a new one.
 import { pause, type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import { LABELS, tcpAccepts, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo } from '../runtime/index.js';
+import { LABELS, probePasses, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo, type WorkloadLimits } from '../runtime/index.js';
 import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type WorkloadRow } from '../store/index.js';
 import { pickFreePort } from '../provisioning/host-ports.js';
 import { timeOrderedId } from '../ids.js';
@@ -38,7 +38,7 @@ const STOP_TIMEOUT_S = 10;
  * the same.
  */
 const SHAPE_LABEL = 'svc.shape';
-function workloadShape(limits: { memoryMb: number; cpus: number; pids: number }, sandbox: boolean): string {
+function workloadShape(limits: WorkloadLimits, sandbox: boolean): string {
   return `memory=${String(limits.memoryMb)}MB cpus=${String(limits.cpus)} pids=${String(limits.pids)} sandbox=${sandbox ? 'gvisor' : 'none'}`;
 }
 
@@ -390,14 +390,7 @@ export class Deployer implements WorkloadRules {
   private async routedCopies(s: ServiceRow, running: ReadonlyArray<{ host: string; port: number }>): Promise<string | null> {
     const routed = new Set(s.upstream === null ? [] : splitUpstreams(s.upstream).map((a) => joinUpstreams([a])));
     const check = readinessOf(healthCheckOf(s.health_check), 0);
-    const passes = async (a: { host: string; port: number }): Promise<boolean> => {
-      if (!check.probe) return tcpAccepts(a.host, a.port);
-      return check.probe({ host: a.host, port: a.port }).then(
-        () => true,
-        () => false,
-      );
-    };
-    const kept = (await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await passes(a)) ? [a] : [])))).flat();
+    const kept = (await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await probePasses(check, a)) ? [a] : [])))).flat();
     // None routed runs any more and none new passes yet (its one task moved): to where it runs
     // now, as the proxy cannot reach what is gone either.
     return joinUpstreams(kept.length > 0 ? kept : running);

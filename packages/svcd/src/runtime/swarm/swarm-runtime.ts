@@ -137,6 +137,11 @@ function specPublishedPort(spec: ServiceSpec | undefined): number | null {
   return (spec?.EndpointSpec as { Ports?: Array<{ PublishedPort?: number }> } | undefined)?.Ports?.[0]?.PublishedPort ?? null;
 }
 
+/** A task that runs and is meant to (not one Swarm is stopping, nor one still on its way). */
+function runsNow(t: TaskView): boolean {
+  return t.state === 'running' && t.desired === 'running';
+}
+
 interface TaskView {
   id: string;
   serviceId: string;
@@ -533,7 +538,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const service = await this.resolve(ref);
     if (!service) return null;
     const tasks = await this.tasks(service.ID);
-    const running = tasks.filter((t) => t.state === 'running' && t.desired === 'running');
+    const running = tasks.filter(runsNow);
     const base = { id: service.ID, name: service.Spec.Labels?.[NAME_LABEL] ?? service.Spec.Name ?? '', labels: service.Spec.Labels ?? {} };
     if (running.length > 0) {
       const directory = await this.nodeDirectory();
@@ -579,7 +584,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   async start(ref: string): Promise<Endpoint | null> {
     const service = await this.resolve(ref);
-    await this.setReplicas(ref, Math.max(1, Number(service?.Spec.Labels?.[REPLICAS_LABEL] ?? 1) || 1));
+    if (!service) throw new WorkloadNotRunningError('the service is gone');
+    await this.setReplicas(service, Math.max(1, Number(service.Spec.Labels?.[REPLICAS_LABEL] ?? 1) || 1));
     const deadline = this.clock.now() + 60_000;
     for (;;) {
       const info = await this.inspect(ref);
@@ -591,7 +597,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   async stop(ref: string): Promise<void> {
-    await this.setReplicas(ref, 0);
+    const service = await this.resolve(ref);
+    if (service) await this.setReplicas(service, 0);
   }
 
   /**
@@ -605,15 +612,14 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // carries out by replacing its tasks. Deployed anew instead.
     const placement = (service.Spec.TaskTemplate as { Placement?: { MaxReplicas?: number } } | undefined)?.Placement;
     if (replicas > 1 && placement?.MaxReplicas !== 1) return false;
-    const labels = { ...service.Spec.Labels, [REPLICAS_LABEL]: String(replicas) };
-    await this.docker.getService(service.ID).update({ ...service.Spec, Labels: labels, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
+    await this.setReplicas(service, replicas, { ...service.Spec.Labels, [REPLICAS_LABEL]: String(replicas) });
     // The count is taken: from here the scale has happened, and a failed look at the tasks (the
     // manager busy) is waited out rather than failing it (which would deploy the service anew).
     const deadline = this.clock.now() + wait.timeoutMs;
     while (this.clock.now() < deadline) {
       wait.signal.throwIfAborted();
       const running = await this.tasks(service.ID).then(
-        (tasks) => tasks.filter((t) => t.state === 'running' && t.desired === 'running').length,
+        (tasks) => tasks.filter(runsNow).length,
         () => -1,
       );
       if (running === replicas) return true;
@@ -622,13 +628,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     return true;
   }
 
-  private async setReplicas(ref: string, replicas: number): Promise<void> {
-    const service = await this.resolve(ref);
-    if (!service) {
-      if (replicas === 0) return;
-      throw new WorkloadNotRunningError('the service is gone');
-    }
-    await this.docker.getService(service.ID).update({ ...service.Spec, Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
+  /** The Swarm service's count of replicas (and its labels, when given), as read at `service`'s version. */
+  private async setReplicas(service: SwarmService, replicas: number, labels?: Record<string, string>): Promise<void> {
+    await this.docker.getService(service.ID).update({ ...service.Spec, ...(labels ? { Labels: labels } : {}), Mode: { Replicated: { Replicas: replicas } }, version: service.Version.Index });
   }
 
   /** By ID, or every service under the workload name (two svcd that raced each made one). */
@@ -745,7 +747,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   private async runningTask(ref: string): Promise<{ containerId: string; engine: DockerRuntime } | null> {
     const service = await this.resolve(ref);
     const tasks = service ? await this.tasks(service.ID) : [];
-    const running = tasks.filter((t): t is TaskView & { containerId: string } => t.state === 'running' && t.desired === 'running' && t.containerId !== null);
+    const running = tasks.filter((t): t is TaskView & { containerId: string } => runsNow(t) && t.containerId !== null);
     if (running.length === 0) return null;
     const directory = await this.nodeDirectory();
     const reachable = running.find((t) => this.o.nodes.has(directory.get(t.nodeId)?.hostname ?? ''));
