@@ -16,6 +16,7 @@ package main
 //   PUT /files/content?path=    a file written whole (atomically: a temporary file renamed over it)
 //   DELETE /files?path=         a file, or a directory (recursive=true for one with entries)
 //   GET /terminal               an interactive terminal on a pseudo-terminal (terminal.go)
+//   any request with X-Svc-Preview-Port: forwarded to that port of the environment (preview.go)
 //
 // svcd sets the caps (output, file sizes) in each request; the agent holds them.
 
@@ -39,8 +40,9 @@ const agentTokenEnv = "SVC_AGENT_TOKEN"
 const maxAgentConnections = 32
 
 type agent struct {
-	token  []byte
-	reaper *reaper
+	token   []byte
+	reaper  *reaper
+	preview *previewProxy
 	// Commands asked for with an id (svcd's streamed execs), by id: their process groups while
 	// their first process runs, else 0 (signal.go).
 	mu      sync.Mutex
@@ -59,7 +61,11 @@ func listenAgent(port int) (net.Listener, error) {
 
 // serveAgent answers on ln from now on.
 func serveAgent(ln net.Listener, token string, r *reaper) {
-	a := &agent{token: []byte(token), reaper: r, running: map[string]int{}}
+	port := 0
+	if addr, ok := ln.Addr().(*net.TCPAddr); ok {
+		port = addr.Port
+	}
+	a := &agent{token: []byte(token), reaper: r, preview: newPreviewProxy([]byte(token), port), running: map[string]int{}}
 	server := &http.Server{
 		Handler: a,
 		// A request without the token is answered once its headers are in: whatever has no token
@@ -87,22 +93,54 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
-	return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+	return &slotConn{Conn: c, release: func() { <-l.slots }, pool: l.slots}, nil
 }
 
 type slotConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	mu       sync.Mutex
+	released bool
+	release  func()
+	// The pool it counts in now: the listener's, or another it moved to (moveTo).
+	pool chan struct{}
 }
 
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.released {
+		c.released = true
+		c.release()
+	}
 	return err
 }
 
+// moveTo counts the connection in another pool of slots from now on, freeing its listener's
+// slot: false, and it stays where it was, when that pool is full. Moved already: true.
+func (c *slotConn) moveTo(pool chan struct{}) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pool == pool || c.released {
+		return !c.released
+	}
+	select {
+	case pool <- struct{}{}:
+	default:
+		return false
+	}
+	c.release()
+	c.pool = pool
+	c.release = func() { <-pool }
+	return true
+}
+
 func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A preview (preview.go), with a token of its own: its Authorization header is the preview's.
+	if r.Header.Get(previewPortHeader) != "" && len(a.token) > 0 {
+		a.preview.serve(w, r)
+		return
+	}
 	given := []byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	if len(a.token) == 0 || subtle.ConstantTimeCompare(given, a.token) != 1 {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})

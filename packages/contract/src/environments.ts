@@ -41,7 +41,7 @@ export const Environment = Type.Object({
   name: Type.String(),
   template_id: Type.String(),
   image: Type.String(),
-  status: Type.String({ description: 'creating, running, stopped or expired (stopped at lease expiry; the workspace is kept 24 h)' }),
+  status: Type.String({ description: 'creating, running, stopped or expired (stopped at lease expiry; the workspace is kept 24 h). On a Docker Swarm an environment is pinned to the node its workspace is on: while that node is away it is stopped, last_error naming the node, and runs there again once the node is back' }),
   lease_expires_at: UnixSeconds,
   removal_at: Type.Union([UnixSeconds, Type.Null()], { description: 'expired: when the workspace is removed (24 h after expiry)' }),
   workspace: Type.String({ description: 'where the workspace volume is mounted: /workspace' }),

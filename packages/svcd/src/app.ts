@@ -283,7 +283,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
           const domains = (await store.serviceDomains.routed()).map((d) => ({ service_id: d.service_id, hostname: d.hostname, awaitingCertificate: d.certificate_expires_at === null }));
           return [
             ...routeTargets(await store.services.listAll(), routing, domains),
-            ...previewRouteTargets(await store.environments.previewRoutes(), routing),
+            ...previewRouteTargets(await store.environments.previewRoutes(), routing, (sealed) => sealer.open(sealed)),
             ...apiRouteTargets(apiRoute.upstream, config.baseDomain),
           ];
         },
@@ -385,6 +385,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     routesChanged,
     sessions,
     disk,
+    publishedPorts: config.swarmPorts,
   });
   const warmPoolJob = {
     name: 'environments.warm_pool',

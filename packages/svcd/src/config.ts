@@ -57,7 +57,7 @@ export interface Config {
    * address: read at start-up from <data-dir>/engine-tls/docker-host/ and .../nodes/<name>/.
    */
   engineTls: Record<string, EngineTls>;
-  /** With swarm: the ports services are published on, on the node that runs them (--swarm-ports FROM-TO); one per service. */
+  /** With swarm: the ports services and environments' agents are published on, on the node that runs them (--swarm-ports FROM-TO); one per service or environment. */
   swarmPorts: { from: number; to: number };
   /** With swarm: the image of the helper container svcd keeps on every node for its egress rules (--swarm-helper-image; runtime/swarm/node-firewall.ts). */
   swarmHelperImage: string;
@@ -363,6 +363,10 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   }
   const warm = Number(raw.envWarmPool ?? DEFAULT_ENV_WARM_POOL);
   if (!Number.isInteger(warm) || warm < 0 || warm > 20) throw new ConfigError(`--env-warm-pool must be an integer from 0 to 20, got ${JSON.stringify(raw.envWarmPool)}`);
+  // A warm container is handed to a tenant by joining it to the tenant's network, and an
+  // environment on a swarm is pinned to the node of its workspace with a port of its own: a
+  // pool would have to guess both.
+  if (warm > 0 && runtime.runtime === 'swarm') throw new ConfigError('--env-warm-pool must be 0 with --runtime swarm: a swarm has no warm pool of environments');
   const gitCaFile = raw.gitCaFile?.trim() || null;
   if (gitCaFile !== null && !existsSync(gitCaFile)) throw new ConfigError(`--git-ca-file ${gitCaFile} does not exist`);
   const metricsListen = raw.metricsListen?.trim() || DEFAULT_METRICS_LISTEN;

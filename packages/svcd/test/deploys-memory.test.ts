@@ -441,7 +441,8 @@ eachStore((kind) => {
 
     test("the store's unique index settles it: the loser reads the ports again and picks again (here: none left, said so), never a raw SQL error", async () => {
       const services = t.deps.store.services;
-      const read = services.publishedPorts.bind(services);
+      const ports = t.deps.store.publishedPorts;
+      const read = ports.taken.bind(ports);
       // The deploys' allocation is what is tried here: the check at creation (which reads the same
       // ports, and is tested above) stands aside.
       const assertPortLeft = t.deps.deployer.assertPortLeft.bind(t.deps.deployer);
@@ -450,7 +451,7 @@ eachStore((kind) => {
       let reads = 0;
       let bothRead: () => void = () => {};
       const barrier = new Promise<void>((resolve) => (bothRead = resolve));
-      services.publishedPorts = async (releasedAfter) => {
+      ports.taken = async (releasedAfter) => {
         const used = await read(releasedAfter);
         if (++reads === 2) bothRead();
         await barrier;
@@ -468,7 +469,7 @@ eachStore((kind) => {
         assert.equal((await services.findAny(winner?.id ?? ''))?.published_port, 23910);
         assert.equal((await services.findAny(loser?.id ?? ''))?.published_port, null);
       } finally {
-        services.publishedPorts = read;
+        ports.taken = read;
         t.deps.deployer.assertPortLeft = assertPortLeft;
       }
     });

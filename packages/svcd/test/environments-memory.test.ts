@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
-import { RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
+import { NodeUnavailableError, RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
 import { environmentWorkloadName } from '../src/environments/environments.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -23,14 +23,18 @@ eachStore((kind) => {
 
     /** While set, the "engine" does not answer: its info and a start of a container fail as a stopped dockerd's would. */
     let engineAway = false;
+    /** While set, no node of the "cluster" can run the environment: runs and starts fail as a swarm's do (NodeUnavailableError). */
+    let nodeAway: string | null = null;
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
       const away = () => Promise.reject(new RuntimeUnavailableError('container engine unavailable'));
+      const nodeGone = (why: string) => Promise.reject(new NodeUnavailableError(why));
       const runtime: Runtime = {
         ...mem.runtime,
         info: () => (engineAway ? away() : mem.runtime.info()),
-        start: (ref) => (engineAway ? away() : mem.runtime.start(ref)),
+        start: (ref) => (engineAway ? away() : nodeAway !== null ? nodeGone(nodeAway) : mem.runtime.start(ref)),
+        apply: (request) => (nodeAway !== null ? nodeGone(nodeAway) : mem.runtime.apply(request)),
       };
       t = await startServer({ store: kind, config: { environmentImages }, overrides: { runtime } });
     });
@@ -126,6 +130,44 @@ eachStore((kind) => {
       assert.equal((await a.client.activity({ resource_type: 'environment' })).filter((e) => e.action === 'environment.started').length, 1);
     });
 
+    test("no node can take it (a cluster's): a create answers 503 at once and leaves nothing; a running one whose node is away is stopped, its last_error naming the node, and runs again once the node is back", async () => {
+      const a = await newTenant(t);
+      nodeAway = "no swarm node can take it now (ready, active, with svc's tenant egress rules)";
+      try {
+        const started = Date.now();
+        const r = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'nowhere', template_id: 'default' } });
+        assert.equal(r.status, 503);
+        // Not the create's whole wait (minutes) for a node to come.
+        assert.ok(Date.now() - started < 20_000, String(Date.now() - started));
+        assert.deepEqual(await a.client.environments(), []);
+        assert.equal(await t.deps.store.workloads.find('environment', (await t.deps.store.environments.listForTenant(a.id))[0]?.id ?? 'none'), undefined);
+      } finally {
+        nodeAway = null;
+      }
+      const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
+      const [c] = await mem.driver.list({ tenantId: a.id });
+      assert.ok(c);
+      nodeAway = 'swarm node node2, which holds its data, is down: it starts again there once the node is back';
+      try {
+        await mem.driver.stop(c.id);
+        await t.deps.workloads.reconcile();
+        const away = await waitFor('the environment to say its node is away', async () => {
+          const now = await a.client.environment(env.id);
+          return now.status === 'stopped' && now.last_error?.includes('swarm node node2') ? now : undefined;
+        });
+        assert.equal((await t.deps.store.environments.findAny(env.id))?.address, null, 'no address while it does not run');
+        assert.equal((await t.deps.store.workloads.find('environment', env.id))?.desired_state, 'running', 'still meant to run');
+        assert.equal(away.last_error, nodeAway);
+      } finally {
+        nodeAway = null;
+      }
+      // The node is back: the controller's next try runs it again, on its own.
+      t.clock.advance(120_000);
+      await t.deps.workloads.passNow();
+      await waitFor('the environment to run again', async () => ((await a.client.environment(env.id)).status === 'running' ? true : undefined));
+      assert.equal((await a.client.environment(env.id)).last_error, null);
+    });
+
     test("a container stopped outside svc is started again by reconcile, the same container; the lease's expiry stops it for good", async () => {
       const a = await newTenant(t);
       const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
@@ -143,6 +185,25 @@ eachStore((kind) => {
       assert.equal((await mem.driver.inspect(c.id))?.state, 'exited');
       await t.deps.workloads.reconcile();
       assert.equal((await mem.driver.inspect(c.id))?.state, 'exited', 'not started again');
+    });
+  });
+
+  describe(`environments on a runtime that cannot reach them (${kind})`, () => {
+    test("a swarm (its overlays not on svcd's host) without svc-init's agent: a create is 409 saying why, and writes nothing", async () => {
+      const mem = memoryRuntime(IMAGES);
+      const runtime: Runtime = { ...mem.runtime, capabilities: async () => ({ ...(await mem.runtime.capabilities()), addressable: false, allocatedPorts: true, agent: false }) };
+      const t = await startServer({ store: kind, config: { environmentImages }, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const r = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
+        assert.equal(r.status, 409);
+        assert.match(r.body.error, /environments are not available on this installation's runtime: svcd reaches them through svc-init's agent/);
+        assert.deepEqual(await a.client.environments(), []);
+        assert.deepEqual(await mem.driver.list({ tenantId: a.id }), []);
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
     });
   });
 

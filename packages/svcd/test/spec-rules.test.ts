@@ -77,7 +77,7 @@ async function seedEveryList(t: TestServer, tenantId: string): Promise<string> {
       });
       await tx.environments.insert({
         id: `${p}-env-${i}`, tenant_id: tenantId, name: `env-${i}`, template_id: 'default', image: 'svc-test/env-default:1', status: 'stopped',
-        lease_expires_at: now + 30 * 86_400, expired_at: null, container_id: null, address: null, workload: null, last_error: null, created_at: at, updated_at: at, agent_token: null,
+        lease_expires_at: now + 30 * 86_400, expired_at: null, container_id: null, address: null, workload: null, last_error: null, created_at: at, updated_at: at, agent_token: null, published_port: null, node: null,
       });
     }
   });

@@ -225,7 +225,7 @@ eachStore((kind) => {
       await store.tenants.insert(tenantRow('et2', 'envother'));
       const row = (id: string, tenant: string, name: string, lease: number, status: 'creating' | 'running' | 'stopped' | 'expired' = 'running', expired: number | null = null) => ({
         id, tenant_id: tenant, name, template_id: 'default', image: 'ubuntu:24.04', status, lease_expires_at: lease, expired_at: expired,
-        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null, published_port: null, node: null,
       });
       await store.environments.insert(row('e1', 'et1', 'dev', T + 10));
       await store.environments.insert(row('e2', 'et2', 'dev', T - 5, 'stopped')); // same name, other tenant: fine
@@ -241,8 +241,51 @@ eachStore((kind) => {
       await store.environments.update('e1', { address: '10.0.0.5' });
       assert.deepEqual((await store.environments.previewRoutes()).map((p) => [p.id, p.env_status, p.address]), [['p1', 'running', '10.0.0.5']]);
       assert.equal(await store.environments.deletePreview('e2', 'p1'), false, 'only through its environment');
-      assert.equal(await store.environments.delete('e1'), true);
+      assert.equal(await store.environments.delete('e1', T), true);
       assert.deepEqual(await store.environments.previews('e1'), [], 'previews went with it');
+    });
+
+    test("published ports (a swarm's): one owner per port whatever its kind, also when two handles race; given up, a port rests, and a deleted owner's goes with it", async () => {
+      await store.tenants.insert(tenantRow('pp1', 'portowner'));
+      await store.services.insert({
+        id: 'pps1', tenant_id: 'pp1', name: 'api', name_key: 'api', image: 'x', port: 8000, status: 'running', desired_state: 'running',
+        dns_label: 'api-pp', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
+      });
+      const env = (id: string) => ({
+        id, tenant_id: 'pp1', name: id, template_id: 'default', image: 'ubuntu:24.04', status: 'running' as const, lease_expires_at: T + 60, expired_at: null,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null, published_port: null, node: null,
+      });
+      await store.environments.insert(env('ppe1'));
+      await store.environments.insert(env('ppe2'));
+      const ports = store.publishedPorts;
+      // A service and an environment race for one port (on PostgreSQL on two handles: two svcd;
+      // SQLite's, in one process, would wait on each other synchronously): one has it, the other
+      // is refused by the claim's key.
+      const other = kind === 'postgres' ? second : store;
+      const race = await Promise.allSettled([ports.allocate('services', 'pps1', 31000), other.publishedPorts.allocate('environments', 'ppe1', 31000)]);
+      assert.deepEqual(race.map((r) => r.status).sort(), ['fulfilled', 'rejected'], JSON.stringify(race));
+      const refused = race.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      assert.ok(isUniqueViolation(refused?.reason), String(refused?.reason));
+      const serviceWon = race[0].status === 'fulfilled';
+      assert.equal((await store.services.findAny('pps1'))?.published_port, serviceWon ? 31000 : null);
+      assert.equal((await store.environments.findAny('ppe1'))?.published_port, serviceWon ? null : 31000, 'the loser holds nothing');
+      // The loser takes another; an owner that has one is not given a second.
+      assert.equal(await (serviceWon ? ports.allocate('environments', 'ppe1', 31001) : ports.allocate('services', 'pps1', 31001)), true);
+      assert.equal(await ports.allocate('environments', 'ppe1', 31002), false, 'it has one');
+      assert.deepEqual((await ports.taken(T)).sort(), [31000, 31001]);
+      // Given up (moved into a changed range): unclaimed, and resting until `releasedAfter` passes it.
+      const envPort = (await store.environments.findAny('ppe1'))?.published_port ?? assert.fail();
+      assert.equal(await ports.release('environments', 'ppe1', envPort + 5, T), false, 'not the port it holds');
+      assert.equal(await ports.release('environments', 'ppe1', envPort, T + 10), true);
+      assert.deepEqual((await ports.taken(T)).sort(), [31000, 31001], 'resting');
+      assert.deepEqual(await ports.taken(T + 10), [envPort === 31000 ? 31001 : 31000], 'rested');
+      assert.equal(await ports.allocate('environments', 'ppe2', envPort), true, 'a rested port is given again');
+      // Deleting an owner gives its port up with it.
+      assert.equal(await store.environments.delete('ppe2', T + 20), true);
+      assert.equal(await store.services.delete('pp1', 'pps1', T + 20), true);
+      assert.deepEqual(await ports.taken(T + 20), []);
+      assert.deepEqual((await ports.taken(T + 19)).sort(), [31000, 31001]);
     });
 
     test('warm pool: a ready container is claimed once, even by two stores at once', async () => {
@@ -280,7 +323,7 @@ eachStore((kind) => {
 
       const env = (id: string) => ({
         id, tenant_id: 'h2', name: id, template_id: 'default', image: 'ubuntu:24.04', status: 'running' as const, lease_expires_at: T + 60, expired_at: null,
-        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null,
+        container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null, published_port: null, node: null,
       });
       await store.environments.insert(env('he1'));
       for (const [id, name] of [['hp1', 'web'], ['hp2', 'api']] as const) {
@@ -290,7 +333,7 @@ eachStore((kind) => {
       await store.hostNames.claim(claim('unrelated', 'h1', 'service', 'hs9'));
       assert.equal(await store.environments.deletePreview('he1', 'hp1'), true);
       assert.equal(await store.hostNames.find('web-he1'), undefined, 'a deleted preview frees its host');
-      assert.equal(await store.environments.delete('he1'), true);
+      assert.equal(await store.environments.delete('he1', T), true);
       assert.equal(await store.hostNames.find('api-he1'), undefined, "an environment's previews free their hosts with it");
       assert.equal((await store.hostNames.find('unrelated'))?.resource_id, 'hs9', 'other hosts stay');
       await store.hostNames.release('service', 'hs9');
@@ -472,6 +515,39 @@ eachStore((kind) => {
           assert.equal((await migrated.databases.findAny('db-running'))?.ready_at, T);
           // Even one provisioning when svc was upgraded: its volume may hold a tenant's data already.
           assert.equal((await migrated.databases.findAny('db-provisioning'))?.ready_at, T + 7);
+        } finally {
+          await migrated.close();
+        }
+      } finally {
+        await loc.cleanup();
+      }
+    });
+  });
+
+  describe(`migration 0027_environment_ports on an existing database (${kind})`, () => {
+    test("the services' published ports are claimed: an environment cannot be given one a service holds", async () => {
+      const loc = await storeLocation(kind);
+      try {
+        const db = await migratedTo(kind, loc, '0026_replicas');
+        await db.insertInto('tenants').values([tenantRow('m1', 'one')]).execute();
+        const service = (id: string, port: number | null) => ({
+          id, tenant_id: 'm1', name: id, name_key: id, image: 'x', port: 8000, status: 'running' as const, desired_state: 'running' as const,
+          dns_label: id, last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+          last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T, published_port: port,
+        });
+        await db.insertInto('services').values([service('ms1', 30500), service('ms2', null)]).execute();
+        await (db as unknown as Kysely<Record<string, Record<string, unknown>>>).insertInto('environments').values({
+          id: 'me1', tenant_id: 'm1', name: 'dev', template_id: 'default', image: 'x', status: 'running', lease_expires_at: T + 60, expired_at: null,
+          container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null,
+        }).execute();
+        await db.destroy();
+
+        const migrated = await openStore(loc);
+        try {
+          assert.deepEqual(await migrated.publishedPorts.taken(T), [30500]);
+          await assert.rejects(migrated.publishedPorts.allocate('environments', 'me1', 30500), (err: unknown) => isUniqueViolation(err));
+          assert.equal((await migrated.environments.findAny('me1'))?.published_port, null);
+          assert.equal(await migrated.publishedPorts.allocate('environments', 'me1', 30501), true);
         } finally {
           await migrated.close();
         }

@@ -13,11 +13,12 @@ import Docker from 'dockerode';
 import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import { NodeFirewalls, builtTenantInit, readNodeTenantInit, tenantNetworkName } from '../src/runtime/index.js';
 import { HELPER_NAME } from '../src/runtime/swarm/node-firewall.js';
+import { AGENT_PORT } from '../src/environments/agent.js';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, RESPONDER_BODY, RESPONDER_IMAGE, TEST_REGISTRY, ensureTestImages, finished, pushToRegistry } from './images.js';
 import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
 import { LAB_BRIDGE, LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
-import { dockerfile, startGitServer, type GitServer } from './git-fixtures.js';
+import { dockerfile, startGitServer, startHttpsGitServer, type GitServer, type HttpsGitServer } from './git-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 
 const run = promisify(execFile);
@@ -71,6 +72,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
   let t: TestServer;
   let proxyPort = 0;
   let git: GitServer;
+  let httpsGit: HttpsGitServer;
   let warmImages: Promise<unknown> = Promise.resolve();
   const undo: Array<() => Promise<unknown>> = [];
   const control = (name: string) => createServer((_req, res) => res.end(`${name} control answered\n`));
@@ -117,6 +119,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
       },
     });
     undo.push(() => git.stop());
+    // An environment's sync clones over HTTPS only.
+    httpsGit = await startHttpsGitServer();
+    undo.push(() => httpsGit.stop());
     proxyPort = await freePort();
     t = await startServer({
       realTime: true,
@@ -137,6 +142,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
         adminTokens: [ADMIN_TOKEN],
         databaseImages: { postgres: `${TEST_REGISTRY}/svc-test/postgres:15`, redis: SWARM_REDIS_IMAGE },
         kanbanImage: SWARM_NODE_IMAGE,
+        gitCaFile: httpsGit.caFile,
+        // The environments' templates: Node is what the preview's server needs.
+        environmentImages: { default: SWARM_NODE_IMAGE, node: SWARM_NODE_IMAGE, python: SWARM_NODE_IMAGE, go: SWARM_NODE_IMAGE },
       },
       overrides: { readyTimeoutMs: 60_000 },
       logLines: svcdWarnings,
@@ -886,9 +894,71 @@ describe('svcd on a Docker Swarm of three engines', () => {
     }, 120_000);
   });
 
-  test('environments are refused on a swarm with a 409 that says why, and write nothing', async () => {
-    const { client } = await newTenant(t);
-    await assert.rejects(client.createEnvironment({ name: 'env', template_id: 'default' }), (err: { status?: number; message?: string }) => err.status === 409 && /environments are not available on this installation's runtime \(Docker Swarm\)/.test(err.message ?? ''));
-    assert.equal((await client.environments()).length, 0);
+  test("an environment runs pinned to its workspace's node, its agent published on a port of --swarm-ports (answering only with its token): exec, files, sync and previews reach it there; its workspace counts against the disk quota; stopped and started, its workspace is there; deleted, its port rests", async () => {
+    const { client, id: tenantId } = await newTenant(t);
+    await warmImages;
+    const env = await client.createEnvironment({ name: 'dev', template_id: 'node' });
+    assert.equal(env.status, 'running');
+    const row = (await t.deps.store.environments.findAny(env.id)) ?? assert.fail('no record');
+    const port = row.published_port ?? assert.fail('no published port');
+    assert.ok(port >= 30_000 && port <= 32_767, String(port));
+    const node = row.node ?? assert.fail('not placed on a node');
+    // A Swarm service whose task runs on that node, pinned there, its agent's port published in host mode.
+    const [service] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${env.id}`] } })) as Array<{ ID: string; Spec: { TaskTemplate: { Placement?: { Constraints?: string[] } } } }>;
+    assert.ok(service?.Spec.TaskTemplate.Placement?.Constraints?.includes(`node.id==${node}`), JSON.stringify(service?.Spec.TaskTemplate.Placement));
+    const task = (await tasksOf(service?.ID ?? assert.fail('no Swarm service'))).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no running task');
+    assert.equal(task.NodeID, node);
+    // (Listed once per address family the node binds it on.)
+    assert.deepEqual([...new Set(task.Status.PortStatus?.Ports?.map((p) => `${p.PublishMode ?? ''} ${String(p.PublishedPort)} ${String(p.TargetPort)}`))], [`host ${String(port)} ${String(AGENT_PORT)}`]);
+    const address = row.address ?? assert.fail('no address');
+    assert.equal(address, ((await lab.manager.engine.getNode(node).inspect()) as { Status: { Addr: string } }).Status.Addr, "the node's address");
+
+    // The agent at the node's port: nothing without the environment's token, the health check with it.
+    const token = t.deps.sealer.open(row.agent_token ?? assert.fail('no agent token'));
+    const health = (auth: string | null) => fetch(`http://${address}:${String(port)}/health`, { headers: auth ? { authorization: auth } : {} }).then((r) => r.status);
+    assert.equal(await health(null), 401);
+    assert.equal(await health('Bearer not-the-token'), 401);
+    assert.equal(await health(`Bearer ${token}`), 200);
+
+    // Commands, files and a sync through it (the sync's archive through the node's engine exec).
+    const ran = await client.exec(env.id, { command: ['sh', '-c', 'echo kept > /workspace/kept.txt && cat /workspace/kept.txt'] });
+    assert.deepEqual([ran.exit_code, ran.stdout], [0, 'kept\n']);
+    await client.writeFile(env.id, '/workspace/written.txt', 'through the files API\n');
+    assert.equal((await client.statFile(env.id, '/workspace/written.txt')).size, 'through the files API\n'.length);
+    const synced = await client.sync(env.id, { git_url: httpsGit.url('project'), git_ref: 'v1' });
+    assert.equal((await client.exec(env.id, { command: ['cat', `${synced.path}/README.md`] })).stdout, 'project v1\n');
+
+    // A preview of a server that listens on the environment's loopback only: through the proxy
+    // to the agent, which forwards it there.
+    const server = "require('http').createServer((q, s) => s.end('preview page for ' + q.headers.host)).listen(8000, '127.0.0.1')";
+    await client.exec(env.id, { command: ['sh', '-c', `(node -e "${server}" >/dev/null 2>&1 &)`] });
+    const preview = await client.createPreview(env.id, { name: 'site', port: 8000 });
+    const previewHost = new URL(preview.url ?? assert.fail('no preview url')).host;
+    const page = await waitFor('the preview through the proxy', () => viaProxy(proxyPort, previewHost, '/').then((r) => (r.status === 200 ? r : undefined)), 30_000);
+    assert.equal(page.body, `preview page for ${previewHost}`);
+    // The same port asked for straight at the node, without the proxy's preview token: refused.
+    const straight = await fetch(`http://${address}:${String(port)}/`, { headers: { 'x-svc-preview-port': '8000', authorization: `Bearer ${token}` } });
+    assert.equal(straight.status, 401);
+
+    // What it writes to its workspace, on a worker's disk (the lab's manager runs no task), counts
+    // against the tenant's disk quota: each node's engine is asked.
+    assert.notEqual(node, ((await lab.manager.engine.info()) as { Swarm: { NodeID: string } }).Swarm.NodeID, 'on a worker');
+    await client.exec(env.id, { command: ['sh', '-c', 'head -c 33554432 /dev/zero > /workspace/fill'] });
+    const measured = (await t.deps.diskMeter.pass()).get(tenantId) ?? 0;
+    assert.ok(measured >= 32 * 1024 * 1024, `measured ${String(measured)} bytes`);
+
+    // Stopped and started: a new task on the same node, the same port, the workspace kept.
+    assert.equal((await client.stopEnvironment(env.id)).status, 'stopped');
+    assert.equal((await waitFor('the preview to say stopped', () => viaProxy(proxyPort, previewHost, '/').then((r) => (r.status === 503 ? r : undefined)), 30_000)).status, 503);
+    assert.equal((await client.startEnvironment(env.id)).status, 'running');
+    const again = (await t.deps.store.environments.findAny(env.id)) ?? assert.fail();
+    assert.deepEqual([again.node, again.published_port], [node, port]);
+    assert.equal((await client.exec(env.id, { command: ['cat', '/workspace/kept.txt', '/workspace/written.txt'] })).stdout, 'kept\nthrough the files API\n');
+
+    // Deleted: its Swarm service goes, and its port rests before it is given again.
+    const before = Math.floor(Date.now() / 1000) - 1;
+    await client.deleteEnvironment(env.id);
+    await waitFor('its Swarm service to go', async () => ((await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${env.id}`] } })).length === 0 ? true : undefined), 60_000);
+    assert.ok((await t.deps.store.publishedPorts.taken(before)).includes(port), 'resting');
   });
 });

@@ -16,6 +16,8 @@ import { generateKey, hashSecret, parseKey, tokenInList } from '../src/auth/key-
 import { OperatorTokens } from '../src/auth/operator.js';
 import { buildConfig, ConfigError, parseListen, SPEC_RATE_LIMITS, type RawOptions } from '../src/config.js';
 import { buildCaddyConfig, joinUpstreams, splitUpstreams, type RouteTarget } from '../src/proxy/caddy-config.js';
+import { PREVIEW_PORT_HEADER, PREVIEW_TOKEN_HEADER, previewToken } from '../src/environments/agent.js';
+import { previewRouteTargets } from '../src/environments/previews.js';
 import { RouteAnswers, STALE_AFTER_MS, answerQuery } from '../src/proxy/route-answers.js';
 import { Resolver } from 'node:dns/promises';
 import { request as httpRequest } from 'node:http';
@@ -737,7 +739,30 @@ describe('environments: configuration and names', () => {
     assert.equal(buildConfig({ ...raw, envImageGo: 'golang:1.24', envWarmPool: '3' }, {}).environmentImages.go, 'golang:1.24');
     for (const bad of ['-1', '21', 'two', '1.5']) assert.throws(() => buildConfig({ ...raw, envWarmPool: bad }, {}), /--env-warm-pool/, bad);
     assert.throws(() => buildConfig({ ...raw, gitCaFile: '/no/such/ca.pem' }, {}), /--git-ca-file/);
+    // A swarm has no warm pool: an environment there is pinned to its workspace's node, with a port of its own.
+    const swarm: RawOptions = { ...raw, runtime: 'swarm', buildRegistry: '127.0.0.1:5000', swarmPublishedFrom: '10.0.0.1' };
+    assert.equal(buildConfig({ ...swarm, envWarmPool: '0' }, {}).environmentWarmPool, 0);
+    assert.throws(() => buildConfig({ ...swarm, envWarmPool: '1' }, {}), /--env-warm-pool must be 0 with --runtime swarm/);
     assert.equal(buildConfig({ ...raw, gitCaFile: '/etc/hostname' }, {}).gitCaFile, '/etc/hostname');
+  });
+  test("a preview on a swarm goes to its environment's agent, on the port its node publishes, naming the preview's port and showing the preview token (the one svc-init derives: preview_test.go holds the same value); on one engine, to the container's port", () => {
+    assert.equal(previewToken('agent-token'), 'Jkkafi25QdClwQctJGSE9OHZ03_bJgWgTdDeUHuOgTQ');
+    assert.notEqual(previewToken('agent-token'), previewToken('another-token'));
+    const row = { id: 'p1', environment_id: 'e1', tenant_id: 't1', name: 'site', port: 8000, created_at: 0, env_name: 'web', env_status: 'running', address: '10.77.0.11', agent_port: 30123, agent_token: 'sealed' };
+    const open = (sealed: string) => (sealed === 'sealed' ? 'agent-token' : assert.fail(sealed));
+    const [swarm] = previewRouteTargets([row], { baseDomain: null, proxyListen: '127.0.0.1:8081' }, open);
+    assert.equal(swarm?.upstream, '10.77.0.11:30123');
+    assert.equal(swarm.port, 8000);
+    assert.deepEqual(swarm.requestHeaders, { [PREVIEW_PORT_HEADER]: '8000', [PREVIEW_TOKEN_HEADER]: previewToken('agent-token') });
+    // Caddy sets them over the client's own, and dials the agent's port as the configuration names it.
+    const handler = ((buildCaddyConfig({ adminListen: 'unix//x.sock', answers: { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' }, listen: '0.0.0.0:8080', targets: [swarm] }).config.apps as { http: { servers: { svc: { routes: Array<{ handle: Array<{ upstreams?: unknown; headers: { request: { set: Record<string, string[]> } } }> }> } } } }).http.servers.svc.routes[0]?.handle[0]) ?? assert.fail('no route');
+    assert.deepEqual(handler.upstreams, [{ dial: '10.77.0.11:30123' }]);
+    assert.deepEqual(handler.headers.request.set[PREVIEW_TOKEN_HEADER], [previewToken('agent-token')]);
+    assert.deepEqual(handler.headers.request.set[PREVIEW_PORT_HEADER], ['8000']);
+    const [single] = previewRouteTargets([{ ...row, address: '172.18.0.5', agent_port: null }], { baseDomain: null, proxyListen: '127.0.0.1:8081' }, open);
+    assert.equal(single?.upstream, '172.18.0.5:8000');
+    assert.equal(single.requestHeaders, undefined);
+    assert.equal(previewRouteTargets([{ ...row, env_status: 'stopped', address: null }], { baseDomain: null, proxyListen: '127.0.0.1:8081' }, open)[0]?.upstream, null);
   });
   test('sync puts a repository where git clone would: its last path segment without .git', () => {
     assert.equal(repositoryDirectory('https://example.com/org/app.git'), 'app');

@@ -3,7 +3,7 @@
 // instead of a runtime process start through the engine (~80 ms under gVisor here). node:http,
 // not fetch: svcd must know whether the agent was reached at all, since only a request that never
 // reached it may go to the engine's exec instead (anything else could run the command twice).
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { request, type IncomingMessage } from 'node:http';
 import { pipeline, Transform, type Duplex, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
@@ -28,7 +28,30 @@ export class AgentUnreachableError extends Error {}
 
 export interface AgentAddress {
   host: string;
+  port: number;
   token: string;
+}
+
+/**
+ * Where an environment's agent answers: at AGENT_PORT of its container's address (one engine),
+ * or at the port its node publishes it on (`published`, a swarm: the host is the node's).
+ */
+export function agentAddress(host: string, published: number | null, token: string): AgentAddress {
+  return { host, port: published ?? AGENT_PORT, token };
+}
+
+/** The header the proxy names a preview's port in, to the agent's preview proxy (svc-init's preview.go). */
+export const PREVIEW_PORT_HEADER = 'X-Svc-Preview-Port';
+/** The header that carries previewToken. */
+export const PREVIEW_TOKEN_HEADER = 'X-Svc-Preview-Token';
+
+/**
+ * What the proxy shows the agent to reach a preview's port through it: derived from the agent's
+ * token (HMAC-SHA256 of a fixed text, base64url), so that the proxy's configuration, which holds
+ * it, gives no way to run a command; svc-init derives the same.
+ */
+export function previewToken(agentToken: string): string {
+  return createHmac('sha256', agentToken).update('svc-preview').digest('base64url');
 }
 
 /** Runs the spec through the agent at `at`; rejects with AgentUnreachableError when it never got the request. */
@@ -117,7 +140,7 @@ export function answerDeadlineMs(spec: ExecSpec): number {
  */
 export function agentAnswers(at: AgentAddress, timeoutMs: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const req = request({ host: at.host, port: AGENT_PORT, method: 'GET', path: '/health', headers: { authorization: `Bearer ${at.token}` }, agent: false, timeout: timeoutMs });
+    const req = request({ host: at.host, port: at.port, method: 'GET', path: '/health', headers: { authorization: `Bearer ${at.token}` }, agent: false, timeout: timeoutMs });
     req.on('timeout', () => req.destroy(new Error('the agent did not answer its health check in time')));
     req.on('error', reject);
     req.on('response', (res) => {
@@ -195,7 +218,7 @@ function sendToAgent(at: AgentAddress, call: AgentCall, timers: Timers): Promise
     let settled = false;
     const req = request({
       host: at.host,
-      port: AGENT_PORT,
+      port: at.port,
       method: call.method,
       path: call.path,
       headers: {

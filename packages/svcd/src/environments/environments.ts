@@ -33,7 +33,7 @@ import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
-import { AgentEventDecoder, AgentRefusal, AgentUnreachableError, AgentWithoutSignalsError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
+import { AgentEventDecoder, AgentRefusal, agentAddress, AgentUnreachableError, AgentWithoutSignalsError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import type { WorkloadController } from '../workloads/controller.js';
 import type { TenantResources } from '../tenants/tenants.js';
@@ -64,6 +64,8 @@ export interface EnvironmentsOptions {
   sessions: Pick<SessionLimits, 'within' | 'acquire'>;
   /** New environments are refused while the tenant is at its disk quota. */
   disk: Pick<DiskQuota, 'assertRoom'>;
+  /** --swarm-ports: on a swarm, each environment's agent is published on one of them for its life. */
+  publishedPorts: { from: number; to: number };
 }
 
 /** Expired environments keep their workspace this long (DECISIONS.md). */
@@ -150,7 +152,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
-    await requireCapability(this.deps.runtime, 'addressable', 'environments');
+    await requireCapability(this.deps.runtime, 'reachableAgent', 'environments');
     await this.deps.disk.assertRoom(tenantId);
     const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');
@@ -172,6 +174,9 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       updated_at: now,
       // A warm container comes with its own (taken over below).
       agent_token: (await this.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null,
+      // On a swarm: given at its first run (workloads.ts).
+      published_port: null,
+      node: null,
     };
     // This request's own hold on the new workload row while it looks in the warm pool: no
     // controller starts a container meanwhile. Released at once when the pool has none; lapsed
@@ -278,7 +283,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       // The workload row first, in every transaction that writes both (the controller's too):
       // two transactions then wait on each other in one order, never in a deadlock.
       await tx.workloads.request('environment', id, 'absent', unixSeconds(this.deps.clock));
-      if (!(await tx.environments.delete(id))) throw new NotFoundError('environment');
+      if (!(await tx.environments.delete(id, unixSeconds(this.deps.clock)))) throw new NotFoundError('environment');
       await this.deps.activity.record(tx, { tenantId, action: 'environment.deleted', resourceType: 'environment', resourceId: id, details: { name: e.name } });
     });
     this.deps.routesChanged();
@@ -569,7 +574,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
       .transaction(async (tx) => {
         // The workload row first, as in every transaction that writes both.
         await tx.workloads.request('environment', e.id, 'absent', unixSeconds(this.deps.clock));
-        if (!(await tx.environments.delete(e.id, status))) throw new RemovalRefused();
+        if (!(await tx.environments.delete(e.id, unixSeconds(this.deps.clock), status))) throw new RemovalRefused();
         if (entry) await this.deps.activity.record(tx, { tenantId: e.tenant_id, resourceType: 'environment', resourceId: e.id, ...entry });
         return true;
       })
@@ -701,7 +706,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   /** Where the environment's agent answers, when it has one and runs. */
   private agentAt(e: EnvironmentRow): AgentAddress | null {
-    return e.agent_token !== null && e.address !== null ? { host: e.address, token: this.deps.sealer.open(e.agent_token) } : null;
+    return e.agent_token !== null && e.address !== null ? agentAddress(e.address, e.published_port, this.deps.sealer.open(e.agent_token)) : null;
   }
 
   /**

@@ -7,10 +7,11 @@
 import { unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
 import { AGENT_TOKEN_ENV, type Applied, type Endpoint } from '../runtime/index.js';
-import type { Repositories, WorkloadRow } from '../store/index.js';
+import type { EnvironmentRow, Repositories, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { ENVIRONMENT_RESOURCES } from './templates.js';
-import { AGENT_PORT, agentAnswers, type AgentAddress } from './agent.js';
+import { AGENT_PORT, agentAddress, agentAnswers, type AgentAddress } from './agent.js';
+import { publishedPortFor } from '../provisioning/published-ports.js';
 import type { Platform } from '../platform.js';
 
 export const WORKSPACE = '/workspace';
@@ -34,7 +35,16 @@ export function environmentSpec(name: string): WorkloadSpecRecord {
   return { name, volumes: [name], stopTimeoutS: STOP_TIMEOUT_S, keepStopped: true };
 }
 
+/** Where an environment runs on a swarm (clusterPlacement). */
+interface ClusterPlacement {
+  port: number;
+  node: string | null;
+  holdsData: boolean;
+}
+
 export interface EnvironmentWorkloadsDeps extends Pick<Platform, 'store' | 'runtime' | 'clock' | 'sealer'> {
+  /** --swarm-ports: on a swarm, an environment's agent is published on one of them. */
+  publishedPorts: { from: number; to: number };
   controller: WorkloadController;
   activity: Activity;
   sandbox: () => Promise<boolean>;
@@ -59,18 +69,36 @@ export class EnvironmentWorkloads implements WorkloadRules {
     // A suspension stops every environment of the tenant; one applied after it does not run.
     if ((await this.deps.store.tenants.findById(e.tenant_id))?.status !== 'active') throw new Error('the tenant is suspended');
     const name = parseSpecRecord(w).name;
+    const agentToken = e.agent_token === null ? null : this.deps.sealer.open(e.agent_token);
+    // On a swarm: its agent on a port of its own, published on the node its workspace is on.
+    const onCluster = (await this.deps.runtime.capabilities()).allocatedPorts;
     // Never observed (a creation): nothing to start again, and apply replaces what runs under the name.
     const existing = w.driver_ref === null ? null : await this.deps.runtime.inspect(name);
     if (existing && existing.id === w.driver_ref) {
       if (existing.state === 'running') return { ref: existing.id, endpoint: { host: existing.address?.host ?? '', port: null } };
-      const endpoint = await this.deps.runtime.start(existing.id);
-      const host = endpoint?.host ?? '';
-      // Started again: ready once its agent answers, as a new one is (its first command then
-      // does not find it still starting and go through the engine).
-      if (e.agent_token !== null && host) await this.agentUp({ host, token: this.deps.sealer.open(e.agent_token) }, signal);
-      return { ref: existing.id, endpoint: { host, port: null } };
+      // A swarm keeps no stopped container to start again (a task starts anew): applied anew,
+      // which checks first that the workspace's node can run it.
+      if (!onCluster) {
+        const endpoint = await this.deps.runtime.start(existing.id);
+        const host = endpoint?.host ?? '';
+        // Started again: ready once its agent answers, as a new one is (its first command then
+        // does not find it still starting and go through the engine).
+        if (agentToken !== null && host) await this.agentUp(agentAddress(host, null, agentToken), signal);
+        return { ref: existing.id, endpoint: { host, port: null } };
+      }
     }
-    return this.run({ name, image: e.image, tenantId: e.tenant_id, resourceId: e.id, agentToken: e.agent_token === null ? null : this.deps.sealer.open(e.agent_token), signal });
+    return this.run({ name, image: e.image, tenantId: e.tenant_id, resourceId: e.id, agentToken, signal, ...(onCluster ? { cluster: await this.clusterPlacement(e) } : {}) });
+  }
+
+  /**
+   * Where an environment runs on a swarm: the port its agent is published on (allocated at its
+   * first run, for its life), and the node its workspace is on (chosen at its first run; a
+   * workspace of before the swarm is on no node of it, and is not started empty elsewhere).
+   */
+  private async clusterPlacement(e: EnvironmentRow): Promise<ClusterPlacement> {
+    const owner = { table: 'environments' as const, id: e.id, current: async () => (await this.deps.store.environments.findAny(e.id))?.published_port, what: 'the environment', retry: 'start it again' };
+    const port = await publishedPortFor(this.deps.store, owner, this.deps.publishedPorts, () => unixSeconds(this.deps.clock));
+    return { port, node: e.node, holdsData: e.node === null && e.container_id !== null };
   }
 
   /** Waits for the agent of a container started again (svc-init listens before anything else starts: a moment). */
@@ -100,7 +128,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
         if ((await tx.tenants.findById(e.tenant_id))?.status !== 'active') {
           if (e.status === 'creating') {
             await tx.workloads.request('environment', e.id, 'absent', now);
-            await tx.environments.delete(e.id, 'creating');
+            await tx.environments.delete(e.id, now, 'creating');
           } else {
             await tx.workloads.request('environment', e.id, 'stopped', now);
             await tx.environments.update(e.id, { status: e.status === 'expired' ? 'expired' : 'stopped', container_id: outcome.applied.ref, address: null, updated_at: now });
@@ -114,6 +142,8 @@ export class EnvironmentWorkloads implements WorkloadRules {
           address: outcome.applied.endpoint.host || null,
           expired_at: null,
           last_error: null,
+          // Where it was placed, for good: its workspace is on that node from now on.
+          ...(outcome.applied.node === undefined ? {} : { node: outcome.applied.node }),
           updated_at: now,
         });
         // Recorded with the outcome: a start that did not happen is not in the feed.
@@ -129,7 +159,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
           // A create gives a running environment or leaves nothing: the record goes now, the
           // container and the workspace with the workload (the creator answers 503).
           await tx.workloads.request('environment', e.id, 'absent', now);
-          await tx.environments.delete(e.id, 'creating');
+          await tx.environments.delete(e.id, now, 'creating');
           return;
         }
         await tx.environments.update(e.id, {
@@ -142,6 +172,14 @@ export class EnvironmentWorkloads implements WorkloadRules {
         tx.afterCommit(this.deps.routesChanged);
         return;
       case 'waiting':
+        if (outcome.nodeUnavailable) {
+          // Its workspace's node is away (the error names it), or no node can take a new one (the
+          // creation's wait ends at this outcome, and undoes it): not running meanwhile, and it
+          // runs there again once the node is back, never elsewhere on an empty workspace.
+          await tx.environments.update(e.id, { ...(e.status === 'running' ? { status: 'stopped' as const } : {}), address: null, last_error: outcome.error, updated_at: now });
+          tx.afterCommit(this.deps.routesChanged);
+          return;
+        }
         // The engine's fault, not the tenant's: the controller tries again once it answers.
         await tx.environments.update(e.id, { last_error: `${ENGINE_AWAY}: ${outcome.error}`, updated_at: now });
         return;
@@ -157,8 +195,8 @@ export class EnvironmentWorkloads implements WorkloadRules {
    * network, labelled with its environment; or (tenantId null) unassigned in the warm pool,
    * labelled with its own name until an environment takes it.
    */
-  async run(o: { name: string; image: string; tenantId: string | null; resourceId: string; agentToken: string | null; signal: AbortSignal }): Promise<Applied> {
-    const { name, image, tenantId, signal, agentToken } = o;
+  async run(o: { name: string; image: string; tenantId: string | null; resourceId: string; agentToken: string | null; signal: AbortSignal; cluster?: ClusterPlacement }): Promise<Applied> {
+    const { name, image, tenantId, signal, agentToken, cluster } = o;
     const applied = await this.deps.runtime.apply({
       spec: {
         name,
@@ -180,6 +218,8 @@ export class EnvironmentWorkloads implements WorkloadRules {
         init: true,
         tenantCode: true,
         volumes: [{ name, target: WORKSPACE }],
+        // On a swarm: the agent published on its port of the node its workspace is on.
+        ...(cluster ? { publish: { address: '', port: cluster.port }, placement: { node: cluster.node, holdsData: cluster.holdsData } } : {}),
       },
       pull: 'missing',
       // No port: ready once it runs on its network, and its agent (when it has one) answers there.
@@ -187,7 +227,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
         timeoutMs: ENVIRONMENT_READY_TIMEOUT_MS,
         everyMs: ENVIRONMENT_READY_POLL_MS,
         probeTimeoutMs: AGENT_PROBE_TIMEOUT_MS,
-        ...(agentToken === null ? {} : { probe: (at: Endpoint) => agentAnswers({ host: at.host, token: agentToken }, AGENT_PROBE_TIMEOUT_MS) }),
+        ...(agentToken === null ? {} : { probe: (at: Endpoint) => agentAnswers(agentAddress(at.host, cluster?.port ?? null, agentToken), AGENT_PROBE_TIMEOUT_MS) }),
       },
       // A newer request (a delete), or the controller losing its lease, stops it here.
       signal,

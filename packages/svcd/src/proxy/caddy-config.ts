@@ -46,6 +46,11 @@ export interface RouteTarget {
   /** More than one: the route balances its replicas, and a request that finds one gone is tried on another. */
   replicas?: number;
   /**
+   * Headers set on each request it forwards (a preview on a swarm: the port and the token its
+   * environment's agent forwards it on with), over any of the client's of the same name.
+   */
+  requestHeaders?: Record<string, string>;
+  /**
    * The port it answers on when it runs. The configuration names this port and the route's DNS
    * name, not the address: a workload that moves is an answer of svcd's, not a load.
    */
@@ -157,7 +162,7 @@ export function buildCaddyConfig(input: CaddyConfigInput): { config: Record<stri
         ...((t.replicas ?? 1) > 1 ? REPLICA_BALANCING : {}),
         // The client's address, for the upstream's logs and for svcd's own per-client limits
         // (api.<base-domain>: svcd takes X-Real-Ip from a loopback peer only, api/client-ip.ts).
-        headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'] } } },
+        headers: { request: { set: { 'X-Real-Ip': ['{http.request.remote.host}'], ...Object.fromEntries(Object.entries(t.requestHeaders ?? {}).map(([k, v]) => [k, [v]])) } } },
         // Caddy sets X-Forwarded-For/-Proto/-Host and passes WebSocket upgrades by itself,
         // and flushes streamed responses (server-sent events, any response without a
         // length) as they come. Not `flush_interval: -1`: with it, Caddy 2.6.2 panics and

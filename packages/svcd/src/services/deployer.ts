@@ -12,8 +12,8 @@
 import { pause, type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
 import { LABELS, probePasses, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo, type WorkloadLimits } from '../runtime/index.js';
-import { isUniqueViolation, type DeploymentRow, type Repositories, type ServiceRow, type WorkloadRow } from '../store/index.js';
-import { pickFreePort } from '../provisioning/host-ports.js';
+import type { DeploymentRow, Repositories, ServiceRow, WorkloadRow } from '../store/index.js';
+import { PORT_REST_S, publishedPortFor } from '../provisioning/published-ports.js';
 import { timeOrderedId } from '../ids.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { Superseded, setAsideOf, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
@@ -166,14 +166,8 @@ export interface PortFigures {
   total: number;
 }
 
-/** Tries at allocating a service's published port, each after another service took the one picked. */
-const PORT_ALLOCATION_TRIES = 5;
-/**
- * How long a deleted service's published port rests before it is given again: far longer than
- * its task takes to stop (10 s grace) and its route to leave every proxy (3 s reconcile, 5 s
- * proxy check), so that no stale route reaches the next owner's task.
- */
-export const PORT_REST_S = 600;
+/** Tests advance their clocks past it. */
+export { PORT_REST_S };
 
 /** What a Deployer is built from, by name. */
 export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log'> {
@@ -493,32 +487,10 @@ export class Deployer implements WorkloadRules {
     });
   }
 
-  /**
-   * The port the service is published on (on a swarm): allocated at its first deploy, under the
-   * store's unique index, and kept for its life; moved into the range at a deploy when the
-   * operator changed --swarm-ports since (the nodes' published-ports gate covers the range only).
-   */
-  private async publishedPort(serviceId: string): Promise<number> {
-    const { services } = this.deps.store;
-    const range = this.deps.publishedPorts;
-    for (let attempt = 1; ; attempt++) {
-      const current = (await services.findAny(serviceId))?.published_port;
-      if (current === undefined) throw new Error('the service record is gone');
-      if (current !== null && current >= range.from && current <= range.to) return current;
-      if (current !== null) {
-        if (attempt >= PORT_ALLOCATION_TRIES) throw new ConflictError('the service\'s port outside --swarm-ports could not be given up: deploy again');
-        await services.releasePublishedPort(serviceId, current, unixSeconds(this.deps.clock));
-        continue;
-      }
-      const port = pickFreePort(await services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S), this.deps.publishedPorts, '--swarm-ports');
-      try {
-        // false: another deploy of the service allocated one first; it is read above.
-        await services.allocatePublishedPort(serviceId, port);
-      } catch (err) {
-        if (!isUniqueViolation(err)) throw err;
-        if (attempt >= PORT_ALLOCATION_TRIES) throw new ConflictError(`no port of --swarm-ports could be allocated: other services took the ports picked ${PORT_ALLOCATION_TRIES} times; deploy again`);
-      }
-    }
+  /** The port the service is published on (on a swarm), for its life (provisioning/published-ports.ts). */
+  private publishedPort(serviceId: string): Promise<number> {
+    const owner = { table: 'services' as const, id: serviceId, current: async () => (await this.deps.store.services.findAny(serviceId))?.published_port, what: 'the service', retry: 'deploy again' };
+    return publishedPortFor(this.deps.store, owner, this.deps.publishedPorts, () => unixSeconds(this.deps.clock));
   }
 
   /**
@@ -531,7 +503,7 @@ export class Deployer implements WorkloadRules {
   async assertPortLeft(): Promise<void> {
     const ports = await this.readPortFigures();
     if (ports && ports.free <= 0) {
-      throw new ConflictError(`every port of --swarm-ports is taken (${String(ports.total)} ports, one per service for its life; a deleted service's port rests ${String(PORT_REST_S / 60)} minutes): delete a service, or ask the operator to widen --swarm-ports`);
+      throw new ConflictError(`every port of --swarm-ports is taken (${String(ports.total)} ports, one per service (and per environment's agent) for its life; a port given up rests ${String(PORT_REST_S / 60)} minutes): delete a service, or ask the operator to widen --swarm-ports`);
     }
   }
 
@@ -556,7 +528,7 @@ export class Deployer implements WorkloadRules {
     if (!(await this.allocatesPorts())) return null;
     const { from, to } = this.deps.publishedPorts;
     const { services } = this.deps.store;
-    const held = new Set((await services.publishedPorts(unixSeconds(this.deps.clock) - PORT_REST_S)).filter((p) => p >= from && p <= to));
+    const held = new Set((await this.deps.store.publishedPorts.taken(unixSeconds(this.deps.clock) - PORT_REST_S)).filter((p) => p >= from && p <= to));
     // Services not deployed yet (await_build, or their first deploy to come) take one each too.
     const promised = await services.countAwaitingPort();
     const total = to - from + 1;

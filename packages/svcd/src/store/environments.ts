@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database, EnvironmentRow, EnvironmentsTable, PreviewRow } from './schema.js';
 import { atomically } from './atomically.js';
 import { HostNameStore } from './host-names.js';
+import { givePortUp } from './published-ports.js';
 
 export type EnvironmentPatch = Partial<Omit<EnvironmentsTable, 'id' | 'tenant_id' | 'created_at' | 'template_id' | 'image'>>;
 
@@ -72,10 +73,11 @@ export class EnvironmentStore {
   }
 
   /**
-   * Also removes its previews and frees their hosts, in one transaction (the caller's, or its own).
+   * Also removes its previews and frees their hosts, in one transaction (the caller's, or its own);
+   * its published port (on a swarm) rests from `now` (unix seconds) before it is given again.
    * With `onlyWhile`, only an environment in that status (a creation that failed, and nobody finished).
    */
-  async delete(id: string, onlyWhile?: EnvironmentRow['status']): Promise<boolean> {
+  async delete(id: string, now: number, onlyWhile?: EnvironmentRow['status']): Promise<boolean> {
     return atomically(this.db, async (db) => {
       // A write, not a read, decides: it holds the row to the commit, so the status cannot change
       // between this check and the delete (a finish on another svcd waits, then finds it gone).
@@ -93,8 +95,11 @@ export class EnvironmentStore {
         .deleteFrom('environments')
         .where('id', '=', id)
         .$if(onlyWhile !== undefined, (q) => q.where('status', '=', onlyWhile ?? 'creating'))
+        .returning('published_port')
         .executeTakeFirst();
-      return Number(r.numDeletedRows) === 1;
+      if (!r) return false;
+      if (r.published_port !== null) await givePortUp(db, r.published_port, now);
+      return true;
     });
   }
 
@@ -117,12 +122,12 @@ export class EnvironmentStore {
   }
 
   /** Every preview with its environment's state, for the proxy's routes. */
-  async previewRoutes(): Promise<Array<PreviewRow & { env_name: string; env_status: EnvironmentRow['status']; address: string | null }>> {
+  async previewRoutes(): Promise<Array<PreviewRow & { env_name: string; env_status: EnvironmentRow['status']; address: string | null; agent_port: number | null; agent_token: string | null }>> {
     return this.db
       .selectFrom('previews')
       .innerJoin('environments', 'environments.id', 'previews.environment_id')
       .selectAll('previews')
-      .select(['environments.name as env_name', 'environments.status as env_status', 'environments.address as address'])
+      .select(['environments.name as env_name', 'environments.status as env_status', 'environments.address as address', 'environments.published_port as agent_port', 'environments.agent_token as agent_token'])
       .execute();
   }
 }

@@ -36,9 +36,11 @@ import { HostNameStore } from './host-names.js';
 import { SessionSlotStore } from './session-slots.js';
 import { TenantDiskStore } from './tenant-disk.js';
 import { WorkloadStore } from './workloads.js';
+import { PublishedPortStore } from './published-ports.js';
 import { pgTypes } from './pg-types.js';
 
 export { isUniqueViolation } from './dialect.js';
+export type { PortHolderTable } from './published-ports.js';
 export type { Dialect } from './dialect.js';
 export type * from './schema.js';
 export type { QuotaColumns } from './tenants.js';
@@ -76,6 +78,7 @@ export interface Repositories {
   sessionSlots: SessionSlotStore;
   tenantDisk: TenantDiskStore;
   workloads: WorkloadStore;
+  publishedPorts: PublishedPortStore;
   /**
    * Runs `fn` once what was written through these repositories is committed: at once outside a
    * transaction, after the commit inside one, never when it rolls back. For what must not be
@@ -119,6 +122,7 @@ function repositories(db: Kysely<Database>): Omit<Repositories, 'afterCommit'> {
     sessionSlots: new SessionSlotStore(db),
     tenantDisk: new TenantDiskStore(db),
     workloads: new WorkloadStore(db),
+    publishedPorts: new PublishedPortStore(db),
   };
 }
 

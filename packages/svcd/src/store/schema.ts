@@ -137,6 +137,12 @@ export interface ReleasedPortsTable {
 }
 export type NewServiceRow = Insertable<ServicesTable>;
 
+/** Who holds each port of --swarm-ports given out (migration 0027): `service:<id>` or `environment:<id>`. */
+export interface PortClaimsTable {
+  port: number;
+  owner: string;
+}
+
 export interface ServiceEnvTable {
   service_id: string;
   key: string;
@@ -313,6 +319,10 @@ export interface EnvironmentsTable {
   updated_at: number;
   /** Its agent's token, sealed (migration 0018); null: exec goes through the engine. */
   agent_token: string | null;
+  /** On a swarm: the port its node publishes its agent on (claimed in port_claims, migration 0027); null on one engine. */
+  published_port: number | null;
+  /** On a swarm: the node its workspace volume is on, where it is pinned; null on one engine, and until first placed. */
+  node: string | null;
 }
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 
@@ -476,6 +486,7 @@ export type WebSessionRow = Selectable<WebSessionsTable>;
 
 export interface Database {
   released_ports: ReleasedPortsTable;
+  port_claims: PortClaimsTable;
   web_sessions: WebSessionsTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;

@@ -2,6 +2,7 @@ import type { Kysely, Updateable } from 'kysely';
 import type { Database, NewServiceRow, ServiceRow, ServicesTable } from './schema.js';
 import { atomically } from './atomically.js';
 import { HostNameStore } from './host-names.js';
+import { givePortUp } from './published-ports.js';
 
 export type ServicePatch = Omit<Updateable<ServicesTable>, 'id' | 'tenant_id' | 'created_at'>;
 
@@ -35,42 +36,10 @@ export class ServiceStore {
       .execute();
   }
 
-  /**
-   * The ports services are published on (on a swarm), and those of services deleted after
-   * `releasedAfter` (unix seconds): what a new allocation must avoid.
-   */
-  async publishedPorts(releasedAfter: number): Promise<number[]> {
-    const held = await this.db.selectFrom('services').select('published_port').where('published_port', 'is not', null).execute();
-    const resting = await this.db.selectFrom('released_ports').select('port').where('released_at', '>', releasedAfter).execute();
-    return [...held.flatMap((r) => (r.published_port === null ? [] : [r.published_port])), ...resting.map((r) => r.port)];
-  }
-
   /** Services of every tenant not given a published port yet (each takes one at its first deploy on a swarm). */
   async countAwaitingPort(): Promise<number> {
     const r = await this.db.selectFrom('services').select((eb) => eb.fn.countAll<number | string>().as('n')).where('published_port', 'is', null).executeTakeFirstOrThrow();
     return Number(r.n);
-  }
-
-  /**
-   * Gives the service `port` unless it has one: false when another deploy gave it one first.
-   * Throws the store's unique violation when another service holds the port.
-   */
-  async allocatePublishedPort(id: string, port: number): Promise<boolean> {
-    const r = await this.db.updateTable('services').set({ published_port: port }).where('id', '=', id).where('published_port', 'is', null).executeTakeFirst();
-    return Number(r.numUpdatedRows) === 1;
-  }
-
-  /**
-   * Takes the service's port `from` back (it rests in released_ports as a deleted service's does)
-   * so that its next allocation picks one anew: false when it holds another port by now.
-   */
-  async releasePublishedPort(id: string, from: number, now: number): Promise<boolean> {
-    return atomically(this.db, async (db) => {
-      const r = await db.updateTable('services').set({ published_port: null }).where('id', '=', id).where('published_port', '=', from).executeTakeFirst();
-      if (Number(r.numUpdatedRows) !== 1) return false;
-      await restPort(db, from, now);
-      return true;
-    });
   }
 
   async listAll(): Promise<ServiceRow[]> {
@@ -130,19 +99,10 @@ export class ServiceStore {
       const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).returning('published_port').executeTakeFirst();
       if (!r) return false;
       if (r.published_port !== null) {
-        await restPort(db, r.published_port, now);
+        await givePortUp(db, r.published_port, now);
       }
       await new HostNameStore(db).release('service', id);
       return true;
     });
   }
-}
-
-/** A port given up by a service (deleted, or moved into --swarm-ports) rests from `now` before it is given again. */
-async function restPort(db: Kysely<Database>, port: number, now: number): Promise<void> {
-  await db
-    .insertInto('released_ports')
-    .values({ port, released_at: now })
-    .onConflict((oc) => oc.column('port').doUpdateSet({ released_at: now }))
-    .execute();
 }

@@ -1,15 +1,21 @@
 // What a kind of resource needs of the runtime, checked before anything of it is written: on a
-// runtime that cannot run it (Docker Swarm, for now), creating one is a clear 409 rather than a
-// record whose workload never comes up.
+// runtime that cannot run it, creating one is a clear 409 rather than a record whose workload
+// never comes up.
 import { ConflictError } from '../errors.js';
 import type { DriverCapabilities, Runtime } from '../runtime/index.js';
 
-const WHY: Record<'addressable', string> = {
-  addressable: 'svcd reaches them at their address on the tenant network, and the overlay networks of a swarm are not on svcd\'s host',
-};
+const NEEDS = {
+  /**
+   * svcd and the proxy reach an environment: at its address on the tenant network (one engine),
+   * or through its agent on a port its node publishes (a swarm, whose overlays svcd's host is not on).
+   */
+  reachableAgent: {
+    met: (c: DriverCapabilities) => c.addressable || (c.allocatedPorts && c.agent),
+    why: "svcd reaches them through svc-init's agent on a port their node publishes, and this runtime runs no svc-init",
+  },
+} as const;
 
-/** Throws 409 when the runtime lacks `need` for `what` (plural: "databases"). */
-export async function requireCapability(runtime: Pick<Runtime, 'capabilities'>, need: keyof typeof WHY, what: string): Promise<void> {
-  const capabilities: DriverCapabilities = await runtime.capabilities();
-  if (!capabilities[need]) throw new ConflictError(`${what} are not available on this installation's runtime (Docker Swarm) yet: ${WHY[need]}`);
+/** Throws 409 when the runtime lacks `need` for `what` (plural: "environments"). */
+export async function requireCapability(runtime: Pick<Runtime, 'capabilities'>, need: keyof typeof NEEDS, what: string): Promise<void> {
+  if (!NEEDS[need].met(await runtime.capabilities())) throw new ConflictError(`${what} are not available on this installation's runtime: ${NEEDS[need].why}`);
 }

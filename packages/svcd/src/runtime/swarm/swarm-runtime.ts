@@ -199,7 +199,26 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   /** The health detail's sandbox: gVisor where every node svcd prepared runs it by default (capabilities). */
   sandboxVersion: EngineHost['sandboxVersion'] = async () => ((await this.capabilities()).sandbox ? "gVisor (every node's default runtime)" : null);
   storage: EngineHost['storage'] = () => this.managerEngine.storage();
-  diskUsage: EngineHost['diskUsage'] = () => this.managerEngine.diskUsage();
+  /**
+   * What svc's workloads take on every node's disk (their writable layers and volumes: a task's,
+   * a pinned database's or environment's), read from each node's engine, and the built images'
+   * layers on the manager (where builds run). A node whose engine does not answer is left out of
+   * this reading (its figures come back with it), rather than the whole reading failing.
+   */
+  diskUsage: EngineHost['diskUsage'] = async () => {
+    const manager = await this.managerEngine.diskUsage();
+    const managerHost = await this.managerHostname();
+    const others = [...this.o.nodes.keys()].filter((hostname) => hostname !== managerHost);
+    const readings = await Promise.allSettled(others.map((hostname) => this.nodeEngine(hostname).diskUsage()));
+    const workloads = [...manager.workloads, ...readings.flatMap((r) => (r.status === 'fulfilled' ? r.value.workloads : []))];
+    return { workloads, images: manager.images };
+  };
+
+  /** The host name of the node whose engine is the manager's (--docker-host). */
+  private async managerHostname(): Promise<string | null> {
+    const info = (await this.docker.info()) as { Swarm?: { NodeID?: string } };
+    return (await this.nodeDirectory()).get(info.Swarm?.NodeID ?? '')?.hostname ?? null;
+  }
   countNetworks: EngineHost['countNetworks'] = (prefix) => this.managerEngine.countNetworks(prefix);
   hasImage = (image: string) => this.managerEngine.hasImage(image);
   imageTriggers = (image: string) => this.managerEngine.imageTriggers(image);
@@ -270,7 +289,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   async capabilities(): Promise<DriverCapabilities> {
     const prepared = ((await this.docker.listNodes()) as SwarmNode[]).filter((n) => this.prepared(n));
     const sandbox = prepared.length > 0 && prepared.every((n) => this.sandboxed(n));
-    return { sandbox, warmPool: false, agent: false, addressable: false, allocatedPorts: true, setAside: true, replicas: true };
+    // The agent is svc-init's: svcd reaches an environment's at the port its node publishes it on.
+    return { sandbox, warmPool: false, agent: this.o.tenantInit !== undefined, addressable: false, allocatedPorts: true, setAside: true, replicas: true };
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
@@ -419,6 +439,9 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const init = spec.tenantCode ? this.o.tenantInit : undefined;
     const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate, `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`) : { entrypoint: spec.entrypoint, cmd: spec.cmd };
     const replicas = spec.replicas ?? 1;
+    // What its node publishes: the service's port, or an environment's agent (svcd reaches it
+    // there; the proxy reaches its previews through it).
+    const target = spec.port ?? (spec.publish && init ? spec.agentPort : undefined);
     const initMount = init ? [{ Type: 'volume', Source: TENANT_INIT_VOLUME, Target: TENANT_INIT_DIR, ReadOnly: true, VolumeOptions: { NoCopy: true } }] : [];
     const created = (await this.docker.createService({
       Name: swarmName,
@@ -431,7 +454,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           ...(command.entrypoint ? { Command: command.entrypoint } : {}),
           ...(command.cmd ? { Args: command.cmd } : {}),
           ...(spec.user ? { User: spec.user } : {}),
-          ...(spec.init ? { Init: true } : {}),
+          // svc-init is an init itself: the engine's goes only where it does not run.
+          ...(spec.init && !init ? { Init: true } : {}),
           Mounts: [...(spec.volumes ?? []).map((v) => ({ Type: 'volume', Source: v.name, Target: v.target, VolumeOptions: { Labels: labels } })), ...initMount],
           // Hardening as far as a service spec goes (Engine API 1.41).
           CapabilityDrop: ['ALL'],
@@ -459,7 +483,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       Mode: { Replicated: { Replicas: replicas } },
       // On the port svcd allocated for the service (a stale route then reaches it or nothing), or
       // one the node picks.
-      EndpointSpec: { Mode: 'dnsrr', ...(spec.port ? { Ports: [{ Protocol: 'tcp', TargetPort: spec.port, PublishMode: 'host', ...(spec.publish ? { PublishedPort: spec.publish.port } : {}) }] } : {}) },
+      EndpointSpec: { Mode: 'dnsrr', ...(target ? { Ports: [{ Protocol: 'tcp', TargetPort: target, PublishMode: 'host', ...(spec.publish ? { PublishedPort: spec.publish.port } : {}) }] } : {}) },
     } as unknown as Docker.CreateServiceOptions).catch((err: unknown) => {
       // Said with what was being made: a Swarm error alone ("name conflicts with an existing object") names nothing.
       throw new Error(`the Swarm service ${swarmName} could not be made: ${(err as Error).message}`, { cause: err });

@@ -26,6 +26,7 @@ import { databaseReadyAt } from './0023_database_ready_at.js';
 import { healthChecks } from './0024_health_checks.js';
 import { pinnedNodes } from './0025_pinned_nodes.js';
 import { replicas } from './0026_replicas.js';
+import { environmentPorts } from './0027_environment_ports.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -59,6 +60,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0024_health_checks': healthChecks,
     '0025_pinned_nodes': pinnedNodes,
     '0026_replicas': replicas,
+    '0027_environment_ports': environmentPorts,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
