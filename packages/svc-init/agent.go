@@ -3,9 +3,10 @@ package main
 // The agent: svcd's way into an environment without the engine's exec API. An engine exec starts
 // a runtime process per command (under gVisor, tens of milliseconds before the command runs);
 // here svc-init, already PID 1 of the environment, starts the command itself, as E2B's envd and
-// Daytona's daemon do. It listens on the container's own address, where svcd reaches it, and
-// answers only a request that carries the environment's token (svcd keeps it sealed; other
-// containers of the tenant, on the same network, do not have it).
+// Daytona's daemon do. It listens on the container's own address, where svcd reaches it (on a
+// swarm: at the port the environment's node publishes it on), and answers only a request that
+// carries the environment's token (svcd keeps it sealed; other containers of the tenant, on the
+// same network, do not have it). On a swarm the proxy reaches previews through it (preview.go).
 //
 //   GET /health                 200 once it serves
 //   POST /exec                  a command (exec.go): its whole outcome, or its output streamed
@@ -36,7 +37,8 @@ import (
 const agentTokenEnv = "SVC_AGENT_TOKEN"
 
 // Connections served at once: svcd's execs of one environment are few (the tenant's exec slots),
-// and anything else on the tenant's network gets no more than this.
+// and anything else on the tenant's network gets no more than this. Previews' connections count
+// apart once their first request is read (preview.go).
 const maxAgentConnections = 32
 
 type agent struct {
@@ -72,8 +74,10 @@ func serveAgent(ln net.Listener, token string, r *reaper) {
 		// holds a connection for this long at most. A body (an upload) has a deadline of its own
 		// (files.go); a connection left idle (keep-alive) goes.
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       30 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		// Longer than a proxy keeps an idle upstream connection (Caddy: 2 minutes), so that a
+		// preview's request is not sent on one the agent is closing (which a POST cannot retry).
+		IdleTimeout:    150 * time.Second,
+		MaxHeaderBytes: 16 << 10,
 		// The handlers reach their connection for its deadlines (Go 1.19 has no ResponseController).
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}

@@ -8,6 +8,7 @@ package main
 // (WebSocket upgrades too: httputil.ReverseProxy carries them since Go 1.12).
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -29,30 +30,49 @@ const (
 // slots svcd's commands need.
 const maxPreviewConnections = 128
 
-// previewTokenOf is what the proxy shows for previews (svcd's previewToken in agent.ts).
-func previewTokenOf(agentToken []byte) []byte {
+// previewTokenOf is what the proxy shows for a preview of port (svcd's previewToken in agent.ts):
+// it opens that port only.
+func previewTokenOf(agentToken []byte, port int) []byte {
 	mac := hmac.New(sha256.New, agentToken)
-	mac.Write([]byte("svc-preview"))
+	mac.Write([]byte("svc-preview:" + strconv.Itoa(port)))
 	return []byte(base64.RawURLEncoding.EncodeToString(mac.Sum(nil)))
 }
 
 // previewProxy forwards to a port of the environment's loopback.
 type previewProxy struct {
-	token     []byte
-	agentPort int
-	slots     chan struct{}
-	proxy     *httputil.ReverseProxy
+	agentToken []byte
+	agentPort  int
+	slots      chan struct{}
+	proxy      *httputil.ReverseProxy
+}
+
+// dialLoopback reaches the port on the IPv4 loopback, else on the IPv6 one (a dev server that
+// listens on "localhost" may have taken ::1 only).
+func dialLoopback(ctx context.Context, network, addr string) (net.Conn, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	conn, err := dialer.DialContext(ctx, "tcp4", net.JoinHostPort("127.0.0.1", port))
+	if err == nil {
+		return conn, nil
+	}
+	if conn6, err6 := dialer.DialContext(ctx, "tcp6", net.JoinHostPort("::1", port)); err6 == nil {
+		return conn6, nil
+	}
+	return nil, err
 }
 
 func newPreviewProxy(agentToken []byte, agentPort int) *previewProxy {
 	transport := &http.Transport{
 		// Never the environment's HTTP_PROXY: the preview is this container's own port.
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:         dialLoopback,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	p := &previewProxy{token: previewTokenOf(agentToken), agentPort: agentPort, slots: make(chan struct{}, maxPreviewConnections)}
+	p := &previewProxy{agentToken: agentToken, agentPort: agentPort, slots: make(chan struct{}, maxPreviewConnections)}
 	p.proxy = &httputil.ReverseProxy{
 		// The target port was checked and put in the URL's host by serve; the Host header stays
 		// the preview's (a dev server may check it), and svc's own headers go.
@@ -65,28 +85,34 @@ func newPreviewProxy(agentToken []byte, agentPort int) *previewProxy {
 		// Streamed answers (server-sent events) as they come.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeJSON(w, http.StatusBadGateway, map[string]string{"error": "nothing answers on port " + r.URL.Port() + " in the environment"})
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": "port " + r.URL.Port() + " in the environment did not answer: " + err.Error()})
 		},
 	}
 	return p
 }
 
-// serve answers a request that names a preview port: 401 without the preview token, 400 for a
-// port that is none (or the agent's own), 503 while the proxy's connections are all in use.
+// serve answers a request that names a preview port: 400 for a port that is none (or the
+// agent's own), 401 without that port's preview token, 503 while the previews' connections are
+// all in use. A refused connection is closed after its answer: it holds none of the agent's
+// slots past it.
 func (p *previewProxy) serve(w http.ResponseWriter, r *http.Request) {
-	given := []byte(r.Header.Get(previewTokenHeader))
-	if subtle.ConstantTimeCompare(given, p.token) != 1 {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
-		return
+	refuse := func(status int, why string) {
+		w.Header().Set("Connection", "close")
+		writeJSON(w, status, map[string]string{"error": why})
 	}
 	port, err := strconv.Atoi(r.Header.Get(previewPortHeader))
 	if err != nil || port < 1 || port > 65535 || port == p.agentPort {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the preview port must be a port from 1 to 65535 other than the agent's"})
+		refuse(http.StatusBadRequest, "the preview port must be a port from 1 to 65535 other than the agent's")
+		return
+	}
+	given := []byte(r.Header.Get(previewTokenHeader))
+	if subtle.ConstantTimeCompare(given, previewTokenOf(p.agentToken, port)) != 1 {
+		refuse(http.StatusUnauthorized, "unauthorized")
 		return
 	}
 	// The connection counts among the previews' from its first preview request on, not the agent's.
 	if c, ok := connOf(r).(*slotConn); ok && !c.moveTo(p.slots) {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "too many preview connections to this environment"})
+		refuse(http.StatusServiceUnavailable, "too many preview connections to this environment")
 		return
 	}
 	r.URL.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))

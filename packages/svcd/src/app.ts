@@ -269,6 +269,16 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // What most domain modules are built from; each takes the part its Deps interface names.
   const core: Platform = { store, runtime, sealer, activity, clock, timers, log, audit, holder };
   const routing = { baseDomain: config.baseDomain, proxyListen: config.proxyListen, httpsListen: config.tls?.httpsListen ?? null };
+  // An environment's agent token, for its previews' routes on a swarm: one that does not open
+  // (a damaged row) leaves that preview unrouted, never every route unread.
+  const openPreviewToken = (sealed: string): string | null => {
+    try {
+      return sealer.open(sealed);
+    } catch (err) {
+      log.warn({ err }, "an environment's agent token could not be opened: its previews are not routed");
+      return null;
+    }
+  };
   const apiRoute: ApiRoute = { upstream: null };
   const proxy = config.proxyListen
     ? new CaddyProxy(
@@ -283,7 +293,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
           const domains = (await store.serviceDomains.routed()).map((d) => ({ service_id: d.service_id, hostname: d.hostname, awaitingCertificate: d.certificate_expires_at === null }));
           return [
             ...routeTargets(await store.services.listAll(), routing, domains),
-            ...previewRouteTargets(await store.environments.previewRoutes(), routing, (sealed) => sealer.open(sealed)),
+            ...previewRouteTargets(await store.environments.previewRoutes(), routing, openPreviewToken),
             ...apiRouteTargets(apiRoute.upstream, config.baseDomain),
           ];
         },

@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
-import { DEPLOY_DEADLINE_MS, PORT_REST_S, workloadName } from '../src/services/deployer.js';
+import { DEPLOY_DEADLINE_MS, workloadName } from '../src/services/deployer.js';
+import { PORT_REST_S } from '../src/provisioning/published-ports.js';
 import { LABELS, isSetAside } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';

@@ -14,6 +14,8 @@ const TEMPLATE = `${REGISTRY}/env:1`;
 /** The `node` template here: an image no registry has (an operator's typo in --env-image-node). */
 const MISSING = `${REGISTRY}/env-missing:1`;
 const IMAGES: Record<string, MemoryImage> = { [TEMPLATE]: {} };
+/** A service's image that serves its port (it takes the one published port of a test). */
+const SERVING = `${REGISTRY}/serving:1`;
 const environmentImages = { default: TEMPLATE, node: MISSING, python: TEMPLATE, go: TEMPLATE };
 
 eachStore((kind) => {
@@ -200,6 +202,26 @@ eachStore((kind) => {
         assert.match(r.body.error, /environments are not available on this installation's runtime: svcd reaches them through svc-init's agent/);
         assert.deepEqual(await a.client.environments(), []);
         assert.deepEqual(await mem.driver.list({ tenantId: a.id }), []);
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
+    });
+  });
+
+  describe(`environments where each takes a published port (a swarm, as the memory driver plays it) (${kind})`, () => {
+    test("with every port of --swarm-ports held or promised, a create is 409 saying so, and writes nothing", async () => {
+      const mem = memoryRuntime({ ...IMAGES, [SERVING]: { serves: true } });
+      const runtime: Runtime = { ...mem.runtime, capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true, setAside: false }) };
+      // One port, which a service takes (promised at its creation, held from its deploy).
+      const t = await startServer({ store: kind, config: { environmentImages, swarmPorts: { from: 23930, to: 23930 } }, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        await a.client.createService({ name: 'web', image: SERVING, port: 8000 });
+        const r = await a.client.raw<{ error: string }>('POST', '/v1/environments', { body: { name: 'dev', template_id: 'default' } });
+        assert.equal(r.status, 409);
+        assert.match(r.body.error, /every port of --swarm-ports is taken \(1 ports, one per service and per environment/);
+        assert.deepEqual(await a.client.environments(), []);
       } finally {
         await t.close();
         await mem.driver.close();

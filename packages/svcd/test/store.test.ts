@@ -281,11 +281,20 @@ eachStore((kind) => {
       assert.deepEqual((await ports.taken(T)).sort(), [31000, 31001], 'resting');
       assert.deepEqual(await ports.taken(T + 10), [envPort === 31000 ? 31001 : 31000], 'rested');
       assert.equal(await ports.allocate('environments', 'ppe2', envPort), true, 'a rested port is given again');
+      // A service's port written without a claim (an svcd of before the claims, mid-upgrade) is taken too.
+      await store.services.insert({
+        id: 'pps2', tenant_id: 'pp1', name: 'old', name_key: 'old', image: 'x', port: 8000, status: 'running', desired_state: 'running',
+        dns_label: 'old-pp', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
+      });
+      await store.services.update('pps2', { published_port: 31009 });
+      assert.ok((await ports.taken(T + 100)).includes(31009));
+      assert.equal(await store.services.delete('pp1', 'pps2', T + 20), true);
       // Deleting an owner gives its port up with it.
       assert.equal(await store.environments.delete('ppe2', T + 20), true);
       assert.equal(await store.services.delete('pp1', 'pps1', T + 20), true);
       assert.deepEqual(await ports.taken(T + 20), []);
-      assert.deepEqual((await ports.taken(T + 19)).sort(), [31000, 31001]);
+      assert.deepEqual((await ports.taken(T + 19)).sort(), [31000, 31001, 31009]);
     });
 
     test('warm pool: a ready container is claimed once, even by two stores at once', async () => {

@@ -588,6 +588,9 @@ describe("routes that follow their workloads without a configuration load", () =
     assert.equal(rcode(stopped), 0, 'NOERROR');
     assert.equal(stopped.answers?.length, 0);
     assert.equal(rcode(ask('svc-zzz.svc-upstream', 'A')), 3, 'NXDOMAIN');
+    // An address on another port than the route's is never answered: Caddy would dial the route's port there.
+    routes.set('svc-d.svc-upstream.', target('10.1.0.8:9000', { routeId: 'svc-d' }));
+    assert.equal(ask('svc-d.svc-upstream', 'A').answers?.length, 0);
   });
   test("a service's replicas: every one's address in the answer, and Caddy balances them, trying another when one refuses the connection", () => {
     const upstream = joinUpstreams([
@@ -745,24 +748,31 @@ describe('environments: configuration and names', () => {
     assert.throws(() => buildConfig({ ...swarm, envWarmPool: '1' }, {}), /--env-warm-pool must be 0 with --runtime swarm/);
     assert.equal(buildConfig({ ...raw, gitCaFile: '/etc/hostname' }, {}).gitCaFile, '/etc/hostname');
   });
-  test("a preview on a swarm goes to its environment's agent, on the port its node publishes, naming the preview's port and showing the preview token (the one svc-init derives: preview_test.go holds the same value); on one engine, to the container's port", () => {
-    assert.equal(previewToken('agent-token'), 'Jkkafi25QdClwQctJGSE9OHZ03_bJgWgTdDeUHuOgTQ');
-    assert.notEqual(previewToken('agent-token'), previewToken('another-token'));
+  test("a preview on a swarm goes to its environment's agent, at the port its node publishes (running or not), naming the preview's port and showing that port's preview token (the one svc-init derives: preview_test.go holds the same value); on one engine, to the container's port", () => {
+    assert.equal(previewToken('agent-token', 8000), '1j0vxd4icJrLJj2rKpndZhOytjXDbF6C3ogWiN9ohzw');
+    assert.notEqual(previewToken('agent-token', 8000), previewToken('another-token', 8000));
+    assert.notEqual(previewToken('agent-token', 8000), previewToken('agent-token', 8001));
     const row = { id: 'p1', environment_id: 'e1', tenant_id: 't1', name: 'site', port: 8000, created_at: 0, env_name: 'web', env_status: 'running', address: '10.77.0.11', agent_port: 30123, agent_token: 'sealed' };
-    const open = (sealed: string) => (sealed === 'sealed' ? 'agent-token' : assert.fail(sealed));
-    const [swarm] = previewRouteTargets([row], { baseDomain: null, proxyListen: '127.0.0.1:8081' }, open);
+    const open = (sealed: string) => (sealed === 'sealed' ? 'agent-token' : null);
+    const routing = { baseDomain: null, proxyListen: '127.0.0.1:8081' };
+    const [swarm] = previewRouteTargets([row], routing, open);
     assert.equal(swarm?.upstream, '10.77.0.11:30123');
-    assert.equal(swarm.port, 8000);
-    assert.deepEqual(swarm.requestHeaders, { [PREVIEW_PORT_HEADER]: '8000', [PREVIEW_TOKEN_HEADER]: previewToken('agent-token') });
-    // Caddy sets them over the client's own, and dials the agent's port as the configuration names it.
-    const handler = ((buildCaddyConfig({ adminListen: 'unix//x.sock', answers: { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' }, listen: '0.0.0.0:8080', targets: [swarm] }).config.apps as { http: { servers: { svc: { routes: Array<{ handle: Array<{ upstreams?: unknown; headers: { request: { set: Record<string, string[]> } } }> }> } } } }).http.servers.svc.routes[0]?.handle[0]) ?? assert.fail('no route');
-    assert.deepEqual(handler.upstreams, [{ dial: '10.77.0.11:30123' }]);
-    assert.deepEqual(handler.headers.request.set[PREVIEW_TOKEN_HEADER], [previewToken('agent-token')]);
+    assert.equal(swarm.port, 30123, "the agent's port, which DNS answers are dialed at");
+    assert.deepEqual(swarm.requestHeaders, { [PREVIEW_PORT_HEADER]: '8000', [PREVIEW_TOKEN_HEADER]: previewToken('agent-token', 8000) });
+    // Stopped: no address, and still the agent's port (never the preview's own port at a node).
+    const [stopped] = previewRouteTargets([{ ...row, env_status: 'stopped', address: null }], routing, open);
+    assert.deepEqual([stopped?.upstream, stopped?.port], [null, 30123]);
+    // A token that does not open: not routed at all.
+    assert.equal(previewRouteTargets([{ ...row, agent_token: 'damaged' }], routing, open)[0]?.upstream, null);
+    // Caddy sets them over the client's own; the configuration is the same running or stopped.
+    const config = (t: RouteTarget) => buildCaddyConfig({ adminListen: 'unix//x.sock', answers: { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' }, listen: '0.0.0.0:8080', targets: [t] });
+    const handler = ((config(swarm).config.apps as { http: { servers: { svc: { routes: Array<{ handle: Array<{ dynamic_upstreams?: { port: string }; headers: { request: { set: Record<string, string[]> } } }> }> } } } }).http.servers.svc.routes[0]?.handle[0]) ?? assert.fail('no route');
+    assert.equal(handler.dynamic_upstreams?.port, '30123');
+    assert.deepEqual(handler.headers.request.set[PREVIEW_TOKEN_HEADER], [previewToken('agent-token', 8000)]);
     assert.deepEqual(handler.headers.request.set[PREVIEW_PORT_HEADER], ['8000']);
-    const [single] = previewRouteTargets([{ ...row, address: '172.18.0.5', agent_port: null }], { baseDomain: null, proxyListen: '127.0.0.1:8081' }, open);
-    assert.equal(single?.upstream, '172.18.0.5:8000');
-    assert.equal(single.requestHeaders, undefined);
-    assert.equal(previewRouteTargets([{ ...row, env_status: 'stopped', address: null }], { baseDomain: null, proxyListen: '127.0.0.1:8081' }, open)[0]?.upstream, null);
+    assert.equal(config(stopped ?? assert.fail()).marker, config(swarm).marker, 'a start or a stop costs no configuration load');
+    const [single] = previewRouteTargets([{ ...row, address: '172.18.0.5', agent_port: null }], routing, open);
+    assert.deepEqual([single?.upstream, single?.port, single?.requestHeaders], ['172.18.0.5:8000', 8000, undefined]);
   });
   test('sync puts a repository where git clone would: its last path segment without .git', () => {
     assert.equal(repositoryDirectory('https://example.com/org/app.git'), 'app');

@@ -13,7 +13,7 @@ import { ExecNotStartedError, type ExecOutcome, type ExecSpec } from '../runtime
 
 /** The port of every environment's agent, on the container's own address. */
 export const AGENT_PORT = 49983;
-/** A local bridge address answers a connect at once; one that does not is an agent that is not there. */
+/** A local bridge address (or a swarm node's published port, on the nodes' own network) answers a connect at once; one that does not is an agent that is not there. */
 const CONNECT_TIMEOUT_MS = 2_000;
 /** Past the command's own timeout, the agent has killed it and answers within the stray-output grace (5 s). */
 const ANSWER_GRACE_MS = 15_000;
@@ -46,12 +46,13 @@ export const PREVIEW_PORT_HEADER = 'X-Svc-Preview-Port';
 export const PREVIEW_TOKEN_HEADER = 'X-Svc-Preview-Token';
 
 /**
- * What the proxy shows the agent to reach a preview's port through it: derived from the agent's
- * token (HMAC-SHA256 of a fixed text, base64url), so that the proxy's configuration, which holds
- * it, gives no way to run a command; svc-init derives the same.
+ * What the proxy shows the agent to reach the preview's `port` through it: derived from the
+ * agent's token (HMAC-SHA256 of `svc-preview:<port>`, base64url), so that the proxy's
+ * configuration, which holds it, gives no way to run a command nor to reach another port;
+ * svc-init derives the same.
  */
-export function previewToken(agentToken: string): string {
-  return createHmac('sha256', agentToken).update('svc-preview').digest('base64url');
+export function previewToken(agentToken: string, port: number): string {
+  return createHmac('sha256', agentToken).update(`svc-preview:${String(port)}`).digest('base64url');
 }
 
 /** Runs the spec through the agent at `at`; rejects with AgentUnreachableError when it never got the request. */

@@ -25,21 +25,23 @@ export function previewUrl(p: Pick<PreviewRow, 'id' | 'name' | 'environment_id'>
 export function previewRouteTargets(
   rows: Array<PreviewRow & { env_name: string; env_status: string; address: string | null; agent_port: number | null; agent_token: string | null }>,
   o: PreviewRouting,
-  openToken: (sealed: string) => string,
+  openToken: (sealed: string) => string | null,
 ): RouteTarget[] {
   return rows.map((p) => {
-    const running = p.env_status === 'running' && p.address !== null;
-    // On a swarm (its agent published on its node): through the agent, which forwards to the
-    // port inside the environment; it takes the request only with the preview token.
-    const viaAgent = p.agent_port !== null && p.agent_token !== null ? { port: p.agent_port, token: previewToken(openToken(p.agent_token)) } : null;
+    const route = { routeId: `preview-${p.id}`, label: `Preview ${p.name} of environment ${p.env_name}`, status: p.env_status, hosts: previewHosts(p, o) };
+    const address = p.env_status === 'running' ? p.address : null;
+    // On one engine: the port of the container's address on the tenant network.
+    if (p.agent_port === null) return { ...route, upstream: address === null ? null : `${address}:${String(p.port)}`, port: p.port };
+    // On a swarm (its agent published on its node): through the agent, always at the agent's
+    // port (also while it does not run: the route never names the preview's own port at the
+    // node), which forwards to the port inside the environment with the preview's token. No
+    // token to show (an environment without an agent, a token that does not open): not routed.
+    const agentToken = p.agent_token === null ? null : openToken(p.agent_token);
     return {
-      routeId: `preview-${p.id}`,
-      label: `Preview ${p.name} of environment ${p.env_name}`,
-      status: p.env_status,
-      hosts: previewHosts(p, o),
-      upstream: running ? `${p.address ?? ''}:${String(viaAgent?.port ?? p.port)}` : null,
-      port: p.port,
-      ...(viaAgent ? { requestHeaders: { [PREVIEW_PORT_HEADER]: String(p.port), [PREVIEW_TOKEN_HEADER]: viaAgent.token } } : {}),
+      ...route,
+      upstream: address === null || agentToken === null ? null : `${address}:${String(p.agent_port)}`,
+      port: p.agent_port,
+      ...(agentToken === null ? {} : { requestHeaders: { [PREVIEW_PORT_HEADER]: String(p.port), [PREVIEW_TOKEN_HEADER]: previewToken(agentToken, p.port) } }),
     };
   });
 }

@@ -6,7 +6,7 @@ import type { SamplerStatus } from '../metering/sampler.js';
 import type { DiskMeterStatus } from '../disk/disk-quota.js';
 import type { ActivityEvent } from '../activity/activity.js';
 import type { RateLimitedError } from '../errors.js';
-import type { PortFigures } from '../services/deployer.js';
+import type { PortFigures } from '../provisioning/published-ports.js';
 
 /** Custom domains by status, and the certified ones whose certificate ends within a week (renewal late). */
 export interface DomainCertificateStatus {

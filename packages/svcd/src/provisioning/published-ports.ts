@@ -50,3 +50,33 @@ export async function publishedPortFor(store: Pick<Repositories, 'publishedPorts
     }
   }
 }
+
+/** Ports of --swarm-ports: free (neither held, resting, nor promised to an owner not run yet) and in all. */
+export interface PortFigures {
+  free: number;
+  total: number;
+}
+
+/** The figures of `range` now (`now` in unix seconds). */
+export async function readPortFigures(store: Pick<Repositories, 'publishedPorts' | 'services' | 'environments'>, range: { from: number; to: number }, now: number): Promise<PortFigures> {
+  const held = new Set((await store.publishedPorts.taken(now - PORT_REST_S)).filter((p) => p >= range.from && p <= range.to));
+  // Services not deployed yet (await_build, or their first deploy to come) and environments not
+  // run yet on the swarm take one each too.
+  const promised = (await store.services.countAwaitingPort()) + (await store.environments.countAwaitingPort());
+  const total = range.to - range.from + 1;
+  return { free: Math.max(0, total - held.size - promised), total };
+}
+
+/**
+ * Refuses a new service or environment (409) when every port of the range is held, resting or
+ * promised: its first run could only fail. Ones created at the same moment may still take the
+ * last port between this and their first run, which then fails saying so.
+ */
+export async function assertPortLeft(store: Pick<Repositories, 'publishedPorts' | 'services' | 'environments'>, range: { from: number; to: number }, now: number): Promise<void> {
+  const ports = await readPortFigures(store, range, now);
+  if (ports.free <= 0) {
+    throw new ConflictError(
+      `every port of --swarm-ports is taken (${String(ports.total)} ports, one per service and per environment for its life; a port given up rests ${String(PORT_REST_S / 60)} minutes): delete a service or an environment, or ask the operator to widen --swarm-ports`,
+    );
+  }
+}

@@ -85,8 +85,10 @@ export function answerQuery(query: Packet, routeOf: (name: string) => RouteTarge
   if (!target) return { ...reply, flags: flags | RCODE_NXDOMAIN };
   const type = question.type;
   if (type !== 'A' && type !== 'AAAA') return reply;
-  // Every replica's address (Caddy balances among them), of the family asked.
-  const hosts = target.upstream === null ? [] : splitUpstreams(target.upstream).map((a) => a.host);
+  // Every replica's address (Caddy balances among them), of the family asked; only those on the
+  // route's port, which is what Caddy dials them at (an address on another port is the
+  // configuration's to name, never this answer's: Caddy would dial the route's port there).
+  const hosts = target.upstream === null ? [] : splitUpstreams(target.upstream).filter((a) => a.port === target.port).map((a) => a.host);
   const answers = hosts
     .filter((host) => isIP(host) === (type === 'A' ? 4 : 6))
     .map((host): Answer => ({ type, name: question.name, class: 'IN', ttl: UPSTREAM_REFRESH_S, data: host }));

@@ -13,7 +13,7 @@ import { pause, type Clock, unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
 import { LABELS, probePasses, workloadLimits, type Applied, type DriverCapabilities, type SandboxPolicy, type WorkloadExit, type WorkloadInfo, type WorkloadLimits } from '../runtime/index.js';
 import type { DeploymentRow, Repositories, ServiceRow, WorkloadRow } from '../store/index.js';
-import { PORT_REST_S, publishedPortFor } from '../provisioning/published-ports.js';
+import { assertPortLeft, publishedPortFor, readPortFigures, type PortFigures } from '../provisioning/published-ports.js';
 import { timeOrderedId } from '../ids.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { Superseded, setAsideOf, type Fence, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
@@ -159,15 +159,6 @@ export interface DeployerOptions {
   /** --swarm-ports: where services are published on a swarm (driver capability allocatedPorts). */
   publishedPorts: { from: number; to: number };
 }
-
-/** Ports of --swarm-ports: free (neither held by a service, resting, nor promised to one not deployed yet) and in all. */
-export interface PortFigures {
-  free: number;
-  total: number;
-}
-
-/** Tests advance their clocks past it. */
-export { PORT_REST_S };
 
 /** What a Deployer is built from, by name. */
 export interface DeployerDeps extends DeployerOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'timers' | 'log'> {
@@ -493,18 +484,9 @@ export class Deployer implements WorkloadRules {
     return publishedPortFor(this.deps.store, owner, this.deps.publishedPorts, () => unixSeconds(this.deps.clock));
   }
 
-  /**
-   * Refuses a new service (409) when the driver publishes each service on a port svcd allocates
-   * and every port of the range is held, resting or promised to a service not deployed yet: its
-   * first deploy could only fail. Services
-   * created at the same moment may still take the last port between this and their deploys,
-   * which then fail saying so.
-   */
+  /** Refuses a new service (409) when the driver publishes each on a port svcd allocates and none is left (provisioning/published-ports.ts). */
   async assertPortLeft(): Promise<void> {
-    const ports = await this.readPortFigures();
-    if (ports && ports.free <= 0) {
-      throw new ConflictError(`every port of --swarm-ports is taken (${String(ports.total)} ports, one per service (and per environment's agent) for its life; a port given up rests ${String(PORT_REST_S / 60)} minutes): delete a service, or ask the operator to widen --swarm-ports`);
-    }
+    if (await this.allocatesPorts()) await assertPortLeft(this.deps.store, this.deps.publishedPorts, unixSeconds(this.deps.clock));
   }
 
   /**
@@ -526,13 +508,7 @@ export class Deployer implements WorkloadRules {
 
   private async readPortFigures(): Promise<PortFigures | null> {
     if (!(await this.allocatesPorts())) return null;
-    const { from, to } = this.deps.publishedPorts;
-    const { services } = this.deps.store;
-    const held = new Set((await this.deps.store.publishedPorts.taken(unixSeconds(this.deps.clock) - PORT_REST_S)).filter((p) => p >= from && p <= to));
-    // Services not deployed yet (await_build, or their first deploy to come) take one each too.
-    const promised = await services.countAwaitingPort();
-    const total = to - from + 1;
-    return { free: Math.max(0, total - held.size - promised), total };
+    return readPortFigures(this.deps.store, this.deps.publishedPorts, unixSeconds(this.deps.clock));
   }
 
   /** Whether the driver publishes services on ports svcd allocates. */

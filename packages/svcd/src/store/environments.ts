@@ -4,7 +4,8 @@ import { atomically } from './atomically.js';
 import { HostNameStore } from './host-names.js';
 import { givePortUp } from './published-ports.js';
 
-export type EnvironmentPatch = Partial<Omit<EnvironmentsTable, 'id' | 'tenant_id' | 'created_at' | 'template_id' | 'image'>>;
+/** Not its published port: that is the port claims' to give and take (published-ports.ts). */
+export type EnvironmentPatch = Partial<Omit<EnvironmentsTable, 'id' | 'tenant_id' | 'created_at' | 'template_id' | 'image' | 'published_port'>>;
 
 /** Developer environments and their previews, scoped by tenant where a tenant asks. */
 export class EnvironmentStore {
@@ -34,6 +35,12 @@ export class EnvironmentStore {
 
   async listForTenant(tenantId: string): Promise<EnvironmentRow[]> {
     return this.db.selectFrom('environments').selectAll().where('tenant_id', '=', tenantId).execute();
+  }
+
+  /** Environments of every tenant not given a published port yet (each takes one at its first run on a swarm). */
+  async countAwaitingPort(): Promise<number> {
+    const r = await this.db.selectFrom('environments').select((eb) => eb.fn.countAll<number | string>().as('n')).where('published_port', 'is', null).executeTakeFirstOrThrow();
+    return Number(r.n);
   }
 
   async count(tenantId: string): Promise<number> {
@@ -98,7 +105,7 @@ export class EnvironmentStore {
         .returning('published_port')
         .executeTakeFirst();
       if (!r) return false;
-      if (r.published_port !== null) await givePortUp(db, r.published_port, now);
+      if (r.published_port !== null) await givePortUp(db, r.published_port, now, 'environments', id);
       return true;
     });
   }

@@ -15,11 +15,17 @@ function ownerOf(table: PortHolderTable, id: string): string {
 export class PublishedPortStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** The ports held, and those given up after `releasedAfter` (unix seconds): what a new allocation must avoid. */
+  /**
+   * The ports held, and those given up after `releasedAfter` (unix seconds): what a new
+   * allocation must avoid. The owners' own columns too: an svcd of before the claims (during an
+   * upgrade) allocates a service's port without claiming it.
+   */
   async taken(releasedAfter: number): Promise<number[]> {
-    const held = await this.db.selectFrom('port_claims').select('port').execute();
+    const claimed = await this.db.selectFrom('port_claims').select('port').execute();
+    const services = await this.db.selectFrom('services').select('published_port as port').where('published_port', 'is not', null).execute();
+    const environments = await this.db.selectFrom('environments').select('published_port as port').where('published_port', 'is not', null).execute();
     const resting = await this.db.selectFrom('released_ports').select('port').where('released_at', '>', releasedAfter).execute();
-    return [...held, ...resting].map((r) => r.port);
+    return [...new Set([...claimed, ...services, ...environments, ...resting].flatMap((r) => (r.port === null ? [] : [r.port])))];
   }
 
   /**
@@ -43,15 +49,19 @@ export class PublishedPortStore {
     return atomically(this.db, async (db) => {
       const r = await db.updateTable(table).set({ published_port: null }).where('id', '=', id).where('published_port', '=', from).executeTakeFirst();
       if (Number(r.numUpdatedRows) !== 1) return false;
-      await givePortUp(db, from, now);
+      await givePortUp(db, from, now, table, id);
       return true;
     });
   }
 }
 
-/** A port its owner gave up (deleted, or moved into --swarm-ports): unclaimed, resting from `now` before it is given again. */
-export async function givePortUp(db: Kysely<Database>, port: number, now: number): Promise<void> {
-  await db.deleteFrom('port_claims').where('port', '=', port).execute();
+/**
+ * A port its owner (the row `id` of `table`) gave up (deleted, or moved into --swarm-ports):
+ * its claim goes (only the owner's: a claim of another is never taken), and it rests from `now`
+ * before it is given again.
+ */
+export async function givePortUp(db: Kysely<Database>, port: number, now: number, table: PortHolderTable, id: string): Promise<void> {
+  await db.deleteFrom('port_claims').where('port', '=', port).where('owner', '=', ownerOf(table, id)).execute();
   await db
     .insertInto('released_ports')
     .values({ port, released_at: now })

@@ -99,7 +99,7 @@ export class ServiceStore {
       const r = await db.deleteFrom('services').where('id', '=', id).where('tenant_id', '=', tenantId).returning('published_port').executeTakeFirst();
       if (!r) return false;
       if (r.published_port !== null) {
-        await givePortUp(db, r.published_port, now);
+        await givePortUp(db, r.published_port, now, 'services', id);
       }
       await new HostNameStore(db).release('service', id);
       return true;

@@ -180,6 +180,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   private readonly managerEngine: DockerRuntime;
   /** Engines of the nodes by host name, made on first use. */
   private readonly nodeEngines = new Map<string, DockerRuntime>();
+  /** Each node's last disk reading of svc's workloads (diskUsage), for a pass its engine misses. */
+  private readonly lastNodeDisk = new Map<string, Awaited<ReturnType<EngineHost['diskUsage']>>['workloads']>();
   private readonly clock: Clock;
   private readonly timers: Timers;
 
@@ -202,16 +204,25 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   /**
    * What svc's workloads take on every node's disk (their writable layers and volumes: a task's,
    * a pinned database's or environment's), read from each node's engine, and the built images'
-   * layers on the manager (where builds run). A node whose engine does not answer is left out of
-   * this reading (its figures come back with it), rather than the whole reading failing.
+   * layers on the manager (where builds run). A node whose engine does not answer counts with its
+   * last reading (what is on its disk is still there), rather than the whole reading failing.
    */
   diskUsage: EngineHost['diskUsage'] = async () => {
     const manager = await this.managerEngine.diskUsage();
     const managerHost = await this.managerHostname();
     const others = [...this.o.nodes.keys()].filter((hostname) => hostname !== managerHost);
-    const readings = await Promise.allSettled(others.map((hostname) => this.nodeEngine(hostname).diskUsage()));
-    const workloads = [...manager.workloads, ...readings.flatMap((r) => (r.status === 'fulfilled' ? r.value.workloads : []))];
-    return { workloads, images: manager.images };
+    const readings = await Promise.all(
+      others.map(async (hostname) => {
+        try {
+          const { workloads } = await this.nodeEngine(hostname).diskUsage();
+          this.lastNodeDisk.set(hostname, workloads);
+          return workloads;
+        } catch {
+          return this.lastNodeDisk.get(hostname) ?? [];
+        }
+      }),
+    );
+    return { workloads: [...manager.workloads, ...readings.flat()], images: manager.images };
   };
 
   /** The host name of the node whose engine is the manager's (--docker-host). */
@@ -364,7 +375,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const pinned = placement.node;
     if (pinned !== null) {
       const n = list.find((x) => x.ID === pinned);
-      if (!n) throw new NodeUnavailableError('the swarm node that holds its data is no longer in the swarm: svc does not move its data');
+      if (!n) throw new NodeUnavailableError(`swarm node ${pinned}, which holds its data, is no longer in the swarm: svc does not move its data`);
       const name = n.Description?.Hostname || pinned;
       const state = n.Status?.State ?? 'unknown';
       if (state !== 'ready') throw new NodeUnavailableError(`swarm node ${name}, which holds its data, is ${state}: it starts again there once the node is back`);
