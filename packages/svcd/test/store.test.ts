@@ -24,6 +24,15 @@ function tenantRow(id: string, name: string, status: 'active' | 'suspended' = 'a
   return seedRow(id, name, { status, created_at: T, updated_at: T, max_cpu_cores: 2.5 });
 }
 
+/** A running service of `tenantId` as the services table holds it (port 8000, nothing deployed). */
+function serviceRow(id: string, tenantId: string, name: string, dnsLabel: string) {
+  return {
+    id, tenant_id: tenantId, name, name_key: name, image: 'x', port: 8000, status: 'running' as const, desired_state: 'running' as const,
+    dns_label: dnsLabel, last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
+    last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
+  };
+}
+
 eachStore((kind) => {
   describe(`store (${kind})`, () => {
     let store: Store;
@@ -141,11 +150,7 @@ eachStore((kind) => {
 
     test('builds: one claim wins across processes; output is capped with its tail kept; they go with their service', async () => {
       await store.tenants.insert(tenantRow('b1', 'builder'));
-      await store.services.insert({
-        id: 'svc1', tenant_id: 'b1', name: 'web', name_key: 'web', image: 'x', port: 8000, status: 'running', desired_state: 'running',
-        dns_label: 'web', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
-        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
-      });
+      await store.services.insert(serviceRow('svc1', 'b1', 'web', 'web'));
       const build = (id: string, created: number) => ({
         id, tenant_id: 'b1', service_id: 'svc1', status: 'queued' as const, source_type: 'git', source_url: 'https://x/y.git', source_ref: null,
         image: `svc/b1/svc1:${id}`, commit_sha: null, last_error: null, deployment_id: null, holder: null, lease_until_ms: null,
@@ -247,11 +252,7 @@ eachStore((kind) => {
 
     test("published ports (a swarm's): one owner per port whatever its kind, also when two handles race; given up, a port rests, and a deleted owner's goes with it", async () => {
       await store.tenants.insert(tenantRow('pp1', 'portowner'));
-      await store.services.insert({
-        id: 'pps1', tenant_id: 'pp1', name: 'api', name_key: 'api', image: 'x', port: 8000, status: 'running', desired_state: 'running',
-        dns_label: 'api-pp', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
-        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
-      });
+      await store.services.insert(serviceRow('pps1', 'pp1', 'api', 'api-pp'));
       const env = (id: string) => ({
         id, tenant_id: 'pp1', name: id, template_id: 'default', image: 'ubuntu:24.04', status: 'running' as const, lease_expires_at: T + 60, expired_at: null,
         container_id: null, address: null, workload: null, last_error: null, created_at: T, updated_at: T, agent_token: null, published_port: null, node: null,
@@ -282,11 +283,7 @@ eachStore((kind) => {
       assert.deepEqual(await ports.taken(T + 10), [envPort === 31000 ? 31001 : 31000], 'rested');
       assert.equal(await ports.allocate('environments', 'ppe2', envPort), true, 'a rested port is given again');
       // A service's port written without a claim (an svcd of before the claims, mid-upgrade) is taken too.
-      await store.services.insert({
-        id: 'pps2', tenant_id: 'pp1', name: 'old', name_key: 'old', image: 'x', port: 8000, status: 'running', desired_state: 'running',
-        dns_label: 'old-pp', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
-        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
-      });
+      await store.services.insert(serviceRow('pps2', 'pp1', 'old', 'old-pp'));
       await store.services.update('pps2', { published_port: 31009 });
       assert.ok((await ports.taken(T + 100)).includes(31009));
       assert.equal(await store.services.delete('pp1', 'pps2', T + 20), true);
@@ -318,11 +315,7 @@ eachStore((kind) => {
       await store.tenants.insert(tenantRow('h2', 'hostother'));
       const claim = (hostname: string, tenant: string, kind: 'service' | 'preview', resource: string) => ({ hostname, tenant_id: tenant, kind, resource_id: resource, created_at: T });
       const isUnique = (e: unknown) => isUniqueViolation(e);
-      await store.services.insert({
-        id: 'hs1', tenant_id: 'h1', name: 'shop', name_key: 'shop', image: 'x', port: 8000, status: 'running', desired_state: 'running',
-        dns_label: 'shop', last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
-        last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T,
-      });
+      await store.services.insert(serviceRow('hs1', 'h1', 'shop', 'shop'));
       await store.hostNames.claim(claim('shop', 'h1', 'service', 'hs1'));
       await assert.rejects(second.hostNames.claim(claim('shop', 'h2', 'preview', 'hp0')), isUnique, 'another tenant, another kind: still taken');
       assert.equal(await store.services.delete('h2', 'hs1', 0), false, 'scoped by tenant');
@@ -539,11 +532,7 @@ eachStore((kind) => {
       try {
         const db = await migratedTo(kind, loc, '0026_replicas');
         await db.insertInto('tenants').values([tenantRow('m1', 'one')]).execute();
-        const service = (id: string, port: number | null) => ({
-          id, tenant_id: 'm1', name: id, name_key: id, image: 'x', port: 8000, status: 'running' as const, desired_state: 'running' as const,
-          dns_label: id, last_error: null, container_id: null, upstream: null, crash_count: 0, crash_window_start: null,
-          last_crash_at: null, circuit_open_at: null, created_at: T, updated_at: T, published_port: port,
-        });
+        const service = (id: string, port: number | null) => ({ ...serviceRow(id, 'm1', id, id), published_port: port });
         await db.insertInto('services').values([service('ms1', 30500), service('ms2', null)]).execute();
         await (db as unknown as Kysely<Record<string, Record<string, unknown>>>).insertInto('environments').values({
           id: 'me1', tenant_id: 'm1', name: 'dev', template_id: 'default', image: 'x', status: 'running', lease_expires_at: T + 60, expired_at: null,

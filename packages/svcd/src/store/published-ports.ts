@@ -30,7 +30,8 @@ export class PublishedPortStore {
 
   /**
    * Gives the row `port` unless it has one: false when another allocation gave it one first.
-   * Throws the store's unique violation when anything else holds the port (the claim's key).
+   * Throws the store's unique violation when anything else holds the port (the claim's key): not
+   * for use inside a caller's transaction, which on PostgreSQL the violation would abort.
    */
   async allocate(table: PortHolderTable, id: string, port: number): Promise<boolean> {
     return atomically(this.db, async (db) => {
