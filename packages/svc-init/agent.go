@@ -70,9 +70,9 @@ func serveAgent(ln net.Listener, token string, r *reaper) {
 	a := &agent{token: []byte(token), reaper: r, preview: newPreviewProxy([]byte(token), port), running: map[string]int{}}
 	server := &http.Server{
 		Handler: a,
-		// A request without the token is answered once its headers are in: whatever has no token
-		// holds a connection for this long at most. A body (an upload) has a deadline of its own
-		// (files.go); a connection left idle (keep-alive) goes.
+		// A request without the token is answered once its headers are in, and its connection
+		// closed: whatever has no token holds a connection for this long at most. A body (an
+		// upload) has a deadline of its own (files.go); a connection left idle (keep-alive) goes.
 		ReadHeaderTimeout: 10 * time.Second,
 		// Longer than a proxy keeps an idle upstream connection (Caddy: 2 minutes), so that a
 		// preview's request is not sent on one the agent is closing (which a POST cannot retry).
@@ -147,6 +147,8 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	given := []byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	if len(a.token) == 0 || subtle.ConstantTimeCompare(given, a.token) != 1 {
+		// Closed with its answer: a connection without the token holds none of the slots past it.
+		w.Header().Set("Connection", "close")
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
 		return
 	}

@@ -70,7 +70,9 @@ func newPreviewProxy(agentToken []byte, agentPort int) *previewProxy {
 		Proxy:               nil,
 		DialContext:         dialLoopback,
 		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     30 * time.Second,
+		// Below the idle timeouts of the servers it reaches (Node's: 5 s), so that a request (a POST
+		// cannot be retried) is not sent on a connection the server is closing.
+		IdleConnTimeout: 3 * time.Second,
 	}
 	p := &previewProxy{agentToken: agentToken, agentPort: agentPort, slots: make(chan struct{}, maxPreviewConnections)}
 	p.proxy = &httputil.ReverseProxy{

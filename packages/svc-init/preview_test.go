@@ -181,3 +181,22 @@ func TestPreviewConnectionsLeaveTheAgentsSlotsFree(t *testing.T) {
 		t.Fatal("the agent took no request while previews held connections")
 	}
 }
+
+// A request without a token (the agent's, or a preview's) is answered and its connection closed:
+// none keeps a slot of the agent's by keeping its connection alive.
+func TestRefusedConnectionsAreClosed(t *testing.T) {
+	base, _ := startAgent(t, "agent-token")
+	for _, extra := range []string{"", previewPortHeader + ": 8000\r\n" + previewTokenHeader + ": wrong\r\n"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET /health HTTP/1.1\r\nHost: x\r\n%s\r\n", extra)
+		answer, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || !strings.HasPrefix(string(answer), "HTTP/1.1 401") {
+			t.Fatalf("%q: %q %v (the connection was kept open, or not answered 401)", extra, answer, err)
+		}
+	}
+}

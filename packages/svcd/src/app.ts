@@ -271,11 +271,14 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const routing = { baseDomain: config.baseDomain, proxyListen: config.proxyListen, httpsListen: config.tls?.httpsListen ?? null };
   // An environment's agent token, for its previews' routes on a swarm: one that does not open
   // (a damaged row) leaves that preview unrouted, never every route unread.
+  const unopened = new Set<string>();
   const openPreviewToken = (sealed: string): string | null => {
     try {
       return sealer.open(sealed);
     } catch (err) {
-      log.warn({ err }, "an environment's agent token could not be opened: its previews are not routed");
+      // Once per token: the routes are read every half second.
+      if (!unopened.has(sealed)) log.warn({ err }, "an environment's agent token could not be opened: its previews are not routed");
+      unopened.add(sealed);
       return null;
     }
   };
@@ -293,7 +296,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
           const domains = (await store.serviceDomains.routed()).map((d) => ({ service_id: d.service_id, hostname: d.hostname, awaitingCertificate: d.certificate_expires_at === null }));
           return [
             ...routeTargets(await store.services.listAll(), routing, domains),
-            ...previewRouteTargets(await store.environments.previewRoutes(), routing, openPreviewToken),
+            ...previewRouteTargets(await store.environments.previewRoutes(), routing, openPreviewToken, config.runtime === 'swarm'),
             ...apiRouteTargets(apiRoute.upstream, config.baseDomain),
           ];
         },

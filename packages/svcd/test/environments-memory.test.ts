@@ -6,6 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import { NodeUnavailableError, RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
 import { environmentWorkloadName } from '../src/environments/environments.js';
+import { AGENT_PORT } from '../src/environments/agent.js';
+import { createServer } from 'node:net';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
 
@@ -222,6 +224,44 @@ eachStore((kind) => {
         assert.equal(r.status, 409);
         assert.match(r.body.error, /every port of --swarm-ports is taken \(1 ports, one per service and per environment/);
         assert.deepEqual(await a.client.environments(), []);
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
+    });
+  });
+
+  describe(`an environment placed on a node without its published port now (a swarm's, as the memory driver plays it) (${kind})`, () => {
+    test("its agent is not looked for at the node's own agent port (the token is never sent there): exec goes through the driver", async () => {
+      const mem = memoryRuntime(IMAGES);
+      // An agent is offered; the memory driver runs none, so readiness does not wait for it.
+      const runtime: Runtime = {
+        ...mem.runtime,
+        capabilities: async () => ({ ...(await mem.runtime.capabilities()), allocatedPorts: true, agent: true, setAside: false }),
+        apply: (request) => mem.runtime.apply({ ...request, ready: { ...request.ready, probe: undefined } }),
+      };
+      const t = await startServer({ store: kind, config: { environmentImages, swarmPorts: { from: 23940, to: 23941 } }, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const env = await a.client.createEnvironment({ name: 'dev', template_id: 'default' });
+        const row = (await t.deps.store.environments.findAny(env.id)) ?? assert.fail();
+        assert.ok(row.agent_token !== null && row.published_port !== null && row.address !== null, JSON.stringify(row));
+        // Placed on a node, its port given back (moving into a changed range): a listener at the
+        // address's own agent port counts what reaches it.
+        await t.deps.store.environments.update(env.id, { node: 'node-1' });
+        assert.equal(await t.deps.store.publishedPorts.release('environments', env.id, row.published_port, 0), true);
+        let reached = 0;
+        const listener = createServer((socket) => {
+          reached += 1;
+          socket.destroy();
+        });
+        await new Promise<void>((resolve) => listener.listen(AGENT_PORT, row.address ?? '', resolve));
+        try {
+          assert.equal((await a.client.exec(env.id, { command: ['true'] })).exit_code, 0);
+          assert.equal(reached, 0, "nothing was sent to the node's own agent port");
+        } finally {
+          await new Promise((resolve) => listener.close(resolve));
+        }
       } finally {
         await t.close();
         await mem.driver.close();

@@ -755,15 +755,17 @@ describe('environments: configuration and names', () => {
     const row = { id: 'p1', environment_id: 'e1', tenant_id: 't1', name: 'site', port: 8000, created_at: 0, env_name: 'web', env_status: 'running', address: '10.77.0.11', agent_port: 30123, agent_token: 'sealed' };
     const open = (sealed: string) => (sealed === 'sealed' ? 'agent-token' : null);
     const routing = { baseDomain: null, proxyListen: '127.0.0.1:8081' };
-    const [swarm] = previewRouteTargets([row], routing, open);
+    const [swarm] = previewRouteTargets([row], routing, open, true);
     assert.equal(swarm?.upstream, '10.77.0.11:30123');
     assert.equal(swarm.port, 30123, "the agent's port, which DNS answers are dialed at");
     assert.deepEqual(swarm.requestHeaders, { [PREVIEW_PORT_HEADER]: '8000', [PREVIEW_TOKEN_HEADER]: previewToken('agent-token', 8000) });
     // Stopped: no address, and still the agent's port (never the preview's own port at a node).
-    const [stopped] = previewRouteTargets([{ ...row, env_status: 'stopped', address: null }], routing, open);
+    const [stopped] = previewRouteTargets([{ ...row, env_status: 'stopped', address: null }], routing, open, true);
     assert.deepEqual([stopped?.upstream, stopped?.port], [null, 30123]);
     // A token that does not open: not routed at all.
-    assert.equal(previewRouteTargets([{ ...row, agent_token: 'damaged' }], routing, open)[0]?.upstream, null);
+    assert.equal(previewRouteTargets([{ ...row, agent_token: 'damaged' }], routing, open, true)[0]?.upstream, null);
+    // Running on a swarm without its port now (a port moving into a changed range): not routed, never at the preview's own port on the node.
+    assert.equal(previewRouteTargets([{ ...row, agent_port: null }], routing, open, true)[0]?.upstream, null);
     // Caddy sets them over the client's own; the configuration is the same running or stopped.
     const config = (t: RouteTarget) => buildCaddyConfig({ adminListen: 'unix//x.sock', answers: { resolver: 'udp/127.0.0.1:5300', pages: '127.0.0.1:9000' }, listen: '0.0.0.0:8080', targets: [t] });
     const handler = ((config(swarm).config.apps as { http: { servers: { svc: { routes: Array<{ handle: Array<{ dynamic_upstreams?: { port: string }; headers: { request: { set: Record<string, string[]> } } }> }> } } } }).http.servers.svc.routes[0]?.handle[0]) ?? assert.fail('no route');
@@ -771,7 +773,7 @@ describe('environments: configuration and names', () => {
     assert.deepEqual(handler.headers.request.set[PREVIEW_TOKEN_HEADER], [previewToken('agent-token', 8000)]);
     assert.deepEqual(handler.headers.request.set[PREVIEW_PORT_HEADER], ['8000']);
     assert.equal(config(stopped ?? assert.fail()).marker, config(swarm).marker, 'a start or a stop costs no configuration load');
-    const [single] = previewRouteTargets([{ ...row, address: '172.18.0.5', agent_port: null }], routing, open);
+    const [single] = previewRouteTargets([{ ...row, address: '172.18.0.5', agent_port: null }], routing, open, false);
     assert.deepEqual([single?.upstream, single?.port, single?.requestHeaders], ['172.18.0.5:8000', 8000, undefined]);
   });
   test('sync puts a repository where git clone would: its last path segment without .git', () => {

@@ -709,7 +709,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   /** Where the environment's agent answers, when it has one and runs. */
   private agentAt(e: EnvironmentRow): AgentAddress | null {
-    return e.agent_token !== null && e.address !== null ? agentAddress(e.address, e.published_port, this.deps.sealer.open(e.agent_token)) : null;
+    // Placed on a swarm node (`node`) without its published port now (one moving into a changed
+    // range): not reachable there, and the token is never sent to the node's own AGENT_PORT.
+    if (e.agent_token === null || e.address === null || (e.node !== null && e.published_port === null)) return null;
+    return agentAddress(e.address, e.published_port, this.deps.sealer.open(e.agent_token));
   }
 
   /**

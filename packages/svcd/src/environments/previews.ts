@@ -26,12 +26,16 @@ export function previewRouteTargets(
   rows: Array<PreviewRow & { env_name: string; env_status: string; address: string | null; agent_port: number | null; agent_token: string | null }>,
   o: PreviewRouting,
   openToken: (sealed: string) => string | null,
+  /** On a swarm: every preview goes through its environment's agent (none while it has no port). */
+  throughAgents: boolean,
 ): RouteTarget[] {
   return rows.map((p) => {
     const route = { routeId: `preview-${p.id}`, label: `Preview ${p.name} of environment ${p.env_name}`, status: p.env_status, hosts: previewHosts(p, o) };
     const address = p.env_status === 'running' ? p.address : null;
     // On one engine: the port of the container's address on the tenant network.
-    if (p.agent_port === null) return { ...route, upstream: address === null ? null : `${address}:${String(p.port)}`, port: p.port };
+    if (!throughAgents) return { ...route, upstream: address === null ? null : `${address}:${String(p.port)}`, port: p.port };
+    // Not given its port yet (a first run to come, a port moving into a changed range): not routed.
+    if (p.agent_port === null) return { ...route, upstream: null, port: p.port };
     // On a swarm (its agent published on its node): through the agent, always at the agent's
     // port (also while it does not run: the route never names the preview's own port at the
     // node), which forwards to the port inside the environment with the preview's token. No
