@@ -39,8 +39,10 @@ export const UpdateTenantRequest = Type.Object({ name: TenantName }, { additiona
 export type UpdateTenantRequest = Static<typeof UpdateTenantRequest>;
 
 const UsedMax = Type.Object({ used: Type.Integer(), max: Type.Integer() });
+/** Services: `used` counts service shares, one per replica (beyond the spec: without replicas, one per service). */
+const ServiceShares = Type.Object(UsedMax.properties, { description: 'used: the service shares taken, one per service, or one per replica of a service with several (beyond the spec); max: max_services' });
 export const TenantUsage = Type.Object({
-  services: UsedMax,
+  services: ServiceShares,
   databases: UsedMax,
   api_keys: UsedMax,
   environments: UsedMax,
@@ -116,7 +118,7 @@ export type TenantListQuery = Static<typeof TenantListQuery>;
 export const TenantSummary = Type.Object({
   ...Tenant.properties,
   usage: Type.Object({
-    services: UsedMax,
+    services: ServiceShares,
     databases: UsedMax,
     environments: UsedMax,
     disk_used_bytes: Type.Integer(),

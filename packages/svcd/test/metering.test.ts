@@ -182,6 +182,28 @@ eachStore((kind) => {
       assert.deepEqual(await Promise.all([1, 2, 3, 4, 5].map(async (n) => (await read(copyOf(n))).cpu_micros_delta)), [500, 500, 500, 200, 500]);
     });
 
+    test("two svcd taking turns at the passes (the job's lease moving between them) count each stretch once: each pass goes on from the store's last reading, not its own", async () => {
+      const a = await newTenant(t);
+      const labels = { 'svc.tenant': a.id, 'svc.kind': 'service', 'svc.resource': 'turns' };
+      let cpu = 1_000;
+      const runtime: Runtime = {
+        ...inertRuntime(),
+        list: () => Promise.resolve([{ id: 'turns-container', name: 'turns', state: 'running', exitCode: null, labels, address: null }]),
+        stats: () => Promise.resolve({ cpuMicros: cpu, memoryBytes: MB, netRxBytes: 0, netTxBytes: 0, blockReadBytes: 0, blockWriteBytes: 0 }),
+      };
+      const samplerOf = () => new Sampler({ runtime, store: t.deps.store, metering: t.deps.store.metering, clock: t.clock, log: t.deps.log, intervalMs: 5_000, concurrency: 2 });
+      const [one, two] = [samplerOf(), samplerOf()];
+      const deltas: number[] = [];
+      for (const sampler of [one, two, one, two, one]) {
+        await sampler.pass();
+        deltas.push((await t.deps.store.metering.lastSample('turns-container'))?.cpu_micros_delta ?? -1);
+        t.clock.advance(5_000);
+        cpu += 1_000;
+      }
+      // The counter went from 0 to 5,000: counted once, a thousand a pass.
+      assert.deepEqual(deltas, [1_000, 1_000, 1_000, 1_000, 1_000]);
+    });
+
     test('two passes replacing the same bucket at once both succeed, and the bucket holds one row per owner', async () => {
       const a = await newTenant(t);
       const bucket = 3600 * 1000;

@@ -478,6 +478,8 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const quota = (err: { status?: number; message?: string }) => err.status === 409 && /quota exceeded: the replicas of the tenant's services would take 6 service shares/.test(err.message ?? '');
     await assert.rejects(client.createService({ name: 'too-many', image: RESPONDER_IMAGE, replicas: 4 }), quota);
     assert.deepEqual((await client.listServices()).map((x) => x.name), ['replicated']);
+    // The usage says so: one service, two of its five shares used.
+    assert.deepEqual((await client.usage()).services, { used: 2, max: 5 });
     const routes = async () => (await t.deps.store.services.findAny(s.id))?.upstream?.split(',') ?? [];
     let last = '';
     await waitFor('both replicas running and routed', async () => {

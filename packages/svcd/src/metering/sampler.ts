@@ -64,14 +64,25 @@ export function sampleRow(w: MeteredWorkload, s: WorkloadStats, sampledAt: numbe
   };
 }
 
+/**
+ * A single copy's first reading, where its workload was read under the workload's own ref: svcd
+ * before copies were read on their own (a swarm's service id, then its one task), whose
+ * readings already counted what the task used. Taken as the copy's previous reading, so that
+ * the upgrade counts nothing twice, however long svcd was down. A task that replaced it since
+ * starts its counters at zero, below that reading: counted whole, as a restarted counter is
+ * (sampleRow); its running time from there is one interval, as after any long gap.
+ */
+function carriedOver(item: { id: string; workloadId: string; single: boolean }, last: ReadonlyMap<string, UsageSampleRow>): UsageSampleRow | undefined {
+  if (!item.single || item.workloadId === item.id) return undefined;
+  return last.get(item.workloadId);
+}
+
 /** What a Sampler is built from, by name. */
 export interface SamplerDeps extends SamplerOptions, Pick<Platform, 'runtime' | 'store' | 'clock' | 'log'> {
   metering: MeteringStore;
 }
 
 export class Sampler {
-  /** Each container's last sample, so that deltas need no store read (filled from it after a restart). */
-  private readonly last = new Map<string, UsageSampleRow>();
   private state: SamplerStatus = { lastPassAt: null, containersByState: {}, lastPassFailures: 0 };
 
   constructor(private readonly deps: SamplerDeps) {}
@@ -99,6 +110,10 @@ export class Sampler {
         const copies = w.copies ?? [w.id];
         return copies.map((ref) => ({ ...w, id: ref, workloadId: w.id, single: copies.length === 1 }));
       });
+    // The last readings as the store has them, whichever svcd's pass wrote them (passes go from
+    // one svcd to another with the job's lease: a reading kept in memory would be stale once
+    // another's pass came between, and the time since counted twice). One read per pass.
+    const last = await this.deps.metering.lastSamples([...new Set(running.flatMap((w) => [w.id, w.workloadId]))]);
     const rows: UsageSampleRow[] = [];
     let failures = 0;
     await eachLimited(running, this.deps.concurrency, async (info) => {
@@ -107,7 +122,7 @@ export class Sampler {
         if (!w) return;
         const stats = await this.deps.runtime.stats(w.containerId);
         if (!stats) return; // gone since the listing
-        const previous = (await this.lastReading(w.containerId)) ?? (await this.carriedOver(info));
+        const previous = last.get(w.containerId) ?? carriedOver(info, last);
         rows.push(sampleRow(w, stats, sampledAt, previous, this.deps.intervalMs / 1000));
       } catch (err) {
         failures += 1;
@@ -116,29 +131,8 @@ export class Sampler {
     });
     await beforeWrite();
     await this.deps.metering.insertSamples(rows);
-    // Only containers still running are remembered: the map never outgrows the engine.
-    this.last.clear();
-    for (const r of rows) this.last.set(r.container_id, r);
     this.state = { lastPassAt: startedAt, containersByState: byState, lastPassFailures: failures };
     return rows.length;
-  }
-
-  /**
-   * A single copy's first reading, where its workload was read under the workload's own ref: svcd
-   * before copies were read on their own (a swarm's service id, then its one task), whose
-   * readings already counted what the task used. Taken as the copy's previous reading, so that
-   * the upgrade counts nothing twice, however long svcd was down. A task that replaced it since
-   * starts its counters at zero, below that reading: counted whole, as a restarted counter is
-   * (sampleRow); its running time from there is one interval, as after any long gap.
-   */
-  private async carriedOver(item: { id: string; workloadId: string; single: boolean }): Promise<UsageSampleRow | undefined> {
-    if (!item.single || item.workloadId === item.id) return undefined;
-    return this.lastReading(item.workloadId);
-  }
-
-  /** The last reading under a ref: this svcd's last pass's, else the store's. */
-  private async lastReading(ref: string): Promise<UsageSampleRow | undefined> {
-    return this.last.get(ref) ?? (await this.deps.metering.lastSample(ref));
   }
 
   /** The tenant and resource of a container; warm-pool containers belong to the environment that took them. */

@@ -414,8 +414,9 @@ export class Services implements TenantResources, DiskOverrunHalt {
   }
 
   // TenantResources: usage counts and suspension.
+  /** The service shares taken, which max_services bounds: one per service, or per replica of one (the same without replicas). */
   async count(tenantId: string): Promise<{ services: number }> {
-    return { services: await this.deps.store.services.count(tenantId) };
+    return { services: await this.deps.store.services.shares(tenantId) };
   }
 
   /** Suspension stops every service; reactivation leaves them stopped until started. Waits until they are down. */

@@ -34,6 +34,30 @@ export class MeteringStore {
     }
   }
 
+  /**
+   * The newest sample of each of these containers (those that have one), read in batches: what a
+   * pass takes its deltas against, whichever svcd's pass wrote it.
+   */
+  async lastSamples(containerIds: readonly string[]): Promise<Map<string, UsageSampleRow>> {
+    await this.ready();
+    const found = new Map<string, UsageSampleRow>();
+    for (let i = 0; i < containerIds.length; i += 200) {
+      const latest = this.db
+        .selectFrom('usage_samples')
+        .select((eb) => ['container_id', eb.fn.max('sampled_at').as('at')])
+        .where('container_id', 'in', containerIds.slice(i, i + 200))
+        .groupBy('container_id')
+        .as('latest');
+      const rows = await this.db
+        .selectFrom('usage_samples as s')
+        .innerJoin(latest, (join) => join.onRef('latest.container_id', '=', 's.container_id').onRef('latest.at', '=', 's.sampled_at'))
+        .selectAll('s')
+        .execute();
+      for (const r of rows) found.set(r.container_id, r);
+    }
+    return found;
+  }
+
   async lastSample(containerId: string): Promise<UsageSampleRow | undefined> {
     await this.ready();
     return this.db
