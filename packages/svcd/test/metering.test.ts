@@ -202,6 +202,13 @@ eachStore((kind) => {
       }
       // The counter went from 0 to 5,000: counted once, a thousand a pass.
       assert.deepEqual(deltas, [1_000, 1_000, 1_000, 1_000, 1_000]);
+      // An svcd whose clock is behind (or a clock stepped back) writes nothing before the last
+      // reading; the next pass on time counts the stretch once.
+      const behind = new Sampler({ runtime, store: t.deps.store, metering: t.deps.store.metering, clock: { now: () => t.clock.now() - 20_000 }, log: t.deps.log, intervalMs: 5_000, concurrency: 2 });
+      assert.equal(await behind.pass(), 0);
+      cpu += 1_000;
+      await one.pass();
+      assert.equal((await t.deps.store.metering.lastSample('turns-container'))?.cpu_micros_delta, 2_000);
     });
 
     test('two passes replacing the same bucket at once both succeed, and the bucket holds one row per owner', async () => {

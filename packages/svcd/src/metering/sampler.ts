@@ -112,8 +112,11 @@ export class Sampler {
       });
     // The last readings as the store has them, whichever svcd's pass wrote them (passes go from
     // one svcd to another with the job's lease: a reading kept in memory would be stale once
-    // another's pass came between, and the time since counted twice). One read per pass.
-    const last = await this.deps.metering.lastSamples([...new Set(running.flatMap((w) => [w.id, w.workloadId]))]);
+    // another's pass came between, and the time since counted twice). Read together, among the
+    // last few intervals' (older ones one by one). A workload's own ref only where its one copy
+    // may go on from it (carriedOver).
+    const refs = running.flatMap((w) => (w.single && w.workloadId !== w.id ? [w.id, w.workloadId] : [w.id]));
+    const last = await this.deps.metering.lastSamples([...new Set(refs)], sampledAt - 3 * Math.ceil(this.deps.intervalMs / 1000));
     const rows: UsageSampleRow[] = [];
     let failures = 0;
     await eachLimited(running, this.deps.concurrency, async (info) => {
@@ -123,6 +126,9 @@ export class Sampler {
         const stats = await this.deps.runtime.stats(w.containerId);
         if (!stats) return; // gone since the listing
         const previous = last.get(w.containerId) ?? carriedOver(info, last);
+        // A reading of this second or later is there already (the clock stepped back, or another
+        // svcd's clock runs ahead): this one waits for the next pass, which counts from it.
+        if (previous && previous.sampled_at >= sampledAt) return;
         rows.push(sampleRow(w, stats, sampledAt, previous, this.deps.intervalMs / 1000));
       } catch (err) {
         failures += 1;

@@ -35,10 +35,12 @@ export class MeteringStore {
   }
 
   /**
-   * The newest sample of each of these containers (those that have one), read in batches: what a
-   * pass takes its deltas against, whichever svcd's pass wrote it.
+   * The newest sample of each of these containers (those that have one), whichever svcd's pass
+   * wrote it: what a pass takes its deltas against. Read in batches among the samples since
+   * `since` (unix seconds: a short range of each container's key, not its whole history), and
+   * one by one for the containers with none since (new ones, and after a long gap).
    */
-  async lastSamples(containerIds: readonly string[]): Promise<Map<string, UsageSampleRow>> {
+  async lastSamples(containerIds: readonly string[], since: number): Promise<Map<string, UsageSampleRow>> {
     await this.ready();
     const found = new Map<string, UsageSampleRow>();
     for (let i = 0; i < containerIds.length; i += 200) {
@@ -46,6 +48,7 @@ export class MeteringStore {
         .selectFrom('usage_samples')
         .select((eb) => ['container_id', eb.fn.max('sampled_at').as('at')])
         .where('container_id', 'in', containerIds.slice(i, i + 200))
+        .where('sampled_at', '>=', since)
         .groupBy('container_id')
         .as('latest');
       const rows = await this.db
@@ -54,6 +57,11 @@ export class MeteringStore {
         .selectAll('s')
         .execute();
       for (const r of rows) found.set(r.container_id, r);
+    }
+    for (const id of containerIds) {
+      if (found.has(id)) continue;
+      const older = await this.lastSample(id);
+      if (older) found.set(id, older);
     }
     return found;
   }
