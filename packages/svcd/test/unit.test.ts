@@ -37,6 +37,9 @@ import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDroppe
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { ManualClock } from './manual-clock.js';
+import { waitUntilReady } from '../src/runtime/ready-wait.js';
+import { ProbeAnsweredError } from '../src/runtime/index.js';
+import { systemClock, systemTimers } from '../src/clock.js';
 
 describe('token bucket', () => {
   test('starts full, refuses when empty with the wait until the next token, refills at the rate', () => {
@@ -804,6 +807,37 @@ describe('idempotent replay storage', () => {
     assert.equal(isReplayable(429, 10), false);
     assert.equal(isReplayable(500, 10), false);
     assert.equal(isReplayable(503, 10), false);
+  });
+});
+
+describe('readiness', () => {
+  test("a wait that ends unready names the workload's last wrong answer, not a dropped connection after it", async () => {
+    const started = Date.now();
+    const wait = waitUntilReady({
+      ref: 'w1',
+      port: 8000,
+      ready: {
+        timeoutMs: 300,
+        everyMs: 20,
+        probeTimeoutMs: 100,
+        // It answers 404, then (as busybox's httpd now and then) drops the connections near the deadline.
+        probe: () => Promise.reject(Date.now() - started < 150 ? new ProbeAnsweredError('health check GET /healthz: answered 404') : new Error('health check GET /healthz: socket hang up')),
+      },
+      signal: new AbortController().signal,
+      clock: systemClock,
+      timers: systemTimers,
+      inspect: () => Promise.resolve({ id: 'w1', name: 'w1', state: 'running', exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } }),
+      logTail: () => Promise.resolve(''),
+    });
+    await assert.rejects(wait, /^Error: not ready within 0 s: health check GET \/healthz: answered 404$/);
+    // Without a wrong answer, the last failure is what it says.
+    const never = waitUntilReady({
+      ref: 'w1', port: 8000, ready: { timeoutMs: 100, everyMs: 20, probeTimeoutMs: 100, probe: () => Promise.reject(new Error('connection refused')) },
+      signal: new AbortController().signal, clock: systemClock, timers: systemTimers,
+      inspect: () => Promise.resolve({ id: 'w1', name: 'w1', state: 'running', exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } }),
+      logTail: () => Promise.resolve(''),
+    });
+    await assert.rejects(never, /connection refused$/);
   });
 });
 

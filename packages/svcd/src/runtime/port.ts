@@ -191,6 +191,13 @@ export class NodeUnavailableError extends Error {}
 /** The workload is not running (stopped, or stopping right now): nothing can be run in it. */
 export class WorkloadNotRunningError extends Error {}
 
+/**
+ * A readiness probe that reached the workload and got a wrong answer (an HTTP status): a wait
+ * that ends unready names the last such answer rather than a connection failure after it, which
+ * says less (a server that drops a connection now and then).
+ */
+export class ProbeAnsweredError extends Error {}
+
 export function tenantNetworkName(tenantId: string): string {
   return `${TENANT_NETWORK_PREFIX}${tenantId}`;
 }

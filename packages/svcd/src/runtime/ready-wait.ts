@@ -4,6 +4,7 @@
 import { connect } from 'node:net';
 import { pause, type Clock, type Timers } from '../clock.js';
 import type { Endpoint, Readiness, WorkloadInfo } from './driver.js';
+import { ProbeAnsweredError } from './port.js';
 
 /** How often the workload's state is read while its probe is tried more often. */
 const STATE_EVERY_MS = 250;
@@ -31,6 +32,7 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
   let endpoint: Endpoint | null = null;
   let stateReadAt = -Infinity;
   let last = 'not running yet';
+  let lastAnswer: string | null = null;
   for (;;) {
     throwIfAborted(o.signal);
     if (o.clock.now() - stateReadAt >= STATE_EVERY_MS) {
@@ -51,12 +53,13 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
         return endpoint;
       } catch (err) {
         last = (err as Error).message;
+        if (err instanceof ProbeAnsweredError) lastAnswer = last;
       }
     }
     if (o.clock.now() >= deadline) {
       // Never running: what it printed, or why its driver could not start it (a swarm task's error).
       const tail = endpoint ? '' : await o.logTail(o.ref).catch(() => '');
-      throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${last}${tail ? ` (${tail})` : ''}`);
+      throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${lastAnswer ?? last}${tail ? ` (${tail})` : ''}`);
     }
     await pause(o.timers, o.ready.everyMs, o.signal);
   }

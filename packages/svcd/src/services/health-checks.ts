@@ -4,7 +4,7 @@
 import { request } from 'node:http';
 import type { HealthCheck } from '@svc/contract';
 import { ValidationError } from '../errors.js';
-import type { Readiness } from '../runtime/index.js';
+import { ProbeAnsweredError, type Readiness } from '../runtime/index.js';
 
 /** A connect is cheap: a long pause is time the first request waits for nothing. */
 const TCP_EVERY_MS = 25;
@@ -67,7 +67,7 @@ export function readinessOf(check: HealthCheck, timeoutMs: number): Readiness {
             const status = res.statusCode ?? 0;
             req.destroy();
             if (status >= 200 && status < 400) resolve();
-            else fail(`answered ${String(status)}`);
+            else reject(new ProbeAnsweredError(`health check GET ${path}: answered ${String(status)}`));
           },
         );
         // The whole try, not an idle time: a server trickling its headers, or sending 1xx

@@ -113,6 +113,8 @@ function copyRef(hostname: string, containerId: string): string {
 const SWARM_ID = /^[0-9a-z]{25}$/;
 /** How long after a service is made its tasks may find its port still held by the task it replaced. */
 const REPLACED_TASK_GRACE_MS = 60_000;
+/** How long the node directory (addresses, host names) is used before it is read again. */
+const NODE_DIRECTORY_TTL_MS = 1_000;
 /** How long a volume a removed service's task still holds is waited for (its stop grace is 10 s). */
 const VOLUME_IN_USE_WAIT_MS = 30_000;
 /** The engine's errors for a host port in use, with the port. */
@@ -180,6 +182,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   private readonly managerEngine: DockerRuntime;
   /** Engines of the nodes by host name, made on first use. */
   private readonly nodeEngines = new Map<string, DockerRuntime>();
+  /** The node directory as last read (nodeDirectory). */
+  private directory: { nodes: Map<string, { address: string; hostname: string }>; readAtMs: number } | null = null;
   /** Each node's last disk reading of svc's workloads (diskUsage), for a pass its engine misses. */
   private readonly lastNodeDisk = new Map<string, Awaited<ReturnType<EngineHost['diskUsage']>>['workloads']>();
   private readonly clock: Clock;
@@ -531,10 +535,18 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       .sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
   }
 
-  /** Node addresses by node id, and host names (the key of --swarm-node). */
+  /**
+   * Node addresses by node id, and host names (the key of --swarm-node), read at most once a
+   * second: a readiness wait inspects every 25 ms, and a node's address changes only when it
+   * joins anew (a second late at most).
+   */
   private async nodeDirectory(): Promise<Map<string, { address: string; hostname: string }>> {
+    const now = this.clock.now();
+    if (this.directory && now - this.directory.readAtMs < NODE_DIRECTORY_TTL_MS) return this.directory.nodes;
     const list = (await this.docker.listNodes()) as Array<{ ID: string; Status?: { Addr?: string }; Description?: { Hostname?: string } }>;
-    return new Map(list.map((n) => [n.ID, { address: n.Status?.Addr ?? '', hostname: n.Description?.Hostname ?? '' }]));
+    const nodes = new Map(list.map((n) => [n.ID, { address: n.Status?.Addr ?? '', hostname: n.Description?.Hostname ?? '' }]));
+    this.directory = { nodes, readAtMs: now };
+    return nodes;
   }
 
   /** A service by its Swarm ID or Swarm name (what the manager resolves): resolve() for workload names. */
