@@ -153,9 +153,10 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
-    await requireCapability(this.deps.runtime, 'reachableAgent', 'environments');
+    const capabilities = await this.deps.runtime.capabilities();
+    requireCapability(capabilities, 'reachableAgent', 'environments');
     // On a swarm its agent takes a port of --swarm-ports at its first run: none left, refused now.
-    if ((await this.deps.runtime.capabilities()).allocatedPorts) await assertPortLeft(this.deps.store, this.deps.publishedPorts, unixSeconds(this.deps.clock));
+    if (capabilities.allocatedPorts) await assertPortLeft(this.deps.store, this.deps.publishedPorts, unixSeconds(this.deps.clock));
     await this.deps.disk.assertRoom(tenantId);
     const tenant = await this.deps.store.tenants.findById(tenantId);
     if (!tenant) throw new NotFoundError('tenant');

@@ -58,11 +58,11 @@ export interface PortFigures {
 }
 
 /** The figures of `range` now (`now` in unix seconds). */
-export async function readPortFigures(store: Pick<Repositories, 'publishedPorts' | 'services' | 'environments'>, range: { from: number; to: number }, now: number): Promise<PortFigures> {
+export async function readPortFigures(store: Pick<Repositories, 'publishedPorts'>, range: { from: number; to: number }, now: number): Promise<PortFigures> {
   const held = new Set((await store.publishedPorts.taken(now - PORT_REST_S)).filter((p) => p >= range.from && p <= range.to));
   // Services not deployed yet (await_build, or their first deploy to come) and environments not
   // run yet on the swarm take one each too.
-  const promised = (await store.services.countAwaitingPort()) + (await store.environments.countAwaitingPort());
+  const promised = await store.publishedPorts.awaiting();
   const total = range.to - range.from + 1;
   return { free: Math.max(0, total - held.size - promised), total };
 }
@@ -72,7 +72,7 @@ export async function readPortFigures(store: Pick<Repositories, 'publishedPorts'
  * promised: its first run could only fail. Ones created at the same moment may still take the
  * last port between this and their first run, which then fails saying so.
  */
-export async function assertPortLeft(store: Pick<Repositories, 'publishedPorts' | 'services' | 'environments'>, range: { from: number; to: number }, now: number): Promise<void> {
+export async function assertPortLeft(store: Pick<Repositories, 'publishedPorts'>, range: { from: number; to: number }, now: number): Promise<void> {
   const ports = await readPortFigures(store, range, now);
   if (ports.free <= 0) {
     throw new ConflictError(

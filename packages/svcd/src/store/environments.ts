@@ -37,12 +37,6 @@ export class EnvironmentStore {
     return this.db.selectFrom('environments').selectAll().where('tenant_id', '=', tenantId).execute();
   }
 
-  /** Environments of every tenant not given a published port yet (each takes one at its first run on a swarm). */
-  async countAwaitingPort(): Promise<number> {
-    const r = await this.db.selectFrom('environments').select((eb) => eb.fn.countAll<number | string>().as('n')).where('published_port', 'is', null).executeTakeFirstOrThrow();
-    return Number(r.n);
-  }
-
   async count(tenantId: string): Promise<number> {
     const r = await this.db.selectFrom('environments').select((eb) => eb.fn.countAll<number | string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
     return Number(r.n);

@@ -29,6 +29,19 @@ export class PublishedPortStore {
   }
 
   /**
+   * The owners of every tenant not given a port yet: services not deployed yet, environments not
+   * run yet (each takes one at its first run on a swarm).
+   */
+  async awaiting(): Promise<number> {
+    let n = 0;
+    for (const table of ['services', 'environments'] as const) {
+      const r = await this.db.selectFrom(table).select((eb) => eb.fn.countAll<number | string>().as('n')).where('published_port', 'is', null).executeTakeFirstOrThrow();
+      n += Number(r.n);
+    }
+    return n;
+  }
+
+  /**
    * Gives the row `port` unless it has one: false when another allocation gave it one first.
    * Throws the store's unique violation when anything else holds the port (the claim's key): not
    * for use inside a caller's transaction, which on PostgreSQL the violation would abort.

@@ -36,12 +36,6 @@ export class ServiceStore {
       .execute();
   }
 
-  /** Services of every tenant not given a published port yet (each takes one at its first deploy on a swarm). */
-  async countAwaitingPort(): Promise<number> {
-    const r = await this.db.selectFrom('services').select((eb) => eb.fn.countAll<number | string>().as('n')).where('published_port', 'is', null).executeTakeFirstOrThrow();
-    return Number(r.n);
-  }
-
   async listAll(): Promise<ServiceRow[]> {
     return this.db.selectFrom('services').selectAll().execute();
   }

@@ -2,7 +2,7 @@
 // runtime that cannot run it, creating one is a clear 409 rather than a record whose workload
 // never comes up.
 import { ConflictError } from '../errors.js';
-import type { DriverCapabilities, Runtime } from '../runtime/index.js';
+import type { DriverCapabilities } from '../runtime/index.js';
 
 const NEEDS = {
   /**
@@ -15,7 +15,7 @@ const NEEDS = {
   },
 } as const;
 
-/** Throws 409 when the runtime lacks `need` for `what` (plural: "environments"). */
-export async function requireCapability(runtime: Pick<Runtime, 'capabilities'>, need: keyof typeof NEEDS, what: string): Promise<void> {
-  if (!NEEDS[need].met(await runtime.capabilities())) throw new ConflictError(`${what} are not available on this installation's runtime: ${NEEDS[need].why}`);
+/** Throws 409 when a runtime of these capabilities lacks `need` for `what` (plural: "environments"). */
+export function requireCapability(capabilities: DriverCapabilities, need: keyof typeof NEEDS, what: string): void {
+  if (!NEEDS[need].met(capabilities)) throw new ConflictError(`${what} are not available on this installation's runtime: ${NEEDS[need].why}`);
 }
