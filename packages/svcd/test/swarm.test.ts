@@ -17,7 +17,7 @@ import { AGENT_PORT } from '../src/environments/agent.js';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, RESPONDER_BODY, RESPONDER_IMAGE, TEST_REGISTRY, ensureTestImages, finished, pushToRegistry } from './images.js';
 import { NODE_IMAGE, REDIS_IMAGE, ensureDbImages, ensureNodeImage } from './operator-images.js';
-import { LAB_BRIDGE, LAB_HOST, startSwarmLab, type SwarmLab } from './swarm-lab.js';
+import { LAB_BRIDGE, LAB_HOST, startSwarmLab, type LabNode, type SwarmLab } from './swarm-lab.js';
 import { dockerfile, startGitServer, startHttpsGitServer, type GitServer, type HttpsGitServer } from './git-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 
@@ -159,6 +159,26 @@ describe('svcd on a Docker Swarm of three engines', () => {
   const tasksOf = async (serviceName: string): Promise<SwarmTask[]> =>
     (await lab.manager.engine.listTasks({ filters: { service: [serviceName] } })) as SwarmTask[];
 
+  /** The container of a task, inspected on the engine of the lab node that runs it, and that node. */
+  const taskContainer = async (task: SwarmTask): Promise<{ node: LabNode; container: Docker.ContainerInspectInfo }> => {
+    const nodeName = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).find((n) => n.ID === task.NodeID)?.Description.Hostname;
+    const node = lab.nodes.find((n) => n.name === nodeName) ?? assert.fail('the task runs on no lab node');
+    return { node, container: await node.engine.getContainer(task.Status.ContainerStatus?.ContainerID ?? '').inspect() };
+  };
+
+  /**
+   * svc's own workloads (databases, boards) start through svc-init --exec, which sets
+   * no-new-privileges and becomes their command (a service spec cannot ask for the flag on Engine
+   * 20.10; the flag itself is read by svc-init's Go test, the lab's gVisor /proc does not show it).
+   */
+  const assertStartsWithoutPrivilegeGain = async (task: SwarmTask, command: RegExp): Promise<void> => {
+    const { container } = await taskContainer(task);
+    assert.match(container.Path, /^\/\.svc\/[0-9a-f]{16}$/);
+    assert.equal(container.Args[0], '--exec', JSON.stringify(container.Args));
+    assert.ok(container.Mounts.some((m) => m.Destination === '/.svc' && !m.RW && m.Name === 'svc-init'), JSON.stringify(container.Mounts));
+    assert.match(container.Args.join(' '), command);
+  };
+
   /** A command in svcd's helper container on a node (node-firewall.ts), with the node's usual PATH for chroot; its stdout. */
   const inHelper = async (node: { engineUrl: string }, cmd: string[]): Promise<string> =>
     (await run('docker', ['-H', node.engineUrl, 'exec', '-e', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', HELPER_NAME, ...cmd])).stdout;
@@ -196,9 +216,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     assert.equal(task.Status.PortStatus.Ports[0].PublishedPort, allocated);
     // Hardened as far as a service spec goes: the container on its node has every capability
     // dropped and the tenant's pids, memory and CPU limits.
-    const nodeName = ((await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string } }>).find((n) => n.ID === task.NodeID)?.Description.Hostname;
-    const node = lab.nodes.find((n) => n.name === nodeName) ?? assert.fail('the task runs on no lab node');
-    const container = await node.engine.getContainer(task.Status.ContainerStatus?.ContainerID ?? '').inspect();
+    const { node, container } = await taskContainer(task);
     assert.deepEqual(container.HostConfig.CapDrop, ['ALL']);
     assert.ok((container.HostConfig.PidsLimit ?? 0) > 0 && (container.HostConfig.Memory ?? 0) > 0 && (container.HostConfig.NanoCpus ?? 0) > 0, JSON.stringify(container.HostConfig));
     // The tenant's command runs under svc-init, from the node's volume, read only: PID 1 is
@@ -788,6 +806,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const runningNode = async () => (await tasksOf(service.ID)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running')?.NodeID;
     const nodeId = (await runningNode()) ?? assert.fail('no task of the database runs');
     assert.ok(service.Spec.TaskTemplate.Placement?.Constraints?.includes(`node.id==${nodeId}`), JSON.stringify(service.Spec.TaskTemplate.Placement));
+    await assertStartsWithoutPrivilegeGain((await tasksOf(service.ID)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no task of the database runs'), /redis-server/);
     const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Description: { Hostname: string }; Status: { Addr: string } }>;
     const home = nodes.find((n) => n.ID === nodeId) ?? assert.fail('its node is not listed');
     // The connection string names that node's address and the database's host port there: a
@@ -843,7 +862,9 @@ describe('svcd on a Docker Swarm of three engines', () => {
     const [service] = (await lab.manager.engine.listServices({ filters: { label: [`svc.resource=${board.id}`] } })) as Array<{ ID: string; Spec: { TaskTemplate: { ContainerSpec: { Image: string }; Placement?: { Constraints?: string[] } } } }>;
     if (!service) assert.fail('no swarm service for the board');
     assert.ok(service.Spec.TaskTemplate.ContainerSpec.Image.startsWith(`${TEST_REGISTRY}/svc/kanban:`), service.Spec.TaskTemplate.ContainerSpec.Image);
-    const nodeId = (await tasksOf(service.ID)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running')?.NodeID ?? assert.fail('no task of the board runs');
+    const task = (await tasksOf(service.ID)).find((x) => x.Status.State === 'running' && x.DesiredState === 'running') ?? assert.fail('no task of the board runs');
+    const nodeId = task.NodeID;
+    await assertStartsWithoutPrivilegeGain(task, /node/);
     assert.ok(service.Spec.TaskTemplate.Placement?.Constraints?.includes(`node.id==${nodeId}`), JSON.stringify(service.Spec.TaskTemplate.Placement));
     const nodes = (await lab.manager.engine.listNodes()) as Array<{ ID: string; Status: { Addr: string } }>;
     const address = nodes.find((n) => n.ID === nodeId)?.Status.Addr ?? assert.fail('its node is not listed');

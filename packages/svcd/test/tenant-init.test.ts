@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
-import { TENANT_INIT_PATH, installTenantInit, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit } from '../src/runtime/tenant-init.js';
+import { TENANT_INIT_PATH, installTenantInit, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit, withoutPrivilegeGain } from '../src/runtime/tenant-init.js';
 
 describe('the command a tenant workload runs', () => {
   const image = { entrypoint: ['/docker-entrypoint.sh'], cmd: ['nginx', '-g', 'daemon off;'] };
@@ -41,6 +41,11 @@ describe('the command a tenant workload runs', () => {
     assert.deepEqual(tenantCommand({ entrypoint: ['/init'], cmd: null }, {}, rate), { entrypoint: [TENANT_INIT_PATH, '--exec', '--'], cmd: ['/init'] });
     assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['nginx'] }, {}, rate, '/.svc/abc'), { entrypoint: ['/.svc/abc', '--lines-per-second=500', '--bytes-per-second=1024', '--'], cmd: ['nginx'] });
     assert.throws(() => tenantCommand({ entrypoint: null, cmd: null }, {}, rate), /no command specified/);
+  });
+
+  test("svc's own workloads on a swarm (databases, boards) start through --exec alone: their command as it is, after the flag", () => {
+    assert.deepEqual(withoutPrivilegeGain(['docker-entrypoint.sh', 'redis-server'], '/.svc/abc'), { entrypoint: ['/.svc/abc', '--exec', '--'], cmd: ['docker-entrypoint.sh', 'redis-server'] });
+    assert.throws(() => withoutPrivilegeGain([]), /no command specified/);
   });
 });
 

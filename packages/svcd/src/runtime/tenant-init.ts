@@ -84,8 +84,19 @@ export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]
   if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
   // svc-init sets no-new-privileges and becomes the image's init (a Swarm task gets the flag from
   // nowhere else); the output is then not held, nor orphans reaped by svc-init.
-  if (runsOnlyAsPid1(argv)) return { entrypoint: [initPath, '--exec', '--'], cmd: argv };
+  if (runsOnlyAsPid1(argv)) return withoutPrivilegeGain(argv, initPath);
   return underTenantInit(argv, rate, spec.agentPort, initPath);
+}
+
+/**
+ * The ENTRYPOINT and CMD that run `argv` as it is, as PID 1, after svc-init's --exec has set
+ * no-new-privileges: for an init that must be PID 1, and on a swarm for svc's own workloads
+ * (databases, boards), whose spec cannot ask the engine for the flag (Engine 20.10) and whose
+ * process a tenant reaches too (a database's superuser runs programs with COPY ... PROGRAM).
+ */
+export function withoutPrivilegeGain(argv: string[], initPath = TENANT_INIT_PATH): { entrypoint: string[]; cmd: string[] } {
+  if (argv.length === 0) throw new Error('no command specified: the image names neither an ENTRYPOINT nor a CMD');
+  return { entrypoint: [initPath, '--exec', '--'], cmd: argv };
 }
 
 /** The binary built by `make build`, next to svcd's own package (src/ and dist/ alike). */

@@ -11,8 +11,9 @@
 //   spec allows (every capability dropped, pids, memory and CPU limits). Swarm cannot pick an OCI
 //   runtime per service nor set no-new-privileges (Engine 20.10). So the sandbox is the nodes':
 //   a sandboxed workload runs only on nodes whose engine runs gVisor by default (labelled by
-//   svcd), and tenant code runs under svc-init (from a volume svcd keeps on every node), which
-//   sets no-new-privileges for the command itself and holds its log to the rate, as on one engine.
+//   svcd), and every workload starts through svc-init (from a volume svcd keeps on every node),
+//   which sets no-new-privileges for the command itself; tenant code runs under it, its log held
+//   to the rate, as on one engine.
 // - Its port is published in host mode on the node that runs the task, on the port svcd allocated
 //   for the service (--swarm-ports, one per service for its life): this kernel has no IPVS, so
 //   Swarm's virtual IPs and ingress mesh are out (endpoint mode dnsrr). svcd and the proxy reach
@@ -44,7 +45,7 @@ import { systemClock, systemTimers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
 import { EGRESS_NODE_CONSTRAINT, EGRESS_NODE_LABEL, SANDBOX_NODE_CONSTRAINT, SANDBOX_NODE_LABEL, preparedNodeConstraints, TENANT_INIT_VOLUME, tenantInitName, tenantInitNodeLabel } from './node-firewall.js';
 import { DockerRuntime, dockerOptions, imageCommand, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
-import { TENANT_INIT_DIR, tenantCommand, type LogRate } from '../tenant-init.js';
+import { TENANT_INIT_DIR, resolveCommand, tenantCommand, withoutPrivilegeGain, type ImageCommand, type LogRate } from '../tenant-init.js';
 import { demuxedLog, lastLinesOf } from '../docker/engine-streams.js';
 import {
   LABELS,
@@ -449,10 +450,17 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     // The spec's name, unless a service set aside still has it (a rolling redeploy's old one).
     const taken = await this.serviceInspect(spec.name);
     const swarmName = taken ? `${spec.name}-${this.clock.now().toString(36)}` : spec.name;
-    // Tenant code under svc-init, from its node's volume (the image is on the manager: pulled or
-    // built there), which also sets no-new-privileges for it: a service spec cannot (Engine 20.10).
-    const init = spec.tenantCode ? this.o.tenantInit : undefined;
-    const command = init ? tenantCommand(await imageCommand(this.docker, spec.image), spec, init.rate, `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`) : { entrypoint: spec.entrypoint, cmd: spec.cmd };
+    // Every workload starts through svc-init, from its node's volume, which sets no-new-privileges
+    // for it: a service spec cannot (Engine 20.10). Tenant code runs under it (its log held to the
+    // rate, orphans reaped, an environment's agent); svc's own workloads become their command
+    // once the flag is set (withoutPrivilegeGain).
+    const init = this.o.tenantInit;
+    let command: { entrypoint?: string[]; cmd?: string[] } = { entrypoint: spec.entrypoint, cmd: spec.cmd };
+    if (init) {
+      const initPath = `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`;
+      const image = await this.imageCommandOnManager(spec.image);
+      command = spec.tenantCode ? tenantCommand(image, spec, init.rate, initPath) : withoutPrivilegeGain(resolveCommand(image, spec.entrypoint, spec.cmd), initPath);
+    }
     const replicas = spec.replicas ?? 1;
     // What its node publishes: the service's port, or an environment's agent (svcd reaches it
     // there; the proxy reaches its previews through it).
@@ -469,8 +477,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           ...(command.entrypoint ? { Command: command.entrypoint } : {}),
           ...(command.cmd ? { Args: command.cmd } : {}),
           ...(spec.user ? { User: spec.user } : {}),
-          // svc-init is an init itself: the engine's goes only where it does not run.
-          ...(spec.init && !init ? { Init: true } : {}),
+          // svc-init is an init itself where tenant code runs under it: the engine's goes only elsewhere.
+          ...(spec.init && !(init && spec.tenantCode) ? { Init: true } : {}),
           Mounts: [...(spec.volumes ?? []).map((v) => ({ Type: 'volume', Source: v.name, Target: v.target, VolumeOptions: { Labels: labels } })), ...initMount],
           // Hardening as far as a service spec goes (Engine API 1.41).
           CapabilityDrop: ['ALL'],
@@ -506,6 +514,21 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     const id = created.id ?? created.ID;
     if (!id) throw new Error('the swarm manager answered no service id');
     return id;
+  }
+
+  /**
+   * What the image runs (its ENTRYPOINT and CMD), read on the manager's engine. Tenant code's and
+   * boards' images are there (pulled or built there); a database's is pulled there the first
+   * time, since only the nodes that run it need it otherwise.
+   */
+  private async imageCommandOnManager(image: string): Promise<ImageCommand> {
+    try {
+      return await imageCommand(this.docker, image);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    await this.managerEngine.pullImage(image);
+    return imageCommand(this.docker, image);
   }
 
   /** The service's tasks, newest first. */
