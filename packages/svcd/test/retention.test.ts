@@ -236,6 +236,21 @@ eachStore((kind) => {
       assert.equal(await store.apiKeys.countActive('ti'), 1);
     });
 
+    test("published ports: a claim its owner no longer holds (an older svcd's release, mid-upgrade) is given up and rests; held ones stay", async () => {
+      await store.tenants.insert(tenantRow('tp', 'port-holder'));
+      await store.services.insert(serviceRow('sp-moved', 'tp', now));
+      await store.services.insert(serviceRow('sp-held', 'tp', now));
+      assert.equal(await store.publishedPorts.allocate('services', 'sp-moved', 31100), true);
+      assert.equal(await store.publishedPorts.allocate('services', 'sp-held', 31101), true);
+      // Released by an svcd of before the claims: its column alone.
+      await store.services.update('sp-moved', { published_port: null });
+      const report = await retention.sweep();
+      assert.equal(report.portClaims, 1);
+      assert.deepEqual((await store.publishedPorts.taken(now - 1)).filter((p) => p >= 31100 && p <= 31101).sort(), [31100, 31101], 'resting');
+      assert.deepEqual((await store.publishedPorts.taken(now)).filter((p) => p >= 31100 && p <= 31101), [31101]);
+      assert.equal(await store.publishedPorts.allocate('services', 'sp-moved', 31100), true, 'its claim is gone: the port can be claimed again');
+    });
+
     test('idempotency: answers past their 10 minutes go, in batches; live ones stay', async () => {
       const claim = { tenantId: 'tj', method: 'POST', path: '/v1/x', bodyHash: 'h', now: now - 700, expiresAt: now - 100 };
       const expired = ROWS_PER_BATCH * 2 + 1;

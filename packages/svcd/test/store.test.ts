@@ -546,6 +546,28 @@ eachStore((kind) => {
           await assert.rejects(migrated.publishedPorts.allocate('environments', 'me1', 30500), (err: unknown) => isUniqueViolation(err));
           assert.equal((await migrated.environments.findAny('me1'))?.published_port, null);
           assert.equal(await migrated.publishedPorts.allocate('environments', 'me1', 30501), true);
+          // An svcd of before the claims, still running during the upgrade, deletes ms1 and gives
+          // ms2 a port as it did (its column alone): ms1's claim is left over, and the sweep's
+          // release gives it up (it rests first); the claims of owners that hold theirs stay.
+          const older = rawHandle(kind, loc);
+          try {
+            await older.deleteFrom('services').where('id', '=', 'ms1').execute();
+            await older.updateTable('services').set({ published_port: 30502 }).where('id', '=', 'ms2').execute();
+          } finally {
+            await older.destroy();
+          }
+          assert.deepEqual((await migrated.publishedPorts.taken(T)).sort(), [30500, 30501, 30502], 'the left-over claim holds its port');
+          assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 50), 1);
+          assert.deepEqual((await migrated.publishedPorts.taken(T + 49)).sort(), [30500, 30501, 30502], 'resting');
+          assert.deepEqual((await migrated.publishedPorts.taken(T + 50)).sort(), [30501, 30502]);
+          assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 60), 0, "me1's claim is its own");
+          assert.equal((await migrated.environments.findAny('me1'))?.published_port, 30501);
+          // A claim whose owner's column names another port by now (an older svcd moved it) goes too.
+          await migrated.services.insert({ ...serviceRow('ms3', 'm1', 'ms3', 'ms3'), published_port: null });
+          assert.equal(await migrated.publishedPorts.allocate('services', 'ms3', 30503), true);
+          await migrated.services.update('ms3', { published_port: 30504 });
+          assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 70), 1);
+          assert.deepEqual((await migrated.publishedPorts.taken(T + 70)).sort(), [30501, 30502, 30504]);
         } finally {
           await migrated.close();
         }
@@ -609,13 +631,17 @@ eachStore((kind) => {
 
 /** The store at `loc` opened directly, with the migrations up to `name` applied: a database as an older svcd left it. */
 async function migratedTo(kind: 'sqlite' | 'postgres', loc: { dataDir: string; databaseUrl: string | null }, name: string): Promise<Kysely<Database>> {
-  const db =
-    kind === 'postgres'
-      ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl ?? '' }) }) })
-      : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
+  const db = rawHandle(kind, loc);
   const before = await new Migrator({ db, provider: migrationProvider(kind) }).migrateTo(name);
   assert.equal(before.error, undefined);
   return db;
+}
+
+/** The store at `loc` opened directly, as it is (an older svcd's handle on it). */
+function rawHandle(kind: 'sqlite' | 'postgres', loc: { dataDir: string; databaseUrl: string | null }): Kysely<Database> {
+  return kind === 'postgres'
+    ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: loc.databaseUrl ?? '' }) }) })
+    : new Kysely<Database>({ dialect: new SqliteDialect({ database: new BetterSqlite3(join(loc.dataDir, 'svc.db')) }) });
 }
 
 /** Runs test/quota-lock-worker.ts in its own node process (tsx, as the tests run). */

@@ -44,6 +44,8 @@ export interface RetentionReport {
   keys: number;
   /** Dashboard sessions that ended (expired) before today. */
   sessions: number;
+  /** Claims of published ports whose owner no longer holds them (left by an older svcd during an upgrade). */
+  portClaims: number;
 }
 
 /** Statements a rule may still run in this sweep. */
@@ -67,6 +69,8 @@ export class Retention {
       ...(await this.builds(now)),
       keys: await this.keys(now),
       sessions: await this.drain({ left: BATCHES_PER_RULE }, (limit) => this.store.webSessions.deleteExpiredBefore(now - DAY_S, limit)),
+      // At most one per port of --swarm-ports: one statement.
+      portClaims: await this.store.publishedPorts.releaseOrphanedClaims(now),
     };
     if (Object.values(report).some((n) => n > 0)) this.log.info({ pruned: report }, 'retention sweep');
     return report;

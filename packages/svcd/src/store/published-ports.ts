@@ -1,7 +1,7 @@
 // The ports of --swarm-ports svcd gave out (on a swarm: a service's, an environment's agent's),
 // each claimed by one owner for its life, and those given up lately, which rest before they are
 // given again (a task still stopping on its node may hold one; a route a moment stale may name it).
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { atomically } from './atomically.js';
 import type { Database } from './schema.js';
 
@@ -56,6 +56,37 @@ export class PublishedPortStore {
   }
 
   /**
+   * Gives up the claims whose owner no longer holds their port (its row gone, or its column naming
+   * another port or none): an svcd of before the claims (during an upgrade) deletes a service, or
+   * moves its port, without giving its claim up. A claim and its owner's column are written in one
+   * transaction (allocate, release, the owners' deletes), so a claim seen without its owner in one
+   * statement is left over, never one being made. Its port rests from `now` as a deleted owner's
+   * does. Answers how many went.
+   */
+  async releaseOrphanedClaims(now: number): Promise<number> {
+    return atomically(this.db, async (db) => {
+      const gone = await db
+        .deleteFrom('port_claims')
+        .where((eb) => {
+          // Whether the row named by the claim's owner holds the claim's port.
+          const holds = (table: PortHolderTable) =>
+            eb.exists(
+              eb
+                .selectFrom(table)
+                .select(eb.lit(1).as('held'))
+                .where(sql<string>`${sql.lit(ownerOf(table, ''))} || ${sql.ref(`${table}.id`)}`, '=', eb.ref('port_claims.owner'))
+                .where(sql.ref(`${table}.published_port`), '=', eb.ref('port_claims.port')),
+            );
+          return eb.and([eb.not(holds('services')), eb.not(holds('environments'))]);
+        })
+        .returning('port')
+        .execute();
+      for (const { port } of gone) await restFrom(db, port, now);
+      return gone.length;
+    });
+  }
+
+  /**
    * Takes the row's port `from` back (it rests as a deleted owner's does) so that its next
    * allocation picks one anew: false when it holds another port by now.
    */
@@ -76,6 +107,11 @@ export class PublishedPortStore {
  */
 export async function givePortUp(db: Kysely<Database>, port: number, now: number, table: PortHolderTable, id: string): Promise<void> {
   await db.deleteFrom('port_claims').where('port', '=', port).where('owner', '=', ownerOf(table, id)).execute();
+  await restFrom(db, port, now);
+}
+
+/** The port rests from `now` (unix seconds) before it is given again. */
+async function restFrom(db: Kysely<Database>, port: number, now: number): Promise<void> {
   await db
     .insertInto('released_ports')
     .values({ port, released_at: now })
