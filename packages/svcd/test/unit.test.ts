@@ -37,7 +37,7 @@ import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDroppe
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { ManualClock } from './manual-clock.js';
-import { waitUntilReady } from '../src/runtime/ready-wait.js';
+import { EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
 import { systemClock, systemTimers } from '../src/clock.js';
 
@@ -838,6 +838,56 @@ describe('readiness', () => {
       logTail: () => Promise.resolve(''),
     });
     await assert.rejects(never, /connection refused$/);
+  });
+
+  test('a workload not running yet has its state read at every try for its first seconds, then every quarter second', async () => {
+    const clock = new ManualClock();
+    const began = clock.now();
+    const readAt: number[] = [];
+    let probedAt: number | null = null;
+    const runningFrom = began + 100;
+    const wait = waitUntilReady({
+      ref: 'w1', port: 8000, ready: { timeoutMs: 60_000, everyMs: 20, probeTimeoutMs: 1_000, probe: () => { probedAt = clock.now(); return Promise.resolve(); } },
+      signal: new AbortController().signal, clock, timers: clock,
+      inspect: () => {
+        readAt.push(clock.now());
+        return Promise.resolve({ id: 'w1', name: 'w1', state: clock.now() >= runningFrom ? 'running' : 'created', exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } });
+      },
+      logTail: () => Promise.resolve(''),
+    });
+    const ready = { done: false };
+    void wait.then(() => (ready.done = true));
+    for (let i = 0; i < 100 && !ready.done; i++) {
+      await new Promise((r) => setImmediate(r));
+      clock.advance(20);
+    }
+    assert.ok(ready.done, 'ready');
+    // Seen running at the first try after it ran (a quarter second later before), probed then.
+    assert.equal(probedAt, runningFrom);
+    // One that never runs: read at every try for EAGER_STATE_MS, then at STATE_EVERY_MS.
+    const never: number[] = [];
+    const stop = new AbortController();
+    const waiting = waitUntilReady({
+      ref: 'w2', port: 8000, ready: { timeoutMs: 60_000, everyMs: 20, probeTimeoutMs: 1_000 },
+      signal: stop.signal, clock, timers: clock,
+      inspect: () => {
+        never.push(clock.now());
+        return Promise.resolve({ id: 'w2', name: 'w2', state: 'created', exitCode: null, labels: {}, address: null });
+      },
+      logTail: () => Promise.resolve(''),
+    }).catch(() => undefined);
+    const start = clock.now();
+    for (let i = 0; i < 500; i++) {
+      await new Promise((r) => setImmediate(r));
+      clock.advance(20);
+    }
+    stop.abort();
+    await waiting;
+    const eagerReads = never.filter((t) => t - start < EAGER_STATE_MS).length;
+    const laterReads = never.filter((t) => t - start >= EAGER_STATE_MS).length;
+    assert.ok(eagerReads >= EAGER_STATE_MS / 20 - 1, `${String(eagerReads)} reads in the first ${String(EAGER_STATE_MS)} ms`);
+    assert.ok(laterReads <= Math.ceil((500 * 20 - EAGER_STATE_MS) / STATE_EVERY_MS) + 1, `${String(laterReads)} reads after`);
+    assert.ok(readAt.every((t) => t <= runningFrom), 'the first never read again once ready');
   });
 });
 

@@ -7,7 +7,14 @@ import type { Endpoint, Readiness, WorkloadInfo } from './driver.js';
 import { ProbeAnsweredError } from './port.js';
 
 /** How often the workload's state is read while its probe is tried more often. */
-const STATE_EVERY_MS = 250;
+export const STATE_EVERY_MS = 250;
+/**
+ * For this long after the wait begins, a workload not running yet has its state read at every try
+ * instead: a Swarm task takes most of a second to run, and a quarter second more before it was
+ * seen added a quarter to a deploy (bench/swarm). A workload still not running after it (its node
+ * pulling a large image) is read at STATE_EVERY_MS again, sparing the engine.
+ */
+export const EAGER_STATE_MS = 3_000;
 /** The default probe's connect timeout. */
 const TCP_PROBE_TIMEOUT_MS = 1_000;
 
@@ -28,14 +35,16 @@ export interface ReadyWaitOptions {
 export class WorkloadEndedError extends Error {}
 
 export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
-  const deadline = o.clock.now() + o.ready.timeoutMs;
+  const began = o.clock.now();
+  const deadline = began + o.ready.timeoutMs;
   let endpoint: Endpoint | null = null;
   let stateReadAt = -Infinity;
   let last = 'not running yet';
   let lastAnswer: string | null = null;
   for (;;) {
     throwIfAborted(o.signal);
-    if (o.clock.now() - stateReadAt >= STATE_EVERY_MS) {
+    const eager = endpoint === null && o.clock.now() - began < EAGER_STATE_MS;
+    if (eager || o.clock.now() - stateReadAt >= STATE_EVERY_MS) {
       stateReadAt = o.clock.now();
       const info = await o.inspect(o.ref);
       if (!info) throw new WorkloadEndedError('container disappeared before it was ready');
