@@ -2,9 +2,11 @@
 // 5 ms (bench/deploy, bench/build's directory part), through svc's proxy (a Host header) or at a
 // container's own address; and the baseline those benches set beside svc, a container started
 // with the bare Engine API as svc would start a service.
+import { existsSync } from 'node:fs';
 import { request } from 'node:http';
 import { docker } from '../packages/svcd/test/images.js';
 import { workloadLimits } from '../packages/svcd/src/runtime/workload-policy.js';
+import { DEFAULT_TENANT_CPU_WEIGHT, TENANT_CGROUP_PARENT, TenantCgroups, tenantCgroupPath } from '../packages/svcd/src/runtime/tenant-cgroups.js';
 import { DEFAULT_QUOTAS } from '../packages/svcd/src/tenants/tenants.js';
 
 /** The status of one GET (0: no answer within 2 s, or the connection failed). */
@@ -56,12 +58,31 @@ export async function until200(host: string, port: number, path: string, hostHea
 /** What svc gives each service of a tenant on the default quota (runtime/workload-policy.ts). */
 const limits = workloadLimits(DEFAULT_QUOTAS);
 
+/** The bare side's stand-in tenant, for its CPU group. */
+const BARE_TENANT = 'svc-bench-bare';
+
+/**
+ * The CPU group svc gives a tenant's containers (runtime/tenant-cgroups.ts: under `svc-tenants`,
+ * weighted 10 against the host's 100, so that svcd and the proxy come first), for the bare side's
+ * container too, once the bench's svcd has set the parent up (root, the engine's cgroupfs
+ * driver); null otherwise, as svc then places nothing either. Like the CPU quota, it is part of
+ * what svc gives a service: without it the bare container outweighs svc's ten to one while the
+ * bench polls svc's proxy every 5 ms (bench/deploy in the README).
+ */
+async function tenantCpuGroup(): Promise<string | null> {
+  const info = (await docker.info()) as { CgroupDriver?: string };
+  if (info.CgroupDriver !== 'cgroupfs') return null;
+  const parent = [`/sys/fs/cgroup/${TENANT_CGROUP_PARENT}/cgroup.procs`, `/sys/fs/cgroup/cpu/${TENANT_CGROUP_PARENT}/cpu.shares`];
+  return parent.some((f) => existsSync(f)) ? tenantCgroupPath(BARE_TENANT) : null;
+}
+
 /**
  * By hand with the bare Engine API: create and start `image` on `network` with the runtime, the
  * capabilities, memory and CPU svc gives a service, then its first 200 of `path` on port 8000 at
  * its own address. Resolves to a function that removes it (not part of the measurement).
  */
 export async function bareFirstAnswer(image: string, network: string, runtime: string, path: string): Promise<() => Promise<void>> {
+  const cgroup = await tenantCpuGroup();
   const ct = await docker.createContainer({
     Image: image,
     HostConfig: {
@@ -74,6 +95,7 @@ export async function bareFirstAnswer(image: string, network: string, runtime: s
       Memory: limits.memoryMb * 1024 * 1024,
       MemorySwap: limits.memoryMb * 1024 * 1024,
       NanoCpus: Math.round(limits.cpus * 1e9),
+      ...(cgroup ? { CgroupParent: cgroup } : {}),
     },
   });
   await ct.start();
@@ -81,5 +103,7 @@ export async function bareFirstAnswer(image: string, network: string, runtime: s
   await until200(ip, 8000, path);
   return async () => {
     await ct.remove({ force: true });
+    // The engine leaves the tenant's group behind, as for svc's tenants (svcd removes theirs).
+    if (cgroup) await new TenantCgroups(DEFAULT_TENANT_CPU_WEIGHT).releaseTenant(BARE_TENANT);
   };
 }

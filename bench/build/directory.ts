@@ -2,7 +2,8 @@
 // the service created, the directory packed and uploaded, built, deployed) from the command's
 // start to the first 200 through svc's proxy, against what a user does by hand with the bare
 // Engine API in the same run: pack the same directory (tar-fs), build it, create and start a
-// container of the image (the same runtime and hardening a service gets), first 200 from it.
+// container of the image (the same runtime, hardening, limits and CPU group a service gets:
+// first-answer.ts), first 200 from it.
 // Each svc round deploys a new service (a first 200 of a new deployment, not of the last one);
 // the two sides alternate round by round.
 import { execFile } from 'node:child_process';
@@ -31,7 +32,7 @@ export async function deployDirectoryRounds(c: SvcClient, env: NodeJS.ProcessEnv
   await ensureExampleImages();
   const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
   const runtime = 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
-    await docker.createNetwork({ Name: NETWORK, Driver: 'bridge' }).catch(() => {});
+  await docker.createNetwork({ Name: NETWORK, Driver: 'bridge', CheckDuplicate: true }).catch(() => {});
   const result: DirectoryRounds = { svc: [], bare: [], runtime };
 
   const svcRound = async (name: string): Promise<number> => {

@@ -1,7 +1,7 @@
 // bench/deploy: POST /v1/services until the first 200 through svc's proxy, against the bare
 // Engine API doing create + start + first 200 of the same image (same OCI runtime, the same
-// capabilities, memory and CPU limits as svc gives a service on the default quota) in the same
-// run. The two alternate round by round, so the machine's drift hits both alike. Median of 20.
+// capabilities, memory and CPU limits as svc gives a service on the default quota, in the CPU
+// group svc gives a tenant's containers: first-answer.ts) in the same run. The two alternate round by round, so the machine's drift hits both alike. Median of 20.
 // Both deploy onto a network that exists already: the tenant keeps one resident service (as any
 // tenant with a service has its network), and the bare side uses a network made once. The cost
 // of a tenant's very first service, which creates its network, is measured and printed apart.
@@ -33,7 +33,7 @@ const svcd = await spawnSvcd(['--dev', '--open-registration', '--data-dir', data
 const anon = new SvcClient({ baseUrl: `http://127.0.0.1:${apiPort}` });
 const reg = await anon.register({ name: 'bench-deploy', email: 'bench-deploy@x.io' });
 const c = anon.withKey(reg.api_key);
-await docker.createNetwork({ Name: 'svc-bench-bare', Driver: 'bridge' }).catch(() => {});
+await docker.createNetwork({ Name: 'svc-bench-bare', Driver: 'bridge', CheckDuplicate: true }).catch(() => {});
 
 // The first service of the tenant creates its network: measured apart, then kept (the network stays).
 let t0 = performance.now();
