@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import { buildProgram } from '../src/program.js';
 import { allCommands, commandPath, EXAMPLES } from '../src/examples.js';
 import { bashCompletion } from '../src/commands/completion.js';
-import { colorWanted, fields, output, relativeTime, table, type CellStyle } from '../src/output.js';
+import { colorWanted, fields, output, pollPauseMs, relativeTime, table, type CellStyle } from '../src/output.js';
 
 process.env.TZ = 'UTC';
 const run = promisify(execFile);
@@ -74,6 +74,15 @@ describe('svc output for people', () => {
     assert.equal(colorWanted({ NO_COLOR: '' }, true), true, 'an empty NO_COLOR is unset (no-color.org)');
     assert.equal(colorWanted({ TERM: 'dumb' }, true), false);
     assert.equal(colorWanted({}, false), false, 'not on a pipe or a file');
+  });
+});
+
+describe('waiting for a build or a deploy', () => {
+  test('asks every 25 ms for 2 s (at most 80 of the tenant\'s 200-request burst), then ten times a second until 10 s, then once a second', () => {
+    assert.deepEqual([0, 1_999, 2_000, 9_999, 10_000, 600_000].map(pollPauseMs), [25, 25, 100, 100, 1000, 1000]);
+    let asked = 0;
+    for (let t = 0; t < 2_000; t += pollPauseMs(t)) asked++;
+    assert.ok(asked <= 80, String(asked));
   });
 });
 
