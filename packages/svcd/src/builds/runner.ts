@@ -339,8 +339,9 @@ export class BuildRunner implements BuildExecution {
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
     const output = new LogBatcher(this.deps.store, b.id, this.deps.timers);
     const watch = this.deps.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
-    // Asked of the engine while git clones (the engine's info answer takes 50 ms and more), and
-    // awaited before anything is built. Until then a refusal is held here, not left unhandled.
+    // Asked of the engine while git clones and the base images are pulled (the engine's info
+    // answer takes 25-50 ms: longer than an uploaded archive's unpacking), and awaited before
+    // anything is built (a pull runs nothing). Until then a refusal is held here, not left unhandled.
     const sandboxCheck = this.checkBuildSandbox();
     sandboxCheck.catch(() => {});
     const prefetched = this.prefetchBaseImages(b.tenant_id, b.service_id, signal);
@@ -349,9 +350,9 @@ export class BuildRunner implements BuildExecution {
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
       const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
       await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
+      await this.pullBaseImages(images, signal, output, await prefetched);
       const sandboxed = await sandboxCheck;
       if (sandboxed !== null) output.line(sandboxed);
-      await this.pullBaseImages(images, signal, output, await prefetched);
 
       const tenant = await this.deps.store.tenants.findById(b.tenant_id);
       if (!tenant) throw new Error('tenant not found');
