@@ -330,7 +330,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       pullImage: () => Promise.resolve(),
       remove: (ref) => this.remove(ref),
       rename: (ref, name) => this.relabel(ref, name),
-      run: (spec) => this.createService(spec, node),
+      run: (spec) => this.createService(spec, node, request.signal),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
     }).catch(async (err: unknown) => {
@@ -445,7 +445,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
   }
 
-  private async createService(spec: WorkloadSpec, node: string | null): Promise<string> {
+  private async createService(spec: WorkloadSpec, node: string | null, signal: AbortSignal): Promise<string> {
     const labels = workloadLabels(spec, this.o.installation);
     // The spec's name, unless a service set aside still has it (a rolling redeploy's old one).
     const taken = await this.serviceInspect(spec.name);
@@ -458,7 +458,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     let command: { entrypoint?: string[]; cmd?: string[] } = { entrypoint: spec.entrypoint, cmd: spec.cmd };
     if (init) {
       const initPath = `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`;
-      const image = await this.imageCommandOnManager(spec.image);
+      const image = await this.imageCommandOnManager(spec.image, signal);
       command = spec.tenantCode ? tenantCommand(image, spec, init.rate, initPath) : withoutPrivilegeGain(resolveCommand(image, spec.entrypoint, spec.cmd), initPath);
     }
     const replicas = spec.replicas ?? 1;
@@ -521,13 +521,13 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
    * boards' images are there (pulled or built there); a database's is pulled there the first
    * time, since only the nodes that run it need it otherwise.
    */
-  private async imageCommandOnManager(image: string): Promise<ImageCommand> {
+  private async imageCommandOnManager(image: string, signal: AbortSignal): Promise<ImageCommand> {
     try {
       return await imageCommand(this.docker, image);
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    await this.managerEngine.pullImage(image);
+    await this.managerEngine.pullImage(image, signal);
     return imageCommand(this.docker, image);
   }
 
