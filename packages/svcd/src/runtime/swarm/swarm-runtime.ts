@@ -310,9 +310,11 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
 
   async apply(request: ApplyRequest): Promise<Applied> {
-    // Before anything is removed: a pinned workload whose node cannot run it stays as it is.
+    // Before anything is removed: a pinned workload whose node cannot run it stays as it is, and
+    // what it will run is known (an image the manager cannot get leaves the old one running).
     const { placement } = request.spec;
     const node = placement ? await this.placementNode(placement, request.spec.sandbox) : null;
+    const command = await this.commandOf(request.spec, request.signal);
     // Rolling only where the new task has somewhere to run beside what runs now (its port is the
     // service's on every node): otherwise everything of the workload goes first, a service an
     // interrupted rolling apply set aside included (it would hold the port). A pinned workload
@@ -330,7 +332,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
       pullImage: () => Promise.resolve(),
       remove: (ref) => this.remove(ref),
       rename: (ref, name) => this.relabel(ref, name),
-      run: (spec) => this.createService(spec, node, request.signal),
+      run: (spec) => this.createService(spec, node, command),
       inspect: (ref) => this.inspect(ref),
       logTail: (ref) => this.logTail(ref),
     }).catch(async (err: unknown) => {
@@ -445,22 +447,27 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
     }
   }
 
-  private async createService(spec: WorkloadSpec, node: string | null, signal: AbortSignal): Promise<string> {
+  /**
+   * The ENTRYPOINT and CMD of the workload's Swarm service. Every workload starts through
+   * svc-init, from its node's volume, which sets no-new-privileges for it: a service spec cannot
+   * (Engine 20.10). Tenant code runs under it (its log held to the rate, orphans reaped, an
+   * environment's agent); svc's own workloads become their command once the flag is set
+   * (withoutPrivilegeGain).
+   */
+  private async commandOf(spec: WorkloadSpec, signal: AbortSignal): Promise<{ entrypoint?: string[]; cmd?: string[] }> {
+    const init = this.o.tenantInit;
+    if (!init) return { entrypoint: spec.entrypoint, cmd: spec.cmd };
+    const initPath = `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`;
+    const image = await this.imageCommandOnManager(spec.image, signal);
+    return spec.tenantCode ? tenantCommand(image, spec, init.rate, initPath) : withoutPrivilegeGain(resolveCommand(image, spec.entrypoint, spec.cmd), initPath);
+  }
+
+  private async createService(spec: WorkloadSpec, node: string | null, command: { entrypoint?: string[]; cmd?: string[] }): Promise<string> {
     const labels = workloadLabels(spec, this.o.installation);
     // The spec's name, unless a service set aside still has it (a rolling redeploy's old one).
     const taken = await this.serviceInspect(spec.name);
     const swarmName = taken ? `${spec.name}-${this.clock.now().toString(36)}` : spec.name;
-    // Every workload starts through svc-init, from its node's volume, which sets no-new-privileges
-    // for it: a service spec cannot (Engine 20.10). Tenant code runs under it (its log held to the
-    // rate, orphans reaped, an environment's agent); svc's own workloads become their command
-    // once the flag is set (withoutPrivilegeGain).
     const init = this.o.tenantInit;
-    let command: { entrypoint?: string[]; cmd?: string[] } = { entrypoint: spec.entrypoint, cmd: spec.cmd };
-    if (init) {
-      const initPath = `${TENANT_INIT_DIR}/${tenantInitName(init.sha256)}`;
-      const image = await this.imageCommandOnManager(spec.image, signal);
-      command = spec.tenantCode ? tenantCommand(image, spec, init.rate, initPath) : withoutPrivilegeGain(resolveCommand(image, spec.entrypoint, spec.cmd), initPath);
-    }
     const replicas = spec.replicas ?? 1;
     // What its node publishes: the service's port, or an environment's agent (svcd reaches it
     // there; the proxy reaches its previews through it).
@@ -518,8 +525,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
 
   /**
    * What the image runs (its ENTRYPOINT and CMD), read on the manager's engine. Tenant code's and
-   * boards' images are there (pulled or built there); a database's is pulled there the first
-   * time, since only the nodes that run it need it otherwise.
+   * boards' images are there (pulled or built there); a database's is pulled there whenever the
+   * manager has no copy (only the nodes that run it need it otherwise, and a prune may remove it).
    */
   private async imageCommandOnManager(image: string, signal: AbortSignal): Promise<ImageCommand> {
     try {
