@@ -9,7 +9,8 @@ import type { Command } from 'commander';
 import { buildProgram } from '../src/program.js';
 import { allCommands, commandPath, EXAMPLES } from '../src/examples.js';
 import { bashCompletion } from '../src/commands/completion.js';
-import { colorWanted, fields, output, pollPauseMs, relativeTime, table, type CellStyle } from '../src/output.js';
+import { ApiError } from '@svc/client';
+import { colorWanted, fields, output, pollPauseMs, relativeTime, table, waitUntil, type CellStyle } from '../src/output.js';
 
 process.env.TZ = 'UTC';
 const run = promisify(execFile);
@@ -78,11 +79,29 @@ describe('svc output for people', () => {
 });
 
 describe('waiting for a build or a deploy', () => {
-  test('asks every 25 ms for 2 s (at most 80 of the tenant\'s 200-request burst), then ten times a second until 10 s, then once a second', () => {
-    assert.deepEqual([0, 1_999, 2_000, 9_999, 10_000, 600_000].map(pollPauseMs), [25, 25, 100, 100, 1000, 1000]);
+  test('asks every 50 ms for 2 s (at most 40 of the tenant\'s 200-request burst), then ten times a second until 10 s, then once a second', () => {
+    assert.deepEqual([0, 1_999, 2_000, 9_999, 10_000, 600_000].map(pollPauseMs), [50, 50, 100, 100, 1000, 1000]);
     let asked = 0;
     for (let t = 0; t < 2_000; t += pollPauseMs(t)) asked++;
-    assert.ok(asked <= 80, String(asked));
+    assert.ok(asked <= 40, String(asked));
+  });
+
+  test('a 429 while waiting is waited out (its Retry-After), not the command failing; other errors fail it', async () => {
+    const quiet = output({ json: () => true, wide: () => false, color: false });
+    let asked = 0;
+    const started = Date.now();
+    const done = await waitUntil(quiet, 'deploy', () => {
+      asked++;
+      if (asked === 2) return Promise.reject(new ApiError(429, 'rate limit exceeded', new Headers({ 'retry-after': '0.2' })));
+      return Promise.resolve({ status: asked < 3 ? 'deploying' : 'running', last_error: null });
+    }, (v) => v.status !== 'deploying', 'running', 10_000);
+    assert.equal(done.status, 'running');
+    assert.equal(asked, 3);
+    assert.ok(Date.now() - started >= 200, 'after the wait the 429 named');
+    await assert.rejects(
+      waitUntil(quiet, 'deploy', () => Promise.reject(new ApiError(500, 'boom', new Headers())), () => true, 'running', 10_000),
+      (err: unknown) => err instanceof ApiError && err.status === 500,
+    );
   });
 });
 
