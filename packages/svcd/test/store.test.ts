@@ -547,27 +547,38 @@ eachStore((kind) => {
           assert.equal((await migrated.environments.findAny('me1'))?.published_port, null);
           assert.equal(await migrated.publishedPorts.allocate('environments', 'me1', 30501), true);
           // An svcd of before the claims, still running during the upgrade, deletes ms1 and gives
-          // ms2 a port as it did (its column alone): ms1's claim is left over, and the sweep's
-          // release gives it up (it rests first); the claims of owners that hold theirs stay.
+          // its port to ms2 as it did (its column alone): ms1's claim is left over (its port held
+          // by another owner), and the sweep's release gives it up; the claims of owners that hold
+          // theirs stay.
           const older = rawHandle(kind, loc);
+          const claimsOf = (port: number) => older.selectFrom('port_claims').select('owner').where('port', '=', port).execute();
           try {
             await older.deleteFrom('services').where('id', '=', 'ms1').execute();
-            await older.updateTable('services').set({ published_port: 30502 }).where('id', '=', 'ms2').execute();
+            await older.updateTable('services').set({ published_port: 30500 }).where('id', '=', 'ms2').execute();
+            assert.deepEqual(await claimsOf(30500), [{ owner: 'service:ms1' }]);
+            assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 50), 1);
+            assert.deepEqual(await claimsOf(30500), [], "ms1's claim, though its port is held (by ms2)");
+            assert.deepEqual((await migrated.publishedPorts.taken(T + 50)).sort(), [30500, 30501], "ms2's column still holds it");
+            assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 60), 0, "me1's claim is its own");
+            assert.deepEqual(await claimsOf(30501), [{ owner: 'environment:me1' }]);
+            assert.equal((await migrated.environments.findAny('me1'))?.published_port, 30501);
+            // An owner deleted without its claim, its port held by no one: given up, and it rests.
+            await migrated.services.insert({ ...serviceRow('ms4', 'm1', 'ms4', 'ms4'), published_port: null });
+            assert.equal(await migrated.publishedPorts.allocate('services', 'ms4', 30505), true);
+            await older.deleteFrom('services').where('id', '=', 'ms4').execute();
+            assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 65), 1);
+            assert.deepEqual(await claimsOf(30505), []);
+            assert.ok((await migrated.publishedPorts.taken(T + 64)).includes(30505), 'resting');
+            assert.ok(!(await migrated.publishedPorts.taken(T + 65)).includes(30505), 'rested');
           } finally {
             await older.destroy();
           }
-          assert.deepEqual((await migrated.publishedPorts.taken(T)).sort(), [30500, 30501, 30502], 'the left-over claim holds its port');
-          assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 50), 1);
-          assert.deepEqual((await migrated.publishedPorts.taken(T + 49)).sort(), [30500, 30501, 30502], 'resting');
-          assert.deepEqual((await migrated.publishedPorts.taken(T + 50)).sort(), [30501, 30502]);
-          assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 60), 0, "me1's claim is its own");
-          assert.equal((await migrated.environments.findAny('me1'))?.published_port, 30501);
           // A claim whose owner's column names another port by now (an older svcd moved it) goes too.
           await migrated.services.insert({ ...serviceRow('ms3', 'm1', 'ms3', 'ms3'), published_port: null });
           assert.equal(await migrated.publishedPorts.allocate('services', 'ms3', 30503), true);
           await migrated.services.update('ms3', { published_port: 30504 });
           assert.equal(await migrated.publishedPorts.releaseOrphanedClaims(T + 70), 1);
-          assert.deepEqual((await migrated.publishedPorts.taken(T + 70)).sort(), [30501, 30502, 30504]);
+          assert.deepEqual((await migrated.publishedPorts.taken(T + 70)).sort(), [30500, 30501, 30504]);
         } finally {
           await migrated.close();
         }
