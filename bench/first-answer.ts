@@ -2,11 +2,11 @@
 // 5 ms (bench/deploy, bench/build's directory part), through svc's proxy (a Host header) or at a
 // container's own address; and the baseline those benches set beside svc, a container started
 // with the bare Engine API as svc would start a service.
-import { existsSync } from 'node:fs';
 import { request } from 'node:http';
+import { basename, dirname, join } from 'node:path';
 import { docker } from '../packages/svcd/test/images.js';
 import { workloadLimits } from '../packages/svcd/src/runtime/workload-policy.js';
-import { DEFAULT_TENANT_CPU_WEIGHT, TENANT_CGROUP_PARENT, TenantCgroups, tenantCgroupPath } from '../packages/svcd/src/runtime/tenant-cgroups.js';
+import { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroups } from '../packages/svcd/src/runtime/tenant-cgroups.js';
 import { DEFAULT_QUOTAS } from '../packages/svcd/src/tenants/tenants.js';
 
 /** The status of one GET (0: no answer within 2 s, or the connection failed). */
@@ -62,18 +62,19 @@ const limits = workloadLimits(DEFAULT_QUOTAS);
 const BARE_TENANT = 'svc-bench-bare';
 
 /**
- * The CPU group svc gives a tenant's containers (runtime/tenant-cgroups.ts: under `svc-tenants`,
- * weighted 10 against the host's 100, so that svcd and the proxy come first), for the bare side's
- * container too, once the bench's svcd has set the parent up (root, the engine's cgroupfs
- * driver); null otherwise, as svc then places nothing either. Like the CPU quota, it is part of
- * what svc gives a service: without it the bare container outweighs svc's ten to one while the
- * bench polls svc's proxy every 5 ms (bench/deploy in the README).
+ * The CPU group for the bare side's containers: a tenant's group beside the one svc put the
+ * tenant's running container in (runtime/tenant-cgroups.ts: under `svc-tenants`, weighted 10
+ * against the host's 100, so that svcd and the proxy come first), read from that container, so
+ * that it is what svc does in this run (none when svc places none: not root, another cgroup
+ * driver, --tenant-cpu-weight off). Like the CPU quota, it is part of what svc gives a service:
+ * without it the bare container outweighs svc's ten to one while the bench polls svc's proxy
+ * every 5 ms (bench/deploy in the README).
  */
-async function tenantCpuGroup(): Promise<string | null> {
-  const info = (await docker.info()) as { CgroupDriver?: string };
-  if (info.CgroupDriver !== 'cgroupfs') return null;
-  const parent = [`/sys/fs/cgroup/${TENANT_CGROUP_PARENT}/cgroup.procs`, `/sys/fs/cgroup/cpu/${TENANT_CGROUP_PARENT}/cpu.shares`];
-  return parent.some((f) => existsSync(f)) ? tenantCgroupPath(BARE_TENANT) : null;
+export async function bareCpuGroup(tenantId: string): Promise<string | null> {
+  const [running] = await docker.listContainers({ filters: { label: [`svc.tenant=${tenantId}`], status: ['running'] } });
+  if (!running) throw new Error(`no running container of tenant ${tenantId} to read svc's CPU group from`);
+  const parent = (await docker.getContainer(running.Id).inspect()).HostConfig.CgroupParent ?? '';
+  return parent === '' ? null : join(dirname(parent), BARE_TENANT);
 }
 
 /**
@@ -81,8 +82,7 @@ async function tenantCpuGroup(): Promise<string | null> {
  * capabilities, memory and CPU svc gives a service, then its first 200 of `path` on port 8000 at
  * its own address. Resolves to a function that removes it (not part of the measurement).
  */
-export async function bareFirstAnswer(image: string, network: string, runtime: string, path: string): Promise<() => Promise<void>> {
-  const cgroup = await tenantCpuGroup();
+export async function bareFirstAnswer(image: string, network: string, runtime: string, path: string, cgroup: string | null): Promise<() => Promise<void>> {
   const ct = await docker.createContainer({
     Image: image,
     HostConfig: {
@@ -104,6 +104,6 @@ export async function bareFirstAnswer(image: string, network: string, runtime: s
   return async () => {
     await ct.remove({ force: true });
     // The engine leaves the tenant's group behind, as for svc's tenants (svcd removes theirs).
-    if (cgroup) await new TenantCgroups(DEFAULT_TENANT_CPU_WEIGHT).releaseTenant(BARE_TENANT);
+    if (cgroup) await new TenantCgroups(DEFAULT_TENANT_CPU_WEIGHT).releaseTenant(basename(cgroup));
   };
 }

@@ -1,7 +1,8 @@
 // bench/deploy: POST /v1/services until the first 200 through svc's proxy, against the bare
 // Engine API doing create + start + first 200 of the same image (same OCI runtime, the same
 // capabilities, memory and CPU limits as svc gives a service on the default quota, in the CPU
-// group svc gives a tenant's containers: first-answer.ts) in the same run. The two alternate round by round, so the machine's drift hits both alike. Median of 20.
+// group svc gives a tenant's containers: first-answer.ts) in the same run. The two alternate
+// round by round, so the machine's drift hits both alike. Median of 20.
 // Both deploy onto a network that exists already: the tenant keeps one resident service (as any
 // tenant with a service has its network), and the bare side uses a network made once. The cost
 // of a tenant's very first service, which creates its network, is measured and printed apart.
@@ -17,7 +18,7 @@ import { BUSYBOX_IMAGE, RESPONDER_IMAGE, docker, ensureTestImages, removeTenantW
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
-import { backToBack, bareFirstAnswer, until200 } from '../first-answer.js';
+import { backToBack, bareCpuGroup, bareFirstAnswer, until200 } from '../first-answer.js';
 
 const SMOKE = smokeRequested();
 const ROUNDS = SMOKE ? 2 : Number(process.env.BENCH_ROUNDS ?? 20);
@@ -44,6 +45,8 @@ const firstService = performance.now() - t0;
 // few, more on a busy machine: images.ts).
 const resident = await c.createService({ name: 'resident', image: RESPONDER_IMAGE });
 await until200('127.0.0.1', proxyPort, '/index.html', `${resident.id}.localhost:${proxyPort}`);
+// The bare side's containers go in a CPU group beside the one svc gives this tenant's.
+const bareGroup = await bareCpuGroup(reg.tenant_id);
 
 const svcTimes: number[] = [];
 const bareTimes: number[] = [];
@@ -59,7 +62,7 @@ try {
 
     // Bare Engine API: create + start the same image (same runtime, same hardening), first 200.
     t0 = performance.now();
-    const remove = await bareFirstAnswer(BUSYBOX_IMAGE, 'svc-bench-bare', runtime, '/index.html');
+    const remove = await bareFirstAnswer(BUSYBOX_IMAGE, 'svc-bench-bare', runtime, '/index.html', bareGroup);
     bareTimes.push(performance.now() - t0);
     await remove();
     process.stderr.write(`bench-deploy: round ${i + 1}/${ROUNDS}: svc ${Math.round(svcTimes.at(-1)!)} ms, bare ${Math.round(bareTimes.at(-1)!)} ms\n`);
