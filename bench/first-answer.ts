@@ -3,10 +3,10 @@
 // container's own address; and the baseline those benches set beside svc, a container started
 // with the bare Engine API as svc would start a service.
 import { request } from 'node:http';
-import { basename, dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { docker } from '../packages/svcd/test/images.js';
 import { workloadLimits } from '../packages/svcd/src/runtime/workload-policy.js';
-import { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroups } from '../packages/svcd/src/runtime/tenant-cgroups.js';
+import { DEFAULT_TENANT_CPU_WEIGHT, TENANT_CGROUP_PARENT, TenantCgroups, tenantCgroupPath } from '../packages/svcd/src/runtime/tenant-cgroups.js';
 import { DEFAULT_QUOTAS } from '../packages/svcd/src/tenants/tenants.js';
 
 /** The status of one GET (0: no answer within 2 s, or the connection failed). */
@@ -74,7 +74,10 @@ export async function bareCpuGroup(tenantId: string): Promise<string | null> {
   const [running] = await docker.listContainers({ filters: { label: [`svc.tenant=${tenantId}`], status: ['running'] } });
   if (!running) throw new Error(`no running container of tenant ${tenantId} to read svc's CPU group from`);
   const parent = (await docker.getContainer(running.Id).inspect()).HostConfig.CgroupParent ?? '';
-  return parent === '' ? null : join(dirname(parent), BARE_TENANT);
+  if (parent === '') return null;
+  // Where TenantCgroups.releaseTenant looks for it once the bare containers are gone.
+  if (dirname(parent) !== `/${TENANT_CGROUP_PARENT}`) throw new Error(`svc's container is in CPU group ${parent}, not under /${TENANT_CGROUP_PARENT}`);
+  return tenantCgroupPath(BARE_TENANT);
 }
 
 /**
@@ -104,6 +107,6 @@ export async function bareFirstAnswer(image: string, network: string, runtime: s
   return async () => {
     await ct.remove({ force: true });
     // The engine leaves the tenant's group behind, as for svc's tenants (svcd removes theirs).
-    if (cgroup) await new TenantCgroups(DEFAULT_TENANT_CPU_WEIGHT).releaseTenant(basename(cgroup));
+    if (cgroup) await new TenantCgroups(DEFAULT_TENANT_CPU_WEIGHT).releaseTenant(BARE_TENANT);
   };
 }

@@ -196,9 +196,11 @@ export async function waitUntil<T extends { status: string; last_error: string |
   const started = Date.now();
   for (;;) {
     const v = await get().catch((err: unknown) => {
-      // The tenant's rate limit (its other clients too): asked again after the wait it names.
-      if (err instanceof ApiError && err.status === 429 && Date.now() < until) return rateLimited(err);
-      throw err;
+      // The tenant's rate limit (its other clients too): asked again after the wait it names,
+      // within the wait's own time.
+      if (!(err instanceof ApiError && err.status === 429)) throw err;
+      if (Date.now() >= until) throw new CommandFailed(`${what} still ${last || 'unknown'} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
+      return rateLimited(err, until - Date.now());
     });
     if (v === null) continue;
     if (v.status !== last) {
@@ -214,11 +216,11 @@ export async function waitUntil<T extends { status: string; last_error: string |
   }
 }
 
-/** Waits out a 429's Retry-After (1 s when it names none, 10 s at most); null: ask again. */
-async function rateLimited(err: ApiError): Promise<null> {
+/** Waits out a 429's Retry-After (1 s when it names none; 50 ms to 10 s, and no longer than `leftMs`); null: ask again. */
+async function rateLimited(err: ApiError, leftMs: number): Promise<null> {
   const seconds = Number(err.headers.get('retry-after'));
-  const ms = Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds * 1000, 10_000) : 1000;
-  await new Promise((r) => setTimeout(r, ms));
+  const ms = Number.isFinite(seconds) && seconds > 0 ? Math.min(Math.max(seconds * 1000, 50), 10_000) : 1000;
+  await new Promise((r) => setTimeout(r, Math.min(ms, Math.max(leftMs, 0))));
   return null;
 }
 

@@ -102,6 +102,13 @@ describe('waiting for a build or a deploy', () => {
       waitUntil(quiet, 'deploy', () => Promise.reject(new ApiError(500, 'boom', new Headers())), () => true, 'running', 10_000),
       (err: unknown) => err instanceof ApiError && err.status === 500,
     );
+    // 429s past the wait's time end it as any wait past its time does, not later.
+    const t0 = Date.now();
+    await assert.rejects(
+      waitUntil(quiet, 'deploy', () => Promise.reject(new ApiError(429, 'rate limit exceeded', new Headers({ 'retry-after': '5' }))), () => true, 'running', 300),
+      /deploy still unknown after 0 s \(it goes on/,
+    );
+    assert.ok(Date.now() - t0 < 2_000, `ended ${String(Date.now() - t0)} ms in`);
   });
 });
 
