@@ -57,6 +57,7 @@ export async function deployDirectoryRounds(c: SvcClient, env: NodeJS.ProcessEnv
     // Warm-up: the base image pulled and the layers cached on both sides; the tenant's network made.
     await svcRound('warm-up');
     bareGroup = await bareCpuGroup((await c.tenant()).id);
+    process.stderr.write(`bench-build: the bare side's CPU group: ${bareGroup ?? "none (svc places its tenants' containers in none)"}\n`);
     await bareRound('svc-bench/bare-directory:warm');
     for (let i = 0; i < rounds; i++) {
       result.svc.push(await svcRound(`hello-${i}`));

@@ -47,6 +47,7 @@ const resident = await c.createService({ name: 'resident', image: RESPONDER_IMAG
 await until200('127.0.0.1', proxyPort, '/index.html', `${resident.id}.localhost:${proxyPort}`);
 // The bare side's containers go in a CPU group beside the one svc gives this tenant's.
 const bareGroup = await bareCpuGroup(reg.tenant_id);
+process.stderr.write(`bench-deploy: the bare side's CPU group: ${bareGroup ?? "none (svc places its tenants' containers in none)"}\n`);
 
 const svcTimes: number[] = [];
 const bareTimes: number[] = [];
