@@ -11,12 +11,17 @@ DAEMON_JSON=/etc/docker/daemon.json
 # runsc is also the engine's default runtime: the classic builder runs a tenant's RUN steps with
 # the default runtime, so builds are sandboxed like services (svcd names the runtime of every
 # workload it starts, runc or runsc, so nothing else depends on the default).
-WANT_JSON='{ "default-runtime": "runsc", "runtimes": { "runsc": { "path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"] } } }'
-if ! grep -q '"default-runtime": "runsc"' "$DAEMON_JSON" 2>/dev/null; then
-  say "registering runsc with the engine as its default runtime in $DAEMON_JSON"
+# Every tenant with a workload has a bridge network of its own: the engine's default address
+# pools hold about 30 networks (172.17-31.0.0/16 and 192.168.0.0/16 in /20s), so a /24 each from
+# 172.18.0.0/15 (512 networks, inside the defaults' own range) lets a host serve hundreds of
+# tenants (README, Resource safety). It takes effect when dockerd starts.
+WANT_JSON='{ "default-runtime": "runsc", "runtimes": { "runsc": { "path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"] } }, "default-address-pools": [ { "base": "172.18.0.0/15", "size": 24 } ] }'
+if ! grep -q '"default-runtime": "runsc"' "$DAEMON_JSON" 2>/dev/null || ! grep -q '"default-address-pools"' "$DAEMON_JSON" 2>/dev/null; then
+  say "registering runsc with the engine as its default runtime, and address pools for one network per tenant, in $DAEMON_JSON"
   $SUDO mkdir -p /etc/docker
   echo "$WANT_JSON" | $SUDO tee "$DAEMON_JSON" >/dev/null
   if [ -S /var/run/docker.sock ] && docker version >/dev/null 2>&1; then
+    say "the address pools take effect at dockerd's next start (a restart stops its containers: not done here)"
     # dockerd reloads runtimes and the default runtime on SIGHUP; running containers are untouched.
     say "reloading dockerd's configuration (SIGHUP)"
     $SUDO pkill -HUP -x dockerd || true

@@ -38,6 +38,7 @@ import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/sw
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { ManualClock } from './manual-clock.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
+import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
 import { systemClock, systemTimers } from '../src/clock.js';
 
@@ -807,6 +808,18 @@ describe('idempotent replay storage', () => {
     assert.equal(isReplayable(429, 10), false);
     assert.equal(isReplayable(500, 10), false);
     assert.equal(isReplayable(503, 10), false);
+  });
+});
+
+describe("a tenant network the engine cannot make", () => {
+  test('full address pools are said with their fix; any other error is left as it is', () => {
+    const full = new Error('(HTTP code 404) driver not found - could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network');
+    const said = tenantNetworkError(full);
+    assert.ok(said instanceof Error);
+    assert.match(said.message, /no address range left for another tenant network .* default-address-pools in the engine's daemon\.json/);
+    assert.equal(said.cause, full);
+    const other = new Error('connect ECONNREFUSED /var/run/docker.sock');
+    assert.equal(tenantNetworkError(other), other);
   });
 });
 

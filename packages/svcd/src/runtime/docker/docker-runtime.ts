@@ -317,7 +317,7 @@ export class DockerRuntime implements Runtime {
       });
     } catch (err) {
       // Another svcd created it meanwhile.
-      if ((err as { statusCode?: number }).statusCode !== 409) throw err;
+      if ((err as { statusCode?: number }).statusCode !== 409) throw tenantNetworkError(err);
     }
     // Another svcd may have created one at the same moment: keep the oldest, drop the rest.
     const after = await this.networksNamed(name);
@@ -869,6 +869,18 @@ export async function imageCommand(docker: Docker, image: string): Promise<Image
   // An image's config may have no Config at all (an OCI image pushed without one).
   const config = ((await docker.getImage(image).inspect()) as EngineImage).Config ?? {};
   return { entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd) };
+}
+
+/**
+ * Why a tenant's network could not be made, said so that its tenant and the operator can act:
+ * the engine's own words when its address pools are full name neither the cause nor the fix.
+ */
+export function tenantNetworkError(err: unknown): unknown {
+  if (!(err instanceof Error) || !/could not find an available, non-overlapping IPv4 address pool/i.test(err.message)) return err;
+  return new Error(
+    "the host's container engine has no address range left for another tenant network (one per tenant; Docker's default pools hold about 30): the operator widens default-address-pools in the engine's daemon.json (README, Resource safety)",
+    { cause: err },
+  );
 }
 
 /**
