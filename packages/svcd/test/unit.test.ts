@@ -818,6 +818,8 @@ describe("a tenant network the engine cannot make", () => {
     assert.ok(said instanceof Error);
     assert.match(said.message, /no address range left for another tenant network .* default-address-pools in the engine's daemon\.json/);
     assert.equal(said.cause, full);
+    // Later engines (25 and on) say it so.
+    assert.match((tenantNetworkError(new Error('Error response from daemon: all predefined address pools have been fully subnetted')) as Error).message, /no address range left/);
     const other = new Error('connect ECONNREFUSED /var/run/docker.sock');
     assert.equal(tenantNetworkError(other), other);
   });

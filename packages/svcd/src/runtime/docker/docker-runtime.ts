@@ -876,7 +876,8 @@ export async function imageCommand(docker: Docker, image: string): Promise<Image
  * the engine's own words when its address pools are full name neither the cause nor the fix.
  */
 export function tenantNetworkError(err: unknown): unknown {
-  if (!(err instanceof Error) || !/could not find an available, non-overlapping IPv4 address pool/i.test(err.message)) return err;
+  // Engine 20.10's words, and those of later engines (25 and on).
+  if (!(err instanceof Error) || !/could not find an available, non-overlapping IPv4 address pool|all predefined address pools have been fully subnetted/i.test(err.message)) return err;
   return new Error(
     "the host's container engine has no address range left for another tenant network (one per tenant; Docker's default pools hold about 30): the operator widens default-address-pools in the engine's daemon.json (README, Resource safety)",
     { cause: err },
