@@ -194,12 +194,13 @@ export async function waitUntil<T extends { status: string; last_error: string |
   const until = Date.now() + timeoutMs;
   let last = '';
   const started = Date.now();
+  const stillAfterTimeout = (status: string) => new CommandFailed(`${what} still ${status} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
   for (;;) {
     const v = await get().catch((err: unknown) => {
       // The tenant's rate limit (its other clients too): asked again after the wait it names,
       // within the wait's own time.
       if (!(err instanceof ApiError && err.status === 429)) throw err;
-      if (Date.now() >= until) throw new CommandFailed(`${what} still ${last || 'unknown'} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
+      if (Date.now() >= until) throw stillAfterTimeout(last || 'unknown');
       return rateLimited(err, until - Date.now());
     });
     if (v === null) continue;
@@ -211,7 +212,7 @@ export async function waitUntil<T extends { status: string; last_error: string |
       if (v.status !== success) throw new CommandFailed(`${what} ${v.status}${v.last_error ? `: ${v.last_error}` : ''}`);
       return v;
     }
-    if (Date.now() > until) throw new CommandFailed(`${what} still ${v.status} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
+    if (Date.now() > until) throw stillAfterTimeout(v.status);
     await new Promise((r) => setTimeout(r, pollPauseMs(Date.now() - started)));
   }
 }
