@@ -92,6 +92,8 @@ export interface Config {
   environmentImages: Record<TemplateId, string>;
   /** Warm environments kept ready per template (--env-warm-pool). */
   environmentWarmPool: number;
+  /** Warm environments kept for tenants that took one, at most, in all (--env-warm-reserve). */
+  environmentWarmReserve: number;
   /** Extra CA certificates trusted for HTTPS git: builds and environment sync (--git-ca-file). */
   gitCaFile: string | null;
   /** The Prometheus endpoint's address (--metrics-listen; null: off). */
@@ -206,6 +208,7 @@ export interface RawOptions {
   envImagePython?: string;
   envImageGo?: string;
   envWarmPool?: string;
+  envWarmReserve?: string;
   gitCaFile?: string;
   metricsListen?: string;
   meteringDatabaseUrl?: string;
@@ -252,6 +255,8 @@ export const DEFAULT_ENVIRONMENT_IMAGES: Record<TemplateId, string> = {
   go: 'golang:1.23-bookworm',
 };
 export const DEFAULT_ENV_WARM_POOL = '0';
+/** Each an idle container (~30 MB under gVisor here), and only with a pool. */
+export const DEFAULT_ENV_WARM_RESERVE = '10';
 /** Loopback: the operator's Prometheus scrapes from this host (or through a tunnel) unless told otherwise. */
 export const DEFAULT_METRICS_LISTEN = '127.0.0.1:9464';
 export const DEFAULT_METERING_INTERVAL_S = '30';
@@ -367,6 +372,8 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   // environment on a swarm is pinned to the node of its workspace with a port of its own: a
   // pool would have to guess both.
   if (warm > 0 && runtime.runtime === 'swarm') throw new ConfigError('--env-warm-pool must be 0 with --runtime swarm: a swarm has no warm pool of environments');
+  const warmReserve = Number(raw.envWarmReserve ?? DEFAULT_ENV_WARM_RESERVE);
+  if (!Number.isInteger(warmReserve) || warmReserve < 0 || warmReserve > 100) throw new ConfigError(`--env-warm-reserve must be an integer from 0 to 100, got ${JSON.stringify(raw.envWarmReserve)}`);
   const gitCaFile = raw.gitCaFile?.trim() || null;
   if (gitCaFile !== null && !existsSync(gitCaFile)) throw new ConfigError(`--git-ca-file ${gitCaFile} does not exist`);
   const metricsListen = raw.metricsListen?.trim() || DEFAULT_METRICS_LISTEN;
@@ -446,6 +453,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
       go: raw.envImageGo?.trim() || DEFAULT_ENVIRONMENT_IMAGES.go,
     },
     environmentWarmPool: warm,
+    environmentWarmReserve: warmReserve,
     gitCaFile,
     metricsListen: metricsListen === 'off' ? null : parseListen(metricsListen),
     meteringDatabaseUrl,

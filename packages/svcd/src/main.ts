@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground } from './app.js';
-import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_WORKLOAD_LEASE_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
+import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENV_WARM_RESERVE, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_WORKLOAD_LEASE_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
 
@@ -54,6 +54,7 @@ const program = new Command('svcd')
   .addOption(new Option('--env-image-python <ref>', 'image of the python environment template').env('SVC_ENV_IMAGE_PYTHON').default(DEFAULT_ENVIRONMENT_IMAGES.python))
   .addOption(new Option('--env-image-go <ref>', 'image of the go environment template').env('SVC_ENV_IMAGE_GO').default(DEFAULT_ENVIRONMENT_IMAGES.go))
   .addOption(new Option('--env-warm-pool <n>', 'environments kept started and unassigned per template, so that create is fast (0-20; 0 on a swarm)').env('SVC_ENV_WARM_POOL').default(DEFAULT_ENV_WARM_POOL))
+  .addOption(new Option('--env-warm-reserve <n>', 'with a warm pool: containers kept, on its network already, for tenants that took one (the next of the template each, for 10 minutes), at most, in all (0-100)').env('SVC_ENV_WARM_RESERVE').default(DEFAULT_ENV_WARM_RESERVE))
   .addOption(new Option('--git-ca-file <path>', 'extra CA certificates (PEM) trusted for HTTPS git, besides the system ones: builds and environment sync').env('SVC_GIT_CA_FILE'))
   .addOption(new Option('--kanban-address <ip>', "the host address task boards are published on and their url names (the machine's public address to share them)").env('SVC_KANBAN_ADDRESS').default(DEFAULT_KANBAN_ADDRESS))
   .addOption(new Option('--metrics-listen <addr>', "Prometheus /metrics for operators (HOST:PORT, or off)").env('SVC_METRICS_LISTEN').default(DEFAULT_METRICS_LISTEN))

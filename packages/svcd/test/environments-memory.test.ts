@@ -283,7 +283,8 @@ eachStore((kind) => {
     });
 
     test('the controller starts the pool; a create takes a ready one (its warm row goes with the claim) and the pool refills', async () => {
-      const ready = () => t.deps.store.warmPool.ready('default', TEMPLATE);
+      // The shared pool's (a tenant no container is kept for).
+      const ready = () => t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody');
       const [pooled] = await waitFor('the pool to fill', async () => {
         const r = await ready();
         return r.length === 1 ? r : undefined;
@@ -333,6 +334,75 @@ eachStore((kind) => {
       });
       await waitFor('the stray to go', async () => ((await mem.driver.inspect('svc-env-stray')) === null ? true : undefined), 20_000);
       assert.equal((await ready()).length, 1, "the pool's own stay");
+    });
+  });
+
+  describe(`warm containers kept for a tenant, on the memory driver (${kind})`, () => {
+    let t: TestServer;
+    let mem: ReturnType<typeof memoryRuntime>;
+    /** Containers moved onto a tenant's network at a hand-over. */
+    const moved: string[] = [];
+
+    before(async () => {
+      mem = memoryRuntime(IMAGES);
+      const runtime: Runtime = {
+        ...mem.runtime,
+        assign: (ref, tenantId) => {
+          moved.push(ref);
+          return mem.runtime.assign(ref, tenantId);
+        },
+      };
+      // One kept in all; one not taken goes after 8 s.
+      t = await startServer({ store: kind, realTime: true, config: { environmentImages, environmentWarmPool: 1, environmentWarmReserve: 1 }, overrides: { runtime, warmKeptIdleS: 8 } });
+    });
+    after(async () => {
+      await t.close();
+      await mem.driver.close();
+    });
+
+    test("a tenant that took one gets the next of the template kept on its own network: its next create moves nothing; no other tenant gets it; it goes when not taken in time, or when its tenant is suspended", async () => {
+      const shared = () => t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody');
+      const sharedReady = () => waitFor('the shared pool to fill', async () => ((await shared()).length === 1 ? true : undefined), 20_000);
+      const keptFor = async (tenantId: string) => (await t.deps.store.warmPool.all()).find((r) => r.tenant_id === tenantId);
+      const keptReady = (tenantId: string, not?: string) =>
+        waitFor(`a container kept for ${tenantId}`, async () => {
+          const r = await keptFor(tenantId);
+          return r?.status === 'ready' && r.workload !== not ? r : undefined;
+        }, 20_000);
+      const workloadOf = async (id: string) => (await t.deps.store.environments.findAny(id))?.workload;
+
+      await sharedReady();
+      const [a, b] = [await newTenant(t), await newTenant(t)];
+      const one = await a.client.createEnvironment({ name: 'one', template_id: 'default' });
+      assert.equal(moved.length, 1, 'the shared one moved onto its network');
+      const kept = await keptReady(a.id);
+      assert.equal(mem.driver.networkOf(kept.container_id), a.id, "started on the tenant's network");
+      assert.equal((await mem.driver.inspect(kept.container_id))?.labels['svc.tenant'], 'warm-pool', "the pool's until taken");
+      assert.ok(kept.address);
+
+      await sharedReady();
+      const other = await b.client.createEnvironment({ name: 'other', template_id: 'default' });
+      assert.notEqual(await workloadOf(other.id), kept.workload, 'never one kept for another tenant');
+      assert.equal(await keptFor(b.id), undefined, 'one kept in all (--env-warm-reserve 1): none for b');
+
+      const before = moved.length;
+      const two = await a.client.createEnvironment({ name: 'two', template_id: 'default' });
+      assert.equal(await workloadOf(two.id), kept.workload, 'the one kept for it');
+      assert.equal(moved.length, before, 'no network move');
+      assert.equal((await t.deps.store.environments.findAny(two.id))?.address, kept.address);
+      assert.equal((await a.client.exec(two.id, { command: ['true'] })).exit_code, 0);
+
+      // The next is kept for it again; not taken within 8 s, it goes, container and row.
+      const next = await keptReady(a.id, kept.workload);
+      await waitFor('the one not taken to go', async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(next.container_id)) === null ? true : undefined), 30_000);
+
+      // Kept again after a take; its tenant suspended, it goes.
+      await a.client.deleteEnvironment(one.id);
+      await sharedReady();
+      await a.client.createEnvironment({ name: 'three', template_id: 'default' });
+      const last = await keptReady(a.id);
+      await a.client.suspendTenant();
+      await waitFor("the suspended tenant's to go", async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(last.container_id)) === null ? true : undefined), 30_000);
     });
   });
 });

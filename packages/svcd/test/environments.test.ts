@@ -581,7 +581,7 @@ describe('environments', () => {
 describe('environments: the warm pool', () => {
   let t: TestServer;
   const tenants = engineTenants(() => t);
-  const ready = async (template: 'default' | 'node') => t.deps.store.warmPool.ready(template, TEMPLATE_IMAGES[template]);
+  const ready = async (template: 'default' | 'node') => t.deps.store.warmPool.ready(template, TEMPLATE_IMAGES[template], 'nobody');
   before(async () => {
     await ensureTemplateImages();
     t = await startServer({ realTime: true, config: { environmentWarmPool: 1 } });
@@ -630,5 +630,44 @@ describe('environments: the warm pool', () => {
 
     await a.client.deleteEnvironment(env.id);
     await assert.rejects(docker.getContainer(pooled!.workload).inspect(), /no such container/i);
+  });
+
+  test("a tenant that took one gets the next kept on its own network from its start: its next create moves nothing; another tenant never gets it; suspended, it goes, and the tenant's network with it", async () => {
+    const keptFor = async (tenantId: string, not?: string) => {
+      const r = (await t.deps.store.warmPool.all()).find((w) => w.tenant_id === tenantId);
+      return r?.status === 'ready' && r.workload !== not ? r : undefined;
+    };
+    const workloadOf = async (id: string) => (await t.deps.store.environments.findAny(id))?.workload;
+    const networksOf = async (name: string) => Object.keys((await docker.getContainer(name).inspect()).NetworkSettings.Networks);
+    const poolFull = () => waitFor('the pool to fill', async () => ((await ready('default')).length === 1 ? true : undefined), 120_000);
+
+    await poolFull();
+    const a = await tenants.add();
+    const first = await a.client.createEnvironment({ name: 'first', template_id: 'default' });
+    const kept = await waitFor('a container kept for the tenant', () => keptFor(a.id), 120_000);
+    assert.deepEqual(await networksOf(kept.workload), [`tenant-${a.id}`], 'on its network from its start, never on the pool network');
+    assert.equal((await docker.getContainer(kept.workload).inspect()).Config.Labels['svc.tenant'], 'warm-pool', "the pool's until taken");
+
+    await poolFull();
+    const b = await tenants.add();
+    const other = await b.client.createEnvironment({ name: 'other', template_id: 'default' });
+    assert.notEqual(await workloadOf(other.id), kept.workload, 'never one kept for another tenant');
+
+    const second = await a.client.createEnvironment({ name: 'second', template_id: 'default' });
+    assert.equal(await workloadOf(second.id), kept.workload, 'the one kept for it');
+    assert.deepEqual(await networksOf(kept.workload), [`tenant-${a.id}`]);
+    assert.equal((await a.client.exec(second.id, { command: ['sh', '-c', 'echo /workspace/*'] })).stdout, '/workspace/*\n', 'an empty workspace');
+    assert.equal((await a.client.exec(second.id, { command: ['pwd'] })).stdout, '/workspace\n');
+
+    // The next is kept for it; with its environments gone and the tenant suspended, it goes, and
+    // the tenant's network with it (nothing else of the tenant is on it).
+    const next = await waitFor('the next kept for the tenant', () => keptFor(a.id, kept.workload), 120_000);
+    await a.client.deleteEnvironment(first.id);
+    await a.client.deleteEnvironment(second.id);
+    assert.deepEqual(await networksOf(next.workload), [`tenant-${a.id}`], 'the network stays while the kept one is on it');
+    await a.client.suspendTenant();
+    const gone = (name: string) => docker.getContainer(name).inspect().then(() => false, () => true);
+    await waitFor('the kept one to go', async () => (!(await t.deps.store.warmPool.all()).some((w) => w.tenant_id === a.id) && (await gone(next.workload)) ? true : undefined), 60_000);
+    await waitFor("the tenant's network to go", async () => ((await docker.listNetworks({ filters: { name: [`tenant-${a.id}`] } })).some((n) => n.Name === `tenant-${a.id}`) ? undefined : true), 30_000);
   });
 });

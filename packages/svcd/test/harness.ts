@@ -128,6 +128,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     kanbanAddress: '127.0.0.1',
     environmentImages: { default: 'svc-test/env-default:1', node: 'svc-test/env-node:1', python: 'svc-test/env-python:1', go: 'svc-test/env-go:1' },
     environmentWarmPool: 0,
+    environmentWarmReserve: 10,
     gitCaFile: null,
     metricsListen: null,
     egressAllow: [],

@@ -295,19 +295,43 @@ eachStore((kind) => {
     });
 
     test('warm pool: a ready container is claimed once, even by two stores at once', async () => {
-      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at, claimed_at: null, agent_token: null });
+      const row = (workload: string, status: 'starting' | 'ready' | 'claimed', at = T) => ({ workload, template_id: 'default', image: 'ubuntu:24.04', container_id: `c-${workload}`, status, created_at: at, claimed_at: null, agent_token: null, tenant_id: null, address: null });
       await store.warmPool.insert(row('w1', 'ready', T + 1));
       await store.warmPool.insert(row('w2', 'starting'));
       await store.warmPool.insert(row('w0', 'ready', T));
-      assert.deepEqual((await store.warmPool.ready('default', 'ubuntu:24.04')).map((w) => w.workload), ['w0', 'w1'], 'ready ones, oldest first');
-      assert.deepEqual(await store.warmPool.ready('default', 'ubuntu:22.04'), [], 'of that image only');
+      assert.deepEqual((await store.warmPool.ready('default', 'ubuntu:24.04', 'tA')).map((w) => w.workload), ['w0', 'w1'], 'ready ones, oldest first');
+      assert.deepEqual(await store.warmPool.ready('default', 'ubuntu:22.04', 'tA'), [], 'of that image only');
       const claims = await Promise.all([store.warmPool.claim('w0', T), second.warmPool.claim('w0', T)]);
       assert.deepEqual(claims.sort(), [false, true]);
       assert.equal(await store.warmPool.claim('w2', T), false, 'not ready yet');
-      await store.warmPool.markReady('w2', 'c-real');
+      await store.warmPool.markReady('w2', 'c-real', '10.0.0.2');
+      assert.equal((await store.warmPool.find('w2'))?.address, '10.0.0.2');
       assert.equal(await store.warmPool.claim('w2', T), true);
       await store.warmPool.delete('w0');
       assert.deepEqual((await store.warmPool.all()).map((w) => [w.workload, w.status]).sort(), [['w1', 'ready'], ['w2', 'claimed']]);
+    });
+
+    test("warm pool: a container kept for a tenant goes to that tenant first and never to another; one per tenant and template waits", async () => {
+      const kept = (workload: string, tenant: string, template = 'node') => ({ workload, template_id: template, image: 'node:24', container_id: '', status: 'reserved' as const, created_at: T, claimed_at: null, agent_token: null, tenant_id: tenant, address: null });
+      await store.warmPool.insert({ ...kept('k-shared', 'x'), tenant_id: null, status: 'ready', container_id: 'c-shared', created_at: T - 5 });
+      assert.equal(await store.warmPool.keep(kept('k-a', 'tA')), true);
+      // Two claims at once (two stores) each keeping the next one for the tenant: one row waits.
+      const both = await Promise.all([store.warmPool.keep(kept('k-a2', 'tA')), second.warmPool.keep(kept('k-a3', 'tA'))]);
+      assert.deepEqual(both, [false, false], 'one is kept for tA already');
+      assert.equal(await store.warmPool.keep(kept('k-a-go', 'tA', 'go')), true, 'another template');
+      assert.equal(await store.warmPool.keep(kept('k-b', 'tB')), true, 'another tenant');
+      assert.equal(await store.warmPool.keptCount(), 3);
+      assert.equal(await store.warmPool.markStarting('k-a', T + 1), true);
+      assert.equal(await store.warmPool.markStarting('k-a', T + 1), false, 'once');
+      await store.warmPool.markReady('k-a', 'c-a', '10.1.0.5');
+      await store.warmPool.markStarting('k-b', T + 1);
+      await store.warmPool.markReady('k-b', 'c-b', '10.2.0.5');
+      assert.deepEqual((await store.warmPool.ready('node', 'node:24', 'tA')).map((w) => w.workload), ['k-a', 'k-shared'], "its own first (though newer), then the shared one");
+      assert.deepEqual((await store.warmPool.ready('node', 'node:24', 'tC')).map((w) => w.workload), ['k-shared'], "never one kept for another tenant");
+      // Taken: the next one may be kept for the tenant while the taken one is still on its way out.
+      assert.equal(await store.warmPool.claim('k-a', T + 2), true);
+      assert.equal(await store.warmPool.keptCount(), 2, 'a taken one counts no more');
+      assert.equal(await store.warmPool.keep(kept('k-a4', 'tA')), true);
     });
 
     test('host names: one holder per host whatever the kind or tenant; deleting the resource frees it', async () => {

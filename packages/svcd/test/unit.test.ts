@@ -739,10 +739,13 @@ describe('custom domains: the names a tenant may add', () => {
 
 describe('environments: configuration and names', () => {
   const raw: RawOptions = { listen: '127.0.0.1:0', dataDir: '/tmp/x', sandbox: 'auto', dockerHost: 'unix:///var/run/docker.sock', logLevel: 'info', dev: true };
-  test('template images default to the public ones; the warm pool is 0-20; the git CA file must exist', () => {
+  test('template images default to the public ones; the warm pool is 0-20, kept ones 0-100; the git CA file must exist', () => {
     const c = buildConfig(raw, {});
     assert.deepEqual(c.environmentImages, { default: 'ubuntu:24.04', node: 'node:22-bookworm', python: 'python:3.12-bookworm', go: 'golang:1.23-bookworm' });
     assert.equal(c.environmentWarmPool, 0);
+    assert.equal(c.environmentWarmReserve, 10);
+    assert.equal(buildConfig({ ...raw, envWarmReserve: '0' }, {}).environmentWarmReserve, 0);
+    for (const bad of ['-1', '101', 'ten', '2.5']) assert.throws(() => buildConfig({ ...raw, envWarmReserve: bad }, {}), /--env-warm-reserve must be an integer from 0 to 100/, bad);
     assert.equal(buildConfig({ ...raw, envImageGo: 'golang:1.24', envWarmPool: '3' }, {}).environmentImages.go, 'golang:1.24');
     for (const bad of ['-1', '21', 'two', '1.5']) assert.throws(() => buildConfig({ ...raw, envWarmPool: bad }, {}), /--env-warm-pool/, bad);
     assert.throws(() => buildConfig({ ...raw, gitCaFile: '/no/such/ca.pem' }, {}), /--git-ca-file/);

@@ -34,7 +34,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           `Numeric query parameters are bounded: limit and offset at most ${QUERY_COUNT_MAX} (limits above 200 are clamped to 200), since at most ${QUERY_UNIX_SECONDS_MAX}; beyond is 400.`,
           'Mutating key routes accept Idempotency-Key (replayed for 10 minutes; Idempotent-Replayed: true on replays).',
           'Request bodies are read as JSON whatever the Content-Type. Lists are JSON arrays.',
-          "Under CPU contention a tenant's workloads get an equal share with every other busy tenant's (environments taken from the warm pool share the pool's), and all tenants come after svcd and the engine (a weight, not a cap: an idle machine is theirs up to the quota; README, Resource safety).",
+          "Under CPU contention a tenant's workloads get an equal share with every other busy tenant's (environments taken from the shared warm pool share the pool's; one kept for its tenant is in the tenant's), and all tenants come after svcd and the engine (a weight, not a cap: an idle machine is theirs up to the quota; README, Resource safety).",
           'Choices beyond the specification are listed in the README (Decisions).',
         ].join('\n'),
       },

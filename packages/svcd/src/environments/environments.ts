@@ -32,7 +32,7 @@ import type { ScratchSpace } from '../scratch/scratch-space.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ServerBusyError, UnavailableError, UnprocessableError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
-import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
+import { ExecNotStartedError, WorkloadNotRunningError, type Applied, type DriverCapabilities, type ExecOutcome, type ExecSpec } from '../runtime/index.js';
 import { AgentEventDecoder, AgentRefusal, agentAddress, AgentUnreachableError, AgentWithoutSignalsError, CommandNotRunningError, answerDeadlineMs, signalCommand, canRunOnAgent, execThroughAgent, newAgentToken, openAgentTerminal, openExec, AgentTerminal, type AgentAddress, type TerminalSize } from './agent.js';
 import { isUniqueViolation, type EnvironmentRow, type PreviewRow } from '../store/index.js';
 import type { WorkloadController } from '../workloads/controller.js';
@@ -109,26 +109,33 @@ export interface EnvironmentsDeps extends EnvironmentsOptions, Pick<Platform, 's
 
 export class Environments implements TenantResources, DiskOverrunHalt {
   private warmPool: WarmPool | null = null;
-  private agentSupport: Promise<boolean> | null = null;
+  private driverCapabilities: Promise<DriverCapabilities> | null = null;
   private readonly workloads: EnvironmentWorkloads;
 
   constructor(private readonly deps: EnvironmentsDeps) {
-    this.workloads = new EnvironmentWorkloads(deps);
+    this.workloads = new EnvironmentWorkloads({ ...deps, capabilities: () => this.capabilities() });
   }
 
   /**
-   * Whether environments get an agent: the driver runs tenant code under svc-init. Asked of the
-   * driver once (an engine that does not answer is asked again next time).
+   * What the driver can do, asked once: what environments use of it (an agent, an address of
+   * their own, allocated ports) is the driver's kind, not its engine's moment, and asking the
+   * Docker Engine costs its `info` (~30-50 ms here) on every create. An engine that does not
+   * answer is asked again next time.
    */
+  private capabilities(): Promise<DriverCapabilities> {
+    this.driverCapabilities ??= this.deps.runtime.capabilities().catch((err: unknown) => {
+      this.driverCapabilities = null;
+      throw err;
+    });
+    return this.driverCapabilities;
+  }
+
+  /** Whether environments get an agent: the driver runs tenant code under svc-init (false while the engine does not answer). */
   agentSupported(): Promise<boolean> {
-    this.agentSupport ??= this.deps.runtime.capabilities().then(
+    return this.capabilities().then(
       (c) => c.agent,
-      () => {
-        this.agentSupport = null;
-        return false;
-      },
+      () => false,
     );
-    return this.agentSupport;
   }
 
   /** Creates take a warm container from this pool when it has one of the template. */
@@ -153,7 +160,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
    */
   async create(tenantId: string, req: CreateEnvironmentRequest): Promise<Environment> {
     if (!isTemplateId(req.template_id)) throw new ValidationError('template_id must be one of default, node, python, go');
-    const capabilities = await this.deps.runtime.capabilities();
+    const capabilities = await this.capabilities();
     requireCapability(capabilities, 'reachableAgent', 'environments');
     // On a swarm its agent takes a port of --swarm-ports at its first run: none left, refused now.
     if (capabilities.allocatedPorts) await assertPortLeft(this.deps.store, this.deps.publishedPorts, unixSeconds(this.deps.clock));
@@ -590,9 +597,9 @@ export class Environments implements TenantResources, DiskOverrunHalt {
     return removed;
   }
 
-  /** Runs an unassigned environment container for the warm pool (the environment's own spec, on the pool's network). */
-  runWarm(name: string, image: string, agentToken: string | null, signal: AbortSignal): Promise<Applied> {
-    return this.workloads.run({ name, image, tenantId: null, resourceId: name, agentToken, signal });
+  /** Runs an unassigned environment container for the warm pool (the environment's own spec, on the pool's network or on the network of the tenant it is kept for). */
+  runWarm(name: string, image: string, agentToken: string | null, keptFor: string | null, signal: AbortSignal): Promise<Applied> {
+    return this.workloads.run({ name, image, tenantId: null, keptFor, resourceId: name, agentToken, signal });
   }
 
   /**

@@ -5,24 +5,35 @@
 // midway is taken over like any workload). A create claims a ready one under a conditional
 // update in the store, so two creates (or two svcd processes) never get the same one; from the
 // claim on it is the environment's (its `warm` row goes in the claim's transaction), moved onto
-// the tenant's network: the environment runs at once. A claimed container has never run
-// anything, so there is no state to reset.
+// the tenant's network: the environment runs at once. A claimed container has run nothing but
+// svc's own first `true`, so there is no state to reset.
+//
+// The move onto the tenant's network is the engine's network connect, ~50 ms here, and a
+// command needs its network: so a tenant that took a container of a template gets the next one
+// of it kept for it, started on its own network already (--env-warm-reserve of them in all, each
+// for 10 minutes), and its next create of that template hands it over with no engine call at
+// all. A kept container is still the pool's (labelled so, running nothing of the tenant's); it
+// is never handed to anyone else, and goes when its tenant is suspended or deleted.
 import type { TemplateId } from '@svc/contract';
 import { TEMPLATE_IDS } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
 import { hexId } from '../ids.js';
 import { WARM_POOL_TENANT, type Applied } from '../runtime/index.js';
-import type { Repositories, WorkloadRow } from '../store/index.js';
+import type { Repositories, WarmEnvironmentRow, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import type { Platform } from '../platform.js';
-import { newAgentToken } from './agent.js';
+import { agentAddress, execThroughAgent, newAgentToken } from './agent.js';
 
 export interface WarmPoolOptions {
   /** Ready containers to keep per template. */
   size: number;
   images: Record<TemplateId, string>;
-  /** Starts a container for the pool (the environment's own spec, on the warm-pool network). */
-  start(workload: string, image: string, agentToken: string | null, signal: AbortSignal): Promise<Applied>;
+  /** Containers kept for tenants, at most, in all (--env-warm-reserve). */
+  kept: number;
+  /** A container kept for a tenant and not taken within this goes (KEPT_IDLE_S). */
+  keptIdleS: number;
+  /** Starts a container for the pool (the environment's own spec): on the warm-pool network, or on the network of the tenant it is kept for. */
+  start(workload: string, image: string, agentToken: string | null, keptFor: string | null, signal: AbortSignal): Promise<Applied>;
   /** Whether pool containers get an agent (environments.ts). */
   agentSupported(): Promise<boolean>;
   /** A container was taken or became ready: top the pool up soon (the caller runs refill under its lease). */
@@ -32,6 +43,8 @@ export interface WarmPoolOptions {
 
 /** A hand-over still unfinished after this long was left by a dead svcd (so is a starting row of before the controller). */
 const STALE_S = 600;
+/** A container kept for a tenant and not taken within this goes (the tenant stopped creating): 10 minutes. */
+export const KEPT_IDLE_S = 600;
 
 export interface ClaimedWorkload {
   workload: string;
@@ -42,7 +55,7 @@ export interface ClaimedWorkload {
 }
 
 /** What a WarmPool is built from, by name. */
-export interface WarmPoolDeps extends WarmPoolOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'clock' | 'log'> {}
+export interface WarmPoolDeps extends WarmPoolOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'clock' | 'timers' | 'log'> {}
 
 export class WarmPool implements WorkloadRules {
   private inFlight: Promise<void> | null = null;
@@ -54,7 +67,9 @@ export class WarmPool implements WorkloadRules {
 
   /** A ready container of the template, now on the tenant's network; null when none is ready. */
   async claim(templateId: TemplateId, tenantId: string): Promise<ClaimedWorkload | null> {
-    for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId])) {
+    // The agent token of the next one, should it be kept for this tenant: made outside the transaction.
+    const keptToken = (await this.deps.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null;
+    for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId], tenantId)) {
       // Its workload row goes with the claim: no controller restarts or removes it from now on.
       // One a controller works on (reconcile found it stopped) is left to it. The workload row
       // first, as in every transaction that writes both.
@@ -62,6 +77,7 @@ export class WarmPool implements WorkloadRules {
         .transaction(async (tx) => {
           if (!(await tx.workloads.forgetSettled('warm', w.workload))) return false; // another create took it, or a controller has it
           if (!(await tx.warmPool.claim(w.workload, unixSeconds(this.deps.clock)))) throw new NotClaimable();
+          await this.keepNext(tx, templateId, tenantId, keptToken);
           return true;
         })
         .catch((err: unknown) => {
@@ -70,7 +86,8 @@ export class WarmPool implements WorkloadRules {
         });
       if (!claimed) continue;
       try {
-        const address = await this.deps.runtime.assign(w.container_id, tenantId);
+        // One kept for this tenant is on its network already (ready.ts never gives one kept for another).
+        const address = w.tenant_id === tenantId ? (w.address ?? (await this.deps.runtime.inspect(w.container_id))?.address?.host ?? null) : await this.deps.runtime.assign(w.container_id, tenantId);
         this.deps.taken();
         // Its pool row stays `claimed` until the environment's transaction takes it over.
         return { workload: w.workload, containerId: w.container_id, address, agentToken: w.agent_token };
@@ -80,6 +97,18 @@ export class WarmPool implements WorkloadRules {
       }
     }
     return null;
+  }
+
+  /**
+   * The next container of the template is kept for the tenant that took one, unless one is kept
+   * for it already or --env-warm-reserve are kept in all; the refill starts it (after the
+   * refill's delay: the new owner's first commands come right after this hand-over).
+   */
+  private async keepNext(tx: Repositories, templateId: TemplateId, tenantId: string, token: string | null): Promise<void> {
+    if (this.deps.kept === 0 || this.deps.size === 0) return;
+    if ((await tx.warmPool.keptCount()) >= this.deps.kept) return;
+    const workload = `svc-env-${hexId(12)}`;
+    await tx.warmPool.keep({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'reserved', created_at: unixSeconds(this.deps.clock), claimed_at: null, agent_token: token, tenant_id: tenantId, address: null });
   }
 
   /**
@@ -115,46 +144,69 @@ export class WarmPool implements WorkloadRules {
         continue;
       }
       // An image flag changed, or the pool shrank: what is not wanted any more goes.
-      const outdated = w.image !== this.deps.images[w.template_id as TemplateId] || this.deps.size === 0;
+      const outdated = w.image !== this.deps.images[w.template_id as TemplateId] || this.deps.size === 0 || (w.tenant_id !== null && this.deps.kept === 0);
       // A starting row with no workload row is from a svcd of before the controller.
       const orphaned = w.status === 'starting' && stale && !(await this.deps.store.workloads.find('warm', w.workload));
-      if (outdated || orphaned) await this.discard(w.workload);
+      if (outdated || orphaned || (await this.keptNoLonger(w, now))) await this.discard(w.workload);
     }
     await this.removeStrays(new Set(rows.map((w) => w.workload)));
     if (this.deps.size === 0) return;
-    const kept = await this.deps.store.warmPool.all();
+    const rowsNow = await this.deps.store.warmPool.all();
     let added = false;
     for (const templateId of TEMPLATE_IDS) {
-      const ofTemplate = kept.filter((w) => w.template_id === templateId && w.status !== 'claimed');
+      const ofTemplate = rowsNow.filter((w) => w.template_id === templateId && w.tenant_id === null && w.status !== 'claimed');
       if (ofTemplate.length >= this.deps.size || ofTemplate.some((w) => w.status === 'starting')) continue;
       const workload = `svc-env-${hexId(12)}`;
       const spec: WorkloadSpecRecord = { name: workload, volumes: [workload] };
       const token = (await this.deps.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null;
       await this.deps.store.transaction(async (tx) => {
-        await tx.warmPool.insert({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'starting', created_at: now, claimed_at: null, agent_token: token });
+        await tx.warmPool.insert({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'starting', created_at: now, claimed_at: null, agent_token: token, tenant_id: null, address: null });
         await tx.workloads.insertPending({ id: workload, tenant_id: WARM_POOL_TENANT, kind: 'warm', resource_id: workload, spec: JSON.stringify(spec) }, now);
+      });
+      added = true;
+    }
+    // Kept ones, one starting at a time (each takes both cores here for a moment), oldest wish first.
+    const wished = rowsNow.filter((w) => w.status === 'reserved').sort((a, b) => a.created_at - b.created_at)[0];
+    if (wished && !rowsNow.some((w) => w.tenant_id !== null && w.status === 'starting')) {
+      const spec: WorkloadSpecRecord = { name: wished.workload, volumes: [wished.workload] };
+      await this.deps.store.transaction(async (tx) => {
+        if (!(await tx.warmPool.markStarting(wished.workload, now))) return;
+        // Under its tenant: its removal gives the tenant's network up when nothing else is on it.
+        await tx.workloads.insertPending({ id: wished.workload, tenant_id: wished.tenant_id ?? WARM_POOL_TENANT, kind: 'warm', resource_id: wished.workload, spec: JSON.stringify(spec) }, now);
       });
       added = true;
     }
     if (added) this.deps.controller.kick();
   }
 
-  /** Starts a pool container of its row's template (ready once its agent answers; without one, after a first engine exec). */
+  /** A container kept for a tenant that is not wanted any more: its tenant suspended or gone, or not taken in time (the tenant stopped creating). */
+  private async keptNoLonger(w: WarmEnvironmentRow, now: number): Promise<boolean> {
+    if (w.tenant_id === null) return false;
+    if ((await this.deps.store.tenants.findById(w.tenant_id))?.status !== 'active') return true;
+    return w.status === 'ready' && w.created_at < now - this.deps.keptIdleS;
+  }
+
+  /** Starts a pool container of its row's template (ready once its agent answers and a first command ran). */
   async apply(w: WorkloadRow, signal: AbortSignal): Promise<Applied> {
     const row = await this.deps.store.warmPool.find(w.resource_id);
     if (!row) throw new Error('the warm pool row is gone');
-    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, row.agent_token === null ? null : this.deps.sealer.open(row.agent_token), signal);
-    // Its agent answered before start resolved (readiness). Without one (a row of before agents),
-    // one command first: the first engine exec in a new container (under gVisor above all) is
-    // slower than the rest, and it is paid here rather than by the tenant.
-    if (row.agent_token === null) await this.deps.runtime.exec(applied.ref, { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 });
+    // Kept for a tenant suspended or deleted meanwhile: not started on its network (failed: the row goes).
+    if (row.tenant_id !== null && (await this.deps.store.tenants.findById(row.tenant_id))?.status !== 'active') throw new Error('the tenant it was kept for is not active');
+    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, row.agent_token === null ? null : this.deps.sealer.open(row.agent_token), row.tenant_id, signal);
+    // Its agent answered before start resolved (readiness). Then one command: the first in a new
+    // container (under gVisor above all: ~12 ms more than the next through the agent here, far
+    // more through the engine) is slower than the rest, and it is paid here rather than by the
+    // tenant. Through the agent when it has one (a row of before agents has none).
+    const warmUp = { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 };
+    if (row.agent_token === null) await this.deps.runtime.exec(applied.ref, warmUp);
+    else await execThroughAgent(agentAddress(applied.endpoint.host, null, this.deps.sealer.open(row.agent_token)), warmUp, this.deps.timers);
     return applied;
   }
 
   async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
     switch (outcome.state) {
       case 'running':
-        await tx.warmPool.markReady(w.resource_id, outcome.applied.ref);
+        await tx.warmPool.markReady(w.resource_id, outcome.applied.ref, outcome.applied.endpoint.host || null);
         // The next one of its template may start.
         tx.afterCommit(() => this.deps.taken());
         return;

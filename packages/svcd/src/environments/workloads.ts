@@ -6,7 +6,7 @@
 // there when it starts again); it is removed, with its workspace volume, only when deleted.
 import { unixSeconds } from '../clock.js';
 import type { Activity } from '../activity/activity.js';
-import { AGENT_TOKEN_ENV, type Applied, type Endpoint } from '../runtime/index.js';
+import { AGENT_TOKEN_ENV, type Applied, type DriverCapabilities, type Endpoint } from '../runtime/index.js';
 import type { EnvironmentRow, Repositories, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import { ENVIRONMENT_RESOURCES } from './templates.js';
@@ -43,6 +43,8 @@ interface ClusterPlacement {
 }
 
 export interface EnvironmentWorkloadsDeps extends Pick<Platform, 'store' | 'runtime' | 'clock' | 'sealer'> {
+  /** The driver's capabilities (asked of it once: environments.ts). */
+  capabilities(): Promise<DriverCapabilities>;
   /** --swarm-ports: on a swarm, an environment's agent is published on one of them. */
   publishedPorts: { from: number; to: number };
   controller: WorkloadController;
@@ -71,7 +73,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
     const name = parseSpecRecord(w).name;
     const agentToken = e.agent_token === null ? null : this.deps.sealer.open(e.agent_token);
     // On a swarm: its agent on a port of its own, published on the node its workspace is on.
-    const onCluster = (await this.deps.runtime.capabilities()).allocatedPorts;
+    const onCluster = (await this.deps.capabilities()).allocatedPorts;
     // Never observed (a creation): nothing to start again, and apply replaces what runs under the name.
     const existing = w.driver_ref === null ? null : await this.deps.runtime.inspect(name);
     if (existing && existing.id === w.driver_ref) {
@@ -193,9 +195,10 @@ export class EnvironmentWorkloads implements WorkloadRules {
   /**
    * Runs an environment container with a workspace volume of the same name: on the tenant's
    * network, labelled with its environment; or (tenantId null) unassigned in the warm pool,
-   * labelled with its own name until an environment takes it.
+   * labelled with its own name until an environment takes it, on the pool's network or, kept for
+   * a tenant (`keptFor`), on that tenant's.
    */
-  async run(o: { name: string; image: string; tenantId: string | null; resourceId: string; agentToken: string | null; signal: AbortSignal; cluster?: ClusterPlacement }): Promise<Applied> {
+  async run(o: { name: string; image: string; tenantId: string | null; keptFor?: string | null; resourceId: string; agentToken: string | null; signal: AbortSignal; cluster?: ClusterPlacement }): Promise<Applied> {
     const { name, image, tenantId, signal, agentToken, cluster } = o;
     const applied = await this.deps.runtime.apply({
       spec: {
@@ -205,7 +208,7 @@ export class EnvironmentWorkloads implements WorkloadRules {
         // environment of before agents has none, and its exec goes through the engine).
         env: o.agentToken === null ? {} : { [AGENT_TOKEN_ENV]: o.agentToken },
         ...(o.agentToken === null ? {} : { agentPort: AGENT_PORT }),
-        tenantId: tenantId ?? '',
+        tenantId: tenantId ?? o.keptFor ?? '',
         warmPool: tenantId === null,
         kind: 'environment',
         resourceId: o.resourceId,

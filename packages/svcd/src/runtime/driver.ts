@@ -32,8 +32,9 @@ export interface WorkloadSpec {
   /** Instead of the image's ENTRYPOINT ([] for none). */
   entrypoint?: string[];
   /**
-   * Start it unassigned, on svc's internal warm-pool network (no way out, none to its peers),
-   * labelled for no tenant; assign hands it to one later. tenantId is not used.
+   * Start it unassigned, labelled for no tenant: on svc's internal warm-pool network (no way out,
+   * none to its peers), or, with a tenantId, on that tenant's network already (kept for it);
+   * assign hands it to one later.
    */
   warmPool?: boolean;
   /** A minimal init as PID 1 that reaps orphaned processes (environments, where exec starts many). */

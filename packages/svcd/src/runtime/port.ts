@@ -74,6 +74,11 @@ export const LABELS = {
   deployment: 'svc.deployment',
 } as const;
 
+/** A warm-pool workload waiting on the pool's own network (not one kept for a tenant, on the tenant's). */
+export function onWarmPoolNetwork(spec: Pick<WorkloadSpec, 'warmPool' | 'tenantId'>): boolean {
+  return spec.warmPool === true && spec.tenantId === '';
+}
+
 /** The labels of a workload svc runs: the spec's own, and svc's, by which the engine's state is matched to the store. */
 export function workloadLabels(spec: Pick<WorkloadSpec, 'labels' | 'warmPool' | 'tenantId' | 'kind' | 'resourceId'>, installation: string): Record<string, string> {
   return {

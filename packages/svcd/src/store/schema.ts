@@ -381,12 +381,17 @@ export interface WarmEnvironmentsTable {
   template_id: string;
   image: string;
   container_id: string;
-  status: 'starting' | 'ready' | 'claimed';
+  /** reserved (kept for a tenant, not started yet) -> starting -> ready -> claimed (then the row goes: the environment owns the container). */
+  status: 'reserved' | 'starting' | 'ready' | 'claimed';
   created_at: number;
   /** When a create claimed it (migration 0017): a hand-over unfinished long after was left by a dead svcd. */
   claimed_at: number | null;
   /** Its agent's token, sealed (migration 0018); the environment that takes it takes the token. */
   agent_token: string | null;
+  /** Whom it is kept for, on their network already (migration 0028); null: the shared pool, on the pool's network. */
+  tenant_id: string | null;
+  /** Where it answers once ready (migration 0028). */
+  address: string | null;
 }
 export type WarmEnvironmentRow = Selectable<WarmEnvironmentsTable>;
 

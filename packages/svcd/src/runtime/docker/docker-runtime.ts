@@ -21,6 +21,7 @@ import {
   WARM_POOL_NETWORK,
   WARM_POOL_TENANT,
   tenantNetworkName,
+  onWarmPoolNetwork,
   workloadLabels,
   type EngineInfo,
   type EngineStorage,
@@ -486,8 +487,8 @@ export class DockerRuntime implements Runtime {
       clock: this.clock,
       timers: this.timers,
       ensureNetwork: async (spec) => {
-        // A warm-pool workload's network is made by run(): it belongs to no tenant.
-        if (!spec.warmPool) await this.ensureTenantNetwork(spec.tenantId);
+        // The warm pool's own network is made by run(): it belongs to no tenant.
+        if (!onWarmPoolNetwork(spec)) await this.ensureTenantNetwork(spec.tenantId);
       },
       hasImage: (image) => this.hasImage(image),
       pullImage: (image, signal) => this.pullImage(image, signal),
@@ -514,11 +515,13 @@ export class DockerRuntime implements Runtime {
 
   /** Creates and starts the spec's container; returns its engine id. */
   private async run(spec: WorkloadSpec): Promise<string> {
-    if (spec.warmPool) await this.ensureWarmPoolNetwork();
-    const network = spec.warmPool ? WARM_POOL_NETWORK : tenantNetworkName(spec.tenantId);
+    const pooled = onWarmPoolNetwork(spec);
+    if (pooled) await this.ensureWarmPoolNetwork();
+    const network = pooled ? WARM_POOL_NETWORK : tenantNetworkName(spec.tenantId);
     const labels = workloadLabels(spec, this.installation);
     for (const v of spec.volumes ?? []) await this.ensureVolume(v.name, labels);
-    const cgroup = await this.tenantCgroup(spec.warmPool ? WARM_POOL_TENANT : spec.tenantId);
+    // One kept for a tenant runs in the tenant's CPU group, as the environment it becomes.
+    const cgroup = await this.tenantCgroup(pooled ? WARM_POOL_TENANT : spec.tenantId);
     const command = await this.command(spec);
     const mounts: Docker.MountSettings[] = (spec.volumes ?? []).map((v) => ({ Type: 'volume' as const, Source: v.name, Target: v.target }));
     if (command.underInit) mounts.push({ Type: 'bind', Source: command.underInit, Target: TENANT_INIT_PATH, ReadOnly: true });

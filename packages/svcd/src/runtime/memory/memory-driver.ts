@@ -25,7 +25,7 @@ import type {
   WorkloadSpec,
   WorkloadStats,
 } from '../driver.js';
-import { LABELS, WorkloadNotRunningError, workloadLabels } from '../port.js';
+import { LABELS, WorkloadNotRunningError, onWarmPoolNetwork, workloadLabels } from '../port.js';
 import { applyInOrder } from '../apply-sequence.js';
 
 /** How long a workload under a restart policy (engineRestarts) waits between an exit and its next start. */
@@ -73,6 +73,8 @@ interface MemoryWorkload {
   exitCode: number | null;
   finishedAtMs: number | null;
   address: string;
+  /** The tenant whose network it is on (null: the warm pool's). */
+  network: string | null;
   server: Server | null;
   /** The host port it publishes (spec.publish), bound from its start to its removal. */
   published: Server | null;
@@ -118,7 +120,7 @@ export class MemoryDriver implements WorkloadDriver {
       clock: this.clock,
       timers: this.timers,
       ensureNetwork: (spec) => {
-        if (!spec.warmPool) this.tenants.add(spec.tenantId);
+        if (!onWarmPoolNetwork(spec)) this.tenants.add(spec.tenantId);
         return Promise.resolve();
       },
       hasImage: (image) => this.hasImage(image),
@@ -176,7 +178,7 @@ export class MemoryDriver implements WorkloadDriver {
 
   releaseTenant(tenantId: string): Promise<boolean> {
     // Like an engine's network: in use while a workload runs on it; removed once (false after).
-    if ([...this.workloads.values()].some((w) => w.labels[LABELS.tenant] === tenantId && w.state !== 'exited')) return Promise.resolve(false);
+    if ([...this.workloads.values()].some((w) => w.network === tenantId && w.state !== 'exited')) return Promise.resolve(false);
     return Promise.resolve(this.tenants.delete(tenantId));
   }
 
@@ -260,6 +262,7 @@ export class MemoryDriver implements WorkloadDriver {
     const w = this.find(ref);
     if (!w) return Promise.reject(new Error(`No such container: ${ref}`));
     this.tenants.add(tenantId);
+    w.network = tenantId;
     return Promise.resolve(w.address);
   }
 
@@ -283,6 +286,11 @@ export class MemoryDriver implements WorkloadDriver {
     if (!pulled) return Promise.reject(new Error(`pull access denied for ${image}: repository does not exist`));
     this.images.set(image, pulled);
     return Promise.resolve();
+  }
+
+  /** Tests: the tenant whose network a workload is on (null: the warm pool's; undefined: no such workload). */
+  networkOf(ref: string): string | null | undefined {
+    return this.find(ref)?.network;
   }
 
   /** Named volumes that exist (created by an apply that mounts them, gone by removeVolume). */
@@ -310,6 +318,7 @@ export class MemoryDriver implements WorkloadDriver {
       exitCode: null,
       finishedAtMs: null,
       address: `127.${this.subnet}.${Math.floor(this.nextId / 250) % 250}.${(this.nextId % 250) + 2}`,
+      network: onWarmPoolNetwork(spec) ? null : spec.tenantId,
       server: null,
       published: null,
       stoppedBySvc: false,

@@ -27,6 +27,7 @@ import { healthChecks } from './0024_health_checks.js';
 import { pinnedNodes } from './0025_pinned_nodes.js';
 import { replicas } from './0026_replicas.js';
 import { environmentPorts } from './0027_environment_ports.js';
+import { warmReserve } from './0028_warm_reserve.js';
 
 /**
  * Numbered migrations, applied in order on start. Listed statically (not read from a folder) so
@@ -61,6 +62,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     '0025_pinned_nodes': pinnedNodes,
     '0026_replicas': replicas,
     '0027_environment_ports': environmentPorts,
+    '0028_warm_reserve': warmReserve,
   };
   return { getMigrations: () => Promise.resolve(migrations) };
 }
