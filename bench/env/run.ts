@@ -1,7 +1,8 @@
 // bench/env: create -> first successful exec (`true`), p50 and p95 over ROUNDS: from a warm
 // container kept for the tenant (on its network already), from the shared warm pool (moved onto
 // the tenant's network at the create), and cold (three svcd processes on one engine: two keep a
-// warm pool, one of them with --env-warm-reserve 0, one none; the rounds alternate); and the
+// warm pool, one of them with --env-warm-reserve 0, one none; the rounds alternate), beside the
+// bare Engine's create, start and exec of `true` in the same image and runtime; and the
 // exec round trip of `true` through svc's API against the bare Engine exec (create, start,
 // inspect) of `true` in the same container, alternating; 1 MB written and read back through the
 // files API against the Engine's archive API, alternating. Environments run on the template
@@ -70,6 +71,26 @@ async function untilReady(side: { dir: string; tenantId: string }, kept: boolean
   }
 }
 
+/** The bare Engine's cold path a user without svc would take: create, start, then exec `true` in the container, under the same runtime. */
+async function bareColdToExec(runtime: string): Promise<number> {
+  const t0 = performance.now();
+  const container = await docker.createContainer({ Image: TEMPLATE_IMAGES.default, Entrypoint: ['sleep'], Cmd: ['infinity'], HostConfig: { Runtime: runtime } });
+  try {
+    await container.start();
+    const exec = await container.exec({ Cmd: ['true'], AttachStdout: true, AttachStderr: true });
+    const stream = await exec.start({ hijack: true, stdin: false });
+    await new Promise<void>((r) => {
+      stream.on('end', r);
+      stream.on('close', r);
+      stream.resume();
+    });
+    if ((await exec.inspect()).ExitCode !== 0) throw new Error('bare exec failed');
+    return performance.now() - t0;
+  } finally {
+    await container.remove({ force: true });
+  }
+}
+
 async function createToExec(c: SvcClient, name: string): Promise<{ ms: number; createMs: number; id: string }> {
   const t0 = performance.now();
   const env = await c.createEnvironment({ name, template_id: 'default' });
@@ -82,10 +103,12 @@ async function createToExec(c: SvcClient, name: string): Promise<{ ms: number; c
 }
 
 await ensureTemplateImages(['default']);
+const engineInfo = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+const runtime = SANDBOX === 'auto' && 'runsc' in (engineInfo.Runtimes ?? {}) ? 'runsc' : 'runc';
 const kept = await startSvc('kept', POOL);
 const shared = await startSvc('shared', POOL, 0);
 const cold = await startSvc('cold', 0);
-const times = { kept: [] as number[], keptCreate: [] as number[], shared: [] as number[], sharedCreate: [] as number[], cold: [] as number[], coldCreate: [] as number[], svcExec: [] as number[], bareExec: [] as number[], svcFiles: [] as number[], bareFiles: [] as number[] };
+const times = { kept: [] as number[], keptCreate: [] as number[], shared: [] as number[], sharedCreate: [] as number[], cold: [] as number[], coldCreate: [] as number[], bareCold: [] as number[], svcExec: [] as number[], bareExec: [] as number[], svcFiles: [] as number[], bareFiles: [] as number[] };
 const poolWorkloads = new Set<string>();
 try {
   // The kept side's tenant takes one first: from then on the next is kept for it.
@@ -108,6 +131,7 @@ try {
     times.cold.push(c.ms);
     times.coldCreate.push(c.createMs);
     await cold.client.deleteEnvironment(c.id);
+    times.bareCold.push(await bareColdToExec(runtime));
     process.stderr.write(`bench-env: round ${i + 1}/${ROUNDS}: kept ${Math.round(k.ms)} ms, shared pool ${Math.round(w.ms)} ms, cold ${Math.round(c.ms)} ms\n`);
   }
 
@@ -176,13 +200,12 @@ try {
   await removeTenantWorkloads([kept.tenantId, shared.tenantId, cold.tenantId]);
   for (const side of [kept, shared, cold]) rmSync(side.dir, { recursive: true, force: true });
 }
-const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
-const runtime = SANDBOX === 'auto' && 'runsc' in (info.Runtimes ?? {}) ? 'runsc' : 'runc';
 const ms = (x: number) => `${Math.round(x)}`;
 console.log(`\n| create -> first exec (${runtime}, ${ROUNDS} rounds) | p50 ms | p95 ms | of which create, p50 ms |\n|---|---|---|---|`);
 console.log(`| warm, kept for the tenant (issue 24: p50 at most 50 ms) | ${ms(median(times.kept))} | ${ms(p95(times.kept))} | ${ms(median(times.keptCreate))} |`);
 console.log(`| warm, shared pool (moved onto the tenant's network; target p50 under 100 ms) | ${ms(median(times.shared))} | ${ms(p95(times.shared))} | ${ms(median(times.sharedCreate))} |`);
 console.log(`| cold | ${ms(median(times.cold))} | ${ms(p95(times.cold))} | ${ms(median(times.coldCreate))} |`);
+console.log(`| bare Engine: create, start, exec (same image and runtime; against cold: ${(median(times.cold) / median(times.bareCold)).toFixed(2)}) | ${ms(median(times.bareCold))} | ${ms(p95(times.bareCold))} | |`);
 const ratio = median(times.svcExec) / median(times.bareExec);
 console.log(`\n| exec of \`true\`, median of ${ROUNDS} | svc API ms | bare Engine exec ms | ratio (target at most 1.2) |\n|---|---|---|---|`);
 console.log(`| round trip | ${median(times.svcExec).toFixed(1)} | ${median(times.bareExec).toFixed(1)} | ${ratio.toFixed(2)} |`);
