@@ -1,5 +1,6 @@
 // The command tree of svc, built apart from running it, so that tests can walk it (every command
 // has a description and an example) and `svc completion` can describe it.
+import { createRequire } from 'node:module';
 import { Command } from 'commander';
 import { clientFromConfig, type Cli } from './context.js';
 import { colorWanted, output } from './output.js';
@@ -13,9 +14,13 @@ import { environmentCommands } from './commands/environments.js';
 import { completionCommand } from './commands/completion.js';
 import { addExamples } from './examples.js';
 
+/** The CLI's version: its package's (src/ and dist/ are both one level below package.json). */
+export const CLI_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
 export function buildProgram(): Command {
   const program = new Command('svc')
     .description('svc command-line client (config: ~/.config/svc/config.json or $SVC_CONFIG; SVC_URL and SVC_API_KEY override it)')
+    .version(CLI_VERSION, '-V, --version', "the CLI's version")
     .option('--json', 'print JSON instead of tables')
     .option('--wide', 'tables with every field (lists show a few by default)')
     .showHelpAfterError();

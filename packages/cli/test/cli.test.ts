@@ -26,6 +26,12 @@ describe('svc CLI', () => {
   });
   after(() => t.close());
 
+  test("--version prints the CLI's version", async () => {
+    const pkg = JSON.parse(readFileSync(resolve(import.meta.dirname, '../package.json'), 'utf8')) as { version: string };
+    assert.equal((await svc('--version')).stdout, `${pkg.version}\n`);
+    assert.equal((await svc('-V')).stdout, `${pkg.version}\n`);
+  });
+
   test('register logs in, with the key saved in a 0600 config file', async () => {
     const r = await svc('--json', 'register', '--url', t.url, '--name', 'cli-tenant', '--email', 'cli@x.io');
     const out = JSON.parse(r.stdout) as { tenant_id: string; api_key: string };
