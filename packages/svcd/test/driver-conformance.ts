@@ -28,6 +28,8 @@ export interface DriverFixture {
   missing: string;
   /** Removes what the cases left (by tenant). */
   cleanup(tenantIds: string[]): Promise<void>;
+  /** The networks a workload is on: a tenant's by the tenant's id, the warm pool's as `warm-pool`. */
+  networksOf(ref: string): Promise<string[]>;
 }
 
 const PORT = 8000;
@@ -152,6 +154,29 @@ export function driverConformance(name: string, setup: () => Promise<DriverFixtu
       const named = (await f.driver.list({ tenantId: tenant })).filter((w) => w.name === s.name);
       assert.deepEqual(named.map((w) => w.id), [won[0]?.value.ref]);
       await f.driver.remove(s.name);
+    });
+
+    test("a warm-pool workload waits on the pool's network, or, kept for a tenant, on that tenant's; assign leaves it on the new tenant's network and no other tenant's", async () => {
+      // Another tenant, its bridge named apart (a bridge is named after the start of the tenant id).
+      const other = `kept${Math.random().toString(36).slice(2, 10)}`;
+      const pooled = await f.driver.apply(request(spec(f.idle, { kind: 'environment', warmPool: true, tenantId: '' })));
+      const kept = await f.driver.apply(request(spec(f.idle, { kind: 'environment', warmPool: true, tenantId: other })));
+      try {
+        assert.deepEqual(await f.networksOf(pooled.ref), ['warm-pool']);
+        assert.deepEqual(await f.networksOf(kept.ref), [other], "kept: on its tenant's network from its start");
+        assert.equal((await f.driver.inspect(kept.ref))?.labels['svc.tenant'], 'warm-pool', "the pool's until handed over");
+        // Handed to another tenant (whatever offered it): off the first tenant's network before it answers.
+        const address = await f.driver.assign(kept.ref, tenant);
+        assert.deepEqual(await f.networksOf(kept.ref), [tenant]);
+        assert.equal(address, (await f.driver.inspect(kept.ref))?.address?.host);
+        const pooledAddress = await f.driver.assign(pooled.ref, tenant);
+        assert.ok((await f.networksOf(pooled.ref)).includes(tenant));
+        assert.ok(pooledAddress);
+      } finally {
+        await f.driver.remove(pooled.ref);
+        await f.driver.remove(kept.ref);
+        await f.driver.releaseTenant(other);
+      }
     });
 
     test('a workload without a port is ready once it runs; exec runs in it, and not once it stopped', async () => {

@@ -1,9 +1,9 @@
 // The Docker Engine driver held to the driver port's contract (driver-conformance.ts), on the
 // real engine: the same cases the in-memory driver passes.
-import { DockerRuntime } from '../src/runtime/index.js';
+import { DockerRuntime, TENANT_NETWORK_PREFIX, WARM_POOL_NETWORK } from '../src/runtime/index.js';
 import { driverConformance } from './driver-conformance.js';
 import { DOCKER_HOST } from './harness.js';
-import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, ensureTestImages } from './images.js';
+import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, docker, ensureTestImages } from './images.js';
 import { TEMPLATE_IMAGES, ensureTemplateImages } from './operator-images.js';
 
 driverConformance('docker', async () => {
@@ -23,5 +23,7 @@ driverConformance('docker', async () => {
         await driver.releaseTenant(tenantId);
       }
     },
+    networksOf: async (ref) =>
+      Object.keys((await docker.getContainer(ref).inspect()).NetworkSettings.Networks).map((n) => (n === WARM_POOL_NETWORK ? 'warm-pool' : n.replace(TENANT_NETWORK_PREFIX, ''))),
   };
 });

@@ -20,5 +20,9 @@ driverConformance('memory', () => {
       for (const tenantId of tenantIds) for (const w of await driver.list({ tenantId })) await driver.remove(w.id);
       await driver.close();
     },
+    networksOf: (ref) => {
+      const network = driver.networkOf(ref);
+      return Promise.resolve(network === undefined ? [] : [network ?? 'warm-pool']);
+    },
   });
 });

@@ -340,8 +340,10 @@ eachStore((kind) => {
   describe(`warm containers kept for a tenant, on the memory driver (${kind})`, () => {
     let t: TestServer;
     let mem: ReturnType<typeof memoryRuntime>;
-    /** Containers moved onto a tenant's network at a hand-over. */
+    /** Containers moved onto a tenant's network at a hand-over (tried). */
     const moved: string[] = [];
+    /** While set, the move fails as an engine that went away does. */
+    let engineAway = false;
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
@@ -349,11 +351,11 @@ eachStore((kind) => {
         ...mem.runtime,
         assign: (ref, tenantId) => {
           moved.push(ref);
-          return mem.runtime.assign(ref, tenantId);
+          return engineAway ? Promise.reject(new RuntimeUnavailableError('container engine unavailable')) : mem.runtime.assign(ref, tenantId);
         },
       };
-      // One kept in all; one not taken goes after 8 s.
-      t = await startServer({ store: kind, realTime: true, config: { environmentImages, environmentWarmPool: 1, environmentWarmReserve: 1 }, overrides: { runtime, warmKeptIdleS: 8 } });
+      // Two shared per template; one kept in all; one not taken goes after 8 s.
+      t = await startServer({ store: kind, realTime: true, config: { environmentImages, environmentWarmPool: 2, environmentWarmReserve: 1 }, overrides: { runtime, warmKeptIdleS: 8 } });
     });
     after(async () => {
       await t.close();
@@ -362,12 +364,12 @@ eachStore((kind) => {
 
     test("a tenant that took one gets the next of the template kept on its own network: its next create moves nothing; no other tenant gets it; it goes when not taken in time, or when its tenant is suspended", async () => {
       const shared = () => t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody');
-      const sharedReady = () => waitFor('the shared pool to fill', async () => ((await shared()).length === 1 ? true : undefined), 20_000);
+      const sharedReady = () => waitFor('the shared pool to fill', async () => ((await shared()).length === 2 ? true : undefined), 20_000);
       const keptFor = async (tenantId: string) => (await t.deps.store.warmPool.all()).find((r) => r.tenant_id === tenantId);
       const keptReady = (tenantId: string, not?: string) =>
         waitFor(`a container kept for ${tenantId}`, async () => {
           const r = await keptFor(tenantId);
-          return r?.status === 'ready' && r.workload !== not ? r : undefined;
+          return r?.status === 'kept' && r.workload !== not ? r : undefined;
         }, 20_000);
       const workloadOf = async (id: string) => (await t.deps.store.environments.findAny(id))?.workload;
 
@@ -379,6 +381,10 @@ eachStore((kind) => {
       assert.equal(mem.driver.networkOf(kept.container_id), a.id, "started on the tenant's network");
       assert.equal((await mem.driver.inspect(kept.container_id))?.labels['svc.tenant'], 'warm-pool', "the pool's until taken");
       assert.ok(kept.address);
+      // A workload of its own kind, under its tenant: an svcd of before kept ones never starts it,
+      // and its removal gives the tenant's network up.
+      const w = await t.deps.store.workloads.find('warm-kept', kept.workload);
+      assert.deepEqual(w && [w.tenant_id, w.observed_state], [a.id, 'running']);
 
       await sharedReady();
       const other = await b.client.createEnvironment({ name: 'other', template_id: 'default' });
@@ -403,6 +409,22 @@ eachStore((kind) => {
       const last = await keptReady(a.id);
       await a.client.suspendTenant();
       await waitFor("the suspended tenant's to go", async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(last.container_id)) === null ? true : undefined), 30_000);
+    });
+
+    test('a hand-over that fails keeps nothing for the tenant; with the engine away, one shared container is tried, not every one', async () => {
+      await waitFor('the shared pool to fill', async () => ((await t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody')).length === 2 ? true : undefined), 20_000);
+      const c = await newTenant(t);
+      const before = moved.length;
+      engineAway = true;
+      try {
+        // The move fails; the controller then runs one for it (this "engine" still starts containers).
+        const env = await c.client.createEnvironment({ name: 'away', template_id: 'default' });
+        assert.equal(env.status, 'running');
+      } finally {
+        engineAway = false;
+      }
+      assert.equal(moved.length - before, 1, 'the next shared one is not tried while the engine is away');
+      assert.equal((await t.deps.store.warmPool.all()).some((w) => w.tenant_id === c.id), false, 'nothing kept for a hand-over that did not happen');
     });
   });
 });

@@ -635,7 +635,7 @@ describe('environments: the warm pool', () => {
   test("a tenant that took one gets the next kept on its own network from its start: its next create moves nothing; another tenant never gets it; suspended, it goes, and the tenant's network with it", async () => {
     const keptFor = async (tenantId: string, not?: string) => {
       const r = (await t.deps.store.warmPool.all()).find((w) => w.tenant_id === tenantId);
-      return r?.status === 'ready' && r.workload !== not ? r : undefined;
+      return r?.status === 'kept' && r.workload !== not ? r : undefined;
     };
     const workloadOf = async (id: string) => (await t.deps.store.environments.findAny(id))?.workload;
     const networksOf = async (name: string) => Object.keys((await docker.getContainer(name).inspect()).NetworkSettings.Networks);

@@ -304,7 +304,7 @@ eachStore((kind) => {
       const claims = await Promise.all([store.warmPool.claim('w0', T), second.warmPool.claim('w0', T)]);
       assert.deepEqual(claims.sort(), [false, true]);
       assert.equal(await store.warmPool.claim('w2', T), false, 'not ready yet');
-      await store.warmPool.markReady('w2', 'c-real', '10.0.0.2');
+      await store.warmPool.markReady('w2', 'c-real', '10.0.0.2', 'ready');
       assert.equal((await store.warmPool.find('w2'))?.address, '10.0.0.2');
       assert.equal(await store.warmPool.claim('w2', T), true);
       await store.warmPool.delete('w0');
@@ -323,11 +323,14 @@ eachStore((kind) => {
       assert.equal(await store.warmPool.keptCount(), 3);
       assert.equal(await store.warmPool.markStarting('k-a', T + 1), true);
       assert.equal(await store.warmPool.markStarting('k-a', T + 1), false, 'once');
-      await store.warmPool.markReady('k-a', 'c-a', '10.1.0.5');
+      await store.warmPool.markReady('k-a', 'c-a', '10.1.0.5', 'kept');
       await store.warmPool.markStarting('k-b', T + 1);
-      await store.warmPool.markReady('k-b', 'c-b', '10.2.0.5');
+      await store.warmPool.markReady('k-b', 'c-b', '10.2.0.5', 'kept');
       assert.deepEqual((await store.warmPool.ready('node', 'node:24', 'tA')).map((w) => w.workload), ['k-a', 'k-shared'], "its own first (though newer), then the shared one");
       assert.deepEqual((await store.warmPool.ready('node', 'node:24', 'tC')).map((w) => w.workload), ['k-shared'], "never one kept for another tenant");
+      // An svcd of before kept ones (an upgrade under way) takes only `ready` rows: no kept one.
+      const older = (await store.warmPool.all()).filter((w) => w.template_id === 'node' && w.status === 'ready').map((w) => w.workload);
+      assert.deepEqual(older, ['k-shared'], 'kept ones are not `ready`');
       // Taken: the next one may be kept for the tenant while the taken one is still on its way out.
       assert.equal(await store.warmPool.claim('k-a', T + 2), true);
       assert.equal(await store.warmPool.keptCount(), 2, 'a taken one counts no more');

@@ -246,6 +246,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         if (!(await tx.workloads.observe(workloadRowId(row.id), holder, 1, observation, now))) return false;
         await tx.environments.update(row.id, { status: 'running', workload: warm.workload, container_id: warm.containerId, address: warm.address, agent_token: warm.agentToken, updated_at: now });
         await tx.warmPool.delete(warm.workload);
+        await warm.keepNext(tx);
         await this.deps.activity.record(tx, { tenantId: row.tenant_id, action: 'environment.created', resourceType: 'environment', resourceId: row.id, details: { name: row.name, template_id: row.template_id } });
         return true;
       })
@@ -253,11 +254,8 @@ export class Environments implements TenantResources, DiskOverrunHalt {
         this.deps.log.warn({ err, environment: row.id }, 'a warm environment could not be recorded as handed over; a new one is started');
         return false;
       });
-    if (!handedOver) {
-      await this.deps.runtime.remove(warm.containerId).catch(() => {});
-      await this.deps.runtime.removeVolume(warm.workload).catch(() => {});
-      await this.deps.store.warmPool.delete(warm.workload).catch(() => {});
-    }
+    // It is on the tenant's network: given up with it when nothing else is on it.
+    if (!handedOver) await this.warmPool?.removeClaimed(warm.workload, row.tenant_id).catch(() => {});
     return handedOver;
   }
 

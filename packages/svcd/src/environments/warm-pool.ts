@@ -10,15 +10,17 @@
 //
 // The move onto the tenant's network is the engine's network connect, ~50 ms here, and a
 // command needs its network: so a tenant that took a container of a template gets the next one
-// of it kept for it, started on its own network already (--env-warm-reserve of them in all, each
-// for 10 minutes), and its next create of that template hands it over with no engine call at
-// all. A kept container is still the pool's (labelled so, running nothing of the tenant's); it
-// is never handed to anyone else, and goes when its tenant is suspended or deleted.
+// of it kept for it, started on that tenant's network already (--env-warm-reserve of them in
+// all, each for 10 minutes), and its next create of that template hands it over with no engine
+// call at all. A kept container is still the pool's (labelled so, running nothing of the
+// tenant's) but a workload of its own kind, `warm-kept`, with a status of its own, `kept`: an
+// svcd of before them (an upgrade under way) neither starts one nor offers it to anyone. It is
+// never handed to another tenant, and goes at the next refill once its tenant is suspended.
 import type { TemplateId } from '@svc/contract';
 import { TEMPLATE_IDS } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
 import { hexId } from '../ids.js';
-import { WARM_POOL_TENANT, type Applied } from '../runtime/index.js';
+import { WARM_POOL_TENANT, isEngineFault, type Applied } from '../runtime/index.js';
 import type { Repositories, WarmEnvironmentRow, WorkloadRow } from '../store/index.js';
 import { parseSpecRecord, type WorkloadController, type WorkloadOutcome, type WorkloadRules, type WorkloadSpecRecord } from '../workloads/controller.js';
 import type { Platform } from '../platform.js';
@@ -52,6 +54,16 @@ export interface ClaimedWorkload {
   address: string | null;
   /** Its agent's token, sealed, for the environment's record. */
   agentToken: string | null;
+  /**
+   * Keeps the next container of the template for the tenant, in the transaction that hands this
+   * one over (so a hand-over that fails keeps nothing).
+   */
+  keepNext(tx: Repositories): Promise<void>;
+}
+
+/** The workload kind of a pool row: the shared pool's, or one kept for a tenant. */
+function kindOf(w: Pick<WarmEnvironmentRow, 'tenant_id'>): 'warm' | 'warm-kept' {
+  return w.tenant_id === null ? 'warm' : 'warm-kept';
 }
 
 /** What a WarmPool is built from, by name. */
@@ -63,21 +75,22 @@ export class WarmPool implements WorkloadRules {
 
   constructor(private readonly deps: WarmPoolDeps) {
     deps.controller.handle('warm', this);
+    deps.controller.handle('warm-kept', this);
   }
 
   /** A ready container of the template, now on the tenant's network; null when none is ready. */
   async claim(templateId: TemplateId, tenantId: string): Promise<ClaimedWorkload | null> {
-    // The agent token of the next one, should it be kept for this tenant: made outside the transaction.
+    // The agent token of the next one, should it be kept for this tenant: made outside any transaction.
     const keptToken = (await this.deps.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null;
+    const keepNext = (tx: Repositories) => this.keepNext(tx, templateId, tenantId, keptToken);
     for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId], tenantId)) {
       // Its workload row goes with the claim: no controller restarts or removes it from now on.
       // One a controller works on (reconcile found it stopped) is left to it. The workload row
       // first, as in every transaction that writes both.
       const claimed = await this.deps.store
         .transaction(async (tx) => {
-          if (!(await tx.workloads.forgetSettled('warm', w.workload))) return false; // another create took it, or a controller has it
+          if (!(await tx.workloads.forgetSettled(kindOf(w), w.workload))) return false; // another create took it, or a controller has it
           if (!(await tx.warmPool.claim(w.workload, unixSeconds(this.deps.clock)))) throw new NotClaimable();
-          await this.keepNext(tx, templateId, tenantId, keptToken);
           return true;
         })
         .catch((err: unknown) => {
@@ -86,14 +99,16 @@ export class WarmPool implements WorkloadRules {
         });
       if (!claimed) continue;
       try {
-        // One kept for this tenant is on its network already (ready.ts never gives one kept for another).
-        const address = w.tenant_id === tenantId ? (w.address ?? (await this.deps.runtime.inspect(w.container_id))?.address?.host ?? null) : await this.deps.runtime.assign(w.container_id, tenantId);
+        // One kept for this tenant is on its network already (ready() gives no one kept for another).
+        const address = w.tenant_id === tenantId ? w.address : await this.deps.runtime.assign(w.container_id, tenantId);
         this.deps.taken();
         // Its pool row stays `claimed` until the environment's transaction takes it over.
-        return { workload: w.workload, containerId: w.container_id, address, agentToken: w.agent_token };
+        return { workload: w.workload, containerId: w.container_id, address, agentToken: w.agent_token, keepNext };
       } catch (err) {
         this.deps.log.warn({ err, workload: w.workload }, 'a warm environment could not be handed over; discarded');
-        await this.removeClaimed(w.workload);
+        await this.removeClaimed(w.workload, tenantId);
+        // The engine away: the next ones would fail the same way, and each would be lost to the pool.
+        if (isEngineFault(err)) return null;
       }
     }
     return null;
@@ -101,8 +116,9 @@ export class WarmPool implements WorkloadRules {
 
   /**
    * The next container of the template is kept for the tenant that took one, unless one is kept
-   * for it already or --env-warm-reserve are kept in all; the refill starts it (after the
-   * refill's delay: the new owner's first commands come right after this hand-over).
+   * for it already or about --env-warm-reserve are kept in all (two claims at once may both pass
+   * the count: the refill holds the number it starts to the flag); the refill starts it a
+   * second later, after the new owner's first commands.
    */
   private async keepNext(tx: Repositories, templateId: TemplateId, tenantId: string, token: string | null): Promise<void> {
     if (this.deps.kept === 0 || this.deps.size === 0) return;
@@ -139,15 +155,15 @@ export class WarmPool implements WorkloadRules {
       const stale = (w.claimed_at ?? w.created_at) < now - STALE_S;
       if (w.status === 'claimed') {
         // A hand-over a dead svcd did not finish: the container goes unless an environment has it.
-        if (stale && !(await this.deps.store.environments.usesWorkload(w.workload))) await this.removeClaimed(w.workload);
+        if (stale && !(await this.deps.store.environments.usesWorkload(w.workload))) await this.removeClaimed(w.workload, w.tenant_id);
         else if (stale) await this.deps.store.warmPool.delete(w.workload);
         continue;
       }
       // An image flag changed, or the pool shrank: what is not wanted any more goes.
       const outdated = w.image !== this.deps.images[w.template_id as TemplateId] || this.deps.size === 0 || (w.tenant_id !== null && this.deps.kept === 0);
       // A starting row with no workload row is from a svcd of before the controller.
-      const orphaned = w.status === 'starting' && stale && !(await this.deps.store.workloads.find('warm', w.workload));
-      if (outdated || orphaned || (await this.keptNoLonger(w, now))) await this.discard(w.workload);
+      const orphaned = w.status === 'starting' && stale && !(await this.deps.store.workloads.find(kindOf(w), w.workload));
+      if (outdated || orphaned || (await this.keptNoLonger(w, now))) await this.discard(w);
     }
     await this.removeStrays(new Set(rows.map((w) => w.workload)));
     if (this.deps.size === 0) return;
@@ -165,15 +181,23 @@ export class WarmPool implements WorkloadRules {
       });
       added = true;
     }
-    // Kept ones, one starting at a time (each takes both cores here for a moment), oldest wish first.
+    // Kept ones, one starting at a time (each takes both cores here for a moment), oldest wish
+    // first; a wish past --env-warm-reserve started or running (two claims at once) goes.
     const wished = rowsNow.filter((w) => w.status === 'reserved').sort((a, b) => a.created_at - b.created_at)[0];
-    if (wished && !rowsNow.some((w) => w.tenant_id !== null && w.status === 'starting')) {
+    const live = rowsNow.filter((w) => w.tenant_id !== null && (w.status === 'starting' || w.status === 'kept')).length;
+    if (wished && live >= this.deps.kept) await this.deps.store.warmPool.delete(wished.workload);
+    else if (wished && !rowsNow.some((w) => w.tenant_id !== null && w.status === 'starting')) {
       const spec: WorkloadSpecRecord = { name: wished.workload, volumes: [wished.workload] };
-      await this.deps.store.transaction(async (tx) => {
-        if (!(await tx.warmPool.markStarting(wished.workload, now))) return;
-        // Under its tenant: its removal gives the tenant's network up when nothing else is on it.
-        await tx.workloads.insertPending({ id: wished.workload, tenant_id: wished.tenant_id ?? WARM_POOL_TENANT, kind: 'warm', resource_id: wished.workload, spec: JSON.stringify(spec) }, now);
-      });
+      await this.deps.store
+        .transaction(async (tx) => {
+          // The workload row first, as in every transaction that writes both; under its tenant:
+          // its removal gives the tenant's network up when nothing else is on it.
+          await tx.workloads.insertPending({ id: wished.workload, tenant_id: wished.tenant_id ?? WARM_POOL_TENANT, kind: 'warm-kept', resource_id: wished.workload, spec: JSON.stringify(spec) }, now);
+          if (!(await tx.warmPool.markStarting(wished.workload, now))) throw new NotClaimable(); // gone meanwhile: nothing written
+        })
+        .catch((err: unknown) => {
+          if (!(err instanceof NotClaimable)) throw err;
+        });
       added = true;
     }
     if (added) this.deps.controller.kick();
@@ -183,7 +207,7 @@ export class WarmPool implements WorkloadRules {
   private async keptNoLonger(w: WarmEnvironmentRow, now: number): Promise<boolean> {
     if (w.tenant_id === null) return false;
     if ((await this.deps.store.tenants.findById(w.tenant_id))?.status !== 'active') return true;
-    return w.status === 'ready' && w.created_at < now - this.deps.keptIdleS;
+    return w.status === 'kept' && w.created_at < now - this.deps.keptIdleS;
   }
 
   /** Starts a pool container of its row's template (ready once its agent answers and a first command ran). */
@@ -206,13 +230,14 @@ export class WarmPool implements WorkloadRules {
   async observed(tx: Repositories, w: WorkloadRow, outcome: WorkloadOutcome): Promise<void> {
     switch (outcome.state) {
       case 'running':
-        await tx.warmPool.markReady(w.resource_id, outcome.applied.ref, outcome.applied.endpoint.host || null);
+        // A kept one is `kept`, not `ready`: an svcd of before kept ones offers it to no one.
+        await tx.warmPool.markReady(w.resource_id, outcome.applied.ref, outcome.applied.endpoint.host || null, w.kind === 'warm-kept' ? 'kept' : 'ready');
         // The next one of its template may start.
         tx.afterCommit(() => this.deps.taken());
         return;
       case 'failed':
         // Not tried again: the next refill starts another (a template image that cannot run keeps failing, logged).
-        await tx.workloads.request('warm', w.resource_id, 'absent', unixSeconds(this.deps.clock));
+        await tx.workloads.request(w.kind, w.resource_id, 'absent', unixSeconds(this.deps.clock));
         await tx.warmPool.delete(w.resource_id);
         return;
       case 'waiting':
@@ -223,10 +248,10 @@ export class WarmPool implements WorkloadRules {
   }
 
   /** A pool container not taken: it goes with its workload (the controller removes it and its volume). */
-  private async discard(workload: string): Promise<void> {
+  private async discard(w: WarmEnvironmentRow): Promise<void> {
     await this.deps.store.transaction(async (tx) => {
-      await tx.workloads.request('warm', workload, 'absent', unixSeconds(this.deps.clock));
-      await tx.warmPool.delete(workload);
+      await tx.workloads.request(kindOf(w), w.workload, 'absent', unixSeconds(this.deps.clock));
+      await tx.warmPool.delete(w.workload);
     });
     this.deps.controller.kick();
   }
@@ -242,16 +267,30 @@ export class WarmPool implements WorkloadRules {
     for (const c of await this.deps.runtime.list({ tenantId: WARM_POOL_TENANT })) {
       if (listed.has(c.name) || (await this.deps.store.warmPool.find(c.name))) continue;
       if ((await this.deps.store.workloads.find('warm', c.name)) || (await this.deps.store.environments.usesWorkload(c.name))) continue;
+      // One kept for a tenant whose pool row went (an svcd of before kept ones discarding it):
+      // its workload goes, through the controller, which gives the tenant's network up after it.
+      const kept = await this.deps.store.workloads.find('warm-kept', c.name);
+      if (kept) {
+        if (kept.desired_state !== 'absent') await this.deps.store.workloads.request('warm-kept', c.name, 'absent', unixSeconds(this.deps.clock));
+        this.deps.controller.kick();
+        continue;
+      }
       if (await this.deps.store.workloads.findByDriverRef(c.id)) continue;
-      await this.removeClaimed(c.name);
+      // Whose network it may be on is not known here: the tenant's next removal gives it up.
+      await this.removeClaimed(c.name, null);
       this.deps.log.info({ container: c.id, workload: c.name }, 'removed a warm-pool container nothing owns');
     }
   }
 
-  /** A claimed container no environment got: its workload row went with the claim, so it is removed here. */
-  private async removeClaimed(workload: string): Promise<void> {
+  /**
+   * A claimed container no environment got: its workload row went with the claim, so it is
+   * removed here, and the network of the tenant it was on (`tenantId`, when known) given up when
+   * nothing else is on it, as the controller does after a removal.
+   */
+  async removeClaimed(workload: string, tenantId: string | null): Promise<void> {
     await this.deps.runtime.remove(workload).catch(() => {});
     await this.deps.runtime.removeVolume(workload).catch(() => {});
+    if (tenantId !== null) await this.deps.runtime.releaseTenant(tenantId).catch(() => {});
     await this.deps.store.warmPool.delete(workload);
   }
 }

@@ -381,8 +381,11 @@ export interface WarmEnvironmentsTable {
   template_id: string;
   image: string;
   container_id: string;
-  /** reserved (kept for a tenant, not started yet) -> starting -> ready -> claimed (then the row goes: the environment owns the container). */
-  status: 'reserved' | 'starting' | 'ready' | 'claimed';
+  /**
+   * starting -> ready -> claimed (then the row goes: the environment owns the container); one
+   * kept for a tenant: reserved (wanted, not started yet) -> starting -> kept -> claimed.
+   */
+  status: 'reserved' | 'starting' | 'ready' | 'kept' | 'claimed';
   created_at: number;
   /** When a create claimed it (migration 0017): a hand-over unfinished long after was left by a dead svcd. */
   claimed_at: number | null;
@@ -453,7 +456,8 @@ export interface SettingsTable {
 export interface WorkloadsTable {
   id: string;
   tenant_id: string;
-  kind: 'service' | 'database' | 'kanban' | 'environment' | 'warm';
+  /** warm: the shared warm pool's; warm-kept: a warm container kept for a tenant (environments/warm-pool.ts). */
+  kind: 'service' | 'database' | 'kanban' | 'environment' | 'warm' | 'warm-kept';
   resource_id: string;
   /** JSON WorkloadSpecRecord. */
   spec: string;

@@ -30,9 +30,9 @@ export class WarmPoolStore {
     return Number(r.numUpdatedRows) === 1;
   }
 
-  /** Ready on that container at that address (a ready one started again after it was lost runs on a new one); not once claimed. */
-  async markReady(workload: string, containerId: string, address: string | null): Promise<void> {
-    await this.db.updateTable('warm_environments').set({ status: 'ready', container_id: containerId, address }).where('workload', '=', workload).where('status', '!=', 'claimed').execute();
+  /** Ready (`kept`: for its tenant) on that container at that address (a ready one started again after it was lost runs on a new one); not once claimed. */
+  async markReady(workload: string, containerId: string, address: string | null, status: 'ready' | 'kept'): Promise<void> {
+    await this.db.updateTable('warm_environments').set({ status, container_id: containerId, address }).where('workload', '=', workload).where('status', '!=', 'claimed').execute();
   }
 
   async find(workload: string): Promise<WarmEnvironmentRow | undefined> {
@@ -49,17 +49,16 @@ export class WarmPoolStore {
       .selectAll()
       .where('template_id', '=', templateId)
       .where('image', '=', image)
-      .where('status', '=', 'ready')
-      .where((eb) => eb.or([eb('tenant_id', '=', tenantId), eb('tenant_id', 'is', null)]))
+      .where((eb) => eb.or([eb.and([eb('status', '=', 'kept'), eb('tenant_id', '=', tenantId)]), eb.and([eb('status', '=', 'ready'), eb('tenant_id', 'is', null)])]))
       // The tenant's own before the shared ones (false sorts first on both stores).
       .orderBy(sql`tenant_id IS NULL`)
       .orderBy('created_at')
       .execute();
   }
 
-  /** Takes a ready container; false when someone else took it first (the condition settles it). */
+  /** Takes a ready (or kept) container; false when someone else took it first (the condition settles it). */
   async claim(workload: string, now: number): Promise<boolean> {
-    const r = await this.db.updateTable('warm_environments').set({ status: 'claimed', claimed_at: now }).where('workload', '=', workload).where('status', '=', 'ready').executeTakeFirst();
+    const r = await this.db.updateTable('warm_environments').set({ status: 'claimed', claimed_at: now }).where('workload', '=', workload).where('status', 'in', ['ready', 'kept']).executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }
 

@@ -243,7 +243,7 @@ export class WorkloadController {
   private async removeOrphans(): Promise<void> {
     for (const kind of this.rules.keys()) {
       // Warm-pool containers are labelled as the environments they become.
-      if (kind === 'warm') continue;
+      if (kind === 'warm' || kind === 'warm-kept') continue;
       for (const c of await this.deps.runtime.list({ kind })) {
         const resourceId = c.labels[LABELS.resource];
         if (c.labels[LABELS.tenant] === WARM_POOL_TENANT) continue;
