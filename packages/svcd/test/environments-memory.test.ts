@@ -385,6 +385,9 @@ eachStore((kind) => {
       // and its removal gives the tenant's network up.
       const w = await t.deps.store.workloads.find('warm-kept', kept.workload);
       assert.deepEqual(w && [w.tenant_id, w.observed_state], [a.id, 'running']);
+      assert.equal(await t.deps.store.workloads.find('warm', kept.workload), undefined, "not of the shared pool's kind");
+      // An svcd of before kept ones takes `ready` rows: a kept one is never one.
+      assert.equal((await t.deps.store.warmPool.all()).some((r) => r.tenant_id !== null && r.status === 'ready'), false);
 
       await sharedReady();
       const other = await b.client.createEnvironment({ name: 'other', template_id: 'default' });
@@ -412,7 +415,9 @@ eachStore((kind) => {
     });
 
     test('a hand-over that fails keeps nothing for the tenant; with the engine away, one shared container is tried, not every one', async () => {
-      await waitFor('the shared pool to fill', async () => ((await t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody')).length === 2 ? true : undefined), 20_000);
+      const sharedFull = () => waitFor('the shared pool to fill', async () => ((await t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody')).length === 2 ? true : undefined), 20_000);
+      await waitFor('no container kept for anyone', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id !== null) ? undefined : true), 30_000);
+      await sharedFull();
       const c = await newTenant(t);
       const before = moved.length;
       engineAway = true;
@@ -425,6 +430,27 @@ eachStore((kind) => {
       }
       assert.equal(moved.length - before, 1, 'the next shared one is not tried while the engine is away');
       assert.equal((await t.deps.store.warmPool.all()).some((w) => w.tenant_id === c.id), false, 'nothing kept for a hand-over that did not happen');
+      // The same create with the engine back keeps one (the slot was free: the check above could fail).
+      await sharedFull();
+      await c.client.createEnvironment({ name: 'back', template_id: 'default' });
+      await waitFor('one kept for the tenant', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id === c.id) ? true : undefined), 20_000);
+    });
+
+    test('no more than --env-warm-reserve kept ones are started, whatever was written: a wish past it goes', async () => {
+      const [d, e] = [await newTenant(t), await newTenant(t)];
+      const now = Math.floor(Date.now() / 1000);
+      const wish = (workload: string, tenantId: string, at: number) => ({ workload, template_id: 'python', image: TEMPLATE, container_id: '', status: 'reserved' as const, created_at: at, claimed_at: null, agent_token: null, tenant_id: tenantId, address: null });
+      // What the cases before kept goes once their tenants are suspended.
+      for (const w of (await t.deps.store.warmPool.all()).filter((r) => r.tenant_id !== null)) await t.deps.tenants.suspend(w.tenant_id ?? '');
+      await waitFor('no container kept for anyone', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id !== null) ? undefined : true), 30_000);
+      // Two hand-overs at once may both write one past the count (--env-warm-reserve 1 here).
+      assert.equal(await t.deps.store.warmPool.keep(wish('svc-env-wish-d', d.id, now)), true);
+      assert.equal(await t.deps.store.warmPool.keep(wish('svc-env-wish-e', e.id, now + 1)), true);
+      const settled = await waitFor('one started and the other gone', async () => {
+        const rows = (await t.deps.store.warmPool.all()).filter((w) => w.tenant_id === d.id || w.tenant_id === e.id);
+        return rows.length === 1 && rows[0]!.status === 'kept' ? rows : undefined;
+      }, 30_000);
+      assert.equal(settled[0]!.workload, 'svc-env-wish-d', 'the older wish');
     });
   });
 });

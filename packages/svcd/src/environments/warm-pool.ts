@@ -203,10 +203,15 @@ export class WarmPool implements WorkloadRules {
     if (added) this.deps.controller.kick();
   }
 
-  /** A container kept for a tenant that is not wanted any more: its tenant suspended or gone, or not taken in time (the tenant stopped creating). */
+  /**
+   * A container kept for a tenant that is not wanted any more: its tenant suspended or gone, not
+   * taken in time (the tenant stopped creating), or still starting long after (the engine
+   * failing it again and again: it would hold up every other kept one, which start one at a time).
+   */
   private async keptNoLonger(w: WarmEnvironmentRow, now: number): Promise<boolean> {
     if (w.tenant_id === null) return false;
     if ((await this.deps.store.tenants.findById(w.tenant_id))?.status !== 'active') return true;
+    if (w.status === 'starting') return w.created_at < now - STALE_S;
     return w.status === 'kept' && w.created_at < now - this.deps.keptIdleS;
   }
 

@@ -581,19 +581,19 @@ export class DockerRuntime implements Runtime {
 
   async assign(id: string, tenantId: string): Promise<string | null> {
     const network = tenantNetworkName(tenantId);
+    // On no other tenant's network, whatever handed it here (one kept for a tenant offered to
+    // another by an svcd of before kept ones, during an upgrade): left before it joins this one.
+    const before: EngineContainer = await this.docker.getContainer(id).inspect();
+    for (const other of Object.keys(before.NetworkSettings.Networks ?? {}).filter((n) => n.startsWith(TENANT_NETWORK_PREFIX) && n !== network)) {
+      await this.docker.getNetwork(other).disconnect({ Container: id, Force: true });
+    }
     await this.ensureTenantNetwork(tenantId);
     await this.docker.getNetwork(network).connect({ Container: id });
     // Leaving the pool network is not waited for (it is half of a hand-over's time): until it is
     // done the workload is also on a network with no way out and no traffic between its members.
     void this.docker.getNetwork(WARM_POOL_NETWORK).disconnect({ Container: id, Force: true }).catch(() => {});
-    const c: EngineContainer = await this.docker.getContainer(id).inspect();
-    const networks = c.NetworkSettings.Networks ?? {};
-    // On no other tenant's network, whatever handed it here (one kept for a tenant offered to
-    // another by an svcd of before kept ones, during an upgrade): left before it is anyone's.
-    for (const other of Object.keys(networks).filter((n) => n.startsWith(TENANT_NETWORK_PREFIX) && n !== network)) {
-      await this.docker.getNetwork(other).disconnect({ Container: id, Force: true });
-    }
-    return networks[network]?.IPAddress || null;
+    const after: EngineContainer = await this.docker.getContainer(id).inspect();
+    return after.NetworkSettings.Networks?.[network]?.IPAddress || null;
   }
 
   private async ensureWarmPoolNetwork(): Promise<void> {
