@@ -54,19 +54,21 @@ async function startSvc(name: string, pool: number, reserve = 10) {
 function warmReady(dir: string, tenantId: string): { shared: number; kept: boolean } {
   const db = new Database(join(dir, 'svc.db'), { readonly: true, fileMustExist: true });
   try {
-    const rows = db.prepare("SELECT tenant_id FROM warm_environments WHERE template_id = 'default' AND status = 'ready'").all() as Array<{ tenant_id: string | null }>;
-    return { shared: rows.filter((r) => r.tenant_id === null).length, kept: rows.some((r) => r.tenant_id === tenantId) };
+    // `ready` the shared pool's, `kept` one kept for a tenant (environments/warm-pool.ts).
+    const rows = db.prepare("SELECT tenant_id, status FROM warm_environments WHERE template_id = 'default' AND status IN ('ready', 'kept')").all() as Array<{ tenant_id: string | null; status: string }>;
+    return { shared: rows.filter((r) => r.tenant_id === null && r.status === 'ready').length, kept: rows.some((r) => r.tenant_id === tenantId && r.status === 'kept') };
   } finally {
     db.close();
   }
 }
 
-/** Waits (up to a minute) until the svcd's pool is full and, if asked, one is kept for its tenant. */
+/** Waits until the svcd's pool is full and, if asked, one is kept for its tenant; a minute without is the bench failing. */
 async function untilReady(side: { dir: string; tenantId: string }, kept: boolean): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const r = warmReady(side.dir, side.tenantId);
-    if ((r.shared >= POOL && (!kept || r.kept)) || Date.now() > deadline) return;
+    if (r.shared >= POOL && (!kept || r.kept)) return;
+    if (Date.now() > deadline) throw new Error(`bench-env: the warm pool was not ready within a minute (${r.shared} shared ready, ${kept ? (r.kept ? 'one' : 'none') : 'no'} kept wanted)`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
