@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
@@ -73,20 +74,25 @@ async function untilReady(side: { dir: string; tenantId: string }, kept: boolean
   }
 }
 
+/** The bare Engine's exec of `true` in a container (create, start, inspect), as a user without svc runs a command. */
+async function bareExec(container: Docker.Container): Promise<void> {
+  const exec = await container.exec({ Cmd: ['true'], AttachStdout: true, AttachStderr: true });
+  const stream = await exec.start({ hijack: true, stdin: false });
+  await new Promise<void>((r) => {
+    stream.on('end', r);
+    stream.on('close', r);
+    stream.resume();
+  });
+  if ((await exec.inspect()).ExitCode !== 0) throw new Error('bare exec failed');
+}
+
 /** The bare Engine's cold path a user without svc would take: create, start, then exec `true` in the container, under the same runtime. */
 async function bareColdToExec(runtime: string): Promise<number> {
   const t0 = performance.now();
   const container = await docker.createContainer({ Image: TEMPLATE_IMAGES.default, Entrypoint: ['sleep'], Cmd: ['infinity'], HostConfig: { Runtime: runtime } });
   try {
     await container.start();
-    const exec = await container.exec({ Cmd: ['true'], AttachStdout: true, AttachStderr: true });
-    const stream = await exec.start({ hijack: true, stdin: false });
-    await new Promise<void>((r) => {
-      stream.on('end', r);
-      stream.on('close', r);
-      stream.resume();
-    });
-    if ((await exec.inspect()).ExitCode !== 0) throw new Error('bare exec failed');
+    await bareExec(container);
     return performance.now() - t0;
   } finally {
     await container.remove({ force: true });
@@ -140,19 +146,9 @@ try {
   // Exec round trip in one running environment: svc's API against the bare Engine exec.
   const env = await cold.client.createEnvironment({ name: 'exec', template_id: 'default' });
   const container = docker.getContainer(`svc-env-${env.id}`);
-  const bareExec = async () => {
-    const exec = await container.exec({ Cmd: ['true'], AttachStdout: true, AttachStderr: true });
-    const stream = await exec.start({ hijack: true, stdin: false });
-    await new Promise<void>((r) => {
-      stream.on('end', r);
-      stream.on('close', r);
-      stream.resume();
-    });
-    if ((await exec.inspect()).ExitCode !== 0) throw new Error('bare exec failed');
-  };
   for (let i = 0; i < 3; i++) {
     await cold.client.exec(env.id, { command: ['true'] });
-    await bareExec();
+    await bareExec(container);
   }
   // Files: 1 MB written and read back through svc's files API, against the Engine's archive API
   // (a tar of the file put into the workspace volume and got back).
@@ -189,7 +185,7 @@ try {
     await cold.client.exec(env.id, { command: ['true'] });
     times.svcExec.push(performance.now() - t0);
     t0 = performance.now();
-    await bareExec();
+    await bareExec(container);
     times.bareExec.push(performance.now() - t0);
   }
 } finally {
