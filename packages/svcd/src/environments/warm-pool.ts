@@ -100,7 +100,7 @@ export class WarmPool implements WorkloadRules {
       if (!claimed) continue;
       try {
         // One kept for this tenant is on its network already (ready() gives no one kept for another).
-        const address = w.tenant_id === tenantId ? w.address : await this.deps.runtime.assign(w.container_id, tenantId);
+        const address = w.tenant_id === tenantId ? (w.address ?? (await this.deps.runtime.inspect(w.container_id))?.address?.host ?? null) : await this.deps.runtime.assign(w.container_id, tenantId);
         this.deps.taken();
         // Its pool row stays `claimed` until the environment's transaction takes it over.
         return { workload: w.workload, containerId: w.container_id, address, agentToken: w.agent_token, keepNext };
