@@ -80,8 +80,9 @@ export class WarmPool implements WorkloadRules {
 
   /** A ready container of the template, now on the tenant's network; null when none is ready. */
   async claim(templateId: TemplateId, tenantId: string): Promise<ClaimedWorkload | null> {
-    // The agent token of the next one, should it be kept for this tenant: made outside any transaction.
-    const keptToken = (await this.deps.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null;
+    // The agent token of the next one, should one be kept for this tenant: made outside any
+    // transaction, and only when the pool keeps any (this is a create's path).
+    const keptToken = this.keeps() && (await this.deps.agentSupported()) ? this.deps.sealer.seal(newAgentToken()) : null;
     const keepNext = (tx: Repositories) => this.keepNext(tx, templateId, tenantId, keptToken);
     for (const w of await this.deps.store.warmPool.ready(templateId, this.deps.images[templateId], tenantId)) {
       // Its workload row goes with the claim: no controller restarts or removes it from now on.
@@ -121,10 +122,15 @@ export class WarmPool implements WorkloadRules {
    * second later, after the new owner's first commands.
    */
   private async keepNext(tx: Repositories, templateId: TemplateId, tenantId: string, token: string | null): Promise<void> {
-    if (this.deps.kept === 0 || this.deps.size === 0) return;
+    if (!this.keeps()) return;
     if ((await tx.warmPool.keptCount()) >= this.deps.kept) return;
     const workload = `svc-env-${hexId(12)}`;
     await tx.warmPool.keep({ workload, template_id: templateId, image: this.deps.images[templateId], container_id: '', status: 'reserved', created_at: unixSeconds(this.deps.clock), claimed_at: null, agent_token: token, tenant_id: tenantId, address: null });
+  }
+
+  /** Whether containers are kept for tenants at all (--env-warm-reserve, with a pool). */
+  private keeps(): boolean {
+    return this.deps.kept > 0 && this.deps.size > 0;
   }
 
   /**
@@ -221,14 +227,15 @@ export class WarmPool implements WorkloadRules {
     if (!row) throw new Error('the warm pool row is gone');
     // Kept for a tenant suspended or deleted meanwhile: not started on its network (failed: the row goes).
     if (row.tenant_id !== null && (await this.deps.store.tenants.findById(row.tenant_id))?.status !== 'active') throw new Error('the tenant it was kept for is not active');
-    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, row.agent_token === null ? null : this.deps.sealer.open(row.agent_token), row.tenant_id, signal);
+    const agentToken = row.agent_token === null ? null : this.deps.sealer.open(row.agent_token);
+    const applied = await this.deps.start(parseSpecRecord(w).name, row.image, agentToken, row.tenant_id, signal);
     // Its agent answered before start resolved (readiness). Then one command: the first in a new
     // container (under gVisor above all: ~12 ms more than the next through the agent here, far
     // more through the engine) is slower than the rest, and it is paid here rather than by the
     // tenant. Through the agent when it has one (a row of before agents has none).
     const warmUp = { cmd: ['true'], workDir: '/', timeoutSeconds: 30, maxOutputBytes: 1024 };
-    if (row.agent_token === null) await this.deps.runtime.exec(applied.ref, warmUp);
-    else await execThroughAgent(agentAddress(applied.endpoint.host, null, this.deps.sealer.open(row.agent_token)), warmUp, this.deps.timers);
+    if (agentToken === null) await this.deps.runtime.exec(applied.ref, warmUp);
+    else await execThroughAgent(agentAddress(applied.endpoint.host, null, agentToken), warmUp, this.deps.timers);
     return applied;
   }
 
