@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
-import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_STALLED_READER_S, DEFAULT_WORKLOAD_LEASE_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS, parsePortRange, DEFAULT_STALLED_READER_S, DEFAULT_WORKLOAD_LEASE_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 import { fakeIptables } from './fake-iptables.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
@@ -297,7 +297,10 @@ export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> 
  * Taken from below the kernel's ephemeral range: a port the kernel gave out for `listen(0)` and
  * took back would be given out again, and a svcd started next (its API on port 0) once got the
  * very port its test had picked for Caddy, which then could not listen. Never the same port twice
- * in one process; the ephemeral way where that range leaves too little room below it.
+ * in one process; the ephemeral way where that range leaves too little room below it. Never in
+ * svcd's own default ranges either: a test's `--kanban-ports P-P` inside the databases' range is
+ * refused at start (CI once failed on it), and a port given to a test's listener there could be
+ * the one svcd picks next for a database.
  */
 export async function freePort(): Promise<number> {
   const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
@@ -305,7 +308,7 @@ export async function freePort(): Promise<number> {
   const bottom = Math.max(10_000, top - 12_000);
   for (let tries = 0; top - bottom >= 1_000 && tries < 200; tries++) {
     const port = bottom + randomInt(top - bottom + 1);
-    if (portsHandedOut.has(port) || !(await bindable(port))) continue;
+    if (portsHandedOut.has(port) || inSvcdRanges(port) || !(await bindable(port))) continue;
     portsHandedOut.add(port);
     return port;
   }
@@ -318,6 +321,12 @@ export async function freePort(): Promise<number> {
 }
 
 const portsHandedOut = new Set<number>();
+
+const SVCD_PORT_RANGES = [DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS].map((range) => parsePortRange('', range));
+
+function inSvcdRanges(port: number): boolean {
+  return SVCD_PORT_RANGES.some((range) => port >= range.from && port <= range.to);
+}
 
 function bindable(port: number): Promise<boolean> {
   return new Promise((res) => {
