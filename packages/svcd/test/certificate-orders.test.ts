@@ -19,6 +19,13 @@ import { ASK_WAITING_MAX, ASK_WAIT_MS, needsNoRenewal, storageId, TlsAskServer }
 import { openStore, type Store } from '../src/store/index.js';
 import { eachStore, storeLocation } from './harness.js';
 
+/**
+ * An answer "at once", as against one that waited (up to ASK_WAIT_MS, 7 s) for a certificate
+ * stored STORED_AFTER_MS after the claim: loose enough for a store write on a loaded CI machine.
+ */
+const AT_ONCE_MS = 2_500;
+const STORED_AFTER_MS = 3_000;
+
 const NAME = 'web-1.apps.example.com';
 const ISSUER = 'acme.example-dir';
 
@@ -113,21 +120,21 @@ eachStore((kind) => {
 
     test('asked at once for a new name, one svcd may order; the other waits and says yes once the certificate is stored', async () => {
       const [a, b] = [ask(urls[0] ?? '', NAME), ask(urls[1] ?? '', NAME)];
-      // Whichever claimed first answers at once; the certificate arrives 1.5 s later.
+      // Whichever claimed first answers at once; the certificate arrives 3 s later.
       const first = await Promise.race([a, b]);
       assert.equal(first.status, 200);
-      assert.ok(first.ms < 1_400, `the claimant waited ${String(first.ms)} ms`);
-      await new Promise((r) => setTimeout(r, 1_500));
+      assert.ok(first.ms < AT_ONCE_MS, `the claimant waited ${String(first.ms)} ms`);
+      await new Promise((r) => setTimeout(r, STORED_AFTER_MS));
       storeCertificate(storageDir, NAME);
       const [ra, rb] = await Promise.all([a, b]);
       const second = ra === first ? rb : ra;
       assert.equal(second.status, 200, 'the other svcd said no although the certificate is stored');
-      assert.ok(second.ms >= 1_400, `the other svcd said yes after ${String(second.ms)} ms, before the certificate was stored`);
+      assert.ok(second.ms >= STORED_AFTER_MS, `the other svcd said yes after ${String(second.ms)} ms, before the certificate was stored`);
       // Once stored, both say yes at once (Caddy loads it from the storage).
       for (const url of urls) {
         const r = await ask(url, NAME);
         assert.equal(r.status, 200);
-        assert.ok(r.ms < 1_400);
+        assert.ok(r.ms < AT_ONCE_MS, `${String(r.ms)} ms`);
       }
     });
 
@@ -157,7 +164,7 @@ eachStore((kind) => {
     test('a name svc does not route gets no, at once, and no claim', async () => {
       const r = await ask(urls[0] ?? '', 'elsewhere.example.org');
       assert.equal(r.status, 404);
-      assert.ok(r.ms < 1_400);
+      assert.ok(r.ms < AT_ONCE_MS, `${String(r.ms)} ms`);
       const storage = readFileSync(join(storageDir, 'svc-storage-id'), 'utf8');
       assert.equal(await stores[0]?.jobLocks.holds(`certificate-order:${storage}:elsewhere.example.org`, 'svcd-0/boot', Date.now()), false);
       // The same probe sees a claim that was made.
@@ -171,7 +178,7 @@ eachStore((kind) => {
       daysLater = 7 / (24 * 60); // 7 minutes on: the claim (6) lapsed
       const r = await ask(urls[1] ?? '', name);
       assert.equal(r.status, 200);
-      assert.ok(r.ms < 1_400);
+      assert.ok(r.ms < AT_ONCE_MS, `${String(r.ms)} ms`);
     });
 
     test('svcd with storages of their own claim each for its own', async () => {
@@ -187,7 +194,7 @@ eachStore((kind) => {
         // Its storage is not the others': it may order, and at once.
         const r = await ask(url, 'web-5.apps.example.com');
         assert.equal(r.status, 200);
-        assert.ok(r.ms < 1_400);
+        assert.ok(r.ms < AT_ONCE_MS, `${String(r.ms)} ms`);
       } finally {
         await third.close();
         rmSync(own, { recursive: true, force: true });

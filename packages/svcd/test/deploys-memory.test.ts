@@ -148,7 +148,8 @@ eachStore((kind) => {
       };
       for (let ms = 0; ms < DEPLOY_DEADLINE_MS; ms += 5_000) {
         t.clock.advance(5_000);
-        const until = Date.now() + 5_000;
+        // Generous: one step starved of a core (make test runs this lane beside the engine's) must not fail it.
+        const until = Date.now() + 30_000;
         while (!(await renewedOrEnded())) {
           assert.ok(Date.now() < until, `the lease was renewed after ${ms / 1000} s of the test's clock`);
           await new Promise((r) => setTimeout(r, 2));

@@ -300,7 +300,8 @@ export function tenantRow(id: string, name: string, over: Partial<NewTenantRow> 
  * in one process; the ephemeral way where that range leaves too little room below it. Never in
  * svcd's own default ranges either: a test's `--kanban-ports P-P` inside the databases' range is
  * refused at start (CI once failed on it), and a port given to a test's listener there could be
- * the one svcd picks next for a database.
+ * the one svcd picks next for a database. Nor in the ranges tests name themselves (the two lanes
+ * of make test run at once, each with its own set of ports handed out).
  */
 export async function freePort(): Promise<number> {
   const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
@@ -308,7 +309,7 @@ export async function freePort(): Promise<number> {
   const bottom = Math.max(10_000, top - 12_000);
   for (let tries = 0; top - bottom >= 1_000 && tries < 200; tries++) {
     const port = bottom + randomInt(top - bottom + 1);
-    if (portsHandedOut.has(port) || inSvcdRanges(port) || !(await bindable(port))) continue;
+    if (portsHandedOut.has(port) || reserved(port) || !(await bindable(port))) continue;
     portsHandedOut.add(port);
     return port;
   }
@@ -322,10 +323,18 @@ export async function freePort(): Promise<number> {
 
 const portsHandedOut = new Set<number>();
 
-const SVCD_PORT_RANGES = [DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS].map((range) => parsePortRange('', range));
+/**
+ * Where the tests name ports of their own: testConfig's databases (22000-22999), databases.test
+ * (23000-23099), two-svcd.test (23100-23199), the memory driver's published ports in
+ * deploys-memory and environments-memory (23900-23999, bound for real, in the lane beside the
+ * engine's), bench/db (24000-24099).
+ */
+const TESTS_OWN_PORTS = '22000-24999';
 
-function inSvcdRanges(port: number): boolean {
-  return SVCD_PORT_RANGES.some((range) => port >= range.from && port <= range.to);
+const RESERVED_PORT_RANGES = [DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS, TESTS_OWN_PORTS].map((range) => parsePortRange('', range));
+
+function reserved(port: number): boolean {
+  return RESERVED_PORT_RANGES.some((range) => port >= range.from && port <= range.to);
 }
 
 function bindable(port: number): Promise<boolean> {

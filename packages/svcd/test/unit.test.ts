@@ -385,10 +385,11 @@ describe('configuration', () => {
       assert.throws(() => buildConfig({ ...raw, dev: true, kanbanAddress: bad }, {}), /--kanban-address/, bad);
     }
   });
-  test("the tests' free ports are outside svcd's default ranges: each one is accepted as a board's or a database's only port", async () => {
+  test("the tests' free ports are outside svcd's default ranges (each one is accepted as a board's or a database's only port) and the tests' own", async () => {
     // 400 draws: a draw space of which one in twelve lay in the databases' range failed CI once.
     for (let i = 0; i < 400; i++) {
       const port = await freePort();
+      assert.ok(port < 22_000 || port > 24_999, `${port}: a port the tests name themselves (harness.ts)`);
       assert.doesNotThrow(() => buildConfig({ ...raw, dev: true, kanbanPorts: `${port}-${port}` }, {}), `--kanban-ports ${port}-${port}`);
       assert.doesNotThrow(() => buildConfig({ ...raw, dev: true, databasePorts: `${port}-${port}` }, {}), `--database-ports ${port}-${port}`);
     }

@@ -183,8 +183,9 @@ eachStore((kind) => {
 
     test("a dead holder's lease is waited out; then another controller takes the row over and applies it", async () => {
       const w = await add(SERVING);
-      // A svcd that claimed the row and died: its lease runs 1.5 s more.
-      assert.equal(await store.workloads.claim(w.id, 'dead-svcd/1', Date.now(), 1_500), true);
+      // A svcd that claimed the row and died: its lease runs 5 s more (well past the check below,
+      // on a loaded machine too).
+      assert.equal(await store.workloads.claim(w.id, 'dead-svcd/1', Date.now(), 5_000), true);
       const { c, rules } = controller('ctl-b/1');
       c.start();
       await new Promise((r) => setTimeout(r, 800));

@@ -98,8 +98,13 @@ export class MemoryDriver implements WorkloadDriver {
   private readonly clock: Clock;
   private readonly timers: Timers;
   private nextId = 1;
-  /** Each driver instance takes its addresses from its own /16 of 127.0.0.0/8. */
+  /**
+   * Each driver instance takes its addresses from a random place of 127.64.0.0-127.191.255.255
+   * (a /16 and a /24 in it, counting on from there): two drivers of one test, or of test files
+   * running at once, would clash on an address in 1 of 32,000 runs (a /16 alone: 1 in 128).
+   */
   private readonly subnet = 64 + Math.floor(Math.random() * 128);
+  private readonly firstBlock = Math.floor(Math.random() * 250);
 
   constructor(o: MemoryDriverOptions) {
     this.images = new Map(Object.entries(o.images));
@@ -317,7 +322,7 @@ export class MemoryDriver implements WorkloadDriver {
       state: 'running',
       exitCode: null,
       finishedAtMs: null,
-      address: `127.${this.subnet}.${Math.floor(this.nextId / 250) % 250}.${(this.nextId % 250) + 2}`,
+      address: `127.${this.subnet}.${(this.firstBlock + Math.floor(this.nextId / 250)) % 250}.${(this.nextId % 250) + 2}`,
       network: onWarmPoolNetwork(spec) ? null : spec.tenantId,
       server: null,
       published: null,
