@@ -24,20 +24,26 @@ export async function startSvcdProcess(args: string[], env: Record<string, strin
 export function listening(proc: ChildProcess): Promise<void> {
   return new Promise<void>((res, rej) => {
     let out = '';
-    // What svcd printed on stderr goes into the error: it says why a start failed.
+    // What svcd printed on stderr, when it is a pipe (the benches let it through), goes into
+    // the error: it says why a start failed.
+    const { stderr } = proc;
     let err = '';
     proc.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
       if (out.includes('svcd listening on')) res();
     });
-    proc.stderr!.on('data', (b: Buffer) => {
+    stderr?.on('data', (b: Buffer) => {
       err = (err + b.toString()).slice(-4000);
     });
     // Its stderr may still be draining at 'exit'; a child it left holding the pipe must not hold the test.
     proc.on('exit', (code) => {
-      const fail = () => rej(new Error(`svcd exited with ${code} before listening; its stderr: ${err.trim() || '(nothing)'}`));
+      const fail = () => rej(new Error(`svcd exited with ${code} before listening${stderr ? `; its stderr: ${err.trim() || '(nothing)'}` : ''}`));
+      if (!stderr || stderr.closed) {
+        fail();
+        return;
+      }
       const timer = setTimeout(fail, 500);
-      proc.stderr!.once('close', () => {
+      stderr.once('close', () => {
         clearTimeout(timer);
         fail();
       });
