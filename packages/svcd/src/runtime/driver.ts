@@ -173,6 +173,12 @@ export interface Readiness {
   timeoutMs: number;
   /** Pause between probes. */
   everyMs: number;
+  /**
+   * Instead of everyMs, for the first `forMs` after the workload is first seen running: a small
+   * server listens within a tenth of a second of its start, and a probe that waits out a longer
+   * pause holds the first request back for nothing.
+   */
+  eager?: { everyMs: number; forMs: number };
   /** A probe that never settles is given up after this long (and tried again). */
   probeTimeoutMs: number;
 }

@@ -40,6 +40,8 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
   const began = o.clock.now();
   const deadline = began + o.ready.timeoutMs;
   let endpoint: Endpoint | null = null;
+  /** When the workload was first seen running at an endpoint (the eager probes' start). */
+  let reachableSince: number | null = null;
   let stateReadAt = -Infinity;
   let last = 'not running yet';
   let lastAnswer: string | null = null;
@@ -58,6 +60,7 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
       endpoint = info.state === 'running' && info.address ? { host: info.address.host, port: o.port === null ? null : info.address.published ? info.address.port : o.port } : null;
     }
     if (endpoint) {
+      reachableSince ??= o.clock.now();
       const probe = o.ready.probe ?? defaultProbe;
       try {
         await within(o.timers, o.ready.probeTimeoutMs, probe(endpoint));
@@ -72,7 +75,9 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
       const tail = endpoint ? '' : await o.logTail(o.ref).catch(() => '');
       throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${lastAnswer ?? last}${tail ? ` (${tail})` : ''}`);
     }
-    await pause(o.timers, o.ready.everyMs, o.signal);
+    const quick = o.ready.eager;
+    const quickly = quick !== undefined && reachableSince !== null && o.clock.now() - reachableSince < quick.forMs;
+    await pause(o.timers, quickly ? quick.everyMs : o.ready.everyMs, o.signal);
   }
 }
 
