@@ -150,13 +150,16 @@ eachStore((kind) => {
         t.clock.advance(5_000);
         // Generous: one step starved of a core (make test runs this lane beside the engine's) must not fail it.
         const until = Date.now() + 30_000;
+        let waited = false;
         while (!(await renewedOrEnded())) {
           assert.ok(Date.now() < until, `the lease was renewed after ${ms / 1000} s of the test's clock`);
+          waited = true;
           await new Promise((r) => setTimeout(r, 2));
         }
         // The store has the renewal; the controller takes note of it when the write's answer
-        // reaches it (on PostgreSQL another connection may tell this test first).
-        await new Promise((r) => setTimeout(r, 10));
+        // reaches it (on PostgreSQL another connection may tell this test first): longer after a
+        // step that waited for it, which a starved lane may take long to deliver.
+        await new Promise((r) => setTimeout(r, waited ? 150 : 10));
       }
       const done = await settled(a, s.id);
       assert.equal(done.status, 'failed');

@@ -313,12 +313,19 @@ export async function freePort(): Promise<number> {
     portsHandedOut.add(port);
     return port;
   }
-  return new Promise((res) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => res(port));
+  // The kernel's pick, under the same rules (its range may reach into svcd's).
+  for (let tries = 0; ; tries++) {
+    const port = await new Promise<number>((res) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const picked = (srv.address() as { port: number }).port;
+        srv.close(() => res(picked));
+      });
     });
-  });
+    if ((!portsHandedOut.has(port) && !reserved(port)) || tries >= 200) {
+      portsHandedOut.add(port);
+      return port;
+    }
+  }
 }
 
 const portsHandedOut = new Set<number>();

@@ -28,21 +28,32 @@ export function listening(proc: ChildProcess): Promise<void> {
     // the error: it says why a start failed.
     const { stderr } = proc;
     let err = '';
+    let settled = false;
     proc.stdout!.on('data', (b: Buffer) => {
+      if (settled) return; // read on (an unread pipe would fill), not kept
       out += b.toString();
-      if (out.includes('svcd listening on')) res();
+      if (out.includes('svcd listening on')) {
+        settled = true;
+        res();
+      }
+    });
+    proc.on('error', (e) => {
+      settled = true;
+      rej(e);
     });
     stderr?.on('data', (b: Buffer) => {
       err = (err + b.toString()).slice(-4000);
     });
     // Its stderr may still be draining at 'exit'; a child it left holding the pipe must not hold the test.
-    proc.on('exit', (code) => {
-      const fail = () => rej(new Error(`svcd exited with ${code} before listening${stderr ? `; its stderr: ${err.trim() || '(nothing)'}` : ''}`));
+    proc.on('exit', (code, signal) => {
+      if (settled) return;
+      settled = true;
+      const fail = () => rej(new Error(`svcd exited with ${code ?? signal} before listening${stderr ? `; its stderr: ${err.trim() || '(nothing)'}` : ''}`));
       if (!stderr || stderr.closed) {
         fail();
         return;
       }
-      const timer = setTimeout(fail, 500);
+      const timer = setTimeout(fail, 500).unref();
       stderr.once('close', () => {
         clearTimeout(timer);
         fail();

@@ -919,23 +919,27 @@ describe('readiness', () => {
 });
 
 describe('readiness: eager probes', () => {
-  test('a workload seen running is probed at the eager pause for its first moments, then at the usual one', async () => {
+  test('a workload is probed at the eager pause for its first moments after it is seen running (not after the wait began), then at the usual one', async () => {
     const clock = new ManualClock();
+    const began = clock.now();
+    // Created, not running, for its first 200 ms: the eager moments begin when it runs.
+    const runningFrom = began + 200;
     const probes: number[] = [];
     const stop = new AbortController();
     const waiting = waitUntilReady({
       ref: 'w1', port: 8000, ready: { timeoutMs: 60_000, everyMs: 25, eager: { everyMs: 5, forMs: 100 }, probeTimeoutMs: 1_000, probe: () => { probes.push(clock.now()); return Promise.reject(new Error('connection refused')); } },
       signal: stop.signal, clock, timers: clock,
-      inspect: () => Promise.resolve({ id: 'w1', name: 'w1', state: 'running', exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } }),
+      inspect: () => Promise.resolve({ id: 'w1', name: 'w1', state: clock.now() >= runningFrom ? 'running' : 'created', exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } }),
       logTail: () => Promise.resolve(''),
     }).catch(() => undefined);
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 140; i++) {
       for (let j = 0; j < 5; j++) await new Promise((r) => setImmediate(r));
       clock.advance(5);
     }
     stop.abort();
     await waiting;
     const first = probes[0] ?? assert.fail('never probed');
+    assert.ok(first >= runningFrom, `probed ${String(first - began)} ms in, before it ran`);
     const gaps = probes.slice(1).map((t, i) => ({ at: (probes[i] ?? 0) - first, gap: t - (probes[i] ?? 0) }));
     assert.deepEqual([...new Set(gaps.filter((g) => g.at < 100).map((g) => g.gap))], [5], JSON.stringify(gaps));
     assert.deepEqual([...new Set(gaps.filter((g) => g.at >= 100).map((g) => g.gap))], [25], JSON.stringify(gaps));
