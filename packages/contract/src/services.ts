@@ -41,7 +41,7 @@ export const HealthCheck = Type.Object(
   {
     additionalProperties: false,
     description:
-      "beyond the spec: when a deploy counts the service as ready. tcp (the default): its port accepts a connection; http: GET path on its port answers 2xx or 3xx (redirects are not followed; each try is given 5 s), tried again a quarter second after each try until the deploy's readiness limit (60 s; a try under way then is waited for)",
+      "beyond the spec: when a deploy counts the service as ready. tcp (the default): its port accepts a connection (tried every 5 ms for the first second the container runs, then every 25 ms); http: GET path on its port answers 2xx or 3xx (redirects are not followed; each try is given 5 s), tried again a quarter second after each try until the deploy's readiness limit (60 s; a try under way then is waited for)",
   },
 );
 export type HealthCheck = Static<typeof HealthCheck>;
