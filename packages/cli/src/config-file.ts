@@ -7,7 +7,7 @@ export interface CliConfig {
   apiKey?: string;
 }
 
-/** ~/.config/svc/config.json, or $SVC_CONFIG. */
+/** $SVC_CONFIG, or $XDG_CONFIG_HOME/svc/config.json (by default ~/.config/svc/config.json). */
 export function configPath(env: NodeJS.ProcessEnv = process.env): string {
   return env.SVC_CONFIG ?? join(env.XDG_CONFIG_HOME ?? join(homedir(), '.config'), 'svc', 'config.json');
 }

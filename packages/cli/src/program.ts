@@ -19,7 +19,7 @@ export const CLI_VERSION = (createRequire(import.meta.url)('../package.json') as
 
 export function buildProgram(): Command {
   const program = new Command('svc')
-    .description('svc command-line client (config: ~/.config/svc/config.json or $SVC_CONFIG; SVC_URL and SVC_API_KEY override it)')
+    .description('svc command-line client (config: $SVC_CONFIG, or $XDG_CONFIG_HOME/svc/config.json, by default ~/.config/svc/config.json; SVC_URL and SVC_API_KEY override it)')
     .version(CLI_VERSION, '-V, --version', "the CLI's version")
     .option('--json', 'print JSON instead of tables')
     .option('--wide', 'tables with every field (lists show a few by default)')
