@@ -11,7 +11,7 @@ const TCP_EVERY_MS = 25;
 /**
  * For the first second after the container runs, every 5 ms (a refused connect costs svcd and
  * the container next to nothing): a small server under gVisor listens 50-100 ms after its start,
- * and probes 25 ms apart added 12 ms to a deploy on average (bench/deploy, README).
+ * and with probes 25 ms apart a deploy waited half that pause, 12 ms, after it listened (bench/deploy, README).
  */
 const TCP_EAGER = { everyMs: 5, forMs: 1_000 };
 /** The ready wait's bound on one try of the default probe (which gives up on its own after 1 s). */
