@@ -75,9 +75,9 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
       const tail = endpoint ? '' : await o.logTail(o.ref).catch(() => '');
       throw new Error(`not ready within ${Math.round(o.ready.timeoutMs / 1000)} s: ${lastAnswer ?? last}${tail ? ` (${tail})` : ''}`);
     }
-    const quick = o.ready.eager;
-    const quickly = quick !== undefined && reachableSince !== null && o.clock.now() - reachableSince < quick.forMs;
-    await pause(o.timers, quickly ? quick.everyMs : o.ready.everyMs, o.signal);
+    const eagerProbes = o.ready.eager;
+    const probeEagerly = eagerProbes !== undefined && reachableSince !== null && o.clock.now() - reachableSince < eagerProbes.forMs;
+    await pause(o.timers, probeEagerly ? eagerProbes.everyMs : o.ready.everyMs, o.signal);
   }
 }
 
