@@ -39,10 +39,12 @@ function storeCertificate(storageDir: string, name: string): void {
   writeFileSync(`${base}.json`, JSON.stringify({ sans: [name] }));
 }
 
-async function ask(url: string, domain: string): Promise<{ status: number; ms: number }> {
+/** One question: its status, how long it took, and when the answer came (`at`, epoch ms). */
+async function ask(url: string, domain: string): Promise<{ status: number; ms: number; at: number }> {
   const started = Date.now();
   const res = await fetch(`${url}?domain=${encodeURIComponent(domain)}`);
-  return { status: res.status, ms: Date.now() - started };
+  const at = Date.now();
+  return { status: res.status, ms: at - started, at };
 }
 
 test('a stored certificate needs no renewal until the last share of its lifetime', () => {
@@ -120,7 +122,6 @@ eachStore((kind) => {
     });
 
     test('asked at once for a new name, one svcd may order; the other waits and says yes once the certificate is stored', async () => {
-      const asked = Date.now();
       const [a, b] = [ask(urls[0] ?? '', NAME), ask(urls[1] ?? '', NAME)];
       // Whichever claimed first answers at once; the certificate arrives a second later.
       const first = await Promise.race([a, b]);
@@ -132,8 +133,10 @@ eachStore((kind) => {
       const [ra, rb] = await Promise.all([a, b]);
       const second = ra === first ? rb : ra;
       assert.equal(second.status, 200, 'the other svcd said no although the certificate is stored');
-      // Its question began no earlier than `asked`: its answer came after the certificate was stored.
-      assert.ok(asked + second.ms >= storedAt, `the other svcd said yes ${String(storedAt - asked - second.ms)} ms before the certificate was stored`);
+      // When its answer came, not its duration from the question's start: the process's first
+      // fetch() loads undici before it returns, so the second question can start a while after
+      // the first (a CI run saw 157 ms on a loaded machine).
+      assert.ok(second.at >= storedAt, `the other svcd said yes ${String(storedAt - second.at)} ms before the certificate was stored`);
       // Once stored, both say yes at once (Caddy loads it from the storage).
       for (const url of urls) {
         const r = await ask(url, NAME);
