@@ -71,7 +71,14 @@ build: deps $(SVC_INIT)
 	  printf 'exec "%s/node" $(SVCD_NODE_FLAGS) "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)"; \
 	} > bin/svcd; \
 	if [ -n "$$jemalloc" ]; then echo "make: bin/svcd runs on jemalloc ($$jemalloc)"; fi
-	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc
+# The CLI as one file: a command starts in about 90 ms instead of 110-130 (no module resolution
+# and reading of some 60 files). Its CommonJS dependencies call require(), given them by the
+# banner; dist/svc.mjs sits beside dist/main.js, so its '../package.json' is the same file.
+	@echo "make: bundling the CLI (esbuild) into packages/cli/dist/svc.mjs, which bin/svc runs"
+	@npx esbuild packages/cli/dist/main.js --bundle --platform=node --format=esm --target=node24 --log-level=warning \
+	  --banner:js="import { createRequire as bannerRequire } from 'node:module'; const require = bannerRequire(import.meta.url);" \
+	  --outfile=packages/cli/dist/svc.mjs
+	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/dist/svc.mjs" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc
 	@chmod +x bin/svcd bin/svc
 	@echo "make: wrote bin/svcd and bin/svc (Node $(NODE_VERSION) in $(NODE_BIN_DIR))"
 

@@ -1,5 +1,6 @@
-import { SvcClient } from '@svc/client';
+import { SvcClient, type ClientOptions } from '@svc/client';
 import { effectiveConfig } from './config-file.js';
+import { nodeHttpTransport } from './http-transport.js';
 import type { Output } from './output.js';
 
 /** What every command group gets: the output and a client built from the config file and SVC_*. */
@@ -8,9 +9,14 @@ export interface Cli {
   client: () => SvcClient;
 }
 
+/** A client whose requests go out through node:http (http-transport.ts says why). */
+export function cliClient(opts: Omit<ClientOptions, 'transport'>): SvcClient {
+  return new SvcClient({ ...opts, transport: nodeHttpTransport });
+}
+
 export function clientFromConfig(): SvcClient {
   const c = effectiveConfig();
-  return new SvcClient({
+  return cliClient({
     baseUrl: c.url,
     apiKey: c.apiKey,
     adminToken: process.env.SVC_ADMIN_TOKEN,

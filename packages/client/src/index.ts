@@ -64,12 +64,42 @@ export type * from '@svc/contract';
 export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, REPLICAS_MAX, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
+/** What the client reads of an answer's headers (fetch's Headers has it). */
+export interface AnswerHeaders {
+  get(name: string): string | null;
+  getSetCookie(): string[];
+}
+
+/** What the client reads of an answer: fetch's Response has it. */
+export interface Answer {
+  status: number;
+  headers: AnswerHeaders;
+  /** Read at most once, and not after text(). */
+  body: ReadableStream<Uint8Array> | null;
+  text(): Promise<string>;
+}
+
+/** One request as the client sends it. */
+export interface Outgoing {
+  method: string;
+  headers: Record<string, string>;
+  body?: string | Uint8Array<ArrayBuffer>;
+  signal?: AbortSignal;
+}
+
+/**
+ * How requests go out: fetch by default (browsers, tests). The CLI passes one over node:http
+ * (its http-transport.ts), because fetch's first use in a process costs 40-80 ms and each CLI
+ * command is a new process.
+ */
+export type Transport = (url: URL, req: Outgoing) => Promise<Answer>;
+
 /** An answer other than 2xx, carrying the API's {error} message. */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
-    readonly headers: Headers,
+    readonly headers: AnswerHeaders,
   ) {
     super(message);
     this.name = 'ApiError';
@@ -83,7 +113,7 @@ function errorMessage(body: unknown, text: string): string {
 
 export interface RawResponse<T = unknown> {
   status: number;
-  headers: Headers;
+  headers: AnswerHeaders;
   body: T;
   text: string;
 }
@@ -114,6 +144,8 @@ export interface ClientOptions {
   baseUrl: string;
   /** Called with every answer (tests). */
   observe?: (r: ObservedResponse) => void;
+  /** fetch when not given. */
+  transport?: Transport;
   apiKey?: string;
   /** Operator credential, sent as X-Admin-Token on operator routes. */
   adminToken?: string;
@@ -131,9 +163,11 @@ export class SvcClient {
   /** Sent with every request; a request's own headers win. */
   headers: Record<string, string>;
   private readonly observe: ClientOptions['observe'];
+  private readonly transport: Transport;
 
   constructor(opts: ClientOptions) {
     this.observe = opts.observe;
+    this.transport = opts.transport ?? ((url, req) => fetch(url, req));
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.apiKey = opts.apiKey;
     this.adminToken = opts.adminToken;
@@ -143,10 +177,10 @@ export class SvcClient {
 
   /** A copy of this client that authenticates with another key. */
   withKey(apiKey: string): SvcClient {
-    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken, observe: this.observe, headers: this.headers });
+    return new SvcClient({ baseUrl: this.baseUrl, apiKey, adminToken: this.adminToken, bootstrapToken: this.bootstrapToken, observe: this.observe, transport: this.transport, headers: this.headers });
   }
 
-  private send(method: string, path: string, o: RequestOptions): Promise<Response> {
+  private send(method: string, path: string, o: RequestOptions): Promise<Answer> {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { ...this.headers, ...o.headers };
@@ -154,7 +188,7 @@ export class SvcClient {
     let body: string | Uint8Array<ArrayBuffer> | undefined = o.rawBody;
     if (o.body !== undefined) body = JSON.stringify(o.body);
     if (body !== undefined && !('content-type' in headers)) headers['content-type'] = 'application/json';
-    return fetch(url, { method, headers, body, signal: o.signal });
+    return this.transport(url, { method, headers, body, signal: o.signal });
   }
 
   /** Any request, any answer: the status is not checked. */
@@ -177,7 +211,7 @@ export class SvcClient {
   }
 
   /** stream(), with the answer's headers. */
-  async streamAnswer(path: string, o: RequestOptions = {}, method = 'GET'): Promise<{ body: ReadableStream<Uint8Array>; headers: Headers }> {
+  async streamAnswer(path: string, o: RequestOptions = {}, method = 'GET'): Promise<{ body: ReadableStream<Uint8Array>; headers: AnswerHeaders }> {
     const res = await this.send(method, path, o);
     const contentType = res.headers.get('content-type') ?? '';
     if (res.status < 200 || res.status >= 300 || !res.body) {

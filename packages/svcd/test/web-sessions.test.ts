@@ -6,9 +6,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CSRF_HEADER, DEV_SESSION_COOKIE, SESSION_COOKIE, SESSION_TTL_SECONDS, type WebSession } from '@svc/contract';
 import { ADMIN_TOKEN, BOOTSTRAP_TOKEN, eachStore, newTenant, startServer, type TestServer } from './harness.js';
+import type { AnswerHeaders } from '@svc/client';
 
 /** The `name=value` of the session cookie a sign-in set, and the Set-Cookie line itself. */
-function sessionCookie(headers: Headers, name = DEV_SESSION_COOKIE): { pair: string; line: string } {
+function sessionCookie(headers: AnswerHeaders, name = DEV_SESSION_COOKIE): { pair: string; line: string } {
   const line = headers.getSetCookie().find((c) => c.startsWith(`${name}=`));
   assert.ok(line, 'a session cookie was set');
   return { pair: line.split(';')[0] ?? '', line };

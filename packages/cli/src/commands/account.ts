@@ -1,9 +1,8 @@
 // The tenant's own account: login and registration, the tenant, usage, keys, activity, health,
 // and the operator's recovery commands (SVC_ADMIN_TOKEN).
 import type { Command } from 'commander';
-import { SvcClient } from '@svc/client';
 import { writeConfig } from '../config-file.js';
-import type { Cli } from '../context.js';
+import { cliClient, type Cli } from '../context.js';
 import { action, integer } from '../output.js';
 import { metricsOptions, type MetricsOptions } from './metrics-options.js';
 
@@ -15,7 +14,7 @@ export function accountCommands(program: Command, { out, client }: Cli): void {
     .requiredOption('--key <apiKey>', 'API key')
     .action(
       action(out, async (o: { url: string; key: string }) => {
-        const t = await new SvcClient({ baseUrl: o.url, apiKey: o.key }).tenant();
+        const t = await cliClient({ baseUrl: o.url, apiKey: o.key }).tenant();
         const path = writeConfig({ url: o.url, apiKey: o.key });
         out.note(`logged in as ${t.name}; saved to ${path}`);
       }),
@@ -31,7 +30,7 @@ export function accountCommands(program: Command, { out, client }: Cli): void {
       action(out, async (o: { name: string; email: string; url?: string }) => {
         const c = client();
         const url = o.url ?? c.baseUrl;
-        const r = await new SvcClient({ baseUrl: url, bootstrapToken: c.bootstrapToken }).register({ name: o.name, email: o.email });
+        const r = await cliClient({ baseUrl: url, bootstrapToken: c.bootstrapToken }).register({ name: o.name, email: o.email });
         writeConfig({ url, apiKey: r.api_key });
         return r;
       }),

@@ -46,7 +46,10 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
         const name = o.name ?? serviceNameFor(basename(dir));
         const c = client();
 
-        // Packed first: a directory that cannot be sent leaves no service behind.
+        // The service is looked for while the directory is packed (a read: it changes nothing);
+        // created only once packed: a directory that cannot be sent leaves no service behind.
+        const existing = serviceNamed(c, name);
+        existing.catch(() => {}); // awaited below, after the pack; its error is reported then
         const packed = await packDirectory(dir, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES).catch((err: unknown) => {
           throw err instanceof PackError ? new CommandFailed(err.message) : err;
         });
@@ -54,7 +57,7 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
         out.note(`packed ${packed.files} files, ${(packed.bytes / MB).toFixed(1)} MB (${(packed.archive.length / MB).toFixed(1)} MB compressed)${ignoring}`);
         for (const skipped of packed.skipped) out.note(`left out ${skipped}: neither a file, a directory nor a symlink`);
 
-        let service = await serviceNamed(c, name);
+        let service = await existing;
         if (!service) {
           service = await c.createService({ name, port: o.port, env: o.env ? keyValues(o.env) : undefined, await_build: true });
           out.note(`created service ${service.name} (${service.id})`);

@@ -1,0 +1,136 @@
+// The CLI's requests over node:http (src/http-transport.ts): what the client reads of an answer,
+// streamed bodies, redirects and connection errors told plainly, and a command that does not load
+// fetch's undici (the reason the transport exists).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { ApiError, SvcClient } from '@svc/client';
+import { nodeHttpTransport } from '../src/http-transport.js';
+
+const run = promisify(execFile);
+const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
+
+describe('the node:http transport', () => {
+  let server: Server;
+  let base = '';
+  /** Lets the streamed answer's second half go. */
+  let releaseStream: () => void = () => {};
+
+  before(async () => {
+    server = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (url.pathname === '/echo') {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          res.setHeader('content-type', 'application/json');
+          res.setHeader('set-cookie', ['a=1; Path=/', 'b=2; Path=/']);
+          res.setHeader('x-many', ['one', 'two']);
+          res.end(JSON.stringify({ method: req.method, query: url.search, length: req.headers['content-length'] ?? null, auth: req.headers.authorization ?? null, body: Buffer.concat(chunks).toString() }));
+        });
+        return;
+      }
+      if (url.pathname === '/missing') {
+        res.statusCode = 404;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ error: 'service not found' }));
+        return;
+      }
+      if (url.pathname === '/moved') {
+        res.writeHead(308, { location: 'https://elsewhere.example/v1/tenant' });
+        res.end();
+        return;
+      }
+      if (url.pathname === '/stream') {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('first\n');
+        releaseStream = () => res.end('second\n');
+        return;
+      }
+      res.statusCode = 500;
+      res.end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  test('status, headers, query, key and a JSON body, as fetch gives them to the client', async () => {
+    const c = new SvcClient({ baseUrl: base, apiKey: 'k.1', transport: nodeHttpTransport });
+    const r = await c.raw<{ method: string; query: string; length: string; auth: string; body: string }>('POST', '/echo', { body: { n: 1 }, query: { limit: 5 } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.body, { method: 'POST', query: '?limit=5', length: '7', auth: 'Bearer k.1', body: '{"n":1}' });
+    assert.equal(r.headers.get('Content-Type'), 'application/json');
+    assert.equal(r.headers.get('x-many'), 'one, two');
+    assert.equal(r.headers.get('x-none'), null);
+    assert.deepEqual(r.headers.getSetCookie(), ['a=1; Path=/', 'b=2; Path=/']);
+    // A raw body goes as it is, with its length.
+    const raw = await c.raw<{ length: string; body: string }>('POST', '/echo', { rawBody: new TextEncoder().encode('tar bytes'), headers: { 'content-type': 'application/gzip' } });
+    assert.deepEqual([raw.body.length, raw.body.body], ['9', 'tar bytes']);
+  });
+
+  test("an answer other than 2xx is the API's message", async () => {
+    const c = new SvcClient({ baseUrl: base, transport: nodeHttpTransport });
+    await assert.rejects(c.call('GET', '/missing'), (err: unknown) => err instanceof ApiError && err.status === 404 && err.message === 'service not found');
+  });
+
+  test('a streamed answer is read as it comes, before it ends', async () => {
+    const c = new SvcClient({ baseUrl: base, transport: nodeHttpTransport });
+    const reader = (await c.stream('/stream')).getReader();
+    const first = await reader.read();
+    assert.equal(new TextDecoder().decode(first.value), 'first\n');
+    releaseStream();
+    const rest: string[] = [];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest.push(new TextDecoder().decode(r.value));
+    assert.equal(rest.join(''), 'second\n');
+  });
+
+  test('a redirect is not followed: the error says where it points', async () => {
+    const c = new SvcClient({ baseUrl: base, transport: nodeHttpTransport });
+    await assert.rejects(c.call('GET', '/moved'), /answered 308, a redirect to https:\/\/elsewhere\.example\/v1\/tenant: set SVC_URL/);
+  });
+
+  test('an address nothing listens on, and a URL that is not http, are told plainly', async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    await assert.rejects(new SvcClient({ baseUrl: `http://127.0.0.1:${String(port)}`, transport: nodeHttpTransport }).health(), /ECONNREFUSED 127\.0\.0\.1/);
+    await assert.rejects(new SvcClient({ baseUrl: 'ftp://127.0.0.1', transport: nodeHttpTransport }).health(), /must begin with http:\/\/ or https:\/\/ \(ftp:\/\/127\.0\.0\.1\//);
+  });
+
+  test('an abort ends a request waiting for its answer', async () => {
+    const c = new SvcClient({ baseUrl: base, transport: nodeHttpTransport });
+    const controller = new AbortController();
+    const reading = c.stream('/stream', { signal: controller.signal }).then(async (s) => {
+      const reader = s.getReader();
+      await reader.read(); // the first line
+      return reader.read(); // held until the abort
+    });
+    setTimeout(() => controller.abort(), 50);
+    await assert.rejects(reading, /abort/i);
+  });
+
+  test('a CLI command that talks to svcd does not load undici (fetch), and the same probe sees it when fetch is used', async () => {
+    // A preload reports, as the process exits, whether fetch's undici was loaded.
+    const probe = `data:text/javascript,${encodeURIComponent("process.on('exit', () => process.stderr.write('undici:' + process.moduleLoadList.some((m) => m.includes('undici')) + '\\n'));")}`;
+    const env = { PATH: process.env.PATH, SVC_URL: base, SVC_API_KEY: 'k.1', NODE_OPTIONS: `--import=${probe}` };
+    // The stand-in server answers 500 to /v1/system/health: the command fails, after its request.
+    const cli = await run(SVC, ['health'], { env }).then(
+      () => assert.fail('svc health succeeded against a server that answers 500'),
+      (err: unknown) => err as { stderr: string },
+    );
+    assert.match(cli.stderr, /HTTP 500/);
+    assert.match(cli.stderr, /undici:false/);
+    // The positive probe: the same preload in a process that calls fetch.
+    const fetching = await run(process.execPath, ['-e', `fetch(${JSON.stringify(`${base}/echo`)}).then((r) => r.text())`], { env });
+    assert.match(fetching.stderr, /undici:true/);
+  });
+});
