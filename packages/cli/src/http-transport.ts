@@ -43,6 +43,10 @@ export const nodeHttpTransport: Transport = (url: URL, req: Outgoing): Promise<A
   });
 
 function answerOf(res: IncomingMessage, status: number): Answer {
+  // One web stream over the response, made when first asked for: the client looks at `body`
+  // before it hands it on, and a second stream over the same response would take every chunk
+  // too, into a queue nobody reads (a followed log would grow it for as long as it runs).
+  let body: ReadableStream<Uint8Array> | null = null;
   return {
     status,
     headers: {
@@ -54,7 +58,8 @@ function answerOf(res: IncomingMessage, status: number): Answer {
       getSetCookie: () => res.headers['set-cookie'] ?? [],
     },
     get body() {
-      return Readable.toWeb(res) as ReadableStream<Uint8Array>;
+      body ??= Readable.toWeb(res) as ReadableStream<Uint8Array>;
+      return body;
     },
     text: async () => {
       const chunks: Buffer[] = [];

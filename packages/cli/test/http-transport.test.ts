@@ -92,6 +92,14 @@ describe('the node:http transport', () => {
     assert.equal(rest.join(''), 'second\n');
   });
 
+  test("an answer's body is one stream however often it is asked for (a second would queue every chunk unread)", async () => {
+    const answer = await nodeHttpTransport(new URL(`${base}/echo`), { method: 'GET', headers: {} });
+    const body = answer.body;
+    assert.ok(body);
+    assert.equal(answer.body, body);
+    assert.match(await new Response(body).text(), /"method":"GET"/);
+  });
+
   test('a redirect is not followed: the error says where it points', async () => {
     const c = new SvcClient({ baseUrl: base, transport: nodeHttpTransport });
     await assert.rejects(c.call('GET', '/moved'), /answered 308, a redirect to https:\/\/elsewhere\.example\/v1\/tenant: set SVC_URL/);
