@@ -17,17 +17,34 @@ const sender = (protocol: string) => {
   return null;
 };
 
+/** How long an answer's headers may take, as fetch's (undici's) default: a dead connection ends. */
+export const HEADERS_TIMEOUT_MS = 300_000;
+
+/** The CLI's transport. */
+export const nodeHttpTransport: Transport = httpTransport(HEADERS_TIMEOUT_MS);
+
+/** Requests whose answers' headers may take up to `headersTimeoutMs`; the body may take its time (followed logs). */
+export function httpTransport(headersTimeoutMs: number): Transport {
+  return (url, req) => send(url, req, headersTimeoutMs);
+}
+
 /** One request; the answer once its headers are in, its body still to be read. */
-export const nodeHttpTransport: Transport = (url: URL, req: Outgoing): Promise<Answer> =>
-  new Promise<Answer>((resolve, reject) => {
-    const send = sender(url.protocol);
-    if (send === null) {
+function send(url: URL, req: Outgoing, headersTimeoutMs: number): Promise<Answer> {
+  return new Promise<Answer>((resolve, reject) => {
+    const request = sender(url.protocol);
+    if (request === null) {
       reject(new Error(`svcd's URL must begin with http:// or https:// (${url.href})`));
       return;
     }
+    // Counted once the request is sent, not while an archive uploads (and not at all when the
+    // answer or an error came first: svcd may refuse an upload before it has all of it).
+    let headersTimer: NodeJS.Timeout | undefined;
+    let settled = false;
     // Node's global agents keep connections alive (a command's several requests share one) and
     // let the process exit with idle ones open, as fetch does.
-    const outgoing = send(url, { method: req.method, headers: req.headers, signal: req.signal }, (res) => {
+    const outgoing = request(url, { method: req.method, headers: req.headers, signal: req.signal }, (res) => {
+      settled = true;
+      clearTimeout(headersTimer);
       const status = res.statusCode ?? 0;
       // fetch would follow it; a CLI pointed at an address that redirects (http to https, a
       // moved host) is better told where to point.
@@ -38,15 +55,39 @@ export const nodeHttpTransport: Transport = (url: URL, req: Outgoing): Promise<A
       }
       resolve(answerOf(res, status));
     });
-    outgoing.once('error', reject);
-    outgoing.end(req.body);
+    // `on`, not `once`: a second error event (a socket failing twice) must not go unhandled.
+    outgoing.on('error', (err) => {
+      settled = true;
+      clearTimeout(headersTimer);
+      reject(plainError(err, url));
+    });
+    outgoing.end(req.body, () => {
+      if (settled) return;
+      headersTimer = setTimeout(() => outgoing.destroy(new Error(`${url.origin} sent no answer in ${String(headersTimeoutMs / 1000)} s`)), headersTimeoutMs);
+    });
   });
+}
+
+/**
+ * A connection error as the CLI can print it: a name with two addresses (localhost: ::1 and
+ * 127.0.0.1) fails with an AggregateError whose own message is empty.
+ */
+export function plainError(err: Error, url: URL): Error {
+  if (err instanceof AggregateError && err.message === '') {
+    const reasons = (err.errors as unknown[]).map((e) => (e instanceof Error ? e.message : String(e)));
+    return new Error(`${url.origin}: ${reasons.join('; ')}`, { cause: err });
+  }
+  return err;
+}
 
 function answerOf(res: IncomingMessage, status: number): Answer {
   // One web stream over the response, made when first asked for: the client looks at `body`
   // before it hands it on, and a second stream over the same response would take every chunk
   // too, into a queue nobody reads (a followed log would grow it for as long as it runs).
   let body: ReadableStream<Uint8Array> | null = null;
+  let textRead = false;
+  // As fetch's Response: the body is read one way, once.
+  const alreadyRead = () => new TypeError('the answer\'s body was read already');
   return {
     status,
     headers: {
@@ -58,10 +99,13 @@ function answerOf(res: IncomingMessage, status: number): Answer {
       getSetCookie: () => res.headers['set-cookie'] ?? [],
     },
     get body() {
+      if (textRead) throw alreadyRead();
       body ??= Readable.toWeb(res) as ReadableStream<Uint8Array>;
       return body;
     },
     text: async () => {
+      if (textRead || body !== null) throw alreadyRead();
+      textRead = true;
       const chunks: Buffer[] = [];
       for await (const chunk of res) chunks.push(chunk as Buffer);
       return Buffer.concat(chunks).toString('utf8');

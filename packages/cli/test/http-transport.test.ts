@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { ApiError, SvcClient } from '@svc/client';
-import { nodeHttpTransport } from '../src/http-transport.js';
+import { httpTransport, nodeHttpTransport, plainError } from '../src/http-transport.js';
 
 const run = promisify(execFile);
 const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
@@ -45,6 +45,7 @@ describe('the node:http transport', () => {
         res.end();
         return;
       }
+      if (url.pathname === '/silent') return; // never answers
       if (url.pathname === '/stream') {
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.write('first\n');
@@ -112,18 +113,46 @@ describe('the node:http transport', () => {
     await new Promise((r) => closed.close(r));
     await assert.rejects(new SvcClient({ baseUrl: `http://127.0.0.1:${String(port)}`, transport: nodeHttpTransport }).health(), /ECONNREFUSED 127\.0\.0\.1/);
     await assert.rejects(new SvcClient({ baseUrl: 'ftp://127.0.0.1', transport: nodeHttpTransport }).health(), /must begin with http:\/\/ or https:\/\/ \(ftp:\/\/127\.0\.0\.1\//);
+    // A name with two addresses (localhost as ::1 and 127.0.0.1, where /etc/hosts has both) fails
+    // with an AggregateError whose own message is empty: the CLI prints the reasons instead.
+    const both = new AggregateError([new Error('connect ECONNREFUSED ::1:8080'), new Error('connect ECONNREFUSED 127.0.0.1:8080')]);
+    assert.equal(both.message, '');
+    const told = plainError(both, new URL('http://localhost:8080/v1/tenant'));
+    assert.equal(told.message, 'http://localhost:8080: connect ECONNREFUSED ::1:8080; connect ECONNREFUSED 127.0.0.1:8080');
+    const one = new Error('connect ECONNREFUSED 127.0.0.1:8080');
+    assert.equal(plainError(one, new URL('http://127.0.0.1:8080')), one, 'any other error as it is');
   });
 
-  test('an abort ends a request waiting for its answer', async () => {
+  test('an abort ends a stream being read, and a request whose signal was aborted before it went', async () => {
     const c = new SvcClient({ baseUrl: base, transport: nodeHttpTransport });
     const controller = new AbortController();
-    const reading = c.stream('/stream', { signal: controller.signal }).then(async (s) => {
-      const reader = s.getReader();
-      await reader.read(); // the first line
-      return reader.read(); // held until the abort
-    });
-    setTimeout(() => controller.abort(), 50);
-    await assert.rejects(reading, /abort/i);
+    const reader = (await c.stream('/stream', { signal: controller.signal })).getReader();
+    assert.equal(new TextDecoder().decode((await reader.read()).value), 'first\n');
+    // The server holds the rest until releaseStream(): only the abort can end this read.
+    const next = reader.read();
+    controller.abort();
+    await assert.rejects(next, (err: unknown) => err instanceof Error && /aborted/i.test(err.message));
+    await assert.rejects(c.call('GET', '/echo', { signal: AbortSignal.abort() }), (err: unknown) => err instanceof Error && err.name === 'AbortError');
+  });
+
+  test('an answer whose headers do not come in time ends the request; a body may take its time', async () => {
+    const quick = new SvcClient({ baseUrl: base, transport: httpTransport(300) });
+    await assert.rejects(quick.call('GET', '/silent'), /sent no answer in 0\.3 s/);
+    // The same short timeout, on a stream whose second half comes later than it.
+    const reader = (await quick.stream('/stream')).getReader();
+    await reader.read();
+    await new Promise((r) => setTimeout(r, 500));
+    releaseStream();
+    const rest: string[] = [];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest.push(new TextDecoder().decode(r.value));
+    assert.equal(rest.join(''), 'second\n');
+  });
+
+  test("an answer's body is read one way, once", async () => {
+    const answer = await nodeHttpTransport(new URL(`${base}/echo`), { method: 'GET', headers: {} });
+    assert.match(await answer.text(), /"method":"GET"/);
+    await assert.rejects(answer.text(), /read already/);
+    assert.throws(() => answer.body, /read already/);
   });
 
   test('a CLI command that talks to svcd does not load undici (fetch), and the same probe sees it when fetch is used', async () => {
