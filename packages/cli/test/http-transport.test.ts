@@ -14,6 +14,13 @@ import { httpTransport, nodeHttpTransport, plainError } from '../src/http-transp
 const run = promisify(execFile);
 const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
 
+/** What a stream's reader has left, as text. */
+async function restOf(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  const rest: string[] = [];
+  for (let r = await reader.read(); !r.done; r = await reader.read()) rest.push(new TextDecoder().decode(r.value));
+  return rest.join('');
+}
+
 describe('the node:http transport', () => {
   let server: Server;
   let base = '';
@@ -88,9 +95,7 @@ describe('the node:http transport', () => {
     const first = await reader.read();
     assert.equal(new TextDecoder().decode(first.value), 'first\n');
     releaseStream();
-    const rest: string[] = [];
-    for (let r = await reader.read(); !r.done; r = await reader.read()) rest.push(new TextDecoder().decode(r.value));
-    assert.equal(rest.join(''), 'second\n');
+    assert.equal(await restOf(reader), 'second\n');
   });
 
   test("an answer's body is one stream however often it is asked for (a second would queue every chunk unread)", async () => {
@@ -143,9 +148,7 @@ describe('the node:http transport', () => {
     await reader.read();
     await new Promise((r) => setTimeout(r, 500));
     releaseStream();
-    const rest: string[] = [];
-    for (let r = await reader.read(); !r.done; r = await reader.read()) rest.push(new TextDecoder().decode(r.value));
-    assert.equal(rest.join(''), 'second\n');
+    assert.equal(await restOf(reader), 'second\n');
   });
 
   test("an answer's body is read one way, once", async () => {
