@@ -1,41 +1,27 @@
 // The base images the examples build FROM, made on this machine (no registry on the internet is
 // needed): Debian's static busybox, and Node 24 (the binary `make` brought, with the C libraries
-// it links) beside it, each FROM scratch, pushed to a registry on loopback, 127.0.0.1:5055
-// (Debian's docker-registry, started when none answers there). svc builds pull every FROM image by
+// it links) beside it, each FROM scratch, pushed to the registry on loopback, 127.0.0.1:5055
+// (loopback-registry.ts: Debian's docker-registry, started when none answers there; the tests'
+// images live there too). svc builds pull every FROM image by
 // its full name, and a loopback registry is one a tenant may use (DECISIONS: images).
 // `make run` runs this once (an image already in the registry is kept); so does the CLI test.
 // Run: node --import tsx examples/base-images.ts
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-fs';
+import { ensureLoopbackRegistry, LOOPBACK_REGISTRY } from './loopback-registry.js';
 
 /** Where the examples' Dockerfiles name their base images (FROM 127.0.0.1:5055/...). */
-export const EXAMPLES_REGISTRY = '127.0.0.1:5055';
+export const EXAMPLES_REGISTRY = LOOPBACK_REGISTRY;
 export const EXAMPLE_BUSYBOX_IMAGE = `${EXAMPLES_REGISTRY}/svc-examples/busybox:1`;
 export const EXAMPLE_NODE_IMAGE = `${EXAMPLES_REGISTRY}/svc-examples/node:24`;
-const REGISTRY_DIR = '/var/tmp/svc-examples-registry';
 const BUSYBOX = '/bin/busybox';
 
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
 const say = (line: string) => process.stderr.write(`examples: ${line}\n`);
-
-async function registryAnswers(): Promise<boolean> {
-  return fetch(`http://${EXAMPLES_REGISTRY}/v2/`).then((r) => r.ok, () => false);
-}
-
-async function ensureRegistry(): Promise<void> {
-  if (await registryAnswers()) return;
-  mkdirSync(REGISTRY_DIR, { recursive: true });
-  const config = join(REGISTRY_DIR, 'config.yml');
-  writeFileSync(config, ['version: 0.1', 'log: { level: error }', `storage: { filesystem: { rootdirectory: ${REGISTRY_DIR}/data } }`, `http: { addr: ${EXAMPLES_REGISTRY} }`].join('\n'));
-  spawn('docker-registry', ['serve', config], { stdio: 'ignore', detached: true }).unref();
-  for (let i = 0; i < 100 && !(await registryAnswers()); i++) await new Promise((r) => setTimeout(r, 100));
-  if (!(await registryAnswers())) throw new Error(`no registry answers on ${EXAMPLES_REGISTRY} (Debian's docker-registry: apt-get install docker-registry)`);
-  say(`started a registry on ${EXAMPLES_REGISTRY} (Debian's docker-registry, data in ${REGISTRY_DIR})`);
-}
 
 async function inRegistry(image: string): Promise<boolean> {
   const rest = image.slice(image.indexOf('/') + 1);
@@ -92,7 +78,7 @@ function nodeContext(dir: string): void {
 
 export async function ensureExampleImages(): Promise<void> {
   if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing (Debian's busybox-static: apt-get install busybox-static)`);
-  await ensureRegistry();
+  await ensureLoopbackRegistry(say);
   for (const [image, fill] of [
     [EXAMPLE_BUSYBOX_IMAGE, busyboxContext],
     [EXAMPLE_NODE_IMAGE, nodeContext],

@@ -11,6 +11,22 @@ import { environmentWorkloadName, workloadOf } from '../src/environments/environ
 import { AGENT_PORT } from '../src/environments/agent.js';
 import { ADMIN_TOKEN, freePort, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { docker, engineTenants } from './images.js';
+
+type Client = TestServer['client'];
+
+/** A file's content in the environment, '' when it is not there. */
+async function readMarker(client: Client, envId: string, path: string): Promise<string> {
+  return (await client.exec(envId, { command: ['sh', '-c', `cat ${path} 2>/dev/null || true`] })).stdout;
+}
+
+/** Waits until a marker a loop rewrites stops changing (read 700 ms apart): its writer is gone. */
+async function markerStops(client: Client, envId: string, path: string, what: string): Promise<void> {
+  await waitFor(what, async () => {
+    const one = await readMarker(client, envId, path);
+    await new Promise((r) => setTimeout(r, 700));
+    return (await readMarker(client, envId, path)) === one ? true : undefined;
+  }, 20_000);
+}
 import { startHttpsGitServer, type HttpsGitServer } from './git-fixtures.js';
 import { TEMPLATE_IMAGES, ensureTemplateImages } from './operator-images.js';
 
@@ -163,8 +179,10 @@ describe('environments', () => {
 
     // The environment stopped while a command runs through the agent: 409, not a server error.
     await t.deps.store.environments.update(env.id, { agent_token: row.agent_token });
-    const running = a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['sleep', '20'] } });
-    await new Promise((r) => setTimeout(r, 500));
+    const began = `/tmp/began-${String(Date.now())}`;
+    const running = a.client.raw<{ error: string }>('POST', `/v1/environments/${env.id}/exec`, { body: { command: ['sh', '-c', `touch ${began}; exec sleep 20`] } });
+    // Stopped once the command runs (not after a fixed moment: on a loaded machine it may not have yet).
+    await waitFor('the command to run', async () => ((await a.client.exec(env.id, { command: ['test', '-e', began] })).exit_code === 0 ? true : undefined), 20_000);
     await a.client.stopEnvironment(env.id);
     const cut = await running;
     assert.equal(cut.status, 409);
@@ -212,10 +230,7 @@ describe('environments', () => {
     assert.equal(firstTick.done ? null : firstTick.value.type, 'stdout');
     leaving.abort();
     await assert.rejects(ticking.next());
-    await new Promise((r) => setTimeout(r, 1_500));
-    const first = (await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout;
-    await new Promise((r) => setTimeout(r, 700));
-    assert.equal((await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout, first, 'the command still runs after its reader left');
+    await markerStops(a.client, env.id, '/workspace/alive', 'the command to stop once its reader left');
 
     // The agent not reached (a token it does not take): the engine runs it, its output at the end.
     const row = await t.deps.store.environments.findAny(env.id);
@@ -386,14 +401,18 @@ describe('environments', () => {
     // A client that leaves: the shell is hung up (a command ignoring SIGHUP is killed after a grace).
     const leaving = a.client.terminal(env.id, { cols: 80, rows: 24 });
     await new Promise((r) => leaving.addEventListener('open', r));
-    leaving.send(new TextEncoder().encode("trap '' HUP; while :; do date +%s%N > /workspace/alive; sleep 0.1; done\n"));
-    await new Promise((r) => setTimeout(r, 800));
+    const marker = '/workspace/alive-terminal';
+    leaving.send(new TextEncoder().encode(`trap '' HUP; while :; do date +%s%N > ${marker}; sleep 0.1; done\n`));
+    // The probe sees the loop run (its marker moves) before the client leaves...
+    await waitFor('the shell loop to move its marker', async () => {
+      const one = await readMarker(a.client, env.id, marker);
+      if (one === '') return undefined;
+      await new Promise((r) => setTimeout(r, 300));
+      return (await readMarker(a.client, env.id, marker)) !== one ? true : undefined;
+    }, 20_000);
     leaving.close();
-    await new Promise((r) => setTimeout(r, 4_000));
-    const first = (await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout;
-    await new Promise((r) => setTimeout(r, 700));
-    assert.notEqual(first, '');
-    assert.equal((await a.client.exec(env.id, { command: ['cat', '/workspace/alive'] })).stdout, first, 'the shell outlived its terminal');
+    // ...and stop once it left (the 2 s grace, and the close's way through svcd and gVisor).
+    await markerStops(a.client, env.id, marker, 'the shell to be hung up with its terminal');
 
     // Clients that go while their terminal opens (before the upgrade completes): each terminal
     // goes with its connection, and so does its exec slot.
@@ -411,7 +430,7 @@ describe('environments', () => {
       while (!lines.some((l) => l.includes('incoming request') && l.includes('/terminal'))) await new Promise(setImmediate);
       req.destroy();
     }
-    assert.ok(lines.some((l) => l.includes('environment terminal opened')) || (await new Promise((r) => setTimeout(r, 500)), lines.some((l) => l.includes('environment terminal opened'))), 'the terminal did open');
+    await waitFor('a terminal to open (the case is one of a terminal going while it opens)', async () => (lines.some((l) => l.includes('environment terminal opened')) ? true : undefined), 10_000);
     await waitFor('the slots of terminals whose clients left', async () => (await slots()) === 0, 10_000);
 
     await a.client.stopEnvironment(env.id);

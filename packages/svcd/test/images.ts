@@ -4,24 +4,23 @@
 // (for the network isolation tests). Where every request counts, the responder image serves
 // instead: this machine's Caddy answering `respond` (RESPONDER_IMAGE).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroups } from '../src/runtime/index.js';
+import { ensureLoopbackRegistry, LOOPBACK_REGISTRY } from '../../../examples/loopback-registry.js';
 import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js';
 
 /**
- * The tests' loopback registry (Debian's docker-registry), started once per machine and kept:
- * every deploy pulls its image (a tenant runs only images it could pull itself), so the images
- * services run are served from here, as a tenant's would be from Docker Hub.
+ * The tests' images live in the loopback registry (examples/loopback-registry.ts, Debian's
+ * docker-registry), started once per machine and kept: every deploy pulls its image (a tenant
+ * runs only images it could pull itself), so the images services run are served from there, as a
+ * tenant's would be from Docker Hub.
  */
-export const TEST_REGISTRY = process.env.SVC_TEST_REGISTRY ?? '127.0.0.1:5055';
-const TEST_REGISTRY_DIR = '/var/tmp/svc-test-registry';
-/** Its configuration file (the swarm lab serves the same storage on each node: swarm-lab.ts). */
-export const TEST_REGISTRY_CONFIG = join(TEST_REGISTRY_DIR, 'config.yml');
+export const TEST_REGISTRY = LOOPBACK_REGISTRY;
 
 export const BUSYBOX_IMAGE = `${TEST_REGISTRY}/svc-test/busybox-httpd:5`;
 /** A WebSocket server on $PORT (busybox nc + sh): the handshake, then one frame each way (it waits for the client's). */
@@ -117,20 +116,8 @@ export async function imagePresent(tag: string): Promise<boolean> {
 }
 
 /** Starts the tests' registry unless it answers already; it outlives the test process. */
-export async function ensureTestRegistry(): Promise<void> {
-  const answers = () => fetch(`http://${TEST_REGISTRY}/v2/`).then((r) => r.ok, () => false);
-  if (await answers()) return;
-  mkdirSync(TEST_REGISTRY_DIR, { recursive: true });
-  const config = TEST_REGISTRY_CONFIG;
-  writeFileSync(config, [
-    'version: 0.1',
-    'log: { level: error }',
-    `storage: { filesystem: { rootdirectory: ${join(TEST_REGISTRY_DIR, 'data')} }, delete: { enabled: true } }`,
-    `http: { addr: ${TEST_REGISTRY} }`,
-  ].join('\n'));
-  spawn('docker-registry', ['serve', config], { stdio: 'ignore', detached: true }).unref();
-  for (let i = 0; i < 100 && !(await answers()); i++) await new Promise((r) => setTimeout(r, 100));
-  if (!(await answers())) throw new Error(`the test registry did not start on ${TEST_REGISTRY} (Debian's docker-registry; make test installs it)`);
+export function ensureTestRegistry(): Promise<void> {
+  return ensureLoopbackRegistry((line) => process.stderr.write(`tests: ${line}\n`));
 }
 
 /** Whether the registry serves this reference (HOST:PORT/REPO:TAG). */

@@ -9,7 +9,7 @@ import { SessionLimits } from '../src/sessions/session-limits.js';
 import { ScratchSpace, SCRATCH_DISK_RESERVE_BYTES } from '../src/scratch/scratch-space.js';
 import { builtImageOwner } from '../src/services/images.js';
 import { openStore, type Store } from '../src/store/index.js';
-import { eachStore, storeLocation, tenantRow } from './harness.js';
+import { eachStore, storeLocation, tenantRow, waitFor } from './harness.js';
 import { ManualClock } from './manual-clock.js';
 
 const caps = { tenant: { logs: 2, exec: 1, sync: 1 }, svcd: { logs: 10, exec: 10, sync: 10 }, leaseMs: 60_000 };
@@ -60,7 +60,8 @@ eachStore((kind) => {
         const kept = await live.acquire('t-slots', 'exec');
         // Past the lease: the dead holder's slot no longer counts; the live one's was renewed.
         clock.advance(caps.leaseMs + 25_000);
-        await renewalWritten();
+        // The renewal runs on its timer without being awaited: its write is waited for, not a fixed moment.
+        await waitFor('the live holder to renew its slot', async () => ((await second.sessionSlots.countLive('t-slots', 'exec', clock.now())) === 1 ? true : undefined), 10_000);
         const fresh = await live.acquire('t-slots', 'sync');
         await assert.rejects(dead.acquire('t-slots', 'exec'), /quota exceeded: at most 1 commands/);
         await Promise.all([kept.release(), fresh.release()]);
@@ -83,9 +84,6 @@ eachStore((kind) => {
     });
   });
 });
-
-/** The renewal runs on its timer without being awaited: give its statements a moment. */
-const renewalWritten = () => new Promise((r) => setTimeout(r, 50));
 
 describe('scratch space', () => {
   const dirs: string[] = [];

@@ -18,7 +18,8 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { dockerOptions, type EngineTls } from '../src/runtime/docker/docker-runtime.js';
-import { TEST_REGISTRY, TEST_REGISTRY_CONFIG, ensureTestRegistry } from './images.js';
+import { LOOPBACK_REGISTRY_CONFIG } from '../../../examples/loopback-registry.js';
+import { TEST_REGISTRY, ensureTestRegistry } from './images.js';
 
 /** The lab's bridge on the host, which the nodes' links are ports of. */
 export const LAB_BRIDGE = 'svclab0';
@@ -214,7 +215,7 @@ export async function startSwarmLab(): Promise<SwarmLab> {
       );
       children.push(dockerd);
       // The tests' registry on the node's own loopback, over the host's storage.
-      children.push(spawn('nsenter', [...enter, 'docker-registry', 'serve', TEST_REGISTRY_CONFIG], { stdio: 'ignore' }));
+      children.push(spawn('nsenter', [...enter, 'docker-registry', 'serve', LOOPBACK_REGISTRY_CONFIG], { stdio: 'ignore' }));
       const url = `unix://${socket}`;
       nodes.push({ name, address, engineUrl: url, tlsUrl: `https://${address}:${String(ENGINE_TLS_PORT)}`, engine: new Docker(dockerOptions(url, 60_000)) });
     }

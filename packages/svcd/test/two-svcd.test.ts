@@ -90,8 +90,9 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       // An image that never listens: A's deploy waits for readiness until A dies.
       const s = await a.client.createService({ name: 'taken-over', image: SLEEPER_IMAGE });
       const first = await deployRunning(a.client, s.id);
-      await a.kill();
+      // Taken before the kill: A's death comes no earlier, so the time to the takeover is not undercounted.
       const killedAt = Date.now();
+      await a.kill();
       // B comes up after A died (were it up before, its controller might claim the row first).
       b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, workloadLeaseMs: WORKLOAD_LEASE_MS }, overrides: { readyTimeoutMs: 3_000 } });
       const held = await b.deps.store.workloads.find('service', s.id);
@@ -140,8 +141,9 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       const created = await a.client.createDatabase({ name: 'handed-over', type: 'postgres' });
       // A has claimed the workload and started its container (postgres needs seconds to answer).
       await waitFor('A to start the container', async () => ((await containerState(databaseWorkloadName(created.id))) !== null ? true : undefined), 60_000);
-      await a.kill();
+      // Taken before the kill: A's death comes no earlier, so the time to the takeover is not undercounted.
       const killedAt = Date.now();
+      await a.kill();
       // B comes up after A died (were it up before, its controller might claim the row first).
       b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, databaseImages: { postgres: POSTGRES_IMAGE, redis: REDIS_IMAGE }, databasePorts: { from: 23100, to: 23199 }, workloadLeaseMs: WORKLOAD_LEASE_MS } });
       const held = await b.deps.store.workloads.find('database', created.id);

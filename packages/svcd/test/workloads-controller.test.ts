@@ -280,15 +280,16 @@ eachStore((kind) => {
     });
 
     test('a controller whose lease went to another holder stops its apply, removes what it started, and writes nothing', async () => {
-      // A short lease, renewed every 200 ms, so that losing it shows at once.
-      const { c, rules } = controller('ctl-a/1', 600);
+      // A short lease, renewed every second, so that losing it shows soon (not shorter: a
+      // stall of a loaded test process past its renewals would end the apply before the takeover).
+      const { c, rules } = controller('ctl-a/1', 3_000);
       const w = await add(SLOW);
       c.start();
       await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));
       // Another svcd takes the row over (as if this one had stalled past its lease).
       assert.equal(await store.workloads.release(w.id, 'ctl-a/1', 1, null, null, 0), true);
       assert.equal(await store.workloads.claim(w.id, 'ctl-b/1', Date.now(), 60_000), true);
-      await waitFor('the apply to stop and remove its container', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? undefined : true), 5_000);
+      await waitFor('the apply to stop and remove its container', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? undefined : true), 15_000);
       const now = await row(w.id);
       assert.equal(now.lease_holder, 'ctl-b/1', "the other holder's lease stands");
       assert.equal(now.observed_generation, 0);
