@@ -23,6 +23,7 @@ async function readMarker(client: Client, envId: string, path: string): Promise<
 async function markerStops(client: Client, envId: string, path: string, what: string): Promise<void> {
   await waitFor(what, async () => {
     const one = await readMarker(client, envId, path);
+    if (one === '') throw new Error(`${path} is not there`);
     await new Promise((r) => setTimeout(r, 700));
     return (await readMarker(client, envId, path)) === one ? true : undefined;
   }, 20_000);

@@ -1,10 +1,10 @@
 // The loopback registry that the examples' base images and the tests' images share
-// (examples/loopback-registry.ts): started once, found again by its config, and another registry
-// on its address named rather than used (the swarm lab serves the storage its config names).
+// (examples/loopback-registry.ts): started once, found again by the mark it answers with, and
+// another registry on its address named rather than used (the swarm lab serves the storage its config names).
 // Each case uses an address and a folder of its own, not the machine's registry.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ test("the examples' images and the tests' are in one registry", () => {
   assert.equal(TEST_REGISTRY, LOOPBACK_REGISTRY);
 });
 
-test('started when none answers, then found again by its config', async () => {
+test('started when none answers, then found again by the mark it answers with', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-loopback-registry-'));
   const place = { address: `127.0.0.1:${String(await freePort())}`, dir };
   const said: string[] = [];
@@ -27,8 +27,8 @@ test('started when none answers, then found again by its config', async () => {
     await ensureLoopbackRegistry((l) => said.push(l), place);
     assert.equal(said.length, 1, 'it says it started one');
     assert.equal((await fetch(`http://${place.address}/v2/`)).status, 200);
-    assert.ok(existsSync(join(dir, 'config.yml')));
-    // Again: the registry that answers is this one (its config is there): nothing new started.
+    assert.equal((await fetch(`http://${place.address}/v2/`)).headers.get('x-svc-loopback-registry'), dir, 'it answers with its mark');
+    // Again: the registry that answers is this one: nothing new started.
     await ensureLoopbackRegistry((l) => said.push(l), place);
     assert.equal(said.length, 1);
   } finally {
@@ -49,8 +49,9 @@ test('another registry on the address (an older svc\'s, with its own storage) is
   const dir = mkdtempSync(join(tmpdir(), 'svc-loopback-registry-'));
   try {
     assert.equal((await fetch(`http://${address}/v2/`)).status, 200, 'the other registry answers');
-    await assert.rejects(ensureLoopbackRegistry(() => {}, { address, dir }), /a registry answers on 127\.0\.0\.1:\d+ that is not svc's loopback registry .*pkill -f 'docker-registry serve'/);
-    assert.equal(existsSync(join(dir, 'config.yml')), false, 'no config written for a registry svc did not start');
+    // Even with a config of svc's in the folder (left by an earlier run): the answer is not svc's registry's.
+    writeFileSync(join(dir, 'config.yml'), 'version: 0.1\n');
+    await assert.rejects(ensureLoopbackRegistry(() => {}, { address, dir }), /a registry answers on 127\.0\.0\.1:\d+ that is not svc's loopback registry .*ss -ltnp 'sport = :\d+'/);
   } finally {
     await new Promise((r) => other.close(r));
     rmSync(dir, { recursive: true, force: true });

@@ -83,6 +83,7 @@ describe('public routing through Caddy', () => {
     // Streamed, not held back: line 1 came on its own (without line 4), or long before the end
     // (either holds alone: a stall of this process can join chunks, or delay line 1's).
     const [firstAt = Infinity, firstChunk = ''] = arrivals.find(([, t]) => t.includes('line 1')) ?? [];
+    assert.notEqual(firstChunk, '', 'line 1 came whole in one piece');
     const last = arrivals.at(-1)?.[0] ?? 0;
     assert.ok(!firstChunk.includes('line 4') || last - firstAt >= 600, `line 1 came with line 4, ${last - firstAt} ms before the end: it was held back`);
   });

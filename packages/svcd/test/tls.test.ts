@@ -205,6 +205,7 @@ describe('HTTPS on the proxy with certificates from an ACME server', () => {
     assert.match(arrivals.map(([, x]) => x).join(''), /line 1\nline 2\nline 3\nline 4/);
     // As in proxy.test.ts: line 1 came without line 4, or long before the end.
     const [firstAt = Infinity, firstChunk = ''] = arrivals.find(([, x]) => x.includes('line 1')) ?? [];
+    assert.notEqual(firstChunk, '', 'line 1 came whole in one piece');
     assert.ok(!firstChunk.includes('line 4') || (arrivals.at(-1)?.[0] ?? 0) - firstAt >= 600, 'line 1 was held back');
 
     const socketHost = `${sockets.dns_label}.${BASE_DOMAIN}`;

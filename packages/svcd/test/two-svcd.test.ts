@@ -7,6 +7,8 @@ import type { Deployment, SvcClient } from '@svc/client';
 import { INTERRUPTED, workloadName } from '../src/services/deployer.js';
 import { databaseWorkloadName } from '../src/databases/databases.js';
 import { probePostgres } from '../src/databases/probes.js';
+import type { Store } from '../src/store/index.js';
+import type { WorkloadRow } from '../src/store/schema.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from './operator-images.js';
 import { DATABASE_TEST_PLAN, PG_ADMIN_URL, freshPgDatabase, newTenant, startServer, waitFor } from './harness.js';
 import { SLEEPER_IMAGE, docker, ensureTestImages, removeTenantWorkloads } from './images.js';
@@ -27,6 +29,22 @@ async function deployRunning(client: SvcClient, serviceId: string): Promise<Depl
     return now?.status === 'running' && (await containerState(workloadName(serviceId))) === 'running' ? true : undefined;
   }, 60_000);
   return dep;
+}
+
+/**
+ * Watches a dead holder's lease on a workload until just before it lapses: nobody takes the row
+ * over meanwhile (B's controller, running, must wait it out). Read from the store, not from the
+ * time B took to start or to be seen taking over.
+ */
+async function untilLapse(store: Store, held: WorkloadRow): Promise<void> {
+  const holder = held.lease_holder;
+  const until = held.lease_expires_at_ms ?? 0;
+  assert.ok(holder !== null && until > 0, 'a lease to watch');
+  while (Date.now() < until - 300) {
+    const now = await store.workloads.findById(held.id);
+    assert.equal(now?.lease_holder, holder, `taken over ${String(until - Date.now())} ms before the dead holder's lease lapsed`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** A's claim on a workload (--workload-lease-seconds): B carries on this long after A died. */
@@ -97,6 +115,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, workloadLeaseMs: WORKLOAD_LEASE_MS }, overrides: { readyTimeoutMs: 3_000 } });
       const held = await b.deps.store.workloads.find('service', s.id);
       assert.ok(held?.lease_holder, "A's lease is on the workload");
+      await untilLapse(b.deps.store, held);
 
       // B's controller takes the workload over once A's lease lapses.
       const c = b.client.withKey(a.apiKey);
@@ -148,6 +167,7 @@ describe('two svcd on one PostgreSQL store', { skip: !PG_ADMIN_URL && 'needs Pos
       b = await startServer({ realTime: true, config: { databaseUrl: db.url, masterKey: MASTER_KEY, databaseImages: { postgres: POSTGRES_IMAGE, redis: REDIS_IMAGE }, databasePorts: { from: 23100, to: 23199 }, workloadLeaseMs: WORKLOAD_LEASE_MS } });
       const held = await b.deps.store.workloads.find('database', created.id);
       assert.ok(held?.lease_holder, "A's lease is on the row");
+      await untilLapse(b.deps.store, held);
       const c = b.client.withKey(a.apiKey);
       let last = '';
       const done = await waitFor('B to provision it', async () => {
