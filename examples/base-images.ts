@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import Docker from 'dockerode';
 import { pack } from 'tar-fs';
-import { ensureLoopbackRegistry, LOOPBACK_REGISTRY } from './loopback-registry.js';
+import { ensureLoopbackRegistry, inRegistry, LOOPBACK_REGISTRY } from './loopback-registry.js';
 
 /** Where the examples' Dockerfiles name their base images (FROM 127.0.0.1:5055/...). */
 export const EXAMPLES_REGISTRY = LOOPBACK_REGISTRY;
@@ -22,13 +22,6 @@ const BUSYBOX = '/bin/busybox';
 
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
 const say = (line: string) => process.stderr.write(`examples: ${line}\n`);
-
-async function inRegistry(image: string): Promise<boolean> {
-  const rest = image.slice(image.indexOf('/') + 1);
-  const [repo, tag] = [rest.slice(0, rest.lastIndexOf(':')), rest.slice(rest.lastIndexOf(':') + 1)];
-  const r = await fetch(`http://${EXAMPLES_REGISTRY}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } }).catch(() => null);
-  return r?.ok === true;
-}
 
 function finished(stream: NodeJS.ReadableStream): Promise<void> {
   return new Promise((resolve, reject) =>

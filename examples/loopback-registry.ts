@@ -59,3 +59,11 @@ export async function ensureLoopbackRegistry(say: (line: string) => void, place:
   if ((await answering(place.address, place.dir)) !== 'ours') throw new Error(`svc's registry does not answer on ${place.address} (Debian's docker-registry: apt-get install docker-registry)`);
   say(`started a registry on ${place.address} (Debian's docker-registry, data in ${place.dir})`);
 }
+
+/** Whether a registry serves this reference (HOST:PORT/REPO:TAG): a HEAD of its manifest. */
+export function inRegistry(ref: string): Promise<boolean> {
+  const rest = ref.slice(ref.indexOf('/') + 1);
+  const [repo, tag] = [rest.slice(0, rest.lastIndexOf(':')), rest.slice(rest.lastIndexOf(':') + 1)];
+  const accept = 'application/vnd.docker.distribution.manifest.v2+json';
+  return fetch(`http://${ref.slice(0, ref.indexOf('/'))}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept } }).then((r) => r.ok, () => false);
+}

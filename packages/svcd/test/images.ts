@@ -11,7 +11,7 @@ import Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { dockerOptions } from '../src/runtime/docker/docker-runtime.js';
 import { DEFAULT_TENANT_CPU_WEIGHT, TenantCgroups } from '../src/runtime/index.js';
-import { ensureLoopbackRegistry, LOOPBACK_REGISTRY } from '../../../examples/loopback-registry.js';
+import { ensureLoopbackRegistry, inRegistry, LOOPBACK_REGISTRY } from '../../../examples/loopback-registry.js';
 import { DOCKER_HOST, freePort, newTenant, type TestServer } from './harness.js';
 
 /**
@@ -118,14 +118,6 @@ export async function imagePresent(tag: string): Promise<boolean> {
 /** Starts the tests' registry unless it answers already; it outlives the test process. */
 export function ensureTestRegistry(): Promise<void> {
   return ensureLoopbackRegistry((line) => process.stderr.write(`tests: ${line}\n`));
-}
-
-/** Whether the registry serves this reference (HOST:PORT/REPO:TAG). */
-async function inRegistry(ref: string): Promise<boolean> {
-  const rest = ref.slice(ref.indexOf('/') + 1);
-  const [repo, tag] = [rest.slice(0, rest.lastIndexOf(':')), rest.slice(rest.lastIndexOf(':') + 1)];
-  const accept = 'application/vnd.docker.distribution.manifest.v2+json';
-  return fetch(`http://${ref.slice(0, ref.indexOf('/'))}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept } }).then((r) => r.ok, () => false);
 }
 
 const CADDY = '/usr/bin/caddy';

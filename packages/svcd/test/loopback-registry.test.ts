@@ -26,8 +26,9 @@ test('started when none answers, then found again by the mark it answers with', 
   try {
     await ensureLoopbackRegistry((l) => said.push(l), place);
     assert.equal(said.length, 1, 'it says it started one');
-    assert.equal((await fetch(`http://${place.address}/v2/`)).status, 200);
-    assert.equal((await fetch(`http://${place.address}/v2/`)).headers.get('x-svc-loopback-registry'), dir, 'it answers with its mark');
+    const answer = await fetch(`http://${place.address}/v2/`);
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers.get('x-svc-loopback-registry'), dir, 'it answers with its mark');
     // Again: the registry that answers is this one: nothing new started.
     await ensureLoopbackRegistry((l) => said.push(l), place);
     assert.equal(said.length, 1);
