@@ -96,10 +96,12 @@ func run(args []string) int {
 		return 127
 	}
 
-	// Every signal the engine or an operator may send is forwarded (but SIGCHLD: reaping is a
-	// loop of its own, below, since a full channel drops signals and a tenant can send many).
+	// The signals a stop, the engine or an operator may send are forwarded (forwardedSignals);
+	// SIGPIPE is asked for too, only so that a write to a log whose reader went away fails
+	// instead of killing us (supervise drops it).
 	signals := make(chan os.Signal, 64)
-	signal.Notify(signals)
+	signal.Notify(signals, forwardedSignals...)
+	signal.Notify(signals, syscall.SIGPIPE)
 
 	limiter := newLimiter(*linesPerSecond, *bytesPerSecond, time.Now)
 	out := newOutput(os.Stdout, os.Stderr, limiter)
@@ -167,6 +169,22 @@ func run(args []string) int {
 	return code
 }
 
+// forwardedSignals are the standard signals a program can catch, passed on to the command: the
+// image's STOPSIGNAL whichever it is, and what an operator or the engine sends. Not SIGCHLD
+// (reaping is a loop of its own, since a full channel drops signals and a tenant can send many),
+// SIGPIPE (ours) or SIGURG (Go's own preemption, many a second). Nor the real-time signals:
+// Go's runtime hands each signal it is asked to deliver to a thread of its own and waits for its
+// answer, and under gVisor, within a service's CPU quota, those 31 more cost a start about 20 ms
+// of CPU and 40 ms before the command listens (README, bench/build); the image inits that use
+// them (systemd) run through --exec, as PID 1 themselves.
+var forwardedSignals = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGABRT,
+	syscall.SIGBUS, syscall.SIGFPE, syscall.SIGUSR1, syscall.SIGSEGV, syscall.SIGUSR2, syscall.SIGALRM,
+	syscall.SIGTERM, syscall.SIGSTKFLT, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGIO,
+	syscall.SIGPWR, syscall.SIGSYS,
+}
+
 // commandOf is argv to run as given; one found through a relative entry of PATH ("." or empty)
 // runs too, as the engine's runtime would run it.
 func commandOf(argv []string) *exec.Cmd {
@@ -188,11 +206,8 @@ func supervise(pid int, signals <-chan os.Signal, exited <-chan int) int {
 			if !ok {
 				continue
 			}
-			switch s {
-			case syscall.SIGCHLD, syscall.SIGPIPE, syscall.SIGURG:
-				// SIGCHLD: reapUntil waits. SIGPIPE: the log's reader went away, our write
-				// reports it. SIGURG: Go's own preemption.
-			default:
+			// SIGPIPE: the log's reader went away, and our write reports it.
+			if s != syscall.SIGPIPE {
 				_ = syscall.Kill(pid, s)
 			}
 		}

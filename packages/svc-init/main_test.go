@@ -108,6 +108,43 @@ func TestForwardsSignalsAndReportsTheSignalThatEndedTheChild(t *testing.T) {
 	}
 }
 
+func TestForwardsTheStandardSignalsAProgramHandles(t *testing.T) {
+	// A stop sends the image's STOPSIGNAL, whichever it is (nginx: QUIT, Apache: WINCH).
+	names := []string{"HUP", "INT", "QUIT", "USR1", "USR2", "ALRM", "WINCH", "TERM"}
+	traps := ""
+	for _, n := range names {
+		traps += fmt.Sprintf("trap 'echo got %s' %s; ", n, n)
+	}
+	cmd, stdout, _ := startInit(t, "--", "sh", "-c", traps+`echo ready; while true; do sleep 0.05; done`)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
+	for _, n := range names {
+		sig := map[string]syscall.Signal{"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "WINCH": syscall.SIGWINCH, "TERM": syscall.SIGTERM}[n]
+		_ = cmd.Process.Signal(sig)
+		waitFor(t, func() bool { return strings.Contains(stdout.String(), "got "+n) })
+	}
+}
+
+func TestALogWhoseReaderWentAwayDoesNotKillIt(t *testing.T) {
+	// The container's log, as the engine's shim holds it, gone: svc-init's writes fail (SIGPIPE
+	// asked for), and it still waits for the command and exits with its code.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close()
+	cmd := exec.Command(os.Args[0], "--", "sh", "-c", `echo one; echo two >&2; sleep 0.2; echo three; exit 3`)
+	cmd.Env = append(os.Environ(), "SVC_INIT_TEST_AS_INIT=1")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	if code := exitCode(t, cmd); code != 3 {
+		t.Fatalf("exit %d (%v), want the command's 3", code, cmd.ProcessState)
+	}
+}
+
 func TestReapsOrphans(t *testing.T) {
 	// The child leaves an orphan behind (its parent, a subshell, exits at once) that exits
 	// later: it comes to svc-init and must not stay a zombie.

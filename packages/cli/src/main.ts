@@ -4,4 +4,6 @@
 // the tree is built in program.ts.
 import { buildProgram } from './program.js';
 
-await buildProgram().parseAsync();
+// Not awaited at the top level: bin/svc runs the CLI bundled as CommonJS (Makefile), which has no
+// top-level await; a rejection still ends the process with its error, as one awaited would.
+void buildProgram().parseAsync();
