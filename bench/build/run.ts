@@ -18,6 +18,7 @@ import { SvcClient } from '../../packages/client/src/index.js';
 import { freePort } from '../../packages/svcd/test/harness.js';
 import { BUSYBOX_IMAGE, docker, ensureTestImages, finished, removeImages, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { startGitServer } from '../../packages/svcd/test/git-fixtures.js';
+import { LABELS } from '../../packages/svcd/src/runtime/port.js';
 import { sampleProblems, smokeRequested, smokeVerdict } from '../smoke.js';
 import { median, spawnSvcd } from '../svcd.js';
 import { deployDirectoryRounds, type DirectoryRounds } from './directory.js';
@@ -51,8 +52,12 @@ async function svcBuild(serviceId: string): Promise<number> {
   }
   // Not measured: the deployment the build started runs to its end before the next round, so
   // that its container's start (both cores for a moment under gVisor) does not fall into the
-  // next measurement of either side.
+  // next measurement of either side; and so does the stop of the container it replaced, which
+  // a rolling deploy begins once every proxy follows the new one (ROUTE_FOLLOW_MS after the
+  // route moved, as the service turns running): until this waited for it too, the old
+  // sandbox's stop landed in most of the next svc rounds (the bare side's have no such work).
   while ((await c.service(serviceId)).status === 'deploying') await new Promise((r) => setTimeout(r, 20));
+  while ((await docker.listContainers({ all: true, filters: { label: [`${LABELS.tenant}=${reg.tenant_id}`] } })).length > 1) await new Promise((r) => setTimeout(r, 20));
   return ms;
 }
 
