@@ -76,11 +76,12 @@ build: deps $(SVC_INIT)
 # built-in modules as they are, where an ES module's import of each builds a namespace of its
 # exports first (16 ms of a start, node:child_process alone 9: commander imports it); 75-80 ms
 # instead of 90-98. CommonJS has no import.meta: the banner gives its one use (program.ts, the
-# version from ../package.json) the file's own URL (esbuild's documented recipe). dist/svc.cjs
-# sits beside dist/main.js, so its '../package.json' is the same file.
+# version from ../package.json) the file's own URL, as esbuild's --define is meant for; it starts
+# with 'use strict', which esbuild would otherwise write after it, where it is no directive.
+# dist/svc.cjs sits beside dist/main.js, so its '../package.json' is the same file.
 	@echo "make: bundling the CLI (esbuild) into packages/cli/dist/svc.cjs, which bin/svc runs (packages/cli/start.cjs)"
 	@npx esbuild packages/cli/dist/main.js --bundle --platform=node --format=cjs --target=node24 --log-level=warning \
-	  --define:import.meta.url=importMetaUrl --banner:js="const importMetaUrl = require('node:url').pathToFileURL(__filename).href;" \
+	  --define:import.meta.url=importMetaUrl --banner:js="'use strict'; const importMetaUrl = require('node:url').pathToFileURL(__filename).href;" \
 	  --outfile=packages/cli/dist/svc.cjs
 	@rm -f packages/cli/dist/svc.mjs
 	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/start.cjs" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc

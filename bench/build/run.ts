@@ -57,7 +57,10 @@ async function svcBuild(serviceId: string): Promise<number> {
   // route moved, as the service turns running): until this waited for it too, the old
   // sandbox's stop landed in most of the next svc rounds (the bare side's have no such work).
   while ((await c.service(serviceId)).status === 'deploying') await new Promise((r) => setTimeout(r, 20));
-  while ((await docker.listContainers({ all: true, filters: { label: [`${LABELS.tenant}=${reg.tenant_id}`] } })).length > 1) await new Promise((r) => setTimeout(r, 20));
+  for (const deadline = Date.now() + 30_000; (await docker.listContainers({ all: true, filters: { label: [`${LABELS.tenant}=${reg.tenant_id}`] } })).length > 1; ) {
+    if (Date.now() > deadline) throw new Error('the container the deploy replaced is still there after 30 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
   return ms;
 }
 

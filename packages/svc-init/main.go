@@ -51,12 +51,17 @@ func run(args []string) int {
 	linesPerSecond := flags.Int("lines-per-second", 500, "lines of output the container's log takes a second (both streams together)")
 	bytesPerSecond := flags.Int("bytes-per-second", 512*1024, "bytes of output the container's log takes a second (both streams together)")
 	agentPort := flags.Int("agent-port", 0, "serve the agent (agent.go) on this port, with the token in $"+agentTokenEnv+" (0: no agent)")
+	forwardSignal := flags.Int("forward-signal", 0, fmt.Sprintf("a real-time signal to forward too, by number (%d-%d): the image's STOPSIGNAL (0: none)", firstForwardableRealTime, lastRealTime))
 	execOnly := flags.Bool("exec", false, "set no-new-privileges and become the command (for an image whose own init must be PID 1: no rate, no reaping of ours)")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	if *linesPerSecond < 1 || *bytesPerSecond < 1 {
 		fmt.Fprintln(os.Stderr, "svc-init: the rates must be at least 1")
+		return 2
+	}
+	if *forwardSignal != 0 && (*forwardSignal < firstForwardableRealTime || *forwardSignal > lastRealTime) {
+		fmt.Fprintf(os.Stderr, "svc-init: --forward-signal takes a real-time signal from %d to %d\n", firstForwardableRealTime, lastRealTime)
 		return 2
 	}
 	argv := flags.Args()
@@ -96,11 +101,14 @@ func run(args []string) int {
 		return 127
 	}
 
-	// The signals a stop, the engine or an operator may send are forwarded (forwardedSignals);
-	// SIGPIPE is asked for too, only so that a write to a log whose reader went away fails
-	// instead of killing us (supervise drops it).
+	// The signals a stop, the engine or an operator may send are forwarded (forwardedSignals,
+	// and the image's real-time STOPSIGNAL when it has one). SIGPIPE is asked for too, only so
+	// that a write to a log whose reader went away fails instead of killing us (supervise drops it).
 	signals := make(chan os.Signal, 64)
 	signal.Notify(signals, forwardedSignals...)
+	if *forwardSignal != 0 {
+		signal.Notify(signals, syscall.Signal(*forwardSignal))
+	}
 	signal.Notify(signals, syscall.SIGPIPE)
 
 	limiter := newLimiter(*linesPerSecond, *bytesPerSecond, time.Now)
@@ -169,21 +177,28 @@ func run(args []string) int {
 	return code
 }
 
-// forwardedSignals are the standard signals a program can catch, passed on to the command: the
-// image's STOPSIGNAL whichever it is, and what an operator or the engine sends. Not SIGCHLD
-// (reaping is a loop of its own, since a full channel drops signals and a tenant can send many),
-// SIGPIPE (ours) or SIGURG (Go's own preemption, many a second). Nor the real-time signals:
-// Go's runtime hands each signal it is asked to deliver to a thread of its own and waits for its
-// answer, and under gVisor, within a service's CPU quota, those 31 more cost a start about 20 ms
-// of CPU and 40 ms before the command listens (README, bench/build); the image inits that use
-// them (systemd) run through --exec, as PID 1 themselves.
+// forwardedSignals are the standard signals a program can catch that Go lets a program ask for,
+// passed on to the command: the image's STOPSIGNAL (SIGTERM unless it names another: nginx's
+// SIGQUIT, Apache's SIGWINCH) and what an operator or the engine sends. Not SIGCHLD (reaping is
+// a loop of its own, since a full channel drops signals and a tenant can send many), SIGPIPE
+// (ours) or SIGURG (Go's own preemption, many a second). Go keeps SIGILL, SIGTRAP, SIGBUS,
+// SIGFPE, SIGSEGV, SIGSTKFLT and SIGSYS (faults of its own code) and SIGPROF (its profiler)
+// whatever a program asks. Nor every real-time signal: Go's runtime enables each signal a
+// program asks for with a round trip to a thread of its own, and under gVisor, within a
+// service's CPU quota, those 30 more cost each start about 20 ms of CPU and some 40 ms before
+// the command listened (README, Resource safety). The one a stop sends is asked for alone
+// (--forward-signal, from the image's STOPSIGNAL).
 var forwardedSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGABRT,
-	syscall.SIGBUS, syscall.SIGFPE, syscall.SIGUSR1, syscall.SIGSEGV, syscall.SIGUSR2, syscall.SIGALRM,
-	syscall.SIGTERM, syscall.SIGSTKFLT, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
-	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGIO,
-	syscall.SIGPWR, syscall.SIGSYS,
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGUSR1, syscall.SIGUSR2,
+	syscall.SIGALRM, syscall.SIGTERM, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGWINCH, syscall.SIGIO, syscall.SIGPWR,
 }
+
+// The real-time signals Go delivers to a program that asks (32 to 34 are its own and musl's).
+const (
+	firstForwardableRealTime = 35
+	lastRealTime             = 64
+)
 
 // commandOf is argv to run as given; one found through a relative entry of PATH ("." or empty)
 // runs too, as the engine's runtime would run it.

@@ -34,9 +34,12 @@ func startInitAs(t *testing.T, launcher []string, args ...string) (*exec.Cmd, *l
 	cmd.Env = append(os.Environ(), "SVC_INIT_TEST_AS_INIT=1")
 	var stdout, stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A group of its own, so that a test that fails midway leaves no command of it running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	return cmd, &stdout, &stderr
 }
 
@@ -115,13 +118,34 @@ func TestForwardsTheStandardSignalsAProgramHandles(t *testing.T) {
 	for _, n := range names {
 		traps += fmt.Sprintf("trap 'echo got %s' %s; ", n, n)
 	}
-	cmd, stdout, _ := startInit(t, "--", "sh", "-c", traps+`echo ready; while true; do sleep 0.05; done`)
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// The last one ends the command, and with it svc-init: nothing is left running.
+	cmd, stdout, _ := startInit(t, "--", "sh", "-c", traps+`trap 'echo got TERM; exit 0' TERM; echo ready; while true; do sleep 0.05; done`)
 	waitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
+	signals := map[string]syscall.Signal{"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "WINCH": syscall.SIGWINCH, "TERM": syscall.SIGTERM}
 	for _, n := range names {
-		sig := map[string]syscall.Signal{"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "WINCH": syscall.SIGWINCH, "TERM": syscall.SIGTERM}[n]
-		_ = cmd.Process.Signal(sig)
+		_ = cmd.Process.Signal(signals[n])
 		waitFor(t, func() bool { return strings.Contains(stdout.String(), "got "+n) })
+	}
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d, want the command's 0", code)
+	}
+}
+
+func TestForwardsTheRealTimeSignalItIsAskedTo(t *testing.T) {
+	// An image whose STOPSIGNAL is SIGRTMIN+6 (40): svcd passes it, and a stop reaches the command.
+	cmd, stdout, _ := startInit(t, "--forward-signal", "40", "--", "sh", "-c", `trap 'echo got 40; exit 0' 40; echo ready; while true; do sleep 0.05; done`)
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
+	_ = cmd.Process.Signal(syscall.Signal(40))
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "got 40") })
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d, want the command's 0", code)
+	}
+	// Only a real-time signal Go delivers: anything else is a mistake of the caller's.
+	for _, n := range []string{"15", "34", "65"} {
+		cmd, _, stderr := startInit(t, "--forward-signal", n, "--", "true")
+		if code := exitCode(t, cmd); code != 2 || !strings.Contains(stderr.String(), "real-time signal") {
+			t.Fatalf("--forward-signal %s: exit %d, stderr %q", n, code, stderr.String())
+		}
 	}
 }
 

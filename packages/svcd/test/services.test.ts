@@ -70,6 +70,33 @@ describe('services on the real engine', () => {
     await waitFor('the init logged', async () => ((await a.client.serviceLogs(s.id, 20)).includes('init pid 1') ? true : undefined));
   });
 
+  test("an image whose STOPSIGNAL is a real-time signal: svc-init is told to forward it, and the command gets it", async () => {
+    // svc-init asks Go for the standard signals only (cheaper starts under gVisor); a stop's
+    // real-time signal is named to it (--forward-signal), or the command would never see it.
+    const image = `${TEST_REGISTRY}/svc-test/rt-stopsignal:1`;
+    const files = httpdImageFiles({ index: 'stops on RTMIN+3\n', work: `trap 'echo got RTMIN+3' 37; echo ready; while true; do sleep 1 & wait $!; done` });
+    await buildImage(image, { ...files, Dockerfile: { body: `${String(files.Dockerfile?.body ?? '')}\nSTOPSIGNAL SIGRTMIN+3\n` } });
+    await finished(await docker.getImage(image).push({ authconfig: {} }));
+    // Under runc: Debian's runsc delivers no real-time signal at all (`runsc kill` answers
+    // "unknown signal 37"), so under gVisor such a stop ends with the engine's SIGKILL anyway.
+    const runc = await startServer({ realTime: true, config: { sandbox: 'off' }, overrides: { readyTimeoutMs: 20_000 } });
+    try {
+      const a = await tenantOn(runc);
+      const s = await settled(a, (await a.client.createService({ name: 'rt-stop', image })).id);
+      assert.equal(s.status, 'running', s.last_error ?? '');
+      const c = await docker.getContainer(workloadName(s.id)).inspect();
+      assert.equal(c.HostConfig.Runtime, 'runc');
+      assert.deepEqual(c.Config.Entrypoint, ['/.svc/init', '--lines-per-second=500', '--bytes-per-second=524288', '--forward-signal=37', '--']);
+      // The log is read the same way before and after: the line before the signal is there first.
+      const logHas = (text: string) => waitFor(`the log says ${text}`, async () => ((await a.client.serviceLogs(s.id, 50)).includes(text) ? true : undefined));
+      await logHas('ready');
+      await docker.getContainer(c.Id).kill({ signal: 'SIGRTMIN+3' });
+      await logHas('got RTMIN+3');
+    } finally {
+      await runc.close();
+    }
+  });
+
   test("a port other than the one its image exposes: readiness and the route use the service's port", async () => {
     const a = await tenantOn(t);
     // The image exposes 8000 and its httpd listens on $PORT; svc sets PORT to the service's port.

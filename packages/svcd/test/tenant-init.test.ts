@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
-import { TENANT_INIT_PATH, installTenantInit, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit, withoutPrivilegeGain } from '../src/runtime/tenant-init.js';
+import { TENANT_INIT_PATH, installTenantInit, realTimeStopSignal, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit, withoutPrivilegeGain } from '../src/runtime/tenant-init.js';
 
 describe('the command a tenant workload runs', () => {
   const image = { entrypoint: ['/docker-entrypoint.sh'], cmd: ['nginx', '-g', 'daemon off;'] };
@@ -29,6 +29,17 @@ describe('the command a tenant workload runs', () => {
     const wrapped = underTenantInit(['-weird', 'arg'], { linesPerSecond: 500, bytesPerSecond: 524_288 });
     assert.deepEqual(wrapped.entrypoint, [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=524288', '--']);
     assert.deepEqual(wrapped.cmd, ['-weird', 'arg']);
+  });
+
+  test("an image's real-time STOPSIGNAL is forwarded by svc-init too; a standard one needs no flag", () => {
+    // svc-init asks Go for the standard signals alone: a stop's real-time signal is named to it.
+    const rate = { linesPerSecond: 500, bytesPerSecond: 1024 };
+    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['/start.sh'], stopSignal: 'SIGRTMIN+3' }, {}, rate).entrypoint, [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--forward-signal=37', '--']);
+    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['nginx'], stopSignal: 'SIGQUIT' }, {}, rate).entrypoint, [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--']);
+    // As the engine reads STOPSIGNAL (moby's names): with or without SIG, any case, or a number.
+    for (const [name, n] of [['SIGRTMIN+1', 35], ['rtmin+15', 49], ['SIGRTMAX-14', 50], ['RTMAX-1', 63], ['SIGRTMAX', 64], ['40', 40], [' 64 ', 64]] as const) assert.equal(realTimeStopSignal(name), n, name);
+    // Standard signals, none, names the engine does not know, and SIGRTMIN itself (34: Go keeps it, as 32 and 33).
+    for (const name of ['SIGTERM', '15', '', null, undefined, 'SIGRTMIN', '34', 'RTMIN+16', 'RTMAX-15', 'RTMIN-1', 'RTMAX+1', '65', 'SIGBOGUS', '4e1']) assert.equal(realTimeStopSignal(name), null, String(name));
   });
 
   test('inits that must be PID 1 become PID 1 through svc-init --exec, which only sets no-new-privileges first', () => {

@@ -30,10 +30,38 @@ export interface TenantInit {
   rate: LogRate;
 }
 
-/** What the image says to run, as the engine reads it (Config.Entrypoint, Config.Cmd). */
+/** What the image says to run, as the engine reads it (Config.Entrypoint, Config.Cmd), and how it is stopped (Config.StopSignal). */
 export interface ImageCommand {
   entrypoint: string[] | null;
   cmd: string[] | null;
+  /** The signal a stop sends (STOPSIGNAL) as the image names it; none: SIGTERM. */
+  stopSignal?: string | null;
+}
+
+/** The real-time signals svc-init can ask Go for (32 to 34 are Go's own and musl's). */
+const FIRST_FORWARDABLE_REAL_TIME = 35;
+const LAST_REAL_TIME = 64;
+
+/**
+ * The number of an image's real-time STOPSIGNAL, which svc-init forwards only when told to
+ * (--forward-signal: it asks Go for the standard signals alone, README, Resource safety); null
+ * for a standard one (always forwarded), for none, and for one svc-init cannot forward. Read as
+ * the engine reads it (moby's names: RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or
+ * without SIG, in any case; or a number).
+ */
+export function realTimeStopSignal(stopSignal: string | null | undefined): number | null {
+  const name = (stopSignal ?? '').trim().toUpperCase().replace(/^SIG/, '');
+  let n: number | null = null;
+  if (/^\d{1,3}$/.test(name)) n = Number(name);
+  else if (name === 'RTMIN') n = 34;
+  else if (name === 'RTMAX') n = LAST_REAL_TIME;
+  else {
+    const plus = /^RTMIN\+(\d{1,2})$/.exec(name)?.[1];
+    const minus = /^RTMAX-(\d{1,2})$/.exec(name)?.[1];
+    if (plus !== undefined && Number(plus) >= 1 && Number(plus) <= 15) n = 34 + Number(plus);
+    if (minus !== undefined && Number(minus) >= 1 && Number(minus) <= 14) n = LAST_REAL_TIME - Number(minus);
+  }
+  return n !== null && n >= FIRST_FORWARDABLE_REAL_TIME && n <= LAST_REAL_TIME ? n : null;
 }
 
 /**
@@ -58,14 +86,24 @@ export function runsOnlyAsPid1(argv: string[]): boolean {
   return argv[0] !== undefined && PID1_ONLY.has(argv[0]);
 }
 
-/** The container's ENTRYPOINT and CMD that run `argv` under svc-init at `initPath` (serving its agent on `agentPort`, when given). */
-export function underTenantInit(argv: string[], rate: LogRate, agentPort?: number, initPath = TENANT_INIT_PATH): { entrypoint: string[]; cmd: string[] } {
+export interface UnderTenantInitOptions {
+  /** Serve svc-init's agent on this port. */
+  agentPort?: number;
+  /** Where svc-init is in the container (default TENANT_INIT_PATH). */
+  initPath?: string;
+  /** A real-time signal to forward too: the image's STOPSIGNAL (realTimeStopSignal). */
+  forwardSignal?: number | null;
+}
+
+/** The container's ENTRYPOINT and CMD that run `argv` under svc-init. */
+export function underTenantInit(argv: string[], rate: LogRate, o: UnderTenantInitOptions = {}): { entrypoint: string[]; cmd: string[] } {
   return {
     entrypoint: [
-      initPath,
+      o.initPath ?? TENANT_INIT_PATH,
       `--lines-per-second=${rate.linesPerSecond}`,
       `--bytes-per-second=${rate.bytesPerSecond}`,
-      ...(agentPort === undefined ? [] : [`--agent-port=${agentPort}`]),
+      ...(o.agentPort === undefined ? [] : [`--agent-port=${o.agentPort}`]),
+      ...(o.forwardSignal == null ? [] : [`--forward-signal=${o.forwardSignal}`]),
       '--',
     ],
     cmd: argv,
@@ -85,7 +123,7 @@ export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]
   // svc-init sets no-new-privileges and becomes the image's init (a Swarm task gets the flag from
   // nowhere else); the output is then not held, nor orphans reaped by svc-init.
   if (runsOnlyAsPid1(argv)) return withoutPrivilegeGain(argv, initPath);
-  return underTenantInit(argv, rate, spec.agentPort, initPath);
+  return underTenantInit(argv, rate, { agentPort: spec.agentPort, initPath, forwardSignal: realTimeStopSignal(image.stopSignal) });
 }
 
 /**

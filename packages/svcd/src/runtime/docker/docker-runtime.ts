@@ -872,14 +872,14 @@ function engineString(value: unknown, fallback: string): string {
 
 /** The parts of the Engine's image answer that svc reads (dockerode's types make Config required). */
 interface EngineImage {
-  Config?: { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null } | null;
+  Config?: { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null; StopSignal?: string | null } | null;
 }
 
-/** What an image on this engine says to run (its ENTRYPOINT and CMD); the image must be there. */
+/** What an image on this engine says to run (its ENTRYPOINT and CMD) and its STOPSIGNAL; the image must be there. */
 export async function imageCommand(docker: Docker, image: string): Promise<ImageCommand> {
   // An image's config may have no Config at all (an OCI image pushed without one).
   const config = ((await docker.getImage(image).inspect()) as EngineImage).Config ?? {};
-  return { entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd) };
+  return { entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd), stopSignal: typeof config.StopSignal === 'string' ? config.StopSignal : null };
 }
 
 /**
