@@ -177,26 +177,30 @@ func run(args []string) int {
 	return code
 }
 
-// forwardedSignals are the standard signals a program can catch that Go lets a program ask for,
-// passed on to the command: the image's STOPSIGNAL (SIGTERM unless it names another: nginx's
-// SIGQUIT, Apache's SIGWINCH) and what an operator or the engine sends. Not SIGCHLD (reaping is
-// a loop of its own, since a full channel drops signals and a tenant can send many), SIGPIPE
-// (ours) or SIGURG (Go's own preemption, many a second). Go keeps SIGILL, SIGTRAP, SIGBUS,
-// SIGFPE, SIGSEGV, SIGSTKFLT and SIGSYS (faults of its own code) and SIGPROF (its profiler)
-// whatever a program asks. Nor every real-time signal: Go's runtime enables each signal a
-// program asks for with a round trip to a thread of its own, and under gVisor, within a
-// service's CPU quota, those 30 more cost each start about 20 ms of CPU and some 40 ms before
-// the command listened (README, Resource safety). The one a stop sends is asked for alone
+// forwardedSignals are the standard signals a program can catch, passed on to the command: the
+// image's STOPSIGNAL (SIGTERM unless it names another: nginx's SIGQUIT, Apache's SIGWINCH) and
+// what an operator or the engine sends. Not SIGCHLD (reaping is a loop of its own, since a full
+// channel drops signals and a tenant can send many), SIGPIPE (ours) or SIGURG (Go's own
+// preemption, many a second); SIGPROF is Go's profiler's whatever a program asks. The faults
+// (SIGSEGV and the like) are asked for too: Go takes a real fault of its own code for itself
+// anyway, and one sent with kill would otherwise end svc-init with a stack dump. Not the
+// real-time signals: asking Go for a signal it delivers on its own (18 of those above, and the
+// 30 real-time ones from 35) is a round trip to a thread of its own, and under gVisor, within a
+// service's CPU quota, those 30 more cost each start about 20 ms of CPU and some 40 ms before the
+// command listened (README, Resource safety). The one a stop sends is asked for alone
 // (--forward-signal, from the image's STOPSIGNAL).
 var forwardedSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGUSR1, syscall.SIGUSR2,
-	syscall.SIGALRM, syscall.SIGTERM, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGABRT,
+	syscall.SIGBUS, syscall.SIGFPE, syscall.SIGUSR1, syscall.SIGSEGV, syscall.SIGUSR2, syscall.SIGALRM,
+	syscall.SIGTERM, syscall.SIGSTKFLT, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGWINCH, syscall.SIGIO, syscall.SIGPWR,
+	syscall.SIGSYS,
 }
 
-// The real-time signals Go delivers to a program that asks (32 to 34 are its own and musl's).
+// The real-time signals --forward-signal takes: moby's SIGRTMIN (34) to SIGRTMAX (64). Not 33, by
+// which Go's runtime runs a syscall on all its threads (svc-init's no-new-privileges), nor 32.
 const (
-	firstForwardableRealTime = 35
+	firstForwardableRealTime = 34
 	lastRealTime             = 64
 )
 

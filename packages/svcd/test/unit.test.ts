@@ -36,6 +36,7 @@ import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
 import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, sandboxedByDefault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
+import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { ManualClock } from './manual-clock.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
@@ -156,6 +157,21 @@ describe('operator tokens', () => {
     const o = new OperatorTokens([boot], []);
     assert.equal(o.authorize({ bootstrap: boot }), 'bootstrap');
     assert.throws(() => o.authorize({ admin: 'z'.repeat(32) }), (e: { status?: number }) => e.status === 401);
+  });
+});
+
+describe('the free ports of --swarm-ports', () => {
+  test("an owner whose first run takes its port while they are read is counted once at least, never not at all", async () => {
+    // One port, one service about to take it: whichever read comes first sees it promised, the
+    // second sees the port held (the store reads them in separate statements).
+    let reads = 0;
+    const store = {
+      publishedPorts: {
+        awaiting: async () => (reads++ === 0 ? 1 : 0),
+        taken: async () => (reads++ === 0 ? [] : [23930]),
+      },
+    };
+    assert.deepEqual(await readPortFigures(store, { from: 23930, to: 23930 }, 1_000), { free: 0, total: 1 });
   });
 });
 

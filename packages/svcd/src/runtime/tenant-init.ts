@@ -38,30 +38,29 @@ export interface ImageCommand {
   stopSignal?: string | null;
 }
 
-/** The real-time signals svc-init can ask Go for (32 to 34 are Go's own and musl's). */
-const FIRST_FORWARDABLE_REAL_TIME = 35;
+/** The real-time signals svc-init's --forward-signal takes: moby's SIGRTMIN to SIGRTMAX (33 is Go's own). */
+const FIRST_REAL_TIME = 34;
 const LAST_REAL_TIME = 64;
 
 /**
  * The number of an image's real-time STOPSIGNAL, which svc-init forwards only when told to
  * (--forward-signal: it asks Go for the standard signals alone, README, Resource safety); null
- * for a standard one (always forwarded), for none, and for one svc-init cannot forward. Read as
- * the engine reads it (moby's names: RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or
- * without SIG, in any case; or a number).
+ * for a standard one (always forwarded) and for none. Read as the engine reads it (moby's names:
+ * RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or without SIG, in any case; or a number).
  */
 export function realTimeStopSignal(stopSignal: string | null | undefined): number | null {
   const name = (stopSignal ?? '').trim().toUpperCase().replace(/^SIG/, '');
   let n: number | null = null;
   if (/^\d{1,3}$/.test(name)) n = Number(name);
-  else if (name === 'RTMIN') n = 34;
+  else if (name === 'RTMIN') n = FIRST_REAL_TIME;
   else if (name === 'RTMAX') n = LAST_REAL_TIME;
   else {
     const plus = /^RTMIN\+(\d{1,2})$/.exec(name)?.[1];
     const minus = /^RTMAX-(\d{1,2})$/.exec(name)?.[1];
-    if (plus !== undefined && Number(plus) >= 1 && Number(plus) <= 15) n = 34 + Number(plus);
+    if (plus !== undefined && Number(plus) >= 1 && Number(plus) <= 15) n = FIRST_REAL_TIME + Number(plus);
     if (minus !== undefined && Number(minus) >= 1 && Number(minus) <= 14) n = LAST_REAL_TIME - Number(minus);
   }
-  return n !== null && n >= FIRST_FORWARDABLE_REAL_TIME && n <= LAST_REAL_TIME ? n : null;
+  return n !== null && n >= FIRST_REAL_TIME && n <= LAST_REAL_TIME ? n : null;
 }
 
 /**
