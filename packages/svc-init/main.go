@@ -197,10 +197,11 @@ var forwardedSignals = []os.Signal{
 	syscall.SIGSYS,
 }
 
-// The real-time signals --forward-signal takes: moby's SIGRTMIN (34) to SIGRTMAX (64). Not 33, by
-// which Go's runtime runs a syscall on all its threads (svc-init's no-new-privileges), nor 32.
+// The real-time signals --forward-signal takes: SIGRTMIN+1 (35) to SIGRTMAX (64). Go installs no
+// handler for 32 and 34 in a program without cgo (the C library's own, once), so it can deliver
+// neither, and 33 is how it runs a syscall on all its threads (svc-init's no-new-privileges).
 const (
-	firstForwardableRealTime = 34
+	firstForwardableRealTime = 35
 	lastRealTime             = 64
 )
 

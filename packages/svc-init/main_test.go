@@ -142,7 +142,7 @@ func TestForwardsTheRealTimeSignalItIsAskedTo(t *testing.T) {
 		t.Fatalf("exit %d, want the command's 0", code)
 	}
 	// Only a real-time signal Go delivers: anything else is a mistake of the caller's.
-	for _, n := range []string{"15", "33", "65"} {
+	for _, n := range []string{"15", "33", "34", "65"} {
 		cmd, _, stderr := startInit(t, "--forward-signal", n, "--", "true")
 		if code := exitCode(t, cmd); code != 2 || !strings.Contains(stderr.String(), "real-time signal") {
 			t.Fatalf("--forward-signal %s: exit %d, stderr %q", n, code, stderr.String())

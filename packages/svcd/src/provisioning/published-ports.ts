@@ -66,8 +66,9 @@ export interface PortFigureReads {
 export async function readPortFigures(store: PortFigureReads, range: { from: number; to: number }, now: number): Promise<PortFigures> {
   // Services not deployed yet (await_build, or their first deploy to come) and environments not
   // run yet on the swarm take one each too. Read before the ports held, in separate statements:
-  // an owner whose first run takes its port between the two reads is then counted twice (its
-  // promise and its port), never not at all. Read the other way round it was counted in neither,
+  // an owner whose first run takes its port between the two reads (its column and its claim are
+  // written in one transaction) is then counted twice, its promise and its port, never not at
+  // all. Read the other way round it was counted in neither,
   // and a create was let through with the last port just taken (seen in a full run: a 503 from
   // the environment's first run where the test asked for the 409).
   const promised = await store.publishedPorts.awaiting();

@@ -38,29 +38,33 @@ export interface ImageCommand {
   stopSignal?: string | null;
 }
 
-/** The real-time signals svc-init's --forward-signal takes: moby's SIGRTMIN to SIGRTMAX (33 is Go's own). */
-const FIRST_REAL_TIME = 34;
+/** moby's SIGRTMIN and SIGRTMAX. */
+const RTMIN = 34;
 const LAST_REAL_TIME = 64;
+/** What svc-init's --forward-signal takes: Go delivers no 32 to 34 to a program without cgo. */
+const FIRST_FORWARDABLE_REAL_TIME = 35;
 
 /**
  * The number of an image's real-time STOPSIGNAL, which svc-init forwards only when told to
  * (--forward-signal: it asks Go for the standard signals alone, README, Resource safety); null
- * for a standard one (always forwarded) and for none. Read as the engine reads it (moby's names:
- * RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or without SIG, in any case; or a number).
+ * for a standard one (always forwarded), for none, and for SIGRTMIN itself (34), which Go cannot
+ * deliver (such a stop ends with the engine's kill, as before svc-init). Read as the engine reads
+ * it (moby's names: RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or without SIG, in any
+ * case; or a number).
  */
 export function realTimeStopSignal(stopSignal: string | null | undefined): number | null {
   const name = (stopSignal ?? '').trim().toUpperCase().replace(/^SIG/, '');
   let n: number | null = null;
   if (/^\d{1,3}$/.test(name)) n = Number(name);
-  else if (name === 'RTMIN') n = FIRST_REAL_TIME;
+  else if (name === 'RTMIN') n = RTMIN;
   else if (name === 'RTMAX') n = LAST_REAL_TIME;
   else {
     const plus = /^RTMIN\+(\d{1,2})$/.exec(name)?.[1];
     const minus = /^RTMAX-(\d{1,2})$/.exec(name)?.[1];
-    if (plus !== undefined && Number(plus) >= 1 && Number(plus) <= 15) n = FIRST_REAL_TIME + Number(plus);
+    if (plus !== undefined && Number(plus) >= 1 && Number(plus) <= 15) n = RTMIN + Number(plus);
     if (minus !== undefined && Number(minus) >= 1 && Number(minus) <= 14) n = LAST_REAL_TIME - Number(minus);
   }
-  return n !== null && n >= FIRST_REAL_TIME && n <= LAST_REAL_TIME ? n : null;
+  return n !== null && n >= FIRST_FORWARDABLE_REAL_TIME && n <= LAST_REAL_TIME ? n : null;
 }
 
 /**
