@@ -71,11 +71,11 @@ build: deps $(SVC_INIT)
 	  printf 'exec "%s/node" $(SVCD_NODE_FLAGS) "$$(dirname "$$0")/../packages/svcd/dist/main.js" "$$@"\n' "$(NODE_BIN_DIR)"; \
 	} > bin/svcd; \
 	if [ -n "$$jemalloc" ]; then echo "make: bin/svcd runs on jemalloc ($$jemalloc)"; fi
-# The CLI as one file: a command starts in about 90 ms instead of 110-130 (no module resolution
-# and reading of some 60 files). CommonJS, not an ES module: Node gives a CommonJS module the
+# The CLI as one file: no module resolution and reading of some 60 files (a command started in
+# about 90 ms instead of 110-130). CommonJS, not an ES module: Node gives a CommonJS module the
 # built-in modules as they are, where an ES module's import of each builds a namespace of its
 # exports first (16 ms of a start, node:child_process alone 9: commander imports it); 75-80 ms
-# instead of 90-98. CommonJS has no import.meta: the banner gives its one use (program.ts, the
+# instead of 90-98, and about 67 with start.cjs's compile cache. CommonJS has no import.meta: the banner gives its one use (program.ts, the
 # version from ../package.json) the file's own URL, as esbuild's --define is meant for; it starts
 # with 'use strict', which esbuild would otherwise write after it, where it is no directive.
 # dist/svc.cjs sits beside dist/main.js, so its '../package.json' is the same file.

@@ -68,9 +68,9 @@ export async function readPortFigures(store: PortFigureReads, range: { from: num
   // run yet on the swarm take one each too. Read before the ports held, in separate statements:
   // an owner whose first run takes its port between the two reads (its column and its claim are
   // written in one transaction) is then counted twice, its promise and its port, never not at
-  // all. Read the other way round it was counted in neither,
-  // and a create was let through with the last port just taken (seen in a full run: a 503 from
-  // the environment's first run where the test asked for the 409).
+  // all. Read the other way round it was counted in neither, and a create was let through with
+  // the last port just taken (seen in a full run: a 503 from the environment's first run where
+  // the test asked for the 409).
   const promised = await store.publishedPorts.awaiting();
   const held = new Set((await store.publishedPorts.taken(now - PORT_REST_S)).filter((p) => p >= range.from && p <= range.to));
   const total = range.to - range.from + 1;

@@ -48,7 +48,7 @@ const FIRST_FORWARDABLE_REAL_TIME = 35;
  * The number of an image's real-time STOPSIGNAL, which svc-init forwards only when told to
  * (--forward-signal: it asks Go for the standard signals alone, README, Resource safety); null
  * for a standard one (always forwarded), for none, and for SIGRTMIN itself (34), which Go cannot
- * deliver (such a stop ends with the engine's kill, as before svc-init). Read as the engine reads
+ * deliver (such a stop ends with the engine's kill, as it did before). Read as the engine reads
  * it (moby's names: RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or without SIG, in any
  * case; or a number).
  */
