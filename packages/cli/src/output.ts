@@ -161,7 +161,7 @@ export function action<A extends unknown[]>(out: Output, fn: (...args: A) => Pro
 }
 
 /**
- * How often a wait asks: every 50 ms for its first 2 s (a deploy is often done within one, and
+ * How often a wait asks (from one question to the next): every 50 ms for its first 2 s (a deploy is often done within one, and
  * a 100 ms poll's lag was a tenth of `svc deploy`'s time, bench/build), then ten times a second
  * until 10 s, then once a second. Its first 2 s take at most 40 of the tenant's 200-request burst
  * (spec 8: 100 a second); a 429 (other clients of the tenant) is waited out, not a failure.
@@ -190,12 +190,16 @@ export async function waitUntil<T extends { status: string; last_error: string |
   settled: (v: T) => boolean,
   success: string,
   timeoutMs: number,
+  /** The status already known (and told here first): a wait whose answer the server holds says where it starts. */
+  known?: string,
 ): Promise<T> {
   const until = Date.now() + timeoutMs;
-  let last = '';
+  let last = known ?? '';
+  if (known !== undefined) out.note(`${what}: ${known}`);
   const started = Date.now();
   const stillAfterTimeout = (status: string) => new CommandFailed(`${what} still ${status} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
   for (;;) {
+    const askedAt = Date.now();
     const v = await get().catch((err: unknown) => {
       // The tenant's rate limit (its other clients too): asked again after the wait it names,
       // within the wait's own time.
@@ -213,7 +217,10 @@ export async function waitUntil<T extends { status: string; last_error: string |
       return v;
     }
     if (Date.now() > until) throw stillAfterTimeout(v.status);
-    await new Promise((r) => setTimeout(r, pollPauseMs(Date.now() - started)));
+    // Counted from the question: after an answer the server held (a service's ?wait), the next
+    // question goes at once.
+    const pauseMs = pollPauseMs(Date.now() - started) - (Date.now() - askedAt);
+    if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
   }
 }
 

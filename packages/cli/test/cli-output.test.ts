@@ -86,6 +86,27 @@ describe('waiting for a build or a deploy', () => {
     assert.ok(asked <= 40, String(asked));
   });
 
+  test('the pause counts from the question: an answer the server held (?wait) is followed by the next question at once, a quick one after the pause', async () => {
+    const quiet = output({ json: () => true, wide: () => false, color: false });
+    const askedAt: number[] = [];
+    // Each answer held 120 ms, as a ?wait that ran out: more than the 50 ms pause.
+    await waitUntil(quiet, 'deploy', async () => {
+      askedAt.push(Date.now());
+      await new Promise((r) => setTimeout(r, 120));
+      return { status: askedAt.length < 3 ? 'deploying' : 'running', last_error: null };
+    }, (v) => v.status !== 'deploying', 'running', 10_000);
+    const gaps = askedAt.slice(1).map((at, i) => at - (askedAt[i] ?? 0));
+    assert.ok(gaps.every((g) => g >= 115 && g < 165), `asked again as each answer came (120 ms), not 50 ms after it: ${JSON.stringify(gaps)}`);
+    // Quick answers: 50 ms from one question to the next.
+    askedAt.length = 0;
+    await waitUntil(quiet, 'deploy', () => {
+      askedAt.push(Date.now());
+      return Promise.resolve({ status: askedAt.length < 3 ? 'deploying' : 'running', last_error: null });
+    }, (v) => v.status !== 'deploying', 'running', 10_000);
+    const quick = askedAt.slice(1).map((at, i) => at - (askedAt[i] ?? 0));
+    assert.ok(quick.every((g) => g >= 45), `paused between quick answers: ${JSON.stringify(quick)}`);
+  });
+
   test('a 429 while waiting is waited out (its Retry-After), not the command failing; other errors fail it', async () => {
     const quiet = output({ json: () => true, wide: () => false, color: false });
     let asked = 0;

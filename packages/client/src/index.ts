@@ -61,7 +61,7 @@ import type {
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
 // From the module without TypeBox: a client's start does not load the schemas.
-export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, REPLICAS_MAX, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, REPLICAS_MAX, SERVICE_WAIT_MAX_S, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
 /** What the client reads of an answer's headers (fetch's Headers has it). */
@@ -331,8 +331,9 @@ export class SvcClient {
   listServices(q: { limit?: number; offset?: number } = {}): Promise<Service[]> {
     return this.call('GET', '/v1/services', { query: q });
   }
-  service(id: string): Promise<Service> {
-    return this.call('GET', `/v1/services/${encodeURIComponent(id)}`);
+  /** `wait` (beyond the spec, seconds): while it deploys, answered once the deploy ends or the time is up. */
+  service(id: string, q: { wait?: number } = {}): Promise<Service> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(id)}`, { query: q });
   }
   renameService(id: string, name: string): Promise<Service> {
     return this.call('PATCH', `/v1/services/${encodeURIComponent(id)}`, { body: { name } });

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { PAGE_LIMIT_DEFAULT, pageLimit, pageOffset, UnixSeconds } from './common.js';
-import { REPLICAS_MAX } from './limits.js';
+import { REPLICAS_MAX, SERVICE_WAIT_MAX_S } from './limits.js';
 
 export const SERVICE_NAME_MAX = 128;
 /** Letters, digits, hyphen, underscore, space and dot (spec 2, Service.name). */
@@ -90,6 +90,16 @@ export const ServiceIdParams = Type.Object({ serviceID: Type.String({ minLength:
 export const RenameServiceRequest = Type.Object({ name: ServiceName }, { additionalProperties: false });
 export const ScaleServiceRequest = Type.Object({ replicas: Replicas }, { additionalProperties: false });
 export type ScaleServiceRequest = Static<typeof ScaleServiceRequest>;
+
+export const ServiceGetQuery = Type.Object({
+  wait: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: SERVICE_WAIT_MAX_S,
+      description: `beyond the spec: seconds (1-${SERVICE_WAIT_MAX_S}). While the service is deploying, the answer waits until the deploy ends or the time is up, then gives the service as it is then (still deploying when the time ran out)`,
+    }),
+  ),
+});
 
 export const ServiceListQuery = Type.Object({
   limit: pageLimit(PAGE_LIMIT_DEFAULT),

@@ -154,7 +154,7 @@ describe('builds from git', () => {
     assert.match(log, /done sleeping/);
   });
 
-  test("the base images the previous build named are pulled while git clones; each is pulled once, and the build's record names them", async () => {
+  test("the base images the previous build named (the service's, or for its first build its tenant's) are pulled while git clones; each is pulled once, and the build's record names them", async () => {
     // A git server whose pack answers take 1.5 s: a clone that long, so the order of the pull and
     // the clone's end is plain in the engine's events.
     const base = mkdtempSync(join(tmpdir(), 'svc-slow-git-'));
@@ -176,10 +176,10 @@ describe('builds from git', () => {
       // Its own deploy pulls the same image: done before the builds are watched.
       await waitFor('the service to be deployed', async () => ((await a.client.service(s.id)).status === 'deploying' ? undefined : true));
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/site`;
-      const build = async () => {
+      const build = async (serviceId = s.id, client = a.client) => {
         const startedAt = Date.now();
-        const b = await a.client.createBuild(s.id, { source_type: 'git', source_url: url });
-        const done = await finishedBuild(a.client, s.id, b.build_id);
+        const b = await client.createBuild(serviceId, { source_type: 'git', source_url: url });
+        const done = await finishedBuild(client, serviceId, b.build_id);
         assert.equal(done.status, 'succeeded', done.last_error ?? '');
         const events = await docker.getEvents({ since: Math.floor(startedAt / 1000), until: Math.ceil(Date.now() / 1000) + 1, filters: { type: ['image'], event: ['pull'] } });
         const pulls: number[] = [];
@@ -209,6 +209,22 @@ describe('builds from git', () => {
       const third = await build();
       assert.equal(third.pulls.length, 1);
       assert.ok((third.pulls[0] ?? 0) > (packSentAt.at(-1) ?? Infinity), 'after the clone');
+
+      // A new service's first build guesses from its tenant's latest build: pulled while git clones.
+      const sibling = await a.client.createService({ name: 'prefetch-sibling', image: BUSYBOX_IMAGE });
+      await waitFor('the sibling to be deployed', async () => ((await a.client.service(sibling.id)).status === 'deploying' ? undefined : true));
+      packSentAt = [];
+      const siblings = await build(sibling.id);
+      assert.equal(siblings.pulls.length, 1);
+      assert.ok((siblings.pulls[0] ?? Infinity) < (packSentAt.at(-1) ?? 0), `pulled while git cloned: ${JSON.stringify({ pulls: siblings.pulls, packSentAt })}`);
+      // Another tenant's builds are no guess for this one's: its first build pulls after the clone.
+      const b = await tenant();
+      const stranger = await b.client.createService({ name: 'prefetch-stranger', image: BUSYBOX_IMAGE });
+      await waitFor("the other tenant's service to be deployed", async () => ((await b.client.service(stranger.id)).status === 'deploying' ? undefined : true));
+      packSentAt = [];
+      const strangers = await build(stranger.id, b.client);
+      assert.equal(strangers.pulls.length, 1);
+      assert.ok((strangers.pulls[0] ?? 0) > (packSentAt.at(-1) ?? Infinity), "another tenant's build is no guess: after the clone");
     } finally {
       server.close();
       rmSync(base, { recursive: true, force: true });

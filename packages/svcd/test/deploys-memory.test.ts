@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
+import { SERVICE_WAIT_MAX_S } from '@svc/contract/limits';
 import { DEPLOY_DEADLINE_MS, workloadName } from '../src/services/deployer.js';
+import { WAITS_PER_TENANT } from '../src/services/services.js';
 import { PORT_REST_S } from '../src/provisioning/published-ports.js';
 import { LABELS, isSetAside } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
@@ -18,6 +20,7 @@ const SERVING = `${REGISTRY}/serving:1`;
 const EXITING = `${REGISTRY}/exiting:1`;
 const SLOW = `${REGISTRY}/slow:1`;
 const CRASHY = `${REGISTRY}/crashy:1`;
+const LATE = `${REGISTRY}/late:1`;
 const IMAGES: Record<string, MemoryImage> = {
   [SERVING]: { serves: true, output: 'serving' },
   [EXITING]: { exitsAfterMs: 0, exitCode: 7, output: 'giving up' },
@@ -25,6 +28,8 @@ const IMAGES: Record<string, MemoryImage> = {
   [SLOW]: { serves: true, startsAfterMs: 60_000 },
   // Ready at once, then exits with code 3 a moment later: a crash loop.
   [CRASHY]: { serves: true, exitsAfterMs: 300, exitCode: 3 },
+  // Listens after half a second: a deploy that a ?wait sees end.
+  [LATE]: { serves: true, startsAfterMs: 500 },
 };
 
 eachStore((kind) => {
@@ -84,6 +89,50 @@ eachStore((kind) => {
       assert.match(done.last_error ?? '', /container exited with code 7 before it was ready: giving up/);
       assert.equal((await a.client.deployments(s.id))[0]?.status, 'failed');
       assert.deepEqual(await mem.driver.list({ tenantId: a.id }), []);
+    });
+
+    test('?wait (beyond the spec) answers once the deploy ended, with the service as it is then; without it the answer comes at once', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'late', image: LATE, port: 8000 });
+      assert.equal((await a.client.service(s.id)).status, 'deploying', 'without ?wait: at once, still deploying');
+      const waited = await a.client.service(s.id, { wait: 20 });
+      assert.equal(waited.status, 'running');
+      assert.equal((await a.client.deployments(s.id))[0]?.status, 'succeeded');
+      // A service that is not deploying is answered at once.
+      assert.equal((await a.client.service(s.id, { wait: 20 })).status, 'running');
+    });
+
+    test('?wait answers after its seconds with the service still deploying; past 10 waits of a tenant at once the answer comes at once; bounds and 404 as without it', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'slow-waited', image: SLOW, port: 8000 });
+      // Made first: a new tenant moves the test's clock on by minutes (harness), past the held waits' request timeout.
+      const b = await newTenant(t);
+      const other = await b.client.createService({ name: 'slow-other', image: SLOW, port: 8000 });
+      const before = Date.now();
+      assert.equal((await a.client.service(s.id, { wait: 1 })).status, 'deploying');
+      assert.ok(Date.now() - before >= 950, `answered after ${Date.now() - before} ms, before its second was up`);
+
+      // Ten held at once; the eleventh is answered without waiting, and the ten are still held.
+      const held = Array.from({ length: WAITS_PER_TENANT }, () => a.client.service(s.id, { wait: SERVICE_WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status));
+      await waitFor('the ten waits to be held', () => Promise.resolve(t.deps.services.waitsHeld(a.id) === WAITS_PER_TENANT || undefined));
+      const eleventh = Date.now();
+      assert.equal((await a.client.service(s.id, { wait: SERVICE_WAIT_MAX_S })).status, 'deploying');
+      assert.ok(Date.now() - eleventh < 5_000, `the eleventh wait took ${Date.now() - eleventh} ms`);
+      assert.equal(t.deps.services.waitsHeld(a.id), WAITS_PER_TENANT, 'the ten are still held');
+      // Another tenant's waits are its own.
+      const otherHeld = b.client.service(other.id, { wait: SERVICE_WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status);
+      await waitFor("the other tenant's wait to be held", () => Promise.resolve(t.deps.services.waitsHeld(b.id) === 1 || undefined));
+
+      for (const wait of [0, SERVICE_WAIT_MAX_S + 1]) {
+        await assert.rejects(a.client.service(s.id, { wait }), (err: { status?: number }) => err.status === 400);
+      }
+      await assert.rejects(b.client.service(s.id, { wait: 1 }), (err: { status?: number }) => err.status === 404, "another tenant's service is not found");
+      await assert.rejects(a.client.service('nope', { wait: 1 }), (err: { status?: number }) => err.status === 404);
+      // A service deleted while it is waited for is gone: 404, as a read after the delete.
+      await a.client.deleteService(s.id);
+      await b.client.deleteService(other.id);
+      assert.deepEqual(await Promise.all([...held, otherHeld]), Array.from({ length: WAITS_PER_TENANT + 1 }, () => 404));
+      assert.equal(t.deps.services.waitsHeld(a.id) + t.deps.services.waitsHeld(b.id), 0, 'nothing held once they were answered');
     });
 
     test('a deploy cancelled while it waits ends cancelled, and its workload is removed', async () => {

@@ -74,7 +74,7 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
         if (!o.wait) return build;
 
         await followBuild(out, c, service.id, build.build_id);
-        const running = await settled(out, () => c.service(service.id));
+        const running = await settled(out, c, service.id);
         // The URL is the command's answer for people; --json gets the service.
         return out.json() ? running : (running.url ?? `${running.name} is running (it has no URL: svcd has no proxy address)`);
       }),

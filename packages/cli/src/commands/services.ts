@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
-import { ApiError, FILE_MAX_BYTES, type Service, type SvcClient } from '@svc/client';
+import { ApiError, FILE_MAX_BYTES, SERVICE_WAIT_MAX_S, type Service, type SvcClient } from '@svc/client';
 import { spawn } from 'node:child_process';
 import type { Cli } from '../context.js';
 import { action, CommandFailed, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
@@ -15,9 +15,14 @@ import { metricsOptions, type MetricsOptions } from './metrics-options.js';
 /** Deploys run for up to 10 minutes on the server (spec). */
 const DEPLOY_WAIT_MS = 10 * 60_000;
 
-/** With --wait: until the service leaves deploying; a failed or crashed deploy fails the command. */
-export async function settled(out: Output, get: () => Promise<Service>): Promise<Service> {
-  const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', 'running', DEPLOY_WAIT_MS);
+/**
+ * With --wait, for a service known to be deploying (said first): until it leaves deploying; a
+ * failed or crashed deploy fails the command. Each question waits on the server until the deploy
+ * ends (?wait), so the answer comes when it does, not at the next of a poll's questions.
+ */
+export async function settled(out: Output, c: SvcClient, serviceId: string): Promise<Service> {
+  const get = () => c.service(serviceId, { wait: SERVICE_WAIT_MAX_S });
+  const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', 'running', DEPLOY_WAIT_MS, 'deploying');
   if (s.url) out.note(`running at ${s.url}`);
   return s;
 }
@@ -105,7 +110,7 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
         const created = o.fromSnapshot
           ? await c.serviceFromSnapshot(o.fromSnapshot, name, o.replicas)
           : await c.createService({ name, image: o.image, port: o.port, env: o.env ? keyValues(o.env) : undefined, health_check: healthCheck, replicas: o.replicas });
-        return o.wait && created.status === 'deploying' ? settled(out, () => c.service(created.id)) : created;
+        return o.wait && created.status === 'deploying' ? settled(out, c, created.id) : created;
       }),
     );
   services.command('show <serviceID>').description('one service, every field').action(action(out, (id: string) => client().service(id)));
@@ -125,7 +130,7 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
         action(out, async (id: string, o: { wait?: boolean }) => {
           const c = client();
           const r = await c.serviceAction(id, verb);
-          return o.wait && r.service.status === 'deploying' ? settled(out, () => c.service(id)) : r;
+          return o.wait && r.service.status === 'deploying' ? settled(out, c, id) : r;
         }),
       );
   }
@@ -137,7 +142,7 @@ export function serviceCommands(program: Command, { out, client }: Cli): void {
       action(out, async (id: string, replicas: string, o: { wait?: boolean }) => {
         const c = client();
         const r = await c.scaleService(id, integer(replicas));
-        return o.wait && r.service.status === 'deploying' ? settled(out, () => c.service(id)) : r;
+        return o.wait && r.service.status === 'deploying' ? settled(out, c, id) : r;
       }),
     );
   services.command('deployments <serviceID>').description("the service's deployments, newest first").action(action(out, (id: string) => client().deployments(id)));

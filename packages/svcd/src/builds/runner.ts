@@ -311,15 +311,17 @@ export class BuildRunner implements BuildExecution {
   }
 
   /**
-   * While git clones: pulls the images the service's previous build named (its Dockerfile most
-   * likely names them again), each by its full name and within this build, as the rule asks, so
-   * that the pull is not waited for after the clone. Only those this build's checked Dockerfile
-   * names are used; one that failed here is pulled again then, and its error reported.
+   * While git clones (or the upload unpacks): pulls the images the service's previous build
+   * named (its Dockerfile most likely names them again), or for its first build those of the
+   * tenant's latest (a tenant's services often share a base image), each by its full name and
+   * within this build, as the rule asks, so that the pull is not waited for after the source is
+   * in. Only those this build's checked Dockerfile names are used; one that failed here is
+   * pulled again then, and its error reported.
    */
   private async prefetchBaseImages(tenantId: string, serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string | null>>> {
     const pulls = new Map<string, Promise<string | null>>();
     // Never rejects: it is awaited only after the clone, and a guess that cannot be read is no guess.
-    const last = await this.deps.store.builds.lastBaseImages(serviceId).catch(() => undefined);
+    const last = await this.deps.store.builds.lastBaseImages(tenantId, serviceId).catch(() => undefined);
     let images: unknown = [];
     try {
       images = last === undefined ? [] : JSON.parse(last);

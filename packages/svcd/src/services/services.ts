@@ -29,6 +29,11 @@ const MASK = '********';
  * the controller finishes the removal later.
  */
 const SETTLE_TIMEOUT_MS = 20_000;
+/** ?wait's longest pause between reads: a deploy that another svcd ends is seen within it. */
+const WAIT_PAUSE_MAX_MS = 250;
+/** ?wait requests held at once by this svcd, per tenant and in all (README, OpenAPI). */
+export const WAITS_PER_TENANT = 10;
+export const WAITS_PER_SVCD = 500;
 
 export function deploymentView(d: DeploymentRow): Deployment {
   return {
@@ -58,7 +63,7 @@ export interface ServicesOptions extends RoutingOptions {
 
 /** What a Services is built from, by name. */
 export interface ServicesDeps extends ServicesOptions, Pick<Platform, 'store' | 'runtime' | 'sealer' | 'activity' | 'clock' | 'audit'> {
-  controller: Pick<WorkloadController, 'kick' | 'settled'>;
+  controller: Pick<WorkloadController, 'kick' | 'settled' | 'nextChange'>;
   snapshots: Snapshots;
   /** On a swarm: whether a port is left for a new service. */
   ports: Pick<Deployer, 'assertPortLeft'>;
@@ -72,6 +77,10 @@ function assertShares(maxServices: number, shares: number): void {
 }
 
 export class Services implements TenantResources, DiskOverrunHalt {
+  /** ?wait requests this process holds, by tenant (a cap of this process's sockets: in memory). */
+  private readonly waits = new Map<string, number>();
+  private waitsOpen = 0;
+
   constructor(private readonly deps: ServicesDeps) {}
 
   view(s: ServiceRow): Service {
@@ -190,6 +199,41 @@ export class Services implements TenantResources, DiskOverrunHalt {
 
   async get(tenantId: string, id: string): Promise<Service> {
     return this.view(await this.row(tenantId, id));
+  }
+
+  /**
+   * The service once it is no longer deploying, or as it is after `waitMs` (?wait=N): a client
+   * following a deploy is answered when it ends, not at its next poll. Read again whenever this
+   * svcd's controller ends a piece of work, and at growing pauses for a deploy another svcd runs.
+   * Real time, as the controller's own waits on other processes.
+   */
+  /** ?wait requests of the tenant this process holds now. */
+  waitsHeld(tenantId: string): number {
+    return this.waits.get(tenantId) ?? 0;
+  }
+
+  async getOnceDeployed(tenantId: string, id: string, waitMs: number): Promise<Service> {
+    // Past the caps the answer comes at once, as without ?wait: the client asks again, as it
+    // would poll. A request costs a tenant one token of its rate; a held one costs the store a
+    // read every pause for up to 20 s, and a socket.
+    const mine = this.waits.get(tenantId) ?? 0;
+    if (mine >= WAITS_PER_TENANT || this.waitsOpen >= WAITS_PER_SVCD) return this.get(tenantId, id);
+    this.waits.set(tenantId, mine + 1);
+    this.waitsOpen++;
+    try {
+      const until = Date.now() + waitMs;
+      for (let pauseMs = 20; ; pauseMs = Math.min(pauseMs * 2, WAIT_PAUSE_MAX_MS)) {
+        const s = await this.row(tenantId, id);
+        const left = until - Date.now();
+        if (s.status !== 'deploying' || left <= 0) return this.view(s);
+        await this.deps.controller.nextChange(Math.min(pauseMs, left));
+      }
+    } finally {
+      this.waitsOpen--;
+      const left = (this.waits.get(tenantId) ?? 1) - 1;
+      if (left === 0) this.waits.delete(tenantId);
+      else this.waits.set(tenantId, left);
+    }
   }
 
   async rename(tenantId: string, id: string, newName: string): Promise<Service> {

@@ -53,17 +53,22 @@ export class BuildStore {
     return Number(r.n);
   }
 
-  /** The images the service's newest checked build named (JSON array), or undefined. */
-  async lastBaseImages(serviceId: string): Promise<string | undefined> {
-    const r = await this.db
-      .selectFrom('builds')
-      .select('base_images')
-      .where('service_id', '=', serviceId)
-      .where('base_images', 'is not', null)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
+  /**
+   * The base images (as recorded, JSON) of the service's latest build that recorded them, or,
+   * for a service without one, of its tenant's latest: a guess at what its next build names.
+   */
+  async lastBaseImages(tenantId: string, serviceId: string): Promise<string | undefined> {
+    const latest = (column: 'service_id' | 'tenant_id', id: string) =>
+      this.db
+        .selectFrom('builds')
+        .select('base_images')
+        .where(column, '=', id)
+        .where('base_images', 'is not', null)
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+    const r = (await latest('service_id', serviceId)) ?? (await latest('tenant_id', tenantId));
     return r?.base_images ?? undefined;
   }
 

@@ -181,11 +181,12 @@ export class WorkloadController {
   }
 
   /**
-   * A pause of the settled() poll, ended early when work of this process ends (the store is
-   * read again then): a request answered by its own svcd's controller does not wait out a pause.
-   * Real time: this paces a caller's wait on other processes, like a poll of the engine.
+   * A pause of a poll of the store (settled(), a service's ?wait), ended early when work of this
+   * process ends (the store is read again then): a request answered by its own svcd's controller
+   * does not wait out a pause. Real time: this paces a caller's wait on other processes, like a
+   * poll of the engine.
    */
-  private nextChange(pauseMs: number): Promise<void> {
+  nextChange(pauseMs: number): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);

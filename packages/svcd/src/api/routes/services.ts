@@ -13,6 +13,7 @@ import {
   RenameServiceRequest,
   ScaleServiceRequest,
   Service,
+  ServiceGetQuery,
   ServiceIdParams,
   ServiceList,
   ServiceListQuery,
@@ -30,6 +31,7 @@ import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { streamFollow } from '../streaming.js';
 import { routePlugin } from './plugin.js';
+import { WAITS_PER_TENANT } from '../../services/services.js';
 
 export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { services } = deps;
@@ -68,9 +70,18 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       '/v1/services/:serviceID',
       {
         config: key,
-        schema: { summary: 'One service, with url, dns_label, last_error and crash/circuit fields', tags: ['services'], params: ServiceIdParams, response: { 200: Service, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+        schema: {
+          summary: `One service, with url, dns_label, last_error and crash/circuit fields. With ?wait=N (beyond the spec), answered once it is no longer deploying or after N seconds; a tenant's waits past ${WAITS_PER_TENANT} at once (per svcd) are answered at once`,
+          tags: ['services'],
+          params: ServiceIdParams,
+          querystring: ServiceGetQuery,
+          response: { 200: Service, ...errors(...KEY_ROUTE_ERRORS, 404) },
+        },
       },
-      async (request) => services.get(tenantOf(request), request.params.serviceID),
+      async (request) => {
+        const { wait } = request.query;
+        return wait === undefined ? services.get(tenantOf(request), request.params.serviceID) : services.getOnceDeployed(tenantOf(request), request.params.serviceID, wait * 1000);
+      },
     );
 
     app.patch(
