@@ -186,7 +186,8 @@ export function pollPauseMs(elapsedMs: number): number {
 export async function waitUntil<T extends { status: string; last_error: string | null }>(
   out: Output,
   what: string,
-  get: () => Promise<T>,
+  /** Asks once; `leftMs` is what is left of the wait (for a question the server holds). */
+  get: (leftMs: number) => Promise<T>,
   settled: (v: T) => boolean,
   success: string,
   timeoutMs: number,
@@ -200,7 +201,7 @@ export async function waitUntil<T extends { status: string; last_error: string |
   const stillAfterTimeout = (status: string) => new CommandFailed(`${what} still ${status} after ${Math.round(timeoutMs / 1000)} s (it goes on; check again later)`);
   for (;;) {
     const askedAt = Date.now();
-    const v = await get().catch((err: unknown) => {
+    const v = await get(until - askedAt).catch((err: unknown) => {
       // The tenant's rate limit (its other clients too): asked again after the wait it names,
       // within the wait's own time.
       if (!(err instanceof ApiError && err.status === 429)) throw err;

@@ -3,6 +3,7 @@
 // (the driver is held to the Docker driver's contract by driver-conformance.ts). The engine-backed
 // suites (services.test.ts) keep testing the same rules end to end.
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import { SERVICE_WAIT_MAX_S } from '@svc/contract/limits';
@@ -105,7 +106,8 @@ eachStore((kind) => {
     test('?wait answers after its seconds with the service still deploying; past 10 waits of a tenant at once the answer comes at once; bounds and 404 as without it', async () => {
       const a = await newTenant(t);
       const s = await a.client.createService({ name: 'slow-waited', image: SLOW, port: 8000 });
-      // Made first: a new tenant moves the test's clock on by minutes (harness), past the held waits' request timeout.
+      // Made first: a new tenant moves the test's clock on by minutes (harness), past the held
+      // waits' request timeout (and past the slow deploy's lease, which is taken over: it stays deploying).
       const b = await newTenant(t);
       const other = await b.client.createService({ name: 'slow-other', image: SLOW, port: 8000 });
       const before = Date.now();
@@ -133,6 +135,30 @@ eachStore((kind) => {
       await b.client.deleteService(other.id);
       assert.deepEqual(await Promise.all([...held, otherHeld]), Array.from({ length: WAITS_PER_TENANT + 1 }, () => 404));
       assert.equal(t.deps.services.waitsHeld(a.id) + t.deps.services.waitsHeld(b.id), 0, 'nothing held once they were answered');
+    });
+
+    test('a held ?wait ends when its client hangs up (its place under the caps freed), and when the server closes (answered as the service is)', async () => {
+      const a = await newTenant(t);
+      const s = await a.client.createService({ name: 'slow-hung-up', image: SLOW, port: 8000 });
+      const req = request(`${t.url}/v1/services/${s.id}?wait=${SERVICE_WAIT_MAX_S}`, { headers: { authorization: `Bearer ${a.key}` } });
+      req.on('error', () => {});
+      req.end();
+      await waitFor('the wait to be held', () => Promise.resolve(t.deps.services.waitsHeld(a.id) === 1 || undefined));
+      req.destroy();
+      await waitFor('the wait to end with its client', () => Promise.resolve(t.deps.services.waitsHeld(a.id) === 0 || undefined), 5_000);
+      await a.client.deleteService(s.id);
+
+      // A server of its own, closed while a wait is held: the close waits neither the 20 s out
+      // nor the answered connection's keep-alive (about 3 s here).
+      const own = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 240_000 } });
+      const b = await newTenant(own);
+      const slow = await b.client.createService({ name: 'slow-closing', image: SLOW, port: 8000 });
+      const held = b.client.service(slow.id, { wait: SERVICE_WAIT_MAX_S });
+      await waitFor('the wait to be held', () => Promise.resolve(own.deps.services.waitsHeld(b.id) === 1 || undefined));
+      const closing = Date.now();
+      await own.close();
+      assert.equal((await held).status, 'deploying', 'answered as it was');
+      assert.ok(Date.now() - closing < 2_500, `the close took ${Date.now() - closing} ms`);
     });
 
     test('a deploy cancelled while it waits ends cancelled, and its workload is removed', async () => {

@@ -168,6 +168,31 @@ eachStore((kind) => {
       assert.deepEqual(rules.outcomes.filter((o) => o.resource === w.id).map((o) => o.outcome), ['running', 'stopped', 'absent']);
     });
 
+    test("a wait for a workload's change ends when this process's work on it ends, not on another's; its signal ends it too", async () => {
+      const { c } = controller('ctl-wake/1');
+      const w = await add(SERVING);
+      const stop = new AbortController();
+      // Pauses of a minute: within the test only a wake ends them.
+      /** 'ended' when `wait` ends within `ms`, else 'still waiting' (its timer cleared either way). */
+      const within = async (wait: Promise<void>, ms: number) => {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<string>((r) => (timer = setTimeout(() => r('still waiting'), ms)));
+        try {
+          return await Promise.race([wait.then(() => 'ended'), late]);
+        } finally {
+          clearTimeout(timer);
+        }
+      };
+      const onIt = c.nextChange(60_000, 'database', w.id, stop.signal);
+      const onAnother = c.nextChange(60_000, 'database', `${w.id}-other`, stop.signal);
+      c.start();
+      assert.equal(await within(onIt, 15_000), 'ended', 'woken by the end of the work on it');
+      await observedAt(w.id, 'running');
+      assert.equal(await within(onAnother, 200), 'still waiting', "not by another workload's");
+      stop.abort();
+      assert.equal(await within(onAnother, 15_000), 'ended', 'ended by its signal');
+    });
+
     test('a newer request wins over the apply under way: it is aborted, its container removed, and the newer one carried out', async () => {
       const { c, rules } = controller('ctl-a/1');
       const w = await add(SLOW);

@@ -16,12 +16,13 @@ import { metricsOptions, type MetricsOptions } from './metrics-options.js';
 const DEPLOY_WAIT_MS = 10 * 60_000;
 
 /**
- * With --wait, for a service known to be deploying (said first): until it leaves deploying; a
+ * With --wait, for a service just told to deploy (said first): until it leaves deploying; a
  * failed or crashed deploy fails the command. Each question waits on the server until the deploy
- * ends (?wait), so the answer comes when it does, not at the next of a poll's questions.
+ * ends (?wait, no longer than the command's own wait has left), so the answer comes when it does,
+ * not at the next of a poll's questions.
  */
 export async function settled(out: Output, c: SvcClient, serviceId: string): Promise<Service> {
-  const get = () => c.service(serviceId, { wait: SERVICE_WAIT_MAX_S });
+  const get = (leftMs: number) => c.service(serviceId, { wait: Math.min(SERVICE_WAIT_MAX_S, Math.max(1, Math.ceil(leftMs / 1000))) });
   const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', 'running', DEPLOY_WAIT_MS, 'deploying');
   if (s.url) out.note(`running at ${s.url}`);
   return s;

@@ -131,6 +131,11 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('idempotencyClaim', undefined);
   registerFollowedStreams(app, deps.timers, deps.config.stalledReaderMs);
+  // Held ?wait requests (a service's deploy) are answered as they are: the close waits for requests in flight.
+  app.addHook('preClose', (done) => {
+    deps.services.endWaits();
+    done();
+  });
 
   // Bodies are JSON whatever the Content-Type says (clients such as curl -d send form types);
   // the raw text is kept for the idempotency fingerprint.

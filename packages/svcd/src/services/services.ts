@@ -80,6 +80,7 @@ export class Services implements TenantResources, DiskOverrunHalt {
   /** ?wait requests this process holds, by tenant (a cap of this process's sockets: in memory). */
   private readonly waits = new Map<string, number>();
   private waitsOpen = 0;
+  private readonly waitsEnding = new AbortController();
 
   constructor(private readonly deps: ServicesDeps) {}
 
@@ -201,32 +202,34 @@ export class Services implements TenantResources, DiskOverrunHalt {
     return this.view(await this.row(tenantId, id));
   }
 
-  /**
-   * The service once it is no longer deploying, or as it is after `waitMs` (?wait=N): a client
-   * following a deploy is answered when it ends, not at its next poll. Read again whenever this
-   * svcd's controller ends a piece of work, and at growing pauses for a deploy another svcd runs.
-   * Real time, as the controller's own waits on other processes.
-   */
   /** ?wait requests of the tenant this process holds now. */
   waitsHeld(tenantId: string): number {
     return this.waits.get(tenantId) ?? 0;
   }
 
-  async getOnceDeployed(tenantId: string, id: string, waitMs: number): Promise<Service> {
+  /**
+   * The service once it is no longer deploying, or as it is after `waitMs` (?wait=N): a client
+   * following a deploy is answered when it ends, not at its next poll. Read again as soon as this
+   * svcd's controller ends its work on the service, and at growing pauses for a deploy another
+   * svcd carries out. `gone` (the client hung up) ends the wait, as endWaits() does. Real time,
+   * as the controller's own waits on other processes.
+   */
+  async getOnceDeployed(tenantId: string, id: string, waitMs: number, gone?: AbortSignal): Promise<Service> {
     // Past the caps the answer comes at once, as without ?wait: the client asks again, as it
     // would poll. A request costs a tenant one token of its rate; a held one costs the store a
     // read every pause for up to 20 s, and a socket.
     const mine = this.waits.get(tenantId) ?? 0;
-    if (mine >= WAITS_PER_TENANT || this.waitsOpen >= WAITS_PER_SVCD) return this.get(tenantId, id);
+    if (mine >= WAITS_PER_TENANT || this.waitsOpen >= WAITS_PER_SVCD || this.waitsEnded) return this.get(tenantId, id);
     this.waits.set(tenantId, mine + 1);
     this.waitsOpen++;
+    const ended = gone ? AbortSignal.any([gone, this.waitsEnding.signal]) : this.waitsEnding.signal;
     try {
       const until = Date.now() + waitMs;
       for (let pauseMs = 20; ; pauseMs = Math.min(pauseMs * 2, WAIT_PAUSE_MAX_MS)) {
         const s = await this.row(tenantId, id);
         const left = until - Date.now();
-        if (s.status !== 'deploying' || left <= 0) return this.view(s);
-        await this.deps.controller.nextChange(Math.min(pauseMs, left));
+        if (s.status !== 'deploying' || left <= 0 || ended.aborted) return this.view(s);
+        await this.deps.controller.nextChange(Math.min(pauseMs, left), 'service', id, ended);
       }
     } finally {
       this.waitsOpen--;
@@ -234,6 +237,19 @@ export class Services implements TenantResources, DiskOverrunHalt {
       if (left === 0) this.waits.delete(tenantId);
       else this.waits.set(tenantId, left);
     }
+  }
+
+  /**
+   * Answers every held ?wait now, and every later one at once: the server is closing, and its
+   * close waits for requests in flight (a held wait would keep it up to 20 s).
+   */
+  endWaits(): void {
+    this.waitsEnding.abort();
+  }
+
+  /** Whether endWaits() was called. */
+  get waitsEnded(): boolean {
+    return this.waitsEnding.signal.aborted;
   }
 
   async rename(tenantId: string, id: string, newName: string): Promise<Service> {

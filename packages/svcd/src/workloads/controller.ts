@@ -116,8 +116,12 @@ export class WorkloadController {
   private readonly rules = new Map<WorkloadRow['kind'], WorkloadRules>();
   /** Rows this process works on now, to await them on close (ownership is the lease in the store). */
   private readonly working = new Map<string, { row: WorkloadRow; controller: AbortController; done: Promise<void> }>();
-  /** settled() polls waiting here to read the store again (a hint only: the store says what is done). */
-  private readonly workEnded = new Set<() => void>();
+  /**
+   * Polls of the store (settled(), a service's ?wait) waiting to read it again, by the workload
+   * they wait on (`kind/resourceId`): a hint only, the store says what is done. By workload, so
+   * that one piece of work ending wakes only those waiting on it.
+   */
+  private readonly workEnded = new Map<string, Set<() => void>>();
   private ticker: TimerHandle | null = null;
   private pass: Promise<void> | null = null;
   private passAgain = false;
@@ -172,29 +176,36 @@ export class WorkloadController {
       const w = await this.deps.store.workloads.find(kind, resourceId);
       if (!w || w.observed_generation >= w.generation) return true;
       if (w.attempts > 0 || Date.now() >= until || this.closed) return false;
-      await this.nextChange(pauseMs);
+      await this.nextChange(pauseMs, kind, resourceId);
     }
   }
 
-  private wakeWaiters(): void {
-    for (const wake of [...this.workEnded]) wake();
+  private wakeWaiters(w: WorkloadRow): void {
+    for (const wake of [...(this.workEnded.get(`${w.kind}/${w.resource_id}`) ?? [])]) wake();
   }
 
   /**
-   * A pause of a poll of the store (settled(), a service's ?wait), ended early when work of this
-   * process ends (the store is read again then): a request answered by its own svcd's controller
-   * does not wait out a pause. Real time: this paces a caller's wait on other processes, like a
-   * poll of the engine.
+   * A pause of a poll of the store (settled(), a service's ?wait), ended early when this
+   * process's work on that workload ends (the store is read again then): a request answered by
+   * its own svcd's controller does not wait out a pause. Real time: this paces a caller's wait
+   * on other processes, like a poll of the engine. `signal` ends it too (the waiting request went).
    */
-  nextChange(pauseMs: number): Promise<void> {
+  nextChange(pauseMs: number, kind: WorkloadRow['kind'], resourceId: string, signal?: AbortSignal): Promise<void> {
+    const key = `${kind}/${resourceId}`;
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        this.workEnded.delete(done);
+        signal?.removeEventListener('abort', done);
+        const waiting = this.workEnded.get(key);
+        waiting?.delete(done);
+        if (waiting?.size === 0) this.workEnded.delete(key);
         resolve();
       };
-      const timer = setTimeout(done, pauseMs);
-      this.workEnded.add(done);
+      const timer = setTimeout(done, signal?.aborted ? 0 : pauseMs);
+      signal?.addEventListener('abort', done, { once: true });
+      const waiting = this.workEnded.get(key) ?? new Set<() => void>();
+      waiting.add(done);
+      this.workEnded.set(key, waiting);
     });
   }
 
@@ -351,7 +362,7 @@ export class WorkloadController {
       try {
         await this.commit(w, rules, observation.row, observation.outcome);
         // A request waiting on this row reads it now, not after the lease is released.
-        this.wakeWaiters();
+        this.wakeWaiters(w);
       } catch (err) {
         // The store's trouble, not the workload's: tried again after a pause, not at once.
         const retryAt = this.deps.clock.now() + Math.min(RETRY_BASE_MS * 2 ** w.attempts, RETRY_MAX_MS);
@@ -362,7 +373,7 @@ export class WorkloadController {
       watch.cancel();
       // Whatever is left of the lease (an outcome not written, a row that moved on) is freed.
       await this.deps.store.workloads.release(w.id, this.deps.holder, w.generation, null, null, unixSeconds(this.deps.clock)).catch(() => {});
-      this.wakeWaiters();
+      this.wakeWaiters(w);
       if (!this.closed) this.kick();
     }
   }

@@ -31,7 +31,7 @@ import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { streamFollow } from '../streaming.js';
 import { routePlugin } from './plugin.js';
-import { WAITS_PER_TENANT } from '../../services/services.js';
+import { WAITS_PER_SVCD, WAITS_PER_TENANT } from '../../services/services.js';
 
 export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { services } = deps;
@@ -71,16 +71,31 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: key,
         schema: {
-          summary: `One service, with url, dns_label, last_error and crash/circuit fields. With ?wait=N (beyond the spec), answered once it is no longer deploying or after N seconds; a tenant's waits past ${WAITS_PER_TENANT} at once (per svcd) are answered at once`,
+          summary: `One service, with url, dns_label, last_error and crash/circuit fields. With ?wait=N (beyond the spec), answered once it is no longer deploying or after N seconds; past ${WAITS_PER_TENANT} waits of a tenant at once, or ${WAITS_PER_SVCD} in all, on one svcd, the answer comes at once`,
           tags: ['services'],
           params: ServiceIdParams,
           querystring: ServiceGetQuery,
           response: { 200: Service, ...errors(...KEY_ROUTE_ERRORS, 404) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const { wait } = request.query;
-        return wait === undefined ? services.get(tenantOf(request), request.params.serviceID) : services.getOnceDeployed(tenantOf(request), request.params.serviceID, wait * 1000);
+        if (wait === undefined) return services.get(tenantOf(request), request.params.serviceID);
+        // A client that hangs up ends its wait (and frees its place under the caps).
+        const gone = new AbortController();
+        const hungUp = () => {
+          if (!reply.raw.writableFinished) gone.abort();
+        };
+        reply.raw.once('close', hungUp);
+        try {
+          const service = await services.getOnceDeployed(tenantOf(request), request.params.serviceID, wait * 1000, gone.signal);
+          // Answered because the server is closing: the connection goes with the answer (kept
+          // alive, it would hold the close until the client let it go).
+          if (services.waitsEnded) void reply.header('connection', 'close');
+          return service;
+        } finally {
+          reply.raw.off('close', hungUp);
+        }
       },
     );
 
