@@ -246,11 +246,14 @@ eachStore((kind) => {
     test('crashes restart the service with backoff until five in ten minutes open the circuit; a reset deploys again', async () => {
       const a = await newTenant(t);
       const s = await a.client.createService({ name: 'crashy', image: CRASHY, port: 8000 });
-      // The crash handler's settle and backoff run on the test's clock: move it along while waiting.
+      // The crash handler's settle and backoff run on the test's clock: move it along while
+      // waiting, by half a second a question (about 5 s a second): slow enough that the
+      // circuit's 10-minute window outlasts the wait's minute however starved the restarts are
+      // (at 1 s a question, five restarts slowed by a busy machine spread past it).
       const crashed = await waitFor(
         'the circuit to open',
         async () => {
-          t.clock.advance(1_000);
+          t.clock.advance(500);
           const now = await a.client.service(s.id);
           return now.status === 'crashed' ? now : undefined;
         },
