@@ -80,7 +80,9 @@ export class Services implements TenantResources, DiskOverrunHalt {
   /** ?wait requests this process holds, by tenant (a cap of this process's sockets: in memory). */
   private readonly waits = new Map<string, number>();
   private waitsOpen = 0;
-  private readonly waitsEnding = new AbortController();
+  /** The held waits' own signals, so that endWaits() ends each (and nothing outlives its wait). */
+  private readonly heldWaits = new Set<AbortController>();
+  private closing = false;
 
   constructor(private readonly deps: ServicesDeps) {}
 
@@ -214,24 +216,31 @@ export class Services implements TenantResources, DiskOverrunHalt {
    * svcd carries out. `gone` (the client hung up) ends the wait, as endWaits() does. Real time,
    * as the controller's own waits on other processes.
    */
-  async getOnceDeployed(tenantId: string, id: string, waitMs: number, gone?: AbortSignal): Promise<Service> {
+  async getOnceDeployed(tenantId: string, id: string, waitMs: number, gone: AbortSignal): Promise<Service> {
     // Past the caps the answer comes at once, as without ?wait: the client asks again, as it
     // would poll. A request costs a tenant one token of its rate; a held one costs the store a
     // read every pause for up to 20 s, and a socket.
     const mine = this.waits.get(tenantId) ?? 0;
-    if (mine >= WAITS_PER_TENANT || this.waitsOpen >= WAITS_PER_SVCD || this.waitsEnded) return this.get(tenantId, id);
+    if (mine >= WAITS_PER_TENANT || this.waitsOpen >= WAITS_PER_SVCD || this.closing || gone.aborted) return this.get(tenantId, id);
     this.waits.set(tenantId, mine + 1);
     this.waitsOpen++;
-    const ended = gone ? AbortSignal.any([gone, this.waitsEnding.signal]) : this.waitsEnding.signal;
+    // Its own signal, ended by `gone` or by endWaits(): not a composite of a signal that lives as
+    // long as the process, which each wait would join for good.
+    const ended = new AbortController();
+    const end = () => ended.abort();
+    gone.addEventListener('abort', end, { once: true });
+    this.heldWaits.add(ended);
     try {
       const until = Date.now() + waitMs;
       for (let pauseMs = 20; ; pauseMs = Math.min(pauseMs * 2, WAIT_PAUSE_MAX_MS)) {
         const s = await this.row(tenantId, id);
         const left = until - Date.now();
-        if (s.status !== 'deploying' || left <= 0 || ended.aborted) return this.view(s);
-        await this.deps.controller.nextChange(Math.min(pauseMs, left), 'service', id, ended);
+        if (s.status !== 'deploying' || left <= 0 || ended.signal.aborted) return this.view(s);
+        await this.deps.controller.nextChange(Math.min(pauseMs, left), 'service', id, ended.signal);
       }
     } finally {
+      gone.removeEventListener('abort', end);
+      this.heldWaits.delete(ended);
       this.waitsOpen--;
       const left = (this.waits.get(tenantId) ?? 1) - 1;
       if (left === 0) this.waits.delete(tenantId);
@@ -244,12 +253,13 @@ export class Services implements TenantResources, DiskOverrunHalt {
    * close waits for requests in flight (a held wait would keep it up to 20 s).
    */
   endWaits(): void {
-    this.waitsEnding.abort();
+    this.closing = true;
+    for (const held of this.heldWaits) held.abort();
   }
 
   /** Whether endWaits() was called. */
   get waitsEnded(): boolean {
-    return this.waitsEnding.signal.aborted;
+    return this.closing;
   }
 
   async rename(tenantId: string, id: string, newName: string): Promise<Service> {

@@ -81,12 +81,14 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       async (request, reply) => {
         const { wait } = request.query;
         if (wait === undefined) return services.get(tenantOf(request), request.params.serviceID);
-        // A client that hangs up ends its wait (and frees its place under the caps).
+        // A client that hangs up ends its wait (and frees its place under the caps); so does an
+        // answer sent meanwhile by someone else (the request timeout's 503). The listener goes
+        // before this handler's own answer is sent, so a close it hears is one of those; one
+        // that came before the handler ran is seen on the socket.
         const gone = new AbortController();
-        const hungUp = () => {
-          if (!reply.raw.writableFinished) gone.abort();
-        };
+        const hungUp = () => gone.abort();
         reply.raw.once('close', hungUp);
+        if (reply.raw.destroyed || request.raw.socket.destroyed) gone.abort();
         try {
           const service = await services.getOnceDeployed(tenantOf(request), request.params.serviceID, wait * 1000, gone.signal);
           // Answered because the server is closing: the connection goes with the answer (kept
