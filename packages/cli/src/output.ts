@@ -161,10 +161,11 @@ export function action<A extends unknown[]>(out: Output, fn: (...args: A) => Pro
 }
 
 /**
- * How often a wait asks (from one question to the next): every 50 ms for its first 2 s (a deploy is often done within one, and
- * a 100 ms poll's lag was a tenth of `svc deploy`'s time, bench/build), then ten times a second
- * until 10 s, then once a second. Its first 2 s take at most 40 of the tenant's 200-request burst
- * (spec 8: 100 a second); a 429 (other clients of the tenant) is waited out, not a failure.
+ * How often a wait asks (from one question to the next): every 50 ms for its first 2 s (a
+ * deploy is often done within one, and a 100 ms poll's lag was a tenth of `svc deploy`'s time,
+ * bench/build), then ten times a second until 10 s, then once a second. Its first 2 s take at
+ * most 40 of the tenant's 200-request burst (spec 8: 100 a second); a 429 (other clients of the
+ * tenant) is waited out, not a failure.
  */
 const POLL_EAGER_MS = 50;
 const POLL_EAGER_FOR_MS = 2_000;

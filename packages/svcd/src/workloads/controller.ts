@@ -112,6 +112,11 @@ export function parseSpecRecord(w: Pick<WorkloadRow, 'spec'>): WorkloadSpecRecor
   return JSON.parse(w.spec) as WorkloadSpecRecord;
 }
 
+/** The workload a poll of the store waits on, as nextChange() files it and wakeWaiters() finds it. */
+function waiterKey(kind: WorkloadRow['kind'], resourceId: string): string {
+  return `${kind}/${resourceId}`;
+}
+
 export class WorkloadController {
   private readonly rules = new Map<WorkloadRow['kind'], WorkloadRules>();
   /** Rows this process works on now, to await them on close (ownership is the lease in the store). */
@@ -181,7 +186,7 @@ export class WorkloadController {
   }
 
   private wakeWaiters(w: WorkloadRow): void {
-    for (const wake of [...(this.workEnded.get(`${w.kind}/${w.resource_id}`) ?? [])]) wake();
+    for (const wake of [...(this.workEnded.get(waiterKey(w.kind, w.resource_id)) ?? [])]) wake();
   }
 
   /**
@@ -191,7 +196,7 @@ export class WorkloadController {
    * on other processes, like a poll of the engine. `signal` ends it too (the waiting request went).
    */
   nextChange(pauseMs: number, kind: WorkloadRow['kind'], resourceId: string, signal?: AbortSignal): Promise<void> {
-    const key = `${kind}/${resourceId}`;
+    const key = waiterKey(kind, resourceId);
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
