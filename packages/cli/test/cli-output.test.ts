@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, test } from 'node:test';
 import type { Command } from 'commander';
-import { buildProgram } from '../src/program.js';
+import { buildProgram, COMMAND_GROUPS, groupOf } from '../src/program.js';
 import { allCommands, commandPath, EXAMPLES } from '../src/examples.js';
 import { bashCompletion } from '../src/commands/completion.js';
 import { ApiError } from '@svc/client';
@@ -194,6 +194,32 @@ describe('the command tree', () => {
         if (key !== '') assert.ok(commandPath(cmd) === key || commandPath(cmd).startsWith(`${key} `), `${JSON.stringify(line)} runs ${key} or one of its commands (it runs ${commandPath(cmd)})`);
       }
     }
+  });
+
+  test('a command line builds only the group of the command it names, each command as the whole tree has it', () => {
+    const helpOf = (c: Command) => {
+      let help = '';
+      c.configureOutput({ writeOut: (s) => (help += s) });
+      c.outputHelp();
+      return help;
+    };
+    const namesOf = (p: Command) => p.commands.flatMap((c) => [c.name(), ...c.aliases()]).sort();
+    // Every command below svc is in one group (completion and commander's help build the whole tree).
+    assert.deepEqual(namesOf(program), [...COMMAND_GROUPS.flatMap((g) => g.commands), 'completion'].sort());
+    for (const group of COMMAND_GROUPS) {
+      for (const name of group.commands) {
+        const partial = buildProgram(['--json', name, 'list']);
+        assert.deepEqual(namesOf(partial), [...group.commands].sort(), `svc ${name} builds its group: ${group.commands.join(', ')}`);
+        for (const c of allCommands(partial).slice(1)) assert.equal(helpOf(c), helpOf(byPath.get(commandPath(c))!), `svc ${commandPath(c)} --help, built alone`);
+      }
+    }
+    // Whatever names no group builds them all.
+    for (const line of [[], ['help', 'deploy'], ['completion', 'bash'], ['-V'], ['--help'], ['deplyo'], ['--wide']]) {
+      assert.equal(groupOf(line), undefined, JSON.stringify(line));
+      assert.deepEqual(namesOf(buildProgram(line)), namesOf(program), JSON.stringify(line));
+    }
+    assert.equal(groupOf(['--wide', '--json', 'svc-deploy']), undefined);
+    assert.equal(groupOf(['--wide', '--json', 'databases', 'list']), COMMAND_GROUPS.find((g) => g.commands.includes('db')));
   });
 
   test('bash completion completes commands, aliases, subcommands and options', async () => {

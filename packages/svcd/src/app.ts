@@ -573,6 +573,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.meteringStore.close();
   await deps.proxy?.close();
   await deps.hostFirewall.close();
+  await deps.runtime.close();
   await deps.nodeFirewalls?.close();
   await deps.store.close();
 }

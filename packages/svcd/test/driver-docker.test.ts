@@ -1,6 +1,10 @@
 // The Docker Engine driver held to the driver port's contract (driver-conformance.ts), on the
 // real engine: the same cases the in-memory driver passes.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
 import { DockerRuntime, TENANT_NETWORK_PREFIX, WARM_POOL_NETWORK } from '../src/runtime/index.js';
+import { KeptAnswer } from '../src/runtime/kept-answer.js';
 import { driverConformance } from './driver-conformance.js';
 import { DOCKER_HOST } from './harness.js';
 import { BUSYBOX_IMAGE, EXITER_IMAGE, TEST_REGISTRY, docker, ensureTestImages } from './images.js';
@@ -26,4 +30,41 @@ driverConformance('docker', async () => {
     networksOf: async (ref) =>
       Object.keys((await docker.getContainer(ref).inspect()).NetworkSettings.Networks).map((n) => (n === WARM_POOL_NETWORK ? 'warm-pool' : n.replace(TENANT_NETWORK_PREFIX, ''))),
   };
+});
+
+describe("the builder's step runtime: the engine's default, kept while the engine reports no change", () => {
+  test('asked once while the engine is quiet, and again after its configuration is reloaded (SIGHUP: a daemon event)', async () => {
+    const runtime = new DockerRuntime({ host: DOCKER_HOST, installation: `kept-answer-${process.pid}` });
+    const engineDefault = ((await docker.info()) as { DefaultRuntime: string }).DefaultRuntime;
+    assert.equal(await runtime.stepRuntime(), engineDefault);
+    // The same watch as the runtime's own, around an answer the test counts.
+    let asks = 0;
+    const kept = new KeptAnswer(
+      async () => {
+        asks++;
+        return ((await docker.info()) as { DefaultRuntime: string }).DefaultRuntime;
+      },
+      (onChange, onEnd, signal) => runtime.watchEngine(onChange, onEnd, signal),
+    );
+    try {
+      assert.equal(await kept.get(), engineDefault);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(await kept.get(), engineDefault);
+      assert.equal(asks, 1, 'kept while the engine says nothing');
+      // dockerd reads daemon.json again and reports it (the same file: nothing else changes).
+      process.kill(Number(readFileSync('/var/run/docker.pid', 'utf8').trim()), 'SIGHUP');
+      // A function, not the variable: the assertion above has the type checker take asks for 1 for good.
+      const asked = () => asks;
+      for (const deadline = Date.now() + 10_000; asked() === 1; await new Promise((r) => setTimeout(r, 50))) {
+        assert.ok(Date.now() < deadline, 'asked again within 10 s of the reload');
+        assert.equal(await kept.get(), engineDefault);
+      }
+      assert.equal(asks, 2);
+      assert.equal(await kept.get(), engineDefault);
+      assert.equal(asks, 2, 'kept again after it');
+    } finally {
+      kept.close();
+      await runtime.close();
+    }
+  });
 });

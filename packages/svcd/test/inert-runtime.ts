@@ -14,10 +14,12 @@ export function inertRuntime(): Runtime {
     storage: async () => ({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
     diskUsage: async () => ({ workloads: [], images: [] }),
     countNetworks: async () => 0,
+    close: async () => {},
     releaseTenant: async () => true,
     hasImage: async () => true,
     imageId: async (image: string) => `sha256:inert-${image}`,
     imageTriggers: async () => [],
+    stepRuntime: async () => 'runc',
     pullImage: async () => {},
     buildImage: async () => {
       throw new Error('the inert engine builds nothing');

@@ -26,6 +26,7 @@ export function memoryRuntime(registry: Record<string, MemoryImage>): { runtime:
     hasImage: (image) => driver.hasImage(image),
     imageId: (image) => driver.imageId(image),
     imageTriggers: () => Promise.resolve([]),
+    stepRuntime: () => Promise.resolve('runc'),
     pullImage: (image) => driver.pullImage(image),
     buildImage: refused,
     pushImage: refused,
@@ -36,6 +37,7 @@ export function memoryRuntime(registry: Record<string, MemoryImage>): { runtime:
     storage: () => Promise.resolve({ imagesBytes: 0, containersBytes: 0, volumesBytes: 0, buildCacheBytes: 0 }),
     diskUsage: () => Promise.resolve({ workloads: [], images: [] }),
     countNetworks: () => Promise.resolve(0),
+    close: () => Promise.resolve(),
   };
   return { runtime, driver };
 }

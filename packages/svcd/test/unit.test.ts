@@ -38,6 +38,7 @@ import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDroppe
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
+import { KeptAnswer } from '../src/runtime/kept-answer.js';
 import { ManualClock } from './manual-clock.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
@@ -1068,4 +1069,89 @@ test("the swarm driver matches an image name to the repository the engine's Repo
   assert.equal(repositoryOf('127.0.0.1:5055/svc-test/busybox-httpd:5'), '127.0.0.1:5055/svc-test/busybox-httpd');
   assert.equal(repositoryOf('127.0.0.1:5055/svc/t1/s1'), '127.0.0.1:5055/svc/t1/s1');
   assert.equal(repositoryOf(`localhost:5000/a/b@sha256:${'a'.repeat(64)}`), 'localhost:5000/a/b');
+});
+
+describe("an engine's answer kept while the engine reports no change", () => {
+  /** A watch the test drives: open or refused, changes and its end sent by hand. */
+  function fakeWatch(opens = true) {
+    const w = { opened: 0, change: () => {}, end: () => {}, signal: null as AbortSignal | null };
+    const watch = (onChange: () => void, onEnd: () => void, signal: AbortSignal) => {
+      w.opened++;
+      w.change = onChange;
+      w.end = onEnd;
+      w.signal = signal;
+      return opens ? Promise.resolve() : Promise.reject(new Error('no events'));
+    };
+    return { w, watch };
+  }
+  function counted(answers: (() => Promise<string>)[] = []) {
+    const c = { asks: 0 };
+    const ask = () => {
+      c.asks++;
+      return answers.shift()?.() ?? Promise.resolve(`answer ${c.asks}`);
+    };
+    return { c, ask };
+  }
+
+  test('asked once while the watch is open; a change, or the watch ending, has it asked again (the end opens a new watch)', async () => {
+    const { w, watch } = fakeWatch();
+    const { c, ask } = counted();
+    const kept = new KeptAnswer(ask, watch);
+    assert.equal(await kept.get(), 'answer 1');
+    assert.equal(await kept.get(), 'answer 1');
+    assert.equal(c.asks, 1);
+    w.change();
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(w.opened, 1);
+    w.end();
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(w.opened, 2, 'a new watch');
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(c.asks, 3);
+  });
+
+  test('a change while the engine answers: that answer is given to its question, not kept', async () => {
+    const { w, watch } = fakeWatch();
+    let answer!: (v: string) => void;
+    const { c, ask } = counted([() => new Promise<string>((r) => (answer = r))]);
+    const kept = new KeptAnswer(ask, watch);
+    const first = kept.get();
+    await new Promise((r) => setImmediate(r));
+    w.change();
+    answer('before the change');
+    assert.equal(await first, 'before the change');
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(c.asks, 2);
+  });
+
+  test('a failed answer is not kept; without a watch nothing is, and a watch is tried again', async () => {
+    const { watch } = fakeWatch();
+    const { c, ask } = counted([() => Promise.reject(new Error('engine down'))]);
+    const kept = new KeptAnswer(ask, watch);
+    await assert.rejects(kept.get(), /engine down/);
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(c.asks, 2);
+
+    const refused = fakeWatch(false);
+    const asked = counted();
+    const unwatched = new KeptAnswer(asked.ask, refused.watch);
+    assert.equal(await unwatched.get(), 'answer 1');
+    assert.equal(await unwatched.get(), 'answer 2');
+    assert.equal(refused.w.opened, 2);
+  });
+
+  test('close ends the watch; nothing is kept after it', async () => {
+    const { w, watch } = fakeWatch();
+    const { c, ask } = counted();
+    const kept = new KeptAnswer(ask, watch);
+    await kept.get();
+    kept.close();
+    assert.equal(w.signal?.aborted, true);
+    await kept.get();
+    await kept.get();
+    assert.equal(c.asks, 3);
+    assert.equal(w.opened, 1);
+  });
 });

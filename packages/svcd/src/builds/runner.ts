@@ -286,9 +286,9 @@ export class BuildRunner implements BuildExecution {
    */
   private async checkBuildSandbox(): Promise<string | null> {
     if (!(await (this.deps.sandbox?.() ?? Promise.resolve(false)))) return null;
-    const info = await this.deps.runtime.info();
-    if (info.defaultRuntime !== SANDBOX_RUNTIME) {
-      throw new Error(`builds need the engine's default runtime to be ${SANDBOX_RUNTIME} (it is ${info.defaultRuntime}): set "default-runtime": "${SANDBOX_RUNTIME}" in the engine's daemon.json`);
+    const stepRuntime = await this.deps.runtime.stepRuntime();
+    if (stepRuntime !== SANDBOX_RUNTIME) {
+      throw new Error(`builds need the engine's default runtime to be ${SANDBOX_RUNTIME} (it is ${stepRuntime}): set "default-runtime": "${SANDBOX_RUNTIME}" in the engine's daemon.json`);
     }
     return `==> RUN steps run under gVisor (${SANDBOX_RUNTIME})`;
   }

@@ -20,6 +20,12 @@ export interface ImageBuildSpec {
 }
 
 export interface ImageBuilder {
+  /**
+   * The runtime the builder's RUN steps run under: the engine's default (the classic builder
+   * names none). Kept between builds while the engine reports no change (kept-answer.ts).
+   * Throws RuntimeUnavailableError when no engine answers.
+   */
+  stepRuntime(): Promise<string>;
   hasImage(image: string): Promise<boolean>;
   /**
    * What a workload runs the local image of that name by, pinned to its content (null when there

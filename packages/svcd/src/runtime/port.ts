@@ -105,6 +105,8 @@ export interface EngineHost {
    */
   diskUsage(): Promise<{ workloads: WorkloadDisk[]; images: ImageDisk[] }>;
   countNetworks(prefix: string): Promise<number>;
+  /** Ends what the runtime holds open between calls (its watch of the engine); at svcd's close. */
+  close(): Promise<void>;
 }
 
 /** A node of a cluster (Swarm), as operators see it. */

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
+import { KeptAnswer } from '../kept-answer.js';
 import { consumeProgress, demuxedLog, lastLinesOf } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
@@ -170,6 +171,7 @@ export class DockerRuntime implements Runtime {
   private readonly streaming: Docker;
   private readonly networkCreations = new Map<string, Promise<void>>();
   private sandboxVersionCache: { path: string; version: string } | null = null;
+  private readonly defaultRuntime: KeptAnswer<string>;
   /** The df request under way, shared by whoever asks meanwhile (df()). */
   private dfInFlight: Promise<DfResponse> | null = null;
   /** The engine's cgroup driver, asked once: tenant groups are placed only under cgroupfs. */
@@ -192,6 +194,47 @@ export class DockerRuntime implements Runtime {
     this.tenantInit = o.tenantInit ?? null;
     this.docker = new Docker(dockerOptions(o.host, timeoutMs, o.tls ?? null));
     this.streaming = new Docker({ ...dockerOptions(o.host, timeoutMs, o.tls ?? null), timeout: undefined });
+    this.defaultRuntime = new KeptAnswer(
+      async () => engineString(((await this.docker.info()) as EngineInfoBody).DefaultRuntime, 'runc'),
+      (onChange, onEnd, signal) => this.watchEngine(onChange, onEnd, signal),
+    );
+  }
+
+  async stepRuntime(): Promise<string> {
+    try {
+      return await this.defaultRuntime.get();
+    } catch (err) {
+      throw new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
+    }
+  }
+
+  close(): Promise<void> {
+    this.defaultRuntime.close();
+    return Promise.resolve();
+  }
+
+  /**
+   * A watch of the engine's own events (ChangeWatch): a reload of its configuration (SIGHUP, the
+   * default runtime among what it may change) is one, and a restart ends the stream. Its socket
+   * does not keep svcd's process alive.
+   */
+  async watchEngine(onChange: () => void, onEnd: () => void, signal: AbortSignal): Promise<void> {
+    const stream = (await this.streaming.getEvents({ filters: { type: ['daemon'] } })) as NodeJS.ReadableStream & { destroy(): void; socket?: { unref(): void } };
+    stream.socket?.unref();
+    let ended = false;
+    const stop = () => stream.destroy();
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      signal.removeEventListener('abort', stop);
+      onEnd();
+    };
+    stream.on('data', onChange);
+    stream.on('end', end);
+    stream.on('close', end);
+    stream.on('error', end);
+    if (signal.aborted) stop();
+    else signal.addEventListener('abort', stop, { once: true });
   }
 
   async info(): Promise<EngineInfo> {

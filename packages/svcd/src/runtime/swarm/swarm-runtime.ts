@@ -238,6 +238,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   countNetworks: EngineHost['countNetworks'] = (prefix) => this.managerEngine.countNetworks(prefix);
   hasImage = (image: string) => this.managerEngine.hasImage(image);
   imageTriggers = (image: string) => this.managerEngine.imageTriggers(image);
+  stepRuntime = () => this.managerEngine.stepRuntime();
+  close = () => this.managerEngine.close();
   pullImage = (image: string, signal?: AbortSignal) => this.managerEngine.pullImage(image, signal);
   /**
    * On the manager's engine. A tenant's RUN steps leave it through its tenant bridges: only while
