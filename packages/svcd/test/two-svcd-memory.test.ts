@@ -128,6 +128,48 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
     }
   });
 
+  test("a service's ?wait on B follows the deploy A carries out: held while it deploys, answered soon after, as it is then", async () => {
+    const db = await freshPgDatabase();
+    const image = '127.0.0.1:5999/memory/slow-start:1';
+    // Listens 1.5 s after its start: the deploy takes that long on A.
+    const engine = memoryRuntime({ [image]: { serves: true, startsAfterMs: 1_500 } });
+    const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
+    const a = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+    const b = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+    try {
+      const x = await newTenant(a);
+      const s = await x.client.createService({ name: 'web', image, port: 8000 });
+      await waitFor('A to start the container', async () => (await engine.driver.list({ tenantId: x.id }))[0]);
+      // A's controller holds the deploy: B's wait learns its end from the store alone.
+      assert.equal((await a.deps.store.workloads.find('service', s.id))?.lease_holder, a.deps.holder);
+      assert.equal(b.deps.workloads.idle(), true);
+      const asked = performance.now();
+      const answer = b.client
+        .withKey(x.key)
+        .service(s.id, { wait: 10 })
+        .then((v) => ({ v, at: performance.now() }));
+      // When the store first reads running (polled here every 10 ms).
+      let ranAt = 0;
+      await waitFor('the deploy to end', async () => {
+        const row = await a.deps.store.services.findAny(s.id);
+        if (row?.status === 'deploying') return undefined;
+        ranAt = performance.now();
+        return row;
+      });
+      const { v, at } = await answer;
+      assert.equal(v.status, 'running', 'held until the deploy ended (it read deploying before)');
+      assert.ok(ranAt - asked > 500, `the wait was held while A deployed (${Math.round(ranAt - asked)} ms)`);
+      // B reads the store every 20 ms at first, doubling up to every 250 ms.
+      assert.ok(at - ranAt < 1_000, `answered ${Math.round(at - ranAt)} ms after the deploy ended, not at the wait's end (10 s)`);
+      assert.equal(b.deps.workloads.idle(), true, 'B took no part in the deploy');
+    } finally {
+      await a.close();
+      await b.close();
+      await engine.driver.close();
+      await db.drop();
+    }
+  });
+
   test("both reconcile at once while A deploys: neither removes or replaces the container A's deploy started", async () => {
     const db = await freshPgDatabase();
     const image = '127.0.0.1:5999/memory/slow-start:1';
