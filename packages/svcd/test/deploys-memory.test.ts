@@ -4,6 +4,7 @@
 // suites (services.test.ts) keep testing the same rules end to end.
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import { SERVICE_WAIT_MAX_S } from '@svc/contract/limits';
@@ -14,6 +15,7 @@ import { LABELS, isSetAside } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
+import { tarOf } from './archive-fixtures.js';
 import { settled } from './service-fixtures.js';
 
 const REGISTRY = '127.0.0.1:5999/memory';
@@ -572,6 +574,39 @@ eachStore((kind) => {
       } finally {
         ports.taken = read;
         t.deps.deployer.assertPortLeft = assertPortLeft;
+      }
+    });
+  });
+});
+
+eachStore((kind) => {
+  describe(`a build with the sandbox required (${kind})`, () => {
+    test("refused when the engine's default runtime is not gVisor's (its RUN steps would run outside it), begun when it is", async () => {
+      const mem = memoryRuntime(IMAGES);
+      let stepRuntime = 'runc';
+      const runtime = { ...mem.runtime, stepRuntime: () => Promise.resolve(stepRuntime) };
+      const t = await startServer({ store: kind, config: { sandbox: 'required' }, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const s = await a.client.createService({ name: 'built', await_build: true });
+        const build = async () => {
+          const up = await a.client.uploadSource(s.id, new Uint8Array(gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${SERVING}\n` }]))));
+          const b = await a.client.createBuild(s.id, { source_type: 'archive', source_id: up.id });
+          return waitFor('the build to end', async () => {
+            const now = await a.client.build(s.id, b.build_id);
+            return now.status === 'queued' || now.status === 'running' ? undefined : now;
+          });
+        };
+        const refused = await build();
+        assert.equal(refused.status, 'failed');
+        assert.match(refused.last_error ?? '', /builds need the engine's default runtime to be runsc \(it is runc\)/);
+        stepRuntime = 'runsc';
+        const begun = await build();
+        assert.equal(begun.status, 'failed');
+        assert.match(begun.last_error ?? '', /the memory runtime builds and pushes nothing/, 'past the check: the engine was asked to build');
+      } finally {
+        await t.close();
+        await mem.driver.close();
       }
     });
   });

@@ -38,7 +38,7 @@ import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDroppe
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
-import { KeptAnswer } from '../src/runtime/kept-answer.js';
+import { KEPT_ANSWER_MAX_AGE_MS, KeptAnswer } from '../src/runtime/kept-answer.js';
 import { ManualClock } from './manual-clock.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
@@ -1072,15 +1072,17 @@ test("the swarm driver matches an image name to the repository the engine's Repo
 });
 
 describe("an engine's answer kept while the engine reports no change", () => {
-  /** A watch the test drives: open or refused, changes and its end sent by hand. */
-  function fakeWatch(opens = true) {
-    const w = { opened: 0, change: () => {}, end: () => {}, signal: null as AbortSignal | null };
+  /** A watch the test drives: open or refused (or never), changes and its end sent by hand. */
+  function fakeWatch(opens: 'opens' | 'refused' | 'hangs' = 'opens') {
+    const w = { opened: 0, change: () => {}, end: () => {}, signal: null as AbortSignal | null, endAtOnce: false };
     const watch = (onChange: () => void, onEnd: () => void, signal: AbortSignal) => {
       w.opened++;
       w.change = onChange;
       w.end = onEnd;
       w.signal = signal;
-      return opens ? Promise.resolve() : Promise.reject(new Error('no events'));
+      if (w.endAtOnce) onEnd();
+      if (opens === 'hangs') return new Promise<void>(() => {});
+      return opens === 'opens' ? Promise.resolve() : Promise.reject(new Error('no events'));
     };
     return { w, watch };
   }
@@ -1096,7 +1098,7 @@ describe("an engine's answer kept while the engine reports no change", () => {
   test('asked once while the watch is open; a change, or the watch ending, has it asked again (the end opens a new watch)', async () => {
     const { w, watch } = fakeWatch();
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, watch);
+    const kept = new KeptAnswer(ask, watch, new ManualClock());
     assert.equal(await kept.get(), 'answer 1');
     assert.equal(await kept.get(), 'answer 1');
     assert.equal(c.asks, 1);
@@ -1111,11 +1113,23 @@ describe("an engine's answer kept while the engine reports no change", () => {
     assert.equal(c.asks, 3);
   });
 
+  test('kept for a minute at most, however quiet the watch (one that went silent without ending)', async () => {
+    const clock = new ManualClock();
+    const { ask, c } = counted();
+    const kept = new KeptAnswer(ask, fakeWatch().watch, clock);
+    await kept.get();
+    clock.advance(KEPT_ANSWER_MAX_AGE_MS - 1);
+    assert.equal(await kept.get(), 'answer 1');
+    clock.advance(1);
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(c.asks, 2);
+  });
+
   test('a change while the engine answers: that answer is given to its question, not kept', async () => {
     const { w, watch } = fakeWatch();
     let answer!: (v: string) => void;
     const { c, ask } = counted([() => new Promise<string>((r) => (answer = r))]);
-    const kept = new KeptAnswer(ask, watch);
+    const kept = new KeptAnswer(ask, watch, new ManualClock());
     const first = kept.get();
     await new Promise((r) => setImmediate(r));
     w.change();
@@ -1125,27 +1139,34 @@ describe("an engine's answer kept while the engine reports no change", () => {
     assert.equal(c.asks, 2);
   });
 
-  test('a failed answer is not kept; without a watch nothing is, and a watch is tried again', async () => {
+  test('a failed answer is not kept; nor is one asked under a watch that could not open, or ended as it opened', async () => {
     const { watch } = fakeWatch();
     const { c, ask } = counted([() => Promise.reject(new Error('engine down'))]);
-    const kept = new KeptAnswer(ask, watch);
+    const kept = new KeptAnswer(ask, watch, new ManualClock());
     await assert.rejects(kept.get(), /engine down/);
     assert.equal(await kept.get(), 'answer 2');
     assert.equal(await kept.get(), 'answer 2');
     assert.equal(c.asks, 2);
 
-    const refused = fakeWatch(false);
+    const refused = fakeWatch('refused');
     const asked = counted();
-    const unwatched = new KeptAnswer(asked.ask, refused.watch);
+    const unwatched = new KeptAnswer(asked.ask, refused.watch, new ManualClock());
     assert.equal(await unwatched.get(), 'answer 1');
     assert.equal(await unwatched.get(), 'answer 2');
-    assert.equal(refused.w.opened, 2);
+    assert.equal(refused.w.opened, 2, 'a watch is tried again at each question');
+
+    const brief = fakeWatch();
+    brief.w.endAtOnce = true;
+    const once = counted();
+    const unkept = new KeptAnswer(once.ask, brief.watch, new ManualClock());
+    assert.equal(await unkept.get(), 'answer 1');
+    assert.equal(await unkept.get(), 'answer 2');
   });
 
-  test('close ends the watch; nothing is kept after it', async () => {
+  test('close ends the watch, also one still opening; nothing is kept after it', async () => {
     const { w, watch } = fakeWatch();
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, watch);
+    const kept = new KeptAnswer(ask, watch, new ManualClock());
     await kept.get();
     kept.close();
     assert.equal(w.signal?.aborted, true);
@@ -1153,5 +1174,15 @@ describe("an engine's answer kept while the engine reports no change", () => {
     await kept.get();
     assert.equal(c.asks, 3);
     assert.equal(w.opened, 1);
+
+    const slow = fakeWatch('hangs');
+    const asked = counted();
+    const opening = new KeptAnswer(asked.ask, slow.watch, new ManualClock());
+    const pending = opening.get();
+    await new Promise((r) => setImmediate(r));
+    opening.close();
+    assert.equal(slow.w.signal?.aborted, true, 'the opening watch is told to stop');
+    assert.equal(await opening.get(), 'answer 1', 'a question after the close is asked at once');
+    void pending;
   });
 });

@@ -341,9 +341,10 @@ export class BuildRunner implements BuildExecution {
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
     const output = new LogBatcher(this.deps.store, b.id, this.deps.timers);
     const watch = this.deps.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
-    // Asked of the engine while git clones and the base images are pulled (the engine's info
-    // answer takes 25-50 ms: longer than an uploaded archive's unpacking), and awaited before
-    // anything is built (a pull runs nothing). Until then a refusal is held here, not left unhandled.
+    // Asked while git clones and the base images are pulled (the engine's answer is kept between
+    // builds, kept-answer.ts; when it is asked, it takes 35-70 ms: longer than an uploaded
+    // archive's unpacking), and awaited before anything is built (a pull runs nothing). Until
+    // then a refusal is held here, not left unhandled.
     const sandboxCheck = this.checkBuildSandbox();
     sandboxCheck.catch(() => {});
     const prefetched = this.prefetchBaseImages(b.tenant_id, b.service_id, signal);

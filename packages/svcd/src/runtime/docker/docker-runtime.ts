@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
+import type { Socket } from 'node:net';
 import { KeptAnswer } from '../kept-answer.js';
 import { consumeProgress, demuxedLog, lastLinesOf } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
@@ -164,6 +165,11 @@ export interface DockerRuntimeOptions {
   timers?: Timers;
 }
 
+/** How far back a watch of the engine's events asks for them too (watchEngine). */
+const ENGINE_WATCH_REPLAY_S = 300;
+/** When an idle watch's connection is first probed for a peer that went (TCP keepalive). */
+const ENGINE_WATCH_KEEPALIVE_MS = 30_000;
+
 /** Runtime over a Docker Engine's HTTP API (dockerode), never the docker CLI. */
 export class DockerRuntime implements Runtime {
   private readonly docker: Docker;
@@ -183,9 +189,11 @@ export class DockerRuntime implements Runtime {
   private readonly tenantInit: TenantInit | null;
   private readonly clock: Clock;
   private readonly timers: Timers;
+  private readonly timeoutMs: number;
 
   constructor(o: DockerRuntimeOptions) {
     const timeoutMs = o.timeoutMs ?? 5_000;
+    this.timeoutMs = timeoutMs;
     this.buildNetwork = o.buildNetwork ?? 'tenant';
     this.clock = o.clock ?? systemClock;
     this.timers = o.timers ?? systemTimers;
@@ -197,6 +205,7 @@ export class DockerRuntime implements Runtime {
     this.defaultRuntime = new KeptAnswer(
       async () => engineString(((await this.docker.info()) as EngineInfoBody).DefaultRuntime, 'runc'),
       (onChange, onEnd, signal) => this.watchEngine(onChange, onEnd, signal),
+      this.clock,
     );
   }
 
@@ -215,14 +224,34 @@ export class DockerRuntime implements Runtime {
 
   /**
    * A watch of the engine's own events (ChangeWatch): a reload of its configuration (SIGHUP, the
-   * default runtime among what it may change) is one, and a restart ends the stream. Its socket
-   * does not keep svcd's process alive.
+   * default runtime among what it may change) is one, and a restart ends the stream. The engine
+   * answers a watch's headers before it subscribes it, so the watch asks for the engine's events
+   * of the last minutes too (`since`; its clock may be off from ours): one that fell between
+   * counts as a change. Its connection is kept alive (a remote engine lost without a close is
+   * noticed), does not keep svcd's process alive, and must open within the engine calls' time.
    */
   async watchEngine(onChange: () => void, onEnd: () => void, signal: AbortSignal): Promise<void> {
-    const stream = (await this.streaming.getEvents({ filters: { type: ['daemon'] } })) as NodeJS.ReadableStream & { destroy(): void; socket?: { unref(): void } };
+    const opening = new AbortController();
+    const stop = () => opening.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    // Real time, as the engine calls' own timeouts: this waits on the engine.
+    const tooLong = setTimeout(() => opening.abort(new Error('the engine opened no event stream in time')), this.timeoutMs);
+    let stream: NodeJS.ReadableStream & { destroy(): void; socket?: Socket | null };
+    try {
+      stream = (await this.streaming.getEvents({
+        since: Math.floor(Date.now() / 1000) - ENGINE_WATCH_REPLAY_S,
+        filters: { type: ['daemon'] },
+        abortSignal: opening.signal,
+      })) as typeof stream;
+    } catch (err) {
+      signal.removeEventListener('abort', stop);
+      throw err;
+    } finally {
+      clearTimeout(tooLong);
+    }
+    stream.socket?.setKeepAlive(true, ENGINE_WATCH_KEEPALIVE_MS);
     stream.socket?.unref();
     let ended = false;
-    const stop = () => stream.destroy();
     const end = () => {
       if (ended) return;
       ended = true;
@@ -233,8 +262,7 @@ export class DockerRuntime implements Runtime {
     stream.on('end', end);
     stream.on('close', end);
     stream.on('error', end);
-    if (signal.aborted) stop();
-    else signal.addEventListener('abort', stop, { once: true });
+    if (signal.aborted) stream.destroy();
   }
 
   async info(): Promise<EngineInfo> {
