@@ -20,7 +20,8 @@ import { PREVIEW_PORT_HEADER, PREVIEW_TOKEN_HEADER, previewToken } from '../src/
 import { previewRouteTargets } from '../src/environments/previews.js';
 import { RouteAnswers, STALE_AFTER_MS, answerQuery } from '../src/proxy/route-answers.js';
 import { Resolver } from 'node:dns/promises';
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
+import { getEventListeners } from 'node:events';
 import pino from 'pino';
 import dnsPacket from 'dns-packet';
 import { CertificateErrors } from '../src/proxy/certificate-errors.js';
@@ -29,7 +30,7 @@ import { wantsCertificate } from '../src/proxy/tls-ask.js';
 import { replacedTaskHoldsPort, repositoryOf } from '../src/runtime/swarm/swarm-runtime.js';
 import { customHostname } from '../src/domains/hostnames.js';
 import { certificateProblem, certificateStanding } from '../src/domains/domains.js';
-import { freePort } from './harness.js';
+import { freePort, waitFor } from './harness.js';
 import { apiRouteTargets } from '../src/services/routing.js';
 import { KeyedLimiter, RateLimits, TokenBucket } from '../src/ratelimit/index.js';
 import { repositoryDirectory } from '../src/environments/environments.js';
@@ -38,7 +39,7 @@ import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDroppe
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
-import { KEPT_ANSWER_MAX_AGE_MS, KeptAnswer } from '../src/runtime/kept-answer.js';
+import { KEPT_ANSWER_MAX_AGE_MS, KeptAnswer, WATCH_RETRY_MS } from '../src/runtime/kept-answer.js';
 import { ManualClock } from './manual-clock.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
@@ -1072,17 +1073,17 @@ test("the swarm driver matches an image name to the repository the engine's Repo
 });
 
 describe("an engine's answer kept while the engine reports no change", () => {
-  /** A watch the test drives: open or refused (or never), changes and its end sent by hand. */
-  function fakeWatch(opens: 'opens' | 'refused' | 'hangs' = 'opens') {
-    const w = { opened: 0, change: () => {}, end: () => {}, signal: null as AbortSignal | null, endAtOnce: false };
+  /** Watches the test drives: each opens, is refused, or opens when the test says; changes and ends sent by hand. */
+  function fakeWatch(mode: 'opens' | 'refused' | 'on demand' = 'opens') {
+    const w = { opened: 0, change: () => {}, end: () => {}, signals: [] as AbortSignal[], endAtOnce: false, letOpen: () => {} };
     const watch = (onChange: () => void, onEnd: () => void, signal: AbortSignal) => {
       w.opened++;
       w.change = onChange;
       w.end = onEnd;
-      w.signal = signal;
+      w.signals.push(signal);
       if (w.endAtOnce) onEnd();
-      if (opens === 'hangs') return new Promise<void>(() => {});
-      return opens === 'opens' ? Promise.resolve() : Promise.reject(new Error('no events'));
+      if (mode === 'on demand') return new Promise<void>((r) => (w.letOpen = r));
+      return mode === 'opens' ? Promise.resolve() : Promise.reject(new Error('no events'));
     };
     return { w, watch };
   }
@@ -1094,11 +1095,12 @@ describe("an engine's answer kept while the engine reports no change", () => {
     };
     return { c, ask };
   }
+  const forever = (clock = new ManualClock()) => ({ clock, maxAgeMs: Infinity });
 
   test('asked once while the watch is open; a change, or the watch ending, has it asked again (the end opens a new watch)', async () => {
     const { w, watch } = fakeWatch();
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, watch, new ManualClock());
+    const kept = new KeptAnswer(ask, watch, forever());
     assert.equal(await kept.get(), 'answer 1');
     assert.equal(await kept.get(), 'answer 1');
     assert.equal(c.asks, 1);
@@ -1113,23 +1115,34 @@ describe("an engine's answer kept while the engine reports no change", () => {
     assert.equal(c.asks, 3);
   });
 
-  test('kept for a minute at most, however quiet the watch (one that went silent without ending)', async () => {
-    const clock = new ManualClock();
+  test('past its age (a watch that may go silent) or with the clock set back, asked again under a new watch', async () => {
+    const clock = { ms: 1_000_000, now: () => clock.ms };
+    const { w, watch } = fakeWatch();
     const { ask, c } = counted();
-    const kept = new KeptAnswer(ask, fakeWatch().watch, clock);
+    const kept = new KeptAnswer(ask, watch, { clock, maxAgeMs: KEPT_ANSWER_MAX_AGE_MS });
     await kept.get();
-    clock.advance(KEPT_ANSWER_MAX_AGE_MS - 1);
+    clock.ms += KEPT_ANSWER_MAX_AGE_MS - 1;
     assert.equal(await kept.get(), 'answer 1');
-    clock.advance(1);
+    clock.ms += 1;
     assert.equal(await kept.get(), 'answer 2');
-    assert.equal(c.asks, 2);
+    assert.equal(w.opened, 2, 'a new watch');
+    assert.equal(w.signals[0]?.aborted, true, 'the old one stopped');
+    clock.ms -= 1_000;
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(c.asks, 3);
+    // Without an age (a local socket's watch), kept while the watch lives.
+    const local = counted();
+    const quiet = new KeptAnswer(local.ask, fakeWatch().watch, { clock, maxAgeMs: Infinity });
+    await quiet.get();
+    clock.ms += 24 * 3_600_000;
+    assert.equal(await quiet.get(), 'answer 1');
   });
 
   test('a change while the engine answers: that answer is given to its question, not kept', async () => {
     const { w, watch } = fakeWatch();
     let answer!: (v: string) => void;
     const { c, ask } = counted([() => new Promise<string>((r) => (answer = r))]);
-    const kept = new KeptAnswer(ask, watch, new ManualClock());
+    const kept = new KeptAnswer(ask, watch, forever());
     const first = kept.get();
     await new Promise((r) => setImmediate(r));
     w.change();
@@ -1139,50 +1152,121 @@ describe("an engine's answer kept while the engine reports no change", () => {
     assert.equal(c.asks, 2);
   });
 
-  test('a failed answer is not kept; nor is one asked under a watch that could not open, or ended as it opened', async () => {
+  test('a failed answer is not kept; nor one asked under a watch that ended as it opened', async () => {
     const { watch } = fakeWatch();
     const { c, ask } = counted([() => Promise.reject(new Error('engine down'))]);
-    const kept = new KeptAnswer(ask, watch, new ManualClock());
+    const kept = new KeptAnswer(ask, watch, forever());
     await assert.rejects(kept.get(), /engine down/);
     assert.equal(await kept.get(), 'answer 2');
     assert.equal(await kept.get(), 'answer 2');
     assert.equal(c.asks, 2);
 
-    const refused = fakeWatch('refused');
-    const asked = counted();
-    const unwatched = new KeptAnswer(asked.ask, refused.watch, new ManualClock());
-    assert.equal(await unwatched.get(), 'answer 1');
-    assert.equal(await unwatched.get(), 'answer 2');
-    assert.equal(refused.w.opened, 2, 'a watch is tried again at each question');
-
     const brief = fakeWatch();
     brief.w.endAtOnce = true;
     const once = counted();
-    const unkept = new KeptAnswer(once.ask, brief.watch, new ManualClock());
+    const unkept = new KeptAnswer(once.ask, brief.watch, forever());
     assert.equal(await unkept.get(), 'answer 1');
     assert.equal(await unkept.get(), 'answer 2');
   });
 
-  test('close ends the watch, also one still opening; nothing is kept after it', async () => {
+  test('a watch that cannot open keeps nothing, and none is tried again for a minute', async () => {
+    const clock = new ManualClock();
+    const refused = fakeWatch('refused');
+    const { c, ask } = counted();
+    const kept = new KeptAnswer(ask, refused.watch, forever(clock));
+    assert.equal(await kept.get(), 'answer 1');
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(refused.w.opened, 1, 'not tried again at once');
+    clock.advance(WATCH_RETRY_MS);
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(refused.w.opened, 2);
+    assert.equal(c.asks, 3);
+  });
+
+  test('close ends the watch; an answer whose watch opens after the close is not kept', async () => {
     const { w, watch } = fakeWatch();
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, watch, new ManualClock());
+    const kept = new KeptAnswer(ask, watch, forever());
     await kept.get();
+    // Read through a function: assert.equal narrows what it checked for the type checker.
+    const stopped = () => w.signals[0]?.aborted;
+    assert.equal(stopped(), false);
     kept.close();
-    assert.equal(w.signal?.aborted, true);
+    assert.equal(stopped(), true);
     await kept.get();
     await kept.get();
     assert.equal(c.asks, 3);
     assert.equal(w.opened, 1);
 
-    const slow = fakeWatch('hangs');
+    const slow = fakeWatch('on demand');
     const asked = counted();
-    const opening = new KeptAnswer(asked.ask, slow.watch, new ManualClock());
+    const opening = new KeptAnswer(asked.ask, slow.watch, forever());
     const pending = opening.get();
     await new Promise((r) => setImmediate(r));
     opening.close();
-    assert.equal(slow.w.signal?.aborted, true, 'the opening watch is told to stop');
-    assert.equal(await opening.get(), 'answer 1', 'a question after the close is asked at once');
-    void pending;
+    assert.equal(slow.w.signals[0]?.aborted, true, 'the opening watch is told to stop');
+    slow.w.letOpen();
+    assert.equal(await pending, 'answer 1');
+    assert.equal(await opening.get(), 'answer 2', 'not kept: asked again');
+    assert.equal(asked.c.asks, 2);
+  });
+});
+
+describe("a watch of the engine's events (DockerRuntime.watchEngine), against a stand-in engine", () => {
+  /** An HTTP server on a unix socket that answers /events as told: never, or with headers and then silence. */
+  async function standIn(answer: 'never' | 'headers') {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-events-'));
+    const socketPath = join(dir, 'engine.sock');
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      asked.push(req.url ?? '');
+      if (answer === 'headers') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.flushHeaders();
+      }
+    });
+    await new Promise<void>((r) => server.listen(socketPath, r));
+    return {
+      host: `unix://${socketPath}`,
+      asked,
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  test('an engine that does not open the stream in time fails the watch; one that opens it keeps it open past that time, until stopped', async () => {
+    const silent = await standIn('never');
+    try {
+      const runtime = new DockerRuntime({ host: silent.host, installation: 'x', timeoutMs: 300 });
+      const stop = new AbortController();
+      const began = Date.now();
+      await assert.rejects(
+        runtime.watchEngine(() => {}, () => {}, stop.signal),
+        (err: Error) => /no event stream in time|aborted/i.test(`${err.message} ${String((err as { cause?: unknown }).cause)}`),
+      );
+      assert.ok(Date.now() - began < 3_000, 'within the engine calls time, not forever');
+      assert.equal(getEventListeners(stop.signal, 'abort').length, 0, 'nothing left listening');
+      assert.match(silent.asked[0] ?? '', /^\/events\?.*since=1/);
+    } finally {
+      await silent.close();
+    }
+
+    const open = await standIn('headers');
+    try {
+      const runtime = new DockerRuntime({ host: open.host, installation: 'x', timeoutMs: 300 });
+      const stop = new AbortController();
+      let ended = 0;
+      await runtime.watchEngine(() => {}, () => ended++, stop.signal);
+      await new Promise((r) => setTimeout(r, 600));
+      assert.equal(ended, 0, 'open past the timeout of the engine calls');
+      stop.abort();
+      await waitFor('the watch to end', () => Promise.resolve(ended === 1 || undefined));
+      assert.equal(getEventListeners(stop.signal, 'abort').length, 0);
+    } finally {
+      await open.close();
+    }
   });
 });

@@ -1,55 +1,71 @@
-// An engine's answer kept between questions while the engine says nothing has changed, and for a
-// minute at most. The Docker Engine's /info answer takes 35-70 ms on these machines (it asks
-// containerd and each runtime binary), and every build asked it for the runtime its RUN steps get
-// (builds/runner.ts): in a directory's deploy it was the last thing the build waited for
-// (bench/build). What it answers is a rule's ground (RUN steps under gVisor), so the answer is
-// kept only while a watch of the engine's changes is open: opened before the answer is asked for,
-// and replaying what the engine reported just before it opened (ChangeWatch), so that no change
-// falls between the two. A change forgets the answer, and so does the watch's end (the engine
-// restarted, the connection closed). The age bounds what a watch that went silent without ending
-// could keep (a remote engine's connection lost without a close): the next question after it asks
-// the engine again. A watch that cannot be opened keeps nothing: every question is asked.
+// An engine's answer kept between questions while the engine says nothing has changed. The
+// Docker Engine's /info answer takes 35-70 ms on these machines (it asks containerd and each
+// runtime binary), and every build asked it for the runtime its RUN steps get (builds/runner.ts):
+// in a directory's deploy it was the last thing the build waited for (bench/build). What it
+// answers is a rule's ground (RUN steps under gVisor), so the answer is kept only while a watch of
+// the engine's changes is open: opened before the answer is asked for, and replaying what the
+// engine reported before it opened (ChangeWatch), so that no change falls between the two. A
+// change forgets the answer, and so does the watch's end (the engine restarted, the connection
+// closed). A watch over a network can go silent without ending (a remote engine lost without a
+// close): there the answer is kept for a bounded time (maxAgeMs), then asked again under a new
+// watch. A watch that cannot be opened keeps nothing, and none is tried again for a minute (each
+// try may take the engine calls' timeout): every question is asked meanwhile.
 import type { Clock } from '../clock.js';
 
 /**
- * Opens a watch of what may change an answer; resolves once it is open (changes reported shortly
- * before it opened are reported to it too), rejects if it cannot be opened. `onChange` is called
- * for each change, `onEnd` once when the watch ends (the signal ends it too).
+ * Opens a watch of what may change an answer; resolves once it is open (changes reported before
+ * it opened are reported to it too), rejects if it cannot be opened. `onChange` is called for each
+ * change, `onEnd` once when the watch ends (`signal` ends it).
  */
 export type ChangeWatch = (onChange: () => void, onEnd: () => void, signal: AbortSignal) => Promise<void>;
 
-/** The longest an answer is kept, watch or not. */
+/** How long an answer is kept under a watch that may go silent without ending (a remote engine's). */
 export const KEPT_ANSWER_MAX_AGE_MS = 60_000;
+/** How long no watch is tried after one could not be opened. */
+export const WATCH_RETRY_MS = 60_000;
+
+export interface KeptAnswerOptions {
+  clock: Clock;
+  /** Longest an answer is kept (Infinity: while its watch lives, for a watch that cannot go silent). */
+  maxAgeMs: number;
+}
 
 interface Watch {
   /** True once open; false when it could not be opened. */
   open: Promise<boolean>;
+  stop: AbortController;
 }
 
 export class KeptAnswer<T> {
   private kept: { answer: Promise<T>; atMs: number } | null = null;
-  /** The watch open or being opened; null when none is (never opened, ended, or failed). */
+  /** The watch open or being opened; null when none is (never opened, ended, failed, or closed). */
   private watch: Watch | null = null;
-  private readonly closing = new AbortController();
+  private watchFailedAtMs: number | null = null;
+  private closed = false;
 
   constructor(
     private readonly ask: () => Promise<T>,
     private readonly watchChanges: ChangeWatch,
-    private readonly clock: Clock,
-    private readonly maxAgeMs = KEPT_ANSWER_MAX_AGE_MS,
+    private readonly o: KeptAnswerOptions,
   ) {}
 
   async get(): Promise<T> {
-    if (this.kept && this.clock.now() - this.kept.atMs < this.maxAgeMs) return this.kept.answer;
-    this.kept = null;
+    if (this.kept) {
+      // A clock set back counts as too old.
+      const age = this.o.clock.now() - this.kept.atMs;
+      if (age >= 0 && age < this.o.maxAgeMs) return this.kept.answer;
+      // Asked again under a new watch: the old one may have gone silent.
+      this.kept = null;
+      this.endWatch();
+    }
     const watch = this.openWatch();
     const watching = watch !== null && (await watch.open);
     const answer = this.ask();
     // Kept only under the very watch that was open when it was asked for. Set before any change
     // can be heard (they come in later turns of the loop): a change while the engine answers
     // forgets this answer too.
-    if (watching && this.watch === watch && !this.closing.signal.aborted) {
-      this.kept = { answer, atMs: this.clock.now() };
+    if (watching && this.watch === watch && !this.closed) {
+      this.kept = { answer, atMs: this.o.clock.now() };
       answer.catch(() => {
         if (this.kept?.answer === answer) this.kept = null;
       });
@@ -59,16 +75,25 @@ export class KeptAnswer<T> {
 
   /** Ends the watch; nothing is kept from now on. */
   close(): void {
-    this.closing.abort();
+    this.closed = true;
     this.kept = null;
+    this.endWatch();
+  }
+
+  private endWatch(): void {
+    this.watch?.stop.abort();
     this.watch = null;
   }
 
   private openWatch(): Watch | null {
-    if (this.closing.signal.aborted) return null;
+    if (this.closed) return null;
     if (this.watch) return this.watch;
+    if (this.watchFailedAtMs !== null) {
+      const since = this.o.clock.now() - this.watchFailedAtMs;
+      if (since >= 0 && since < WATCH_RETRY_MS) return null;
+    }
     // Made current before the watch is asked for, so that a watch ending at once is seen ended.
-    const watch: Watch = { open: Promise.resolve(false) };
+    const watch: Watch = { open: Promise.resolve(false), stop: new AbortController() };
     this.watch = watch;
     watch.open = this.watchChanges(
       () => {
@@ -78,11 +103,14 @@ export class KeptAnswer<T> {
         if (this.watch === watch) this.watch = null;
         this.kept = null;
       },
-      this.closing.signal,
+      watch.stop.signal,
     ).then(
       () => true,
       () => {
-        if (this.watch === watch) this.watch = null;
+        if (this.watch === watch) {
+          this.watch = null;
+          this.watchFailedAtMs = this.o.clock.now();
+        }
         return false;
       },
     );
