@@ -39,7 +39,7 @@ import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDroppe
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
 import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
-import { KEPT_ANSWER_MAX_AGE_MS, KeptAnswer, WATCH_RETRY_MS } from '../src/runtime/kept-answer.js';
+import { KEPT_ANSWER_LOCAL_MAX_AGE_MS, KEPT_ANSWER_MAX_AGE_MS, KeptAnswer, WATCH_RETRY_MS } from '../src/runtime/kept-answer.js';
 import { ManualClock } from './manual-clock.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
@@ -1095,140 +1095,162 @@ describe("an engine's answer kept while the engine reports no change", () => {
     };
     return { c, ask };
   }
-  const forever = (clock = new ManualClock()) => ({ clock, maxAgeMs: Infinity });
+  const clockAt = (ms = 1_000_000) => {
+    const clock = { ms, now: () => clock.ms };
+    return clock;
+  };
+  const aDay = (clock = clockAt()) => ({ clock, maxAgeMs: 24 * 3_600_000 });
+  /** Lets a watch that opens at once be seen open (its promise settles in a later turn). */
+  const settle = () => new Promise((r) => setImmediate(r));
 
-  test('asked once while the watch is open; a change, or the watch ending, has it asked again (the end opens a new watch)', async () => {
+  test('asked at once while the watch opens (not kept), then once while it is open; a change, or its end, has it asked again', async () => {
     const { w, watch } = fakeWatch();
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, watch, forever());
+    const kept = new KeptAnswer(ask, watch, aDay());
     assert.equal(await kept.get(), 'answer 1');
-    assert.equal(await kept.get(), 'answer 1');
-    assert.equal(c.asks, 1);
+    await settle();
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(c.asks, 2);
     w.change();
-    assert.equal(await kept.get(), 'answer 2');
-    assert.equal(await kept.get(), 'answer 2');
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(await kept.get(), 'answer 3');
     assert.equal(w.opened, 1);
     w.end();
-    assert.equal(await kept.get(), 'answer 3');
-    assert.equal(w.opened, 2, 'a new watch');
-    assert.equal(await kept.get(), 'answer 3');
-    assert.equal(c.asks, 3);
+    assert.equal(await kept.get(), 'answer 4', 'the watch ended: asked, and a new watch opens');
+    assert.equal(w.opened, 2);
+    await settle();
+    assert.equal(await kept.get(), 'answer 5');
+    assert.equal(await kept.get(), 'answer 5');
+    assert.equal(c.asks, 5);
   });
 
-  test('past its age (a watch that may go silent) or with the clock set back, asked again under a new watch', async () => {
-    const clock = { ms: 1_000_000, now: () => clock.ms };
+  test('past its age (a watch that went silent) or with the clock set back, asked again under a new watch', async () => {
+    const clock = clockAt();
     const { w, watch } = fakeWatch();
     const { ask, c } = counted();
     const kept = new KeptAnswer(ask, watch, { clock, maxAgeMs: KEPT_ANSWER_MAX_AGE_MS });
     await kept.get();
+    await settle();
+    await kept.get();
     clock.ms += KEPT_ANSWER_MAX_AGE_MS - 1;
-    assert.equal(await kept.get(), 'answer 1');
-    clock.ms += 1;
     assert.equal(await kept.get(), 'answer 2');
+    clock.ms += 1;
+    assert.equal(await kept.get(), 'answer 3');
     assert.equal(w.opened, 2, 'a new watch');
     assert.equal(w.signals[0]?.aborted, true, 'the old one stopped');
+    await settle();
+    assert.equal(await kept.get(), 'answer 4');
     clock.ms -= 1_000;
-    assert.equal(await kept.get(), 'answer 3');
-    assert.equal(c.asks, 3);
-    // Without an age (a local socket's watch), kept while the watch lives.
-    const local = counted();
-    const quiet = new KeptAnswer(local.ask, fakeWatch().watch, { clock, maxAgeMs: Infinity });
-    await quiet.get();
-    clock.ms += 24 * 3_600_000;
-    assert.equal(await quiet.get(), 'answer 1');
+    assert.equal(await kept.get(), 'answer 5');
+    assert.equal(c.asks, 5);
   });
 
   test('a change while the engine answers: that answer is given to its question, not kept', async () => {
     const { w, watch } = fakeWatch();
     let answer!: (v: string) => void;
-    const { c, ask } = counted([() => new Promise<string>((r) => (answer = r))]);
-    const kept = new KeptAnswer(ask, watch, forever());
-    const first = kept.get();
-    await new Promise((r) => setImmediate(r));
+    const { c, ask } = counted([() => Promise.resolve('while opening'), () => new Promise<string>((r) => (answer = r))]);
+    const kept = new KeptAnswer(ask, watch, aDay());
+    await kept.get();
+    await settle();
+    const second = kept.get();
     w.change();
     answer('before the change');
-    assert.equal(await first, 'before the change');
-    assert.equal(await kept.get(), 'answer 2');
-    assert.equal(c.asks, 2);
+    assert.equal(await second, 'before the change');
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(c.asks, 3);
   });
 
   test('a failed answer is not kept; nor one asked under a watch that ended as it opened', async () => {
     const { watch } = fakeWatch();
-    const { c, ask } = counted([() => Promise.reject(new Error('engine down'))]);
-    const kept = new KeptAnswer(ask, watch, forever());
+    const { c, ask } = counted([() => Promise.resolve('while opening'), () => Promise.reject(new Error('engine down'))]);
+    const kept = new KeptAnswer(ask, watch, aDay());
+    await kept.get();
+    await settle();
     await assert.rejects(kept.get(), /engine down/);
-    assert.equal(await kept.get(), 'answer 2');
-    assert.equal(await kept.get(), 'answer 2');
-    assert.equal(c.asks, 2);
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(c.asks, 3);
 
     const brief = fakeWatch();
     brief.w.endAtOnce = true;
     const once = counted();
-    const unkept = new KeptAnswer(once.ask, brief.watch, forever());
-    assert.equal(await unkept.get(), 'answer 1');
-    assert.equal(await unkept.get(), 'answer 2');
+    const unkept = new KeptAnswer(once.ask, brief.watch, aDay());
+    for (let i = 1; i <= 3; i++) {
+      assert.equal(await unkept.get(), `answer ${i}`);
+      await settle();
+    }
   });
 
   test('a watch that cannot open keeps nothing, and none is tried again for a minute', async () => {
-    const clock = new ManualClock();
+    const clock = clockAt();
     const refused = fakeWatch('refused');
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, refused.watch, forever(clock));
-    assert.equal(await kept.get(), 'answer 1');
-    assert.equal(await kept.get(), 'answer 2');
+    const kept = new KeptAnswer(ask, refused.watch, aDay(clock));
+    for (let i = 1; i <= 3; i++) {
+      assert.equal(await kept.get(), `answer ${i}`);
+      await settle();
+    }
     assert.equal(refused.w.opened, 1, 'not tried again at once');
-    clock.advance(WATCH_RETRY_MS);
-    assert.equal(await kept.get(), 'answer 3');
+    clock.ms += WATCH_RETRY_MS;
+    await kept.get();
     assert.equal(refused.w.opened, 2);
-    assert.equal(c.asks, 3);
+    assert.equal(c.asks, 4);
   });
 
-  test('close ends the watch; an answer whose watch opens after the close is not kept', async () => {
-    const { w, watch } = fakeWatch();
+  test('a watch slow to open holds no question up; close ends it, and what it opens after is not used', async () => {
+    const slow = fakeWatch('on demand');
     const { c, ask } = counted();
-    const kept = new KeptAnswer(ask, watch, forever());
-    await kept.get();
+    const kept = new KeptAnswer(ask, slow.watch, aDay());
+    assert.equal(await kept.get(), 'answer 1');
+    assert.equal(await kept.get(), 'answer 2', 'asked while it opens');
+    slow.w.letOpen();
+    await settle();
+    assert.equal(await kept.get(), 'answer 3');
+    assert.equal(await kept.get(), 'answer 3', 'kept once open');
     // Read through a function: assert.equal narrows what it checked for the type checker.
-    const stopped = () => w.signals[0]?.aborted;
+    const stopped = () => slow.w.signals[0]?.aborted;
     assert.equal(stopped(), false);
     kept.close();
     assert.equal(stopped(), true);
-    await kept.get();
-    await kept.get();
-    assert.equal(c.asks, 3);
-    assert.equal(w.opened, 1);
-
-    const slow = fakeWatch('on demand');
-    const asked = counted();
-    const opening = new KeptAnswer(asked.ask, slow.watch, forever());
-    const pending = opening.get();
-    await new Promise((r) => setImmediate(r));
-    opening.close();
-    assert.equal(slow.w.signals[0]?.aborted, true, 'the opening watch is told to stop');
-    slow.w.letOpen();
-    assert.equal(await pending, 'answer 1');
-    assert.equal(await opening.get(), 'answer 2', 'not kept: asked again');
-    assert.equal(asked.c.asks, 2);
+    assert.equal(await kept.get(), 'answer 4');
+    await settle();
+    assert.equal(await kept.get(), 'answer 5', 'nothing kept after the close');
+    assert.equal(slow.w.opened, 1);
+    assert.equal(c.asks, 5);
   });
 });
 
 describe("a watch of the engine's events (DockerRuntime.watchEngine), against a stand-in engine", () => {
-  /** An HTTP server on a unix socket that answers /events as told: never, or with headers and then silence. */
-  async function standIn(answer: 'never' | 'headers') {
+  /**
+   * An HTTP server (a unix socket, or TCP on loopback) that answers /info with runsc and /events
+   * as told: never, headers then silence, headers then a reload, or headers then the end.
+   */
+  async function standIn(events: 'never' | 'silent' | 'reload' | 'end', on: 'unix' | 'tcp' = 'unix') {
     const dir = mkdtempSync(join(tmpdir(), 'svc-events-'));
     const socketPath = join(dir, 'engine.sock');
     const asked: string[] = [];
     const server = createServer((req, res) => {
-      asked.push(req.url ?? '');
-      if (answer === 'headers') {
+      const url = req.url ?? '';
+      asked.push(url.replace(/\?.*/, '').replace(/^\/v[\d.]+/, ''));
+      if (!url.includes('/events')) {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.flushHeaders();
+        res.end(JSON.stringify({ DefaultRuntime: 'runsc' }));
+        return;
       }
+      if (events === 'never') return;
+      assert.match(url, /since=1\b/);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      if (events === 'reload') res.write('{"Type":"daemon","Action":"reload"}\n');
+      if (events === 'end') res.end();
     });
-    await new Promise<void>((r) => server.listen(socketPath, r));
+    if (on === 'unix') await new Promise<void>((r) => server.listen(socketPath, r));
+    else await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const address = server.address();
     return {
-      host: `unix://${socketPath}`,
-      asked,
+      host: on === 'unix' ? `unix://${socketPath}` : `tcp://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+      count: (path: string) => asked.filter((p) => p === path).length,
       close: async () => {
         server.closeAllConnections();
         await new Promise((r) => server.close(r));
@@ -1237,36 +1259,76 @@ describe("a watch of the engine's events (DockerRuntime.watchEngine), against a 
     };
   }
 
-  test('an engine that does not open the stream in time fails the watch; one that opens it keeps it open past that time, until stopped', async () => {
+  test('an engine that opens no stream in time fails the watch; one that opens it keeps it open past that time, until stopped', async () => {
     const silent = await standIn('never');
     try {
-      const runtime = new DockerRuntime({ host: silent.host, installation: 'x', timeoutMs: 300 });
+      const runtime = new DockerRuntime({ host: silent.host, installation: 'x', timeoutMs: 1_000 });
       const stop = new AbortController();
       const began = Date.now();
-      await assert.rejects(
-        runtime.watchEngine(() => {}, () => {}, stop.signal),
-        (err: Error) => /no event stream in time|aborted/i.test(`${err.message} ${String((err as { cause?: unknown }).cause)}`),
-      );
-      assert.ok(Date.now() - began < 3_000, 'within the engine calls time, not forever');
+      await assert.rejects(runtime.watchEngine(() => {}, () => {}, stop.signal));
+      assert.ok(Date.now() - began < 10_000, 'within the engine calls time, not forever');
       assert.equal(getEventListeners(stop.signal, 'abort').length, 0, 'nothing left listening');
-      assert.match(silent.asked[0] ?? '', /^\/events\?.*since=1/);
     } finally {
       await silent.close();
     }
 
-    const open = await standIn('headers');
+    const open = await standIn('silent');
     try {
-      const runtime = new DockerRuntime({ host: open.host, installation: 'x', timeoutMs: 300 });
+      const runtime = new DockerRuntime({ host: open.host, installation: 'x', timeoutMs: 1_000 });
       const stop = new AbortController();
       let ended = 0;
       await runtime.watchEngine(() => {}, () => ended++, stop.signal);
-      await new Promise((r) => setTimeout(r, 600));
+      await new Promise((r) => setTimeout(r, 2_000));
       assert.equal(ended, 0, 'open past the timeout of the engine calls');
       stop.abort();
       await waitFor('the watch to end', () => Promise.resolve(ended === 1 || undefined));
       assert.equal(getEventListeners(stop.signal, 'abort').length, 0);
     } finally {
       await open.close();
+    }
+  });
+
+  test("an event is a change, and the stream's end is the watch's end", async () => {
+    for (const [events, expect] of [['reload', { changes: 1, ends: 0 }], ['end', { changes: 0, ends: 1 }]] as const) {
+      const engine = await standIn(events);
+      try {
+        const runtime = new DockerRuntime({ host: engine.host, installation: 'x' });
+        const seen = { changes: 0, ends: 0 };
+        const stop = new AbortController();
+        await runtime.watchEngine(() => seen.changes++, () => seen.ends++, stop.signal);
+        await waitFor(`the ${events}`, () => Promise.resolve(seen.changes + seen.ends > 0 || undefined));
+        await new Promise((r) => setTimeout(r, 100));
+        assert.deepEqual(seen, expect, events);
+        stop.abort();
+      } finally {
+        await engine.close();
+      }
+    }
+  });
+
+  test("the step runtime is asked of the engine again after ten minutes over a unix socket, after one over TCP", async () => {
+    for (const [on, ageMs] of [['unix', KEPT_ANSWER_LOCAL_MAX_AGE_MS], ['tcp', KEPT_ANSWER_MAX_AGE_MS]] as const) {
+      const engine = await standIn('silent', on);
+      const clock = new ManualClock();
+      const runtime = new DockerRuntime({ host: engine.host, installation: 'x', clock });
+      try {
+        assert.equal(await runtime.stepRuntime(), 'runsc');
+        await waitFor('the watch to open', async () => (engine.count('/events') === 1 ? true : undefined));
+        await new Promise((r) => setTimeout(r, 50));
+        await runtime.stepRuntime();
+        const asked = engine.count('/info');
+        await runtime.stepRuntime();
+        clock.advance(ageMs - 1);
+        await runtime.stepRuntime();
+        assert.equal(engine.count('/info'), asked, `${on}: kept for ${ageMs} ms`);
+        clock.advance(1);
+        await runtime.stepRuntime();
+        assert.equal(engine.count('/info'), asked + 1, `${on}: asked again past its age`);
+        await waitFor('a new watch', async () => (engine.count('/events') === 2 ? true : undefined));
+      } finally {
+        await runtime.close();
+        await engine.close();
+      }
     }
   });
 });

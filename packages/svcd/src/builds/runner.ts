@@ -359,6 +359,10 @@ export class BuildRunner implements BuildExecution {
 
       const tenant = await this.deps.store.tenants.findById(b.tenant_id);
       if (!tenant) throw new Error('tenant not found');
+      // Asked again right before the engine builds, and once it has built: the first answer may
+      // be from before a long clone, and a reload while the engine builds would give the later
+      // RUN steps another runtime. Free unless the engine reported a change (kept-answer.ts).
+      await this.checkBuildSandbox();
       output.line(`==> building ${b.image}`);
       await this.deps.runtime.buildImage({
         contextDir: dir,
@@ -372,6 +376,7 @@ export class BuildRunner implements BuildExecution {
         onOutput: (l) => output.line(l),
       });
       if (signal.aborted) throw signal.reason;
+      await this.checkBuildSandbox();
       if (this.deps.pushBuilds) {
         output.line(`==> pushing ${b.image}`);
         await this.deps.runtime.pushImage(b.image, signal, (l) => output.line(l));

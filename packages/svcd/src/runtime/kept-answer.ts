@@ -2,14 +2,14 @@
 // Docker Engine's /info answer takes 35-70 ms on these machines (it asks containerd and each
 // runtime binary), and every build asked it for the runtime its RUN steps get (builds/runner.ts):
 // in a directory's deploy it was the last thing the build waited for (bench/build). What it
-// answers is a rule's ground (RUN steps under gVisor), so the answer is kept only while a watch of
-// the engine's changes is open: opened before the answer is asked for, and replaying what the
-// engine reported before it opened (ChangeWatch), so that no change falls between the two. A
-// change forgets the answer, and so does the watch's end (the engine restarted, the connection
-// closed). A watch over a network can go silent without ending (a remote engine lost without a
-// close): there the answer is kept for a bounded time (maxAgeMs), then asked again under a new
-// watch. A watch that cannot be opened keeps nothing, and none is tried again for a minute (each
-// try may take the engine calls' timeout): every question is asked meanwhile.
+// answers is a rule's ground (RUN steps under gVisor), so an answer is kept only when it was asked
+// for under an open watch of the engine's changes, a watch that replays what the engine reported
+// before it opened (ChangeWatch), so that no change falls between the two. A change forgets the
+// answer, and so does the watch's end (the engine restarted, the connection closed). A watch can
+// go silent without ending (a remote engine lost without a close, a forwarded socket): an answer
+// is kept for a bounded time (maxAgeMs), then asked again under a new watch. A question while the
+// watch opens is asked at once and its answer not kept; a watch that cannot be opened keeps
+// nothing, and none is tried again for a minute: every question is asked meanwhile.
 import type { Clock } from '../clock.js';
 
 /**
@@ -19,20 +19,21 @@ import type { Clock } from '../clock.js';
  */
 export type ChangeWatch = (onChange: () => void, onEnd: () => void, signal: AbortSignal) => Promise<void>;
 
-/** How long an answer is kept under a watch that may go silent without ending (a remote engine's). */
+/** How long an answer is kept under a watch over the network (a remote engine's). */
 export const KEPT_ANSWER_MAX_AGE_MS = 60_000;
+/** How long under a watch over a unix socket: the engine's own as a rule, but it may be forwarded. */
+export const KEPT_ANSWER_LOCAL_MAX_AGE_MS = 600_000;
 /** How long no watch is tried after one could not be opened. */
 export const WATCH_RETRY_MS = 60_000;
 
 export interface KeptAnswerOptions {
   clock: Clock;
-  /** Longest an answer is kept (Infinity: while its watch lives, for a watch that cannot go silent). */
+  /** Longest an answer is kept. */
   maxAgeMs: number;
 }
 
 interface Watch {
-  /** True once open; false when it could not be opened. */
-  open: Promise<boolean>;
+  isOpen: boolean;
   stop: AbortController;
 }
 
@@ -49,7 +50,7 @@ export class KeptAnswer<T> {
     private readonly o: KeptAnswerOptions,
   ) {}
 
-  async get(): Promise<T> {
+  get(): Promise<T> {
     if (this.kept) {
       // A clock set back counts as too old.
       const age = this.o.clock.now() - this.kept.atMs;
@@ -58,13 +59,13 @@ export class KeptAnswer<T> {
       this.kept = null;
       this.endWatch();
     }
+    // Not waited for: a question while the watch opens is asked at once and its answer not kept
+    // (opening may take the engine calls' timeout). The next question finds it open.
     const watch = this.openWatch();
-    const watching = watch !== null && (await watch.open);
     const answer = this.ask();
-    // Kept only under the very watch that was open when it was asked for. Set before any change
-    // can be heard (they come in later turns of the loop): a change while the engine answers
-    // forgets this answer too.
-    if (watching && this.watch === watch && !this.closed) {
+    // Kept only when asked under the watch open now. Set before any change can be heard (they
+    // come in later turns of the loop): a change while the engine answers forgets this answer too.
+    if (watch?.isOpen && this.watch === watch) {
       this.kept = { answer, atMs: this.o.clock.now() };
       answer.catch(() => {
         if (this.kept?.answer === answer) this.kept = null;
@@ -93,9 +94,9 @@ export class KeptAnswer<T> {
       if (since >= 0 && since < WATCH_RETRY_MS) return null;
     }
     // Made current before the watch is asked for, so that a watch ending at once is seen ended.
-    const watch: Watch = { open: Promise.resolve(false), stop: new AbortController() };
+    const watch: Watch = { isOpen: false, stop: new AbortController() };
     this.watch = watch;
-    watch.open = this.watchChanges(
+    void this.watchChanges(
       () => {
         this.kept = null;
       },
@@ -105,13 +106,14 @@ export class KeptAnswer<T> {
       },
       watch.stop.signal,
     ).then(
-      () => true,
+      () => {
+        watch.isOpen = this.watch === watch;
+      },
       () => {
         if (this.watch === watch) {
           this.watch = null;
           this.watchFailedAtMs = this.o.clock.now();
         }
-        return false;
       },
     );
     return watch;

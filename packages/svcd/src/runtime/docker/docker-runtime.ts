@@ -7,7 +7,7 @@ import { pack as packDirectory } from 'tar-fs';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../clock.js';
 import { applyInOrder } from '../apply-sequence.js';
 import type { Socket } from 'node:net';
-import { KEPT_ANSWER_MAX_AGE_MS, KeptAnswer } from '../kept-answer.js';
+import { KEPT_ANSWER_LOCAL_MAX_AGE_MS, KEPT_ANSWER_MAX_AGE_MS, KeptAnswer } from '../kept-answer.js';
 import { consumeProgress, demuxedLog, lastLinesOf } from './engine-streams.js';
 import { tenantBridgeName, WARM_POOL_BRIDGE } from '../host-firewall.js';
 import { tenantCgroupPath, type TenantCgroups } from '../tenant-cgroups.js';
@@ -203,8 +203,8 @@ export class DockerRuntime implements Runtime {
     this.defaultRuntime = new KeptAnswer(
       async () => engineString(((await this.docker.info()) as EngineInfoBody).DefaultRuntime, 'runc'),
       (onChange, onEnd, signal) => this.watchEngine(onChange, onEnd, signal),
-      // A local socket ends when the engine goes; a connection over a network can go silent.
-      { clock: this.clock, maxAgeMs: o.host.startsWith('unix://') ? Infinity : KEPT_ANSWER_MAX_AGE_MS },
+      // A connection over a network can go silent sooner than a socket on this host.
+      { clock: this.clock, maxAgeMs: o.host.startsWith('unix://') ? KEPT_ANSWER_LOCAL_MAX_AGE_MS : KEPT_ANSWER_MAX_AGE_MS },
     );
   }
 
@@ -225,10 +225,10 @@ export class DockerRuntime implements Runtime {
    * A watch of the engine's own events (ChangeWatch): a reload of its configuration (SIGHUP, the
    * default runtime among what it may change) is one, and a restart ends the stream. The engine
    * answers a watch's headers before it subscribes it, so the watch asks for the events the engine
-   * still holds too (its last 256 of every kind, whatever its clock says: `since` 1): one that
-   * fell between counts as a change. Its connection does not keep svcd's process alive, is probed
-   * when idle (a lost peer is noticed in minutes; KeptAnswer's age bounds the rest), and must
-   * open within the engine calls' time.
+   * still holds too (the daemon's among its last 256 events of any kind, whatever either clock
+   * says: `since` 1): one that fell between counts as a change. Its connection does not keep
+   * svcd's process alive, is probed when idle (a lost peer is noticed in minutes; KeptAnswer's age
+   * bounds the rest), and must open within the engine calls' time.
    */
   async watchEngine(onChange: () => void, onEnd: () => void, signal: AbortSignal): Promise<void> {
     const opening = new AbortController();
