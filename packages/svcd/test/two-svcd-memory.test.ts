@@ -12,6 +12,35 @@ import { memoryRuntime } from './memory-runtime.js';
 
 const MASTER_KEY = 'd'.repeat(64);
 
+/**
+ * Two real-time svcd on a fresh store and one memory engine, a tenant of A's, and its service
+ * whose deploy A has begun: its workload listens 1.5 s after its start, so the deploy is still
+ * waiting for it when this resolves.
+ */
+async function deployingOnA() {
+  const db = await freshPgDatabase();
+  const image = '127.0.0.1:5999/memory/slow-start:1';
+  const engine = memoryRuntime({ [image]: { serves: true, startsAfterMs: 1_500 } });
+  const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
+  const a = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+  const b = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+  const close = async () => {
+    await a.close();
+    await b.close();
+    await engine.driver.close();
+    await db.drop();
+  };
+  try {
+    const x = await newTenant(a);
+    const s = await x.client.createService({ name: 'web', image, port: 8000 });
+    const started = await waitFor('A to start the container', async () => (await engine.driver.list({ tenantId: x.id }))[0]);
+    return { engine, a, b, x, s, started, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
 describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_ADMIN_URL && 'needs PostgreSQL (make test starts it)' }, () => {
   test("A stalls while its controller creates an environment: B leaves it while A's lease lives, then finishes it; A's create answers with it; A removes nothing of B's", async () => {
     const db = await freshPgDatabase();
@@ -129,17 +158,8 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
   });
 
   test("a service's ?wait on B follows the deploy A carries out: held while it deploys, answered soon after, as it is then", async () => {
-    const db = await freshPgDatabase();
-    const image = '127.0.0.1:5999/memory/slow-start:1';
-    // Listens 1.5 s after its start: the deploy takes that long on A.
-    const engine = memoryRuntime({ [image]: { serves: true, startsAfterMs: 1_500 } });
-    const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
-    const a = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
-    const b = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+    const { a, b, x, s, close } = await deployingOnA();
     try {
-      const x = await newTenant(a);
-      const s = await x.client.createService({ name: 'web', image, port: 8000 });
-      await waitFor('A to start the container', async () => (await engine.driver.list({ tenantId: x.id }))[0]);
       // A's controller holds the deploy: B's wait learns its end from the store alone.
       assert.equal((await a.deps.store.workloads.find('service', s.id))?.lease_holder, a.deps.holder);
       assert.equal(b.deps.workloads.idle(), true);
@@ -163,25 +183,13 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
       assert.ok(at - ranAt < 1_000, `answered ${Math.round(at - ranAt)} ms after the deploy ended, not at the wait's end (10 s)`);
       assert.equal(b.deps.workloads.idle(), true, 'B took no part in the deploy');
     } finally {
-      await a.close();
-      await b.close();
-      await engine.driver.close();
-      await db.drop();
+      await close();
     }
   });
 
   test("both reconcile at once while A deploys: neither removes or replaces the container A's deploy started", async () => {
-    const db = await freshPgDatabase();
-    const image = '127.0.0.1:5999/memory/slow-start:1';
-    // Listens 1.5 s after its start: A's deploy is waiting for it while both reconcile.
-    const engine = memoryRuntime({ [image]: { serves: true, startsAfterMs: 1_500 } });
-    const config = { databaseUrl: db.url, masterKey: MASTER_KEY };
-    const a = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
-    const b = await startServer({ config, realTime: true, overrides: { runtime: engine.runtime } });
+    const { engine, a, b, x, s, started, close } = await deployingOnA();
     try {
-      const x = await newTenant(a);
-      const s = await x.client.createService({ name: 'web', image, port: 8000 });
-      const started = await waitFor('A to start the container', async () => (await engine.driver.list({ tenantId: x.id }))[0]);
       // Their reconciles, at once and without their job lease: each must hold on its own.
       await Promise.all([a.deps.workloads.reconcile(), b.deps.workloads.reconcile()]);
       assert.deepEqual((await engine.driver.list({ tenantId: x.id })).map((w) => w.id), [started.id], 'the one container A started, untouched');
@@ -194,10 +202,7 @@ describe('two svcd on one PostgreSQL store and one memory engine', { skip: !PG_A
       const deployments = await x.client.deployments(s.id);
       assert.deepEqual(deployments.map((d) => [d.reason, d.status]), [['create', 'succeeded']], 'no second deployment was started by either reconcile');
     } finally {
-      await a.close();
-      await b.close();
-      await engine.driver.close();
-      await db.drop();
+      await close();
     }
   });
 });
