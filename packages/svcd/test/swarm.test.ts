@@ -647,16 +647,25 @@ describe('svcd on a Docker Swarm of three engines', () => {
     };
     const otherV6 = `${v6}%eth0`;
     const hostV6 = `${v6}%${LAB_BRIDGE}`;
-    const answers = async () => ({ host: await probe('host', taskNode.address), other: await probe(other, taskNode.address), otherV6: await probe(other, otherV6), hostV6: await probe('host', hostV6) });
+    const answers = async () => {
+      const [host, otherV4, otherOverV6, hostOverV6] = await Promise.all([probe('host', taskNode.address), probe(other, taskNode.address), probe(other, otherV6), probe('host', hostV6)]);
+      return { host, other: otherV4, otherV6: otherOverV6, hostV6: hostOverV6 };
+    };
     // And past the published port: a neighbour that routes to the task's own address (on the
     // node's docker_gwbridge) through its node, at the task's own port.
     const bridge = (await taskNode.engine.getNetwork('docker_gwbridge').inspect()) as { Containers?: Record<string, { IPv4Address?: string }>; IPAM: { Config: Array<{ Subnet: string }> } };
     const taskIp = bridge.Containers?.[task.Status.ContainerStatus?.ContainerID ?? '']?.IPv4Address?.split('/')[0] ?? assert.fail('the task has no address on docker_gwbridge');
     const targetPort = task.Status.PortStatus?.Ports?.[0]?.TargetPort ?? assert.fail('no target port');
     const direct = () => probe(other, taskIp, targetPort);
+    // Every probe at once: svcd's pass over the nodes' rules (every 30 s) puts the gate back, and
+    // one that fell between the control's probes once left its last one unanswered.
+    const everyProbe = async () => {
+      const [all, straight] = await Promise.all([answers(), direct()]);
+      return { ...all, direct: straight };
+    };
     await run('nsenter', [netns(other), 'ip', 'route', 'add', `${taskIp}/32`, 'via', taskNode.address]);
     try {
-      const gated = { ...(await answers()), direct: await direct() };
+      const gated = await everyProbe();
       assert.match(gated.host, /^HTTP\/1\.[01] 200/, `svcd's side answered: ${JSON.stringify(gated)}`);
       assert.deepEqual([gated.other, gated.otherV6, gated.hostV6, gated.direct], ['no answer', 'no answer', 'no answer', 'no answer'], JSON.stringify(gated));
       // The control: the node's gate taken out (its jumps), the same probes answer; the next pass puts it back.
@@ -666,7 +675,7 @@ describe('svcd on a Docker Swarm of three engines', () => {
         }
       }
       for (const { Subnet } of bridge.IPAM.Config) await nodeIptables(taskNode, 'iptables', ['-t', 'mangle', '-D', 'PREROUTING', '!', '-i', 'docker_gwbridge', '-d', Subnet, '-m', 'comment', '--comment', 'svc: tasks only by their published ports', '-j', 'DROP']);
-      const open = { ...(await answers()), direct: await direct() };
+      const open = await everyProbe();
       assert.match(open.other, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
       assert.match(open.otherV6, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
       assert.match(open.direct, /^HTTP\/1\.[01] 200/, `without the gate: ${JSON.stringify(open)}`);
