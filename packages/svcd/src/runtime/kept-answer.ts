@@ -52,9 +52,7 @@ export class KeptAnswer<T> {
 
   get(): Promise<T> {
     if (this.kept) {
-      // A clock set back counts as too old.
-      const age = this.o.clock.now() - this.kept.atMs;
-      if (age >= 0 && age < this.o.maxAgeMs) return this.kept.answer;
+      if (lessThanAgo(this.o.clock, this.kept.atMs, this.o.maxAgeMs)) return this.kept.answer;
       // Asked again under a new watch: the old one may have gone silent.
       this.kept = null;
       this.endWatch();
@@ -89,10 +87,7 @@ export class KeptAnswer<T> {
   private openWatch(): Watch | null {
     if (this.closed) return null;
     if (this.watch) return this.watch;
-    if (this.watchFailedAtMs !== null) {
-      const since = this.o.clock.now() - this.watchFailedAtMs;
-      if (since >= 0 && since < WATCH_RETRY_MS) return null;
-    }
+    if (this.watchFailedAtMs !== null && lessThanAgo(this.o.clock, this.watchFailedAtMs, WATCH_RETRY_MS)) return null;
     // Made current before the watch is asked for, so that a watch ending at once is seen ended.
     const watch: Watch = { isOpen: false, stop: new AbortController() };
     this.watch = watch;
@@ -118,4 +113,10 @@ export class KeptAnswer<T> {
     );
     return watch;
   }
+}
+
+/** Whether `atMs` was less than `ms` ago; a clock set back (a time ahead of now) counts as long ago. */
+function lessThanAgo(clock: Clock, atMs: number, ms: number): boolean {
+  const age = clock.now() - atMs;
+  return age >= 0 && age < ms;
 }

@@ -212,7 +212,7 @@ export class DockerRuntime implements Runtime {
     try {
       return await this.defaultRuntime.get();
     } catch (err) {
-      throw new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
+      throw engineUnavailable(err);
     }
   }
 
@@ -278,7 +278,7 @@ export class DockerRuntime implements Runtime {
         cgroupDriver: engineString(info.CgroupDriver, ''),
       };
     } catch (err) {
-      throw new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
+      throw engineUnavailable(err);
     }
   }
 
@@ -933,6 +933,11 @@ interface EngineInfoBody {
   DefaultRuntime?: unknown;
   DockerRootDir?: unknown;
   CgroupDriver?: unknown;
+}
+
+/** The error of an engine question that got no answer (info, the step runtime): a 503 to clients. */
+function engineUnavailable(err: unknown): RuntimeUnavailableError {
+  return new RuntimeUnavailableError(`container engine unavailable: ${(err as Error).message}`);
 }
 
 /** A string of the engine's info answer: what it sent, as a string, or the fallback when it sent nothing. */
