@@ -199,6 +199,45 @@ describe('server timeouts (real sockets, real time)', () => {
     }
   });
 
+  test("an idle keep-alive connection still takes a request 6 s later (Node's own 5 s would have closed it), and svcd's close ends it at once", async () => {
+    const t = await startServer();
+    const { hostname, port } = new URL(t.url);
+    const sock = connect({ host: hostname, port: Number(port) });
+    let received = '';
+    let closedAt = 0;
+    sock.on('data', (b) => (received += b.toString()));
+    sock.on('close', () => (closedAt = Date.now()));
+    const request = 'GET /v1/system/health HTTP/1.1\r\nHost: x\r\n\r\n';
+    /** Resolves once `n` answers' heads have arrived on the socket (or it closed). */
+    const answers = async (n: number): Promise<number> => {
+      const count = () => received.match(/HTTP\/1\.1 \d{3} /g)?.length ?? 0;
+      const deadline = Date.now() + 5_000;
+      while (count() < n && closedAt === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      return count();
+    };
+    try {
+      await new Promise<void>((resolve, reject) => {
+        sock.once('connect', resolve);
+        sock.once('error', reject);
+      });
+      sock.write(request);
+      assert.equal(await answers(1), 1);
+      assert.match(received, /keep-alive: timeout=72/i);
+      await new Promise((r) => setTimeout(r, 6_000));
+      assert.equal(closedAt, 0, 'the server closed the idle connection');
+      sock.write(request);
+      assert.equal(await answers(2), 2, received);
+      assert.match(received.split('HTTP/1.1 ')[2] ?? '', /^200 /);
+    } finally {
+      const closing = Date.now();
+      await t.close();
+      // The idle connection does not hold svcd's close for its keep-alive.
+      for (let i = 0; i < 100 && closedAt === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      sock.destroy();
+      assert.ok(closedAt > 0 && closedAt - closing < 5_000, `the idle connection closed ${closedAt - closing} ms after svcd's close began`);
+    }
+  });
+
   test('a body not complete within 10 s: 408 and the connection is closed', async () => {
     const t = await startServer({ realTime: true });
     try {

@@ -65,6 +65,17 @@ export type SvcServer = FastifyInstance<
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 /**
+ * How long an idle keep-alive connection is held for a client's next request: Fastify's own
+ * default, which its `serverFactory` option leaves to Node's (5 s). A client reuses a pooled
+ * connection it believes open; at 5 s a request sent as the server closes the connection fails
+ * with ECONNRESET (fetch and Node's agent retry no POST), which a client idle for a few seconds
+ * between two calls meets (seen in svc's own tests). An idle connection costs a socket and no
+ * work, as it does behind any proxy whose idle timeout is this long; one that stalls within a
+ * request is still cut at the read timeouts above, and svcd's close ends idle ones at once.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+/**
  * Two validators: bodies are checked strictly (a string "5" is not the integer 5: the quota
  * patch takes integers only), while query strings and path parameters, which are always text on
  * the wire, are coerced to their declared types.
@@ -96,15 +107,18 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
-    serverFactory: (handler) =>
-      http.createServer(
+    serverFactory: (handler) => {
+      const server = http.createServer(
         {
           requestTimeout: UPLOAD_READ_TIMEOUT_MS,
           headersTimeout: READ_HEADER_TIMEOUT_MS,
           connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
         },
         handler,
-      ),
+      );
+      server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      return server;
+    },
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
     // Our own id for every request (never the client's: see CLIENT_REQUEST_ID); log lines carry it as reqId.
