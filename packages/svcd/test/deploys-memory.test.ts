@@ -11,7 +11,7 @@ import { SERVICE_WAIT_MAX_S } from '@svc/contract/limits';
 import { DEPLOY_DEADLINE_MS, workloadName } from '../src/services/deployer.js';
 import { WAITS_PER_TENANT } from '../src/services/services.js';
 import { PORT_REST_S } from '../src/provisioning/published-ports.js';
-import { LABELS, isSetAside } from '../src/runtime/index.js';
+import { LABELS, isSetAside, type Runtime } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -581,10 +581,11 @@ eachStore((kind) => {
 
 eachStore((kind) => {
   describe(`a build with the sandbox required (${kind})`, () => {
-    test("refused when the engine's default runtime is not gVisor's (its RUN steps would run outside it), begun when it is", async () => {
+    test("refused when the engine's default runtime is not gVisor's (its RUN steps would run outside it), begun when it is, failed when it changed while the engine built", async () => {
       const mem = memoryRuntime(IMAGES);
       let stepRuntime = 'runc';
-      const runtime = { ...mem.runtime, stepRuntime: () => Promise.resolve(stepRuntime) };
+      let buildImage: Runtime['buildImage'] = (spec) => mem.runtime.buildImage(spec);
+      const runtime: Runtime = { ...mem.runtime, stepRuntime: () => Promise.resolve(stepRuntime), buildImage: (spec) => buildImage(spec) };
       const t = await startServer({ store: kind, config: { sandbox: 'required' }, overrides: { runtime } });
       try {
         const a = await newTenant(t);
@@ -604,6 +605,22 @@ eachStore((kind) => {
         const begun = await build();
         assert.equal(begun.status, 'failed');
         assert.match(begun.last_error ?? '', /the memory runtime builds and pushes nothing/, 'past the check: the engine was asked to build');
+        // The engine reloaded with another default while it built (the later RUN steps ran under
+        // it): the answer after the build fails the build, and nothing is deployed.
+        buildImage = () => {
+          stepRuntime = 'runc';
+          return Promise.resolve();
+        };
+        const changed = await build();
+        assert.equal(changed.status, 'failed');
+        assert.match(changed.last_error ?? '', /builds need the engine's default runtime to be runsc \(it is runc\)/);
+        assert.equal(changed.deployment_id, null);
+        // The control: a build the engine carried out under runsc throughout succeeds, and deploys.
+        stepRuntime = 'runsc';
+        buildImage = () => Promise.resolve();
+        const built = await build();
+        assert.equal(built.status, 'succeeded', built.last_error ?? '');
+        assert.notEqual(built.deployment_id, null);
       } finally {
         await t.close();
         await mem.driver.close();

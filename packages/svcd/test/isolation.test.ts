@@ -167,8 +167,9 @@ describe('tenant isolation', () => {
     assert.equal(onbuild.build.status, 'failed');
     assert.match(onbuild.build.last_error ?? '', /has ONBUILD triggers/);
     assert.match(onbuild.log, /==> pulling /, 'the base image was pulled and looked at first');
-    // The service's next build guesses the image from this one's record, and pulls it and reads
-    // its triggers while git clones (runner.ts, prefetchBaseImages): refused all the same.
+    // The service's next build guesses the image from this one's record and pulls it while git
+    // clones (runner.ts, prefetchBaseImages): its triggers are read after the clone, from the copy
+    // the build uses, and it is refused all the same.
     assert.deepEqual(JSON.parse((await t.deps.store.builds.findAny(onbuild.build.id))?.base_images ?? 'null'), [ONBUILD_IMAGE]);
     const again = await a.client.createBuild(onbuild.serviceId, { source_type: 'git', source_url: git.url('onbuild-base') });
     const second = await finishedBuild(a.client, onbuild.serviceId, again.build_id, 180_000);

@@ -298,34 +298,28 @@ export class BuildRunner implements BuildExecution {
    * nothing, as for services), and refuses base images with ONBUILD triggers: the builder would
    * run them unchecked, and a remote ADD among them is fetched by the engine from the host's
    * network. The build then uses exactly these local copies (no second pull that could differ).
-   * An image pulled ahead by this build (prefetchBaseImages) is not pulled twice, nor asked for
-   * its triggers again.
+   * An image pulled ahead by this build (prefetchBaseImages) is not pulled twice.
    */
-  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: Map<string, Promise<string[] | null>>): Promise<void> {
+  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: Map<string, Promise<string | null>>): Promise<void> {
     for (const image of images) {
       if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
-      const triggers = (await prefetched.get(image)) ?? (await this.pullBase(image, signal));
-      if (triggers.length > 0) {
+      const name = (await prefetched.get(image)) ?? (await pullTenantImage(this.deps.runtime, image, signal));
+      if ((await this.deps.runtime.imageTriggers(name)).length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
     }
-  }
-
-  /** Pulls one base image by its full name; the ONBUILD triggers of the copy the pull left. */
-  private async pullBase(image: string, signal: AbortSignal): Promise<string[]> {
-    return this.deps.runtime.imageTriggers(await pullTenantImage(this.deps.runtime, image, signal));
   }
 
   /**
    * While git clones (or the upload unpacks): pulls the images the service's previous build
    * named (its Dockerfile most likely names them again), or for its first build those of the
    * tenant's latest (a tenant's services often share a base image), each by its full name and
-   * within this build, as the rule asks, and reads their triggers, so that neither is waited for
-   * after the source is in. Only those this build's checked Dockerfile names are used; one that
-   * failed here is pulled again then, and its error reported.
+   * within this build, as the rule asks, so that the pull is not waited for after the source is
+   * in. Only those this build's checked Dockerfile names are used; one that failed here is
+   * pulled again then, and its error reported.
    */
-  private async prefetchBaseImages(tenantId: string, serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string[] | null>>> {
-    const pulls = new Map<string, Promise<string[] | null>>();
+  private async prefetchBaseImages(tenantId: string, serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string | null>>> {
+    const pulls = new Map<string, Promise<string | null>>();
     // Never rejects: it is awaited only after the clone, and a guess that cannot be read is no guess.
     const last = await this.deps.store.builds.lastBaseImages(tenantId, serviceId).catch(() => undefined);
     let images: unknown = [];
@@ -339,7 +333,7 @@ export class BuildRunner implements BuildExecution {
       if (typeof image !== 'string' || isLocallyBuilt(image) || pulls.has(image)) continue;
       // Judged again under today's rules (--build-registry may have changed): what the tenant may not use is not pulled for it.
       if (tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry ?? null }) !== null) continue;
-      pulls.set(image, this.pullBase(image, signal).catch(() => null));
+      pulls.set(image, pullTenantImage(this.deps.runtime, image, signal).catch(() => null));
     }
     return pulls;
   }
@@ -358,11 +352,8 @@ export class BuildRunner implements BuildExecution {
       await this.fetchSource(b, dir, signal, output);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
       const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
-      // Recorded (the next build's guess, prefetchBaseImages) while they are pulled.
-      await Promise.all([
-        this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) }),
-        prefetched.then((ahead) => this.pullBaseImages(images, signal, output, ahead)),
-      ]);
+      await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
+      await this.pullBaseImages(images, signal, output, await prefetched);
       const sandboxed = await sandboxCheck;
       if (sandboxed !== null) output.line(sandboxed);
 
