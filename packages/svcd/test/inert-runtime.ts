@@ -18,7 +18,7 @@ export function inertRuntime(): Runtime {
     releaseTenant: async () => true,
     hasImage: async () => true,
     imageId: async (image: string) => `sha256:inert-${image}`,
-    imageTriggers: async () => [],
+    baseImage: async (image: string) => ({ id: `sha256:inert-${image}`, triggers: [] }),
     stepRuntime: async () => 'runc',
     pullImage: async () => {},
     buildImage: async () => {

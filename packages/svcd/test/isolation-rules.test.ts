@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkDockerfile } from '../src/builds/dockerfile.js';
+import { checkDockerfile, pinImages } from '../src/builds/dockerfile.js';
 import { readDockerfile } from '../src/builds/runner.js';
 import { ValidationError } from '../src/errors.js';
 import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
@@ -73,6 +73,46 @@ describe('Dockerfile rules', () => {
     refused(`FROM sha256:${'d'.repeat(64)}`, /image IDs/);
     checkDockerfile('FROM scratch\nCOPY app /app', owner);
     checkDockerfile('FROM --platform=linux/amd64 busybox AS build\nRUN make\nFROM build\nCOPY --from=build /a /b\nCOPY --from=0 /c /d\nADD local.tar /x', owner);
+  });
+  test('the build is pinned to the checked copies: every image the check returned, by the ID of what was checked, and nothing else', () => {
+    const text = [
+      '# escape=`',
+      'FROM --platform=linux/amd64 `',
+      '  busy`',
+      'box:1 AS build',
+      'RUN echo busybox:1',
+      'FROM build',
+      'COPY --from=build /a /b',
+      'COPY --from=0 /c /d',
+      'COPY --from=127.0.0.1:5000/tools:2 /e /f',
+      'FROM scratch',
+      'FROM alpine\r',
+      'COPY --from=busybox:1 /g /h',
+      '',
+    ].join('\n');
+    const images = checkDockerfile(text, owner);
+    assert.deepEqual(images, ['busybox:1', '127.0.0.1:5000/tools:2', 'alpine']);
+    const ids = new Map(images.map((image, i) => [image, `sha256:${String(i).repeat(64)}`]));
+    const pinned = pinImages(text, ids);
+    assert.equal(
+      pinned,
+      [
+        '# escape=`',
+        `FROM --platform=linux/amd64 \`\n  sha256:${'0'.repeat(64)} AS build`,
+        'RUN echo busybox:1',
+        'FROM build',
+        'COPY --from=build /a /b',
+        'COPY --from=0 /c /d',
+        `COPY --from=sha256:${'1'.repeat(64)} /e /f`,
+        'FROM scratch',
+        `FROM sha256:${'2'.repeat(64)}\r`,
+        `COPY --from=sha256:${'0'.repeat(64)} /g /h`,
+        '',
+      ].join('\n'),
+    );
+    // What it names now is IDs and stages: nothing for the engine to look up by name.
+    assert.deepEqual(checkDockerfile(pinned.replaceAll(/sha256:[0-9]{64}/g, 'ok'), owner), ['ok']);
+    assert.equal(pinImages(text, new Map()), text, 'nothing checked, nothing pinned');
   });
 });
 

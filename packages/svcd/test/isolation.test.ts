@@ -22,6 +22,9 @@ import { startPrivateHost, type PrivateHost } from './private-host.js';
 
 const run = promisify(execFile);
 const ONBUILD_IMAGE = `${TEST_REGISTRY}/svc-test/onbuild:1`;
+/** A clean base image in the registry whose local tag a test moves to ONBUILD_IMAGE mid-build. */
+const MOVING_REPOSITORY = `${TEST_REGISTRY}/svc-test/moving`;
+const MOVING_IMAGE = `${MOVING_REPOSITORY}:1`;
 
 /** A TCP server on every host address that says which port it is. */
 async function hostListener(port: number): Promise<Server> {
@@ -61,6 +64,8 @@ describe('tenant isolation', () => {
     // A base image whose trigger would make the engine fetch a URL from the host's network.
     await buildImage(ONBUILD_IMAGE, { Dockerfile: { body: `FROM ${BUSYBOX_IMAGE}\nONBUILD ADD http://127.0.0.1:1/payload /payload\n` } });
     await finished(await docker.getImage(ONBUILD_IMAGE).push({ authconfig: {} }));
+    await docker.getImage(BUSYBOX_IMAGE).tag({ repo: MOVING_REPOSITORY, tag: '1' });
+    await finished(await docker.getImage(MOVING_IMAGE).push({ authconfig: {} }));
     net = await startPrivateHost([PRIVATE_CLOSED, PRIVATE_OPEN]);
     const ncProbe = (port: number) => `RUN echo "probe ${port}: $(echo | nc -w 2 ${net.address} ${port} || echo unreachable)"`;
     git = await startGitServer({
@@ -68,6 +73,7 @@ describe('tenant isolation', () => {
       sandboxed: { Dockerfile: dockerfile(ncProbe(PRIVATE_CLOSED), ncProbe(PRIVATE_OPEN), 'RUN echo "kernel: $(dmesg | head -n 1)"', 'RUN grep -E "^(CapEff|Pid)" /proc/self/status; echo "nproc $(ulimit -u)"') },
       'remote-add': { Dockerfile: dockerfile('COPY Dockerfile /ok', 'ADD \\\n  http://127.0.0.1:1/payload /payload') },
       'onbuild-base': { Dockerfile: `FROM ${ONBUILD_IMAGE}\nRUN true\n` },
+      'moving-base': { Dockerfile: `FROM ${MOVING_IMAGE}\nRUN true\n` },
       'foreign-from': { Dockerfile: `FROM ${TEST_REGISTRY}/svc/0123456789abcdef0123456789abcdef/x:1\nRUN true\n` },
     });
     hostClosed = await freePort();
@@ -175,6 +181,33 @@ describe('tenant isolation', () => {
     const second = await finishedBuild(a.client, onbuild.serviceId, again.build_id, 180_000);
     assert.equal(second.status, 'failed');
     assert.match(second.last_error ?? '', /has ONBUILD triggers/);
+  });
+
+  test('a build runs from the base image it checked, even when a pull of the same name moved the tag meanwhile (to a copy with ONBUILD triggers)', async () => {
+    const a = await newTenant(t);
+    tenants.push(a.id);
+    const engine = t.deps.runtime;
+    const realBuild = engine.buildImage.bind(engine);
+    let moved = false;
+    // Between the check of the pulled copy and the engine's read of FROM: what a deploy of the
+    // same name (pushed anew with a trigger) would do to the local tag.
+    engine.buildImage = async (spec) => {
+      if (!moved) await docker.getImage(ONBUILD_IMAGE).tag({ repo: MOVING_REPOSITORY, tag: '1' });
+      moved = true;
+      return realBuild(spec);
+    };
+    try {
+      const { build, log } = await buildOf(a, git, 'moving-base');
+      assert.ok(moved, 'the tag was moved before the engine built');
+      assert.equal(build.status, 'succeeded', `${build.last_error}\n${log}`);
+      const checked = (await docker.getImage(BUSYBOX_IMAGE).inspect()).Id;
+      assert.ok(log.includes(`==> ${MOVING_IMAGE} is ${checked}`), log);
+      assert.ok(log.includes(`FROM ${checked}`), 'the engine built FROM the ID of the checked copy');
+      assert.doesNotMatch(log, /build trigger/i, 'no trigger of the copy the tag moved to ran');
+    } finally {
+      engine.buildImage = realBuild;
+      await docker.getImage(BUSYBOX_IMAGE).tag({ repo: MOVING_REPOSITORY, tag: '1' });
+    }
   });
 
   test("a tenant cannot run another tenant's build in any spelling; each runs its own", async () => {

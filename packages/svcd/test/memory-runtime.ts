@@ -25,7 +25,7 @@ export function memoryRuntime(registry: Record<string, MemoryImage>): { runtime:
     assign: (ref, tenantId) => driver.assign(ref, tenantId),
     hasImage: (image) => driver.hasImage(image),
     imageId: (image) => driver.imageId(image),
-    imageTriggers: () => Promise.resolve([]),
+    baseImage: (image) => Promise.resolve({ id: `sha256:memory-${image}`, triggers: [] }),
     stepRuntime: () => Promise.resolve('runc'),
     pullImage: (image) => driver.pullImage(image),
     buildImage: refused,

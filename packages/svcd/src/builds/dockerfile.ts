@@ -11,7 +11,7 @@
 //
 // Parsed with dockerfile-ast (the parser of VS Code's Docker support) rather than regular
 // expressions: line continuations, the escape directive, JSON forms and flags are its business.
-import { DockerfileParser, From, ModifiableInstruction } from 'dockerfile-ast';
+import { DockerfileParser, From, ModifiableInstruction, type Instruction } from 'dockerfile-ast';
 import { ValidationError } from '../errors.js';
 import { tenantImageRefusal, type ImageOwnership } from '../services/images.js';
 
@@ -33,10 +33,9 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
     };
     const keyword = instruction.getKeyword();
     if (keyword === 'FROM' && instruction instanceof From) {
-      const image = fromImage(instruction) ?? refuse('FROM names no image');
-      const stage = instruction.getBuildStage();
-      if (image.toLowerCase() !== 'scratch' && !stages.has(image.toLowerCase())) images.push(checkImage(image, owner, refuse));
-      if (stage) stages.add(stage.toLowerCase());
+      if (fromImage(instruction) === null) refuse('FROM names no image');
+      const named = imageNamed(instruction, stages);
+      if (named) images.push(checkImage(named.image, owner, refuse));
     } else if (keyword === 'ADD') {
       // Each argument as the engine joins it (continuations and the escape directive undone),
       // and the raw text too; a variable could hold a URL the engine expands after this check.
@@ -50,11 +49,67 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       refuse('ONBUILD is not allowed');
     }
     if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) {
-      const image = checkFromFlag(instruction, stages, owner, refuse);
-      if (image !== null) images.push(image);
+      const from = fromFlag(instruction)?.getValue();
+      if (from === null || from === '') refuse('--from names nothing');
+      const named = imageNamed(instruction, stages);
+      if (named) images.push(checkImage(named.image, owner, refuse));
     }
   }
   return [...new Set(images)];
+}
+
+/**
+ * The Dockerfile with every image its FROM and COPY --from name (those checkDockerfile returned)
+ * replaced by the ID of the local copy the runner checked (`ids`: image -> ID), so that the
+ * engine builds from exactly that copy. By name it would read the tag again as it reaches the
+ * step, and a pull of the same name meanwhile (any deploy of it) can have moved the tag to
+ * another copy, one with ONBUILD triggers the check never saw.
+ */
+export function pinImages(text: string, ids: ReadonlyMap<string, string>): string {
+  const stages = new Set<string>();
+  const edits: { start: number; end: number; id: string }[] = [];
+  // Where each line starts in the text, for the parser's line and character positions.
+  const lineStarts = [0];
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
+  const offset = (p: Position) => (lineStarts[p.line] ?? text.length) + p.character;
+  for (const instruction of DockerfileParser.parse(text).getInstructions()) {
+    const named = imageNamed(instruction, stages);
+    const id = named ? ids.get(named.image) : undefined;
+    if (named && id !== undefined) edits.push({ start: offset(named.range.start), end: offset(named.range.end), id });
+  }
+  let pinned = text;
+  for (const e of edits.sort((a, b) => b.start - a.start)) pinned = pinned.slice(0, e.start) + e.id + pinned.slice(e.end);
+  return pinned;
+}
+
+interface Position {
+  line: number;
+  character: number;
+}
+
+/**
+ * The image an instruction makes the engine fetch, and where it is written: FROM's (not a stage
+ * named before, nor scratch) or COPY/ADD --from's (not a stage, nor a stage's index). A FROM's
+ * own stage name is added to `stages` (the instructions in order, as the engine reads them).
+ */
+function imageNamed(instruction: Instruction, stages: Set<string>): { image: string; range: { start: Position; end: Position } } | null {
+  if (instruction instanceof From && instruction.getKeyword() === 'FROM') {
+    const arg = instruction.getArguments().find((a) => !a.getValue().startsWith('--'));
+    const stage = instruction.getBuildStage();
+    const image = arg?.getValue();
+    const named = arg && image && image.toLowerCase() !== 'scratch' && !stages.has(image.toLowerCase()) ? { image, range: arg.getRange() } : null;
+    if (stage) stages.add(stage.toLowerCase());
+    return named;
+  }
+  const keyword = instruction.getKeyword();
+  if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) {
+    const flag = fromFlag(instruction);
+    const image = flag?.getValue();
+    const range = flag?.getValueRange();
+    if (!image || !range || /^\d+$/.test(image) || stages.has(image.toLowerCase())) return null;
+    return { image, range };
+  }
+  return null;
 }
 
 function fromImage(instruction: From): string | null {
@@ -63,12 +118,8 @@ function fromImage(instruction: From): string | null {
 }
 
 /** COPY --from=<stage|index|image>: an image is fetched by the engine like FROM. */
-function checkFromFlag(instruction: ModifiableInstruction, stages: Set<string>, owner: ImageOwnership, refuse: (why: string) => never): string | null {
-  const from = instruction.getFlags().find((f) => f.getName().toLowerCase() === 'from')?.getValue();
-  if (from === undefined) return null;
-  if (from === null || from === '') return refuse('--from names nothing');
-  if (/^\d+$/.test(from) || stages.has(from.toLowerCase())) return null;
-  return checkImage(from, owner, refuse);
+function fromFlag(instruction: ModifiableInstruction) {
+  return instruction.getFlags().find((f) => f.getName().toLowerCase() === 'from');
 }
 
 function checkImage(image: string, owner: ImageOwnership, refuse: (why: string) => never): string {

@@ -7,7 +7,8 @@
 // concurrency is counted under a per-tenant lease, and a running build's lease is renewed while
 // it runs. A build whose holder died (its lease ran out, or it was an earlier boot of this very
 // instance) is marked failed with a clear error; queued builds are simply run.
-import { lstat, readFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { lstat, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import { type TimerHandle, type Timers, unixSeconds } from '../clock.js';
@@ -20,7 +21,7 @@ import { durationSince, type BuildExecution } from './builds.js';
 import { cloneAt } from '../sources/git.js';
 import { readArchive } from '../sources/archive.js';
 import { ARCHIVE_LIMITS, storedArchive } from './source-uploads.js';
-import { checkDockerfile } from './dockerfile.js';
+import { checkDockerfile, pinImages } from './dockerfile.js';
 import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
 import type { Platform } from '../platform.js';
@@ -83,6 +84,19 @@ const DOCKERFILE_MAX_BYTES = 1024 * 1024;
  * own host while the engine resolves it inside the build context, so the check and the build
  * would read different files. Bounded, so a huge file cannot fill svcd's memory.
  */
+/**
+ * Writes the Dockerfile again with its images pinned to the checked copies (pinImages). Written
+ * beside it and renamed over it, so that whatever is at that path is replaced, never written
+ * through (it was read as a regular file; nothing of the tenant's runs in the scratch space).
+ */
+async function pinDockerfile(dir: string, text: string, ids: ReadonlyMap<string, string>): Promise<void> {
+  if (ids.size === 0) return;
+  const path = join(dir, 'Dockerfile');
+  const written = join(dir, `.svc-dockerfile-${randomUUID()}`);
+  await writeFile(written, pinImages(text, ids), { flag: 'wx' });
+  await rename(written, path);
+}
+
 export async function readDockerfile(dir: string): Promise<string> {
   const path = join(dir, 'Dockerfile');
   const info = await lstat(path).catch(() => null);
@@ -297,17 +311,23 @@ export class BuildRunner implements BuildExecution {
    * Pulls every image the build names, by its full name, before the build (a local copy proves
    * nothing, as for services), and refuses base images with ONBUILD triggers: the builder would
    * run them unchecked, and a remote ADD among them is fetched by the engine from the host's
-   * network. The build then uses exactly these local copies (no second pull that could differ).
-   * An image pulled ahead by this build (prefetchBaseImages) is not pulled twice.
+   * network. Resolves to the ID of each checked copy, which the build is then pinned to
+   * (pinImages): no second pull that could differ, and no tag moved meanwhile by another pull of
+   * the same name. An image pulled ahead by this build (prefetchBaseImages) is not pulled twice.
    */
-  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: Map<string, Promise<string | null>>): Promise<void> {
+  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: Map<string, Promise<string | null>>): Promise<Map<string, string>> {
+    const ids = new Map<string, string>();
     for (const image of images) {
       if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
       const name = (await prefetched.get(image)) ?? (await pullTenantImage(this.deps.runtime, image, signal));
-      if ((await this.deps.runtime.imageTriggers(name)).length > 0) {
+      // The ID and the triggers of one read: the copy checked is the copy built from.
+      const base = await this.deps.runtime.baseImage(name);
+      if (base.triggers.length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
+      ids.set(image, base.id);
     }
+    return ids;
   }
 
   /**
@@ -351,9 +371,12 @@ export class BuildRunner implements BuildExecution {
     try {
       await this.fetchSource(b, dir, signal, output);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
-      const images = checkDockerfile(await readDockerfile(dir), { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
+      const dockerfile = await readDockerfile(dir);
+      const images = checkDockerfile(dockerfile, { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
       await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
-      await this.pullBaseImages(images, signal, output, await prefetched);
+      const ids = await this.pullBaseImages(images, signal, output, await prefetched);
+      await pinDockerfile(dir, dockerfile, ids);
+      for (const [image, id] of ids) output.line(`==> ${image} is ${id}`);
       const sandboxed = await sandboxCheck;
       if (sandboxed !== null) output.line(sandboxed);
 

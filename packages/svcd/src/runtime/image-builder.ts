@@ -33,8 +33,11 @@ export interface ImageBuilder {
    * registry digest its pull or push left (repository@sha256:...).
    */
   imageId(image: string): Promise<string | null>;
-  /** The ONBUILD triggers a local image carries (empty when none). */
-  imageTriggers(image: string): Promise<string[]>;
+  /**
+   * A local image's ID and the ONBUILD triggers it carries (empty when none), read at once: a
+   * build is pinned to the copy whose triggers were checked (builds/dockerfile.ts, pinImages).
+   */
+  baseImage(image: string): Promise<{ id: string; triggers: string[] }>;
   /** Pulls an image; rejects with the registry's message. */
   pullImage(image: string, signal?: AbortSignal): Promise<void>;
   /**

@@ -437,9 +437,9 @@ export class DockerRuntime implements Runtime {
     return (await this.imageId(image)) !== null;
   }
 
-  async imageTriggers(image: string): Promise<string[]> {
-    const info = (await this.docker.getImage(image).inspect()) as { Config?: { OnBuild?: string[] | null } };
-    return info.Config?.OnBuild ?? [];
+  async baseImage(image: string): Promise<{ id: string; triggers: string[] }> {
+    const info = (await this.docker.getImage(image).inspect()) as { Id: string; Config?: { OnBuild?: string[] | null } };
+    return { id: info.Id, triggers: info.Config?.OnBuild ?? [] };
   }
 
   async imageId(image: string): Promise<string | null> {

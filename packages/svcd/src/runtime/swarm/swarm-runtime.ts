@@ -237,7 +237,7 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
   }
   countNetworks: EngineHost['countNetworks'] = (prefix) => this.managerEngine.countNetworks(prefix);
   hasImage = (image: string) => this.managerEngine.hasImage(image);
-  imageTriggers = (image: string) => this.managerEngine.imageTriggers(image);
+  baseImage = (image: string) => this.managerEngine.baseImage(image);
   stepRuntime = () => this.managerEngine.stepRuntime();
   close = () => this.managerEngine.close();
   pullImage = (image: string, signal?: AbortSignal) => this.managerEngine.pullImage(image, signal);
