@@ -112,7 +112,31 @@ describe('Dockerfile rules', () => {
     );
     // What it names now is IDs and stages: nothing for the engine to look up by name.
     assert.deepEqual(checkDockerfile(pinned.replaceAll(/sha256:[0-9]{64}/g, 'ok'), owner), ['ok']);
-    assert.equal(pinImages(text, new Map()), text, 'nothing checked, nothing pinned');
+    assert.throws(() => pinImages(text, new Map([['busybox:1', `sha256:${'0'.repeat(64)}`]])), /could not be pinned to the checked copy of 127\.0\.0\.1:5000\/tools:2/, 'an image left by name fails the build');
+  });
+  test("what Docker's parser and the check would read differently is refused (found on review)", () => {
+    // A carriage return alone: a line break to the check, whitespace to Docker (which would fetch the URL).
+    refused('FROM busybox\nADD \rhttp://127.0.0.1:1/x /x', /^Dockerfile line 2: character U\+000D is not allowed/);
+    refused('FROM\vbusybox', /line 1: character U\+000B/);
+    refused('FROM busybox\n\fFROM busybox', /line 2: character U\+000C/);
+    refused('FROM busybox\n\u00A0FROM ghcr.io/x/y', /line 2: character U\+00A0/);
+    refused('\uFEFFFROM busybox', /line 1: character U\+FEFF/);
+    // Directives Docker does not know end its directives (an escape after one is a comment to
+    // it), and the check reads a directive with trailing spaces as the last: either way the two
+    // would continue lines with different characters.
+    refused('# x=y\n# escape=`\nFROM busybox\nRUN true #`\nFROM busybox', /parser directives must be the first lines/);
+    refused('# syntax=docker/dockerfile:1 \n# escape=`\nFROM busybox', /parser directives must be the first lines/);
+    // Docker takes the quotes out of a flag's name.
+    refused(`FROM busybox\nCOPY --"from"=svc/${B}/s:1 /a /b`, /line 2: quotes and escape characters are not allowed in flag names/);
+    // Still read: directives as Docker reads them, and CRLF line ends.
+    assert.deepEqual(checkDockerfile('# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nADD local.tar `\n  /x', owner), ['busybox']);
+    assert.deepEqual(checkDockerfile('FROM busybox\r\nRUN true\r\n', owner), ['busybox']);
+  });
+  test("a stage's name names the stage once it has ended, as Docker's builder reads it", () => {
+    // Inside stage foo, --from=foo is the image foo: checked, pulled and pinned like any image.
+    assert.deepEqual(checkDockerfile('FROM busybox AS foo\nCOPY --from=foo /a /b', owner), ['busybox', 'foo']);
+    refused(`FROM busybox AS 127.0.0.1:5000/svc/${B}/s:1\nCOPY --from=127.0.0.1:5000/svc/${B}/s:1 /a /b`, /line 2: images under svc\//);
+    assert.deepEqual(checkDockerfile('FROM busybox AS foo\nFROM alpine\nCOPY --from=foo /a /b\nFROM foo', owner), ['busybox', 'alpine']);
   });
 });
 

@@ -15,6 +15,19 @@ import { DockerfileParser, From, ModifiableInstruction, type Instruction } from 
 import { ValidationError } from '../errors.js';
 import { tenantImageRefusal, type ImageOwnership } from '../services/images.js';
 
+/**
+ * Characters on which Docker's parser and dockerfile-ast read a Dockerfile differently (found on
+ * review): a carriage return not before a line feed (a line break to dockerfile-ast, whitespace to
+ * Docker), vertical tab, form feed and the other control characters, and Unicode whitespace and
+ * the byte order mark (Docker strips them at the start of a line, dockerfile-ast does not). With
+ * any of them an instruction one parser sees could be text to the other: refused.
+ */
+const AMBIGUOUS_CHARACTER = /\r(?!\n)|[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\u0085\u00A0\u1680\u180E\u2000-\u200B\u2028\u2029\u202F\u205F\u3000\uFEFF]/;
+
+/** A parser directive as Docker's parser reads one (moby/buildkit, frontend/dockerfile/parser). */
+const DOCKER_DIRECTIVE = /^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$/;
+const DOCKER_DIRECTIVES = new Set(['escape', 'syntax', 'check']);
+
 /** A URL scheme (http://, https://, git://, ...) or scp-like git remote (git@host:repo). */
 const REMOTE_SOURCE = /[a-z][a-z0-9+.-]*:\/\/|(^|[\s"'[,])git@/i;
 
@@ -23,8 +36,17 @@ const REMOTE_SOURCE = /[a-z][a-z0-9+.-]*:\/\/|(^|[\s"'[,])git@/i;
  * would fetch (FROM and COPY --from, not stages or scratch), for the runner's base-image check.
  */
 export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
+  const ambiguous = AMBIGUOUS_CHARACTER.exec(text);
+  if (ambiguous) {
+    const line = text.slice(0, ambiguous.index).split('\n').length;
+    throw new ValidationError(`Dockerfile line ${line}: character U+${ambiguous[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')} is not allowed (Docker and svc's check would read the line differently)`);
+  }
   const dockerfile = DockerfileParser.parse(text);
-  const stages = new Set<string>();
+  // Which escape character continues lines decides what is an instruction: both parsers must agree.
+  if (dockerEscapeCharacter(text) !== dockerfile.getEscapeCharacter()) {
+    throw new ValidationError("Dockerfile: parser directives must be the first lines, `# escape=` and `# syntax=` only (Docker and svc's check would read this one's escape character differently)");
+  }
+  const stages = new Stages();
   const images: string[] = [];
   for (const instruction of dockerfile.getInstructions()) {
     const at = `Dockerfile line ${instruction.getRange().start.line + 1}`;
@@ -49,6 +71,8 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       refuse('ONBUILD is not allowed');
     }
     if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) {
+      // Docker takes quotes out of a flag's name (`--"from"=` is --from), dockerfile-ast does not.
+      if (instruction.getFlags().some((f) => /["'\\`]/.test(f.getName()))) refuse('quotes and escape characters are not allowed in flag names');
       const from = fromFlag(instruction)?.getValue();
       if (from === null || from === '') refuse('--from names nothing');
       const named = imageNamed(instruction, stages);
@@ -66,7 +90,7 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
  * another copy, one with ONBUILD triggers the check never saw.
  */
 export function pinImages(text: string, ids: ReadonlyMap<string, string>): string {
-  const stages = new Set<string>();
+  const stages = new Stages();
   const edits: { start: number; end: number; id: string }[] = [];
   // Where each line starts in the text, for the parser's line and character positions.
   const lineStarts = [0];
@@ -79,7 +103,48 @@ export function pinImages(text: string, ids: ReadonlyMap<string, string>): strin
   }
   let pinned = text;
   for (const e of edits.sort((a, b) => b.start - a.start)) pinned = pinned.slice(0, e.start) + e.id + pinned.slice(e.end);
+  // Read again: every image the result names must be a checked copy's ID (an edit misplaced
+  // would leave a name for the engine to look up).
+  const pinnedIds = new Set(ids.values());
+  const again = new Stages();
+  for (const instruction of DockerfileParser.parse(pinned).getInstructions()) {
+    const named = imageNamed(instruction, again);
+    if (named && !pinnedIds.has(named.image)) throw new Error(`the build could not be pinned to the checked copy of ${named.image}`);
+  }
   return pinned;
+}
+
+/**
+ * The escape character Docker's parser uses: its parser directives are the first lines of the
+ * form DOCKER_DIRECTIVE with a name it knows, and end at the first other line.
+ */
+function dockerEscapeCharacter(text: string): string {
+  for (const line of text.split('\n')) {
+    const directive = DOCKER_DIRECTIVE.exec(line.replace(/\r$/, '').trimStart());
+    const name = directive?.[1]?.toLowerCase();
+    if (!directive || name === undefined || !DOCKER_DIRECTIVES.has(name)) break;
+    if (name === 'escape') return directive[2] ?? '\\';
+  }
+  return '\\';
+}
+
+/**
+ * The stage names an instruction can refer to. Docker's builder knows a stage's name once the
+ * stage has ended: inside stage `foo`, `COPY --from=foo` names the image foo.
+ */
+class Stages {
+  private readonly ended = new Set<string>();
+  private current: string | null = null;
+
+  /** A FROM begins a stage: the one before it has ended. */
+  begin(name: string | null): void {
+    if (this.current !== null) this.ended.add(this.current);
+    this.current = name?.toLowerCase() ?? null;
+  }
+
+  has(name: string): boolean {
+    return this.ended.has(name.toLowerCase());
+  }
 }
 
 interface Position {
@@ -89,24 +154,22 @@ interface Position {
 
 /**
  * The image an instruction makes the engine fetch, and where it is written: FROM's (not a stage
- * named before, nor scratch) or COPY/ADD --from's (not a stage, nor a stage's index). A FROM's
- * own stage name is added to `stages` (the instructions in order, as the engine reads them).
+ * ended before, nor scratch) or COPY/ADD --from's (not such a stage, nor a stage's index). A FROM
+ * begins a stage in `stages` (the instructions in order, as the engine reads them).
  */
-function imageNamed(instruction: Instruction, stages: Set<string>): { image: string; range: { start: Position; end: Position } } | null {
+function imageNamed(instruction: Instruction, stages: Stages): { image: string; range: { start: Position; end: Position } } | null {
   if (instruction instanceof From && instruction.getKeyword() === 'FROM') {
+    stages.begin(instruction.getBuildStage());
     const arg = instruction.getArguments().find((a) => !a.getValue().startsWith('--'));
-    const stage = instruction.getBuildStage();
     const image = arg?.getValue();
-    const named = arg && image && image.toLowerCase() !== 'scratch' && !stages.has(image.toLowerCase()) ? { image, range: arg.getRange() } : null;
-    if (stage) stages.add(stage.toLowerCase());
-    return named;
+    return arg && image && image.toLowerCase() !== 'scratch' && !stages.has(image) ? { image, range: arg.getRange() } : null;
   }
   const keyword = instruction.getKeyword();
   if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) {
     const flag = fromFlag(instruction);
     const image = flag?.getValue();
     const range = flag?.getValueRange();
-    if (!image || !range || /^\d+$/.test(image) || stages.has(image.toLowerCase())) return null;
+    if (!image || !range || /^\d+$/.test(image) || stages.has(image)) return null;
     return { image, range };
   }
   return null;
