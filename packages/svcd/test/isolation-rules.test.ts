@@ -128,6 +128,18 @@ describe('Dockerfile rules', () => {
     refused('# syntax=docker/dockerfile:1 \n# escape=`\nFROM busybox', /parser directives must be the first lines/);
     // Docker takes the quotes out of a flag's name.
     refused(`FROM busybox\nCOPY --"from"=svc/${B}/s:1 /a /b`, /line 2: quotes and escape characters are not allowed in flag names/);
+    // Found on the next review: an ADD of a URL hidden by JSON escapes, an escaped escape at a
+    // line's end, several "directives" on one line, a comment inside a continued keyword, a
+    // heredoc's quoted delimiter; an unchecked --from by bytes Docker splits flags on.
+    refused('FROM alpine\nADD ["http\\u003a//169.254.169.254/latest/meta-data/", "/m"]', /line 2: backslashes are not allowed in the JSON form/);
+    refused('FROM alpine\nRUN echo \\\\\nADD http://169.254.169.254/ /m', /line 2: a line may not end in/);
+    refused('#a=1 #b=2 #c=3\nFROM alpine\nADD http://169.254.169.254/ /m\nFROM alpine', /parser directives must be the first lines/);
+    refused('FROM alpine\nAD\\\n#x\nD http://169.254.169.254/ /m', /line 3: a comment within a continued instruction/);
+    refused('FROM alpine\nRUN <<E"O"F\nEOF\nADD http://169.254.169.254/ /m', /line 2: heredocs/);
+    refused(`FROM alpine\nCOPY --chown=0:0\u00e0--from=svc/${B}/s:1 /secret /x`, /line 2: non-ASCII characters are allowed only in comments/);
+    refused('FROM alpine\nRUN echo \uFFFD', /line 2: character U\+FFFD/);
+    // Still read: non-ASCII in comments, continuations, the JSON form without escapes.
+    assert.deepEqual(checkDockerfile('# café\nFROM busybox\nRUN echo a \\\n  b\nADD ["local.tar", "/x"]', owner), ['busybox']);
     // Still read: directives as Docker reads them, and CRLF line ends.
     assert.deepEqual(checkDockerfile('# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nADD local.tar `\n  /x', owner), ['busybox']);
     assert.deepEqual(checkDockerfile('FROM busybox\r\nRUN true\r\n', owner), ['busybox']);

@@ -22,7 +22,7 @@ import { tenantImageRefusal, type ImageOwnership } from '../services/images.js';
  * the byte order mark (Docker strips them at the start of a line, dockerfile-ast does not). With
  * any of them an instruction one parser sees could be text to the other: refused.
  */
-const AMBIGUOUS_CHARACTER = /\r(?!\n)|[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\u0085\u00A0\u1680\u180E\u2000-\u200B\u2028\u2029\u202F\u205F\u3000\uFEFF]/;
+const AMBIGUOUS_CHARACTER = /\r(?!\n)|[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\u0085\u00A0\u1680\u180E\u2000-\u200B\u2028\u2029\u202F\u205F\u3000\uFEFF\uFFFD]/;
 
 /** A parser directive as Docker's parser reads one (moby/buildkit, frontend/dockerfile/parser). */
 const DOCKER_DIRECTIVE = /^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$/;
@@ -42,10 +42,15 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
     throw new ValidationError(`Dockerfile line ${line}: character U+${ambiguous[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')} is not allowed (Docker and svc's check would read the line differently)`);
   }
   const dockerfile = DockerfileParser.parse(text);
-  // Which escape character continues lines decides what is an instruction: both parsers must agree.
-  if (dockerEscapeCharacter(text) !== dockerfile.getEscapeCharacter()) {
-    throw new ValidationError("Dockerfile: parser directives must be the first lines, `# escape=` and `# syntax=` only (Docker and svc's check would read this one's escape character differently)");
+  // Which lines are directives and which escape character continues lines decide what is an
+  // instruction: both parsers must agree on both.
+  const directives = dockerDirectives(text);
+  const escape = directives.find((d) => d.name === 'escape')?.value ?? '\\';
+  const theirs = dockerfile.getDirectives().map((d) => d.getName().toLowerCase());
+  if (escape !== dockerfile.getEscapeCharacter() || theirs.join(' ') !== directives.map((d) => d.name).join(' ')) {
+    throw new ValidationError("Dockerfile: parser directives must be the first lines, `# escape=` and `# syntax=` only, one per line (Docker and svc's check would read these differently)");
   }
+  checkLines(text, escape);
   const stages = new Stages();
   const images: string[] = [];
   for (const instruction of dockerfile.getInstructions()) {
@@ -58,7 +63,16 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       if (fromImage(instruction) === null) refuse('FROM names no image');
       const named = imageNamed(instruction, stages);
       if (named) images.push(checkImage(named.image, owner, refuse));
-    } else if (keyword === 'ADD') {
+    }
+    if (keyword === 'RUN' || keyword === 'ADD' || keyword === 'COPY') {
+      const raw = instruction.getRawArgumentsContent() ?? '';
+      // Heredocs: Docker takes the quotes out of a delimiter, dockerfile-ast does not, so the two
+      // disagree on where the body ends (and what follows it).
+      if (raw.includes('<<')) refuse('heredocs (<<) are not allowed: write the file in the repository and COPY it');
+      // JSON form: Docker decodes escapes (\u003a is ':'), which the checks here would not see.
+      if (keyword !== 'RUN' && raw.trimStart().startsWith('[') && raw.includes('\\')) refuse('backslashes are not allowed in the JSON form of ADD and COPY');
+    }
+    if (keyword === 'ADD') {
       // Each argument as the engine joins it (continuations and the escape directive undone),
       // and the raw text too; a variable could hold a URL the engine expands after this check.
       const args = instruction.getArguments().map((arg) => arg.getValue());
@@ -115,17 +129,49 @@ export function pinImages(text: string, ids: ReadonlyMap<string, string>): strin
 }
 
 /**
- * The escape character Docker's parser uses: its parser directives are the first lines of the
- * form DOCKER_DIRECTIVE with a name it knows, and end at the first other line.
+ * The parser directives Docker's parser reads: the first lines of the form DOCKER_DIRECTIVE with
+ * a name it knows, up to the first other line.
  */
-function dockerEscapeCharacter(text: string): string {
+function dockerDirectives(text: string): { name: string; value: string }[] {
+  const found: { name: string; value: string }[] = [];
   for (const line of text.split('\n')) {
     const directive = DOCKER_DIRECTIVE.exec(line.replace(/\r$/, '').trimStart());
     const name = directive?.[1]?.toLowerCase();
     if (!directive || name === undefined || !DOCKER_DIRECTIVES.has(name)) break;
-    if (name === 'escape') return directive[2] ?? '\\';
+    found.push({ name, value: directive[2] ?? '' });
   }
-  return '\\';
+  return found;
+}
+
+/**
+ * Line by line, what the two parsers would join or split differently (found on review):
+ * - non-ASCII outside comments: Docker splits flags on bytes, some of which (0x85, 0xA0) are
+ *   whitespace to it inside a UTF-8 character;
+ * - a line ending in the escape character twice: not a continuation to Docker, one to
+ *   dockerfile-ast;
+ * - a comment line within a continuation: Docker drops it and joins what is around it (a keyword
+ *   too), dockerfile-ast ends the instruction there.
+ */
+function checkLines(text: string, escape: string): void {
+  const lines = text.split('\n').map((l) => l.replace(/\r$/, ''));
+  const doubled = new RegExp(`${escapeRegExp(escape)}{2}[ \t]*$`);
+  const continues = new RegExp(`${escapeRegExp(escape)}[ \t]*$`);
+  let continued = false;
+  lines.forEach((line, i) => {
+    const refuse = (why: string): never => {
+      throw new ValidationError(`Dockerfile line ${i + 1}: ${why}`);
+    };
+    const comment = line.trimStart().startsWith('#');
+    if (comment && continued) refuse('a comment within a continued instruction is not allowed (Docker and svc\'s check would join the lines differently)');
+    if (comment) return;
+    if (/[^\u0000-\u007F]/.test(line)) refuse('non-ASCII characters are allowed only in comments');
+    if (doubled.test(line)) refuse(`a line may not end in ${escape}${escape} (Docker and svc's check would read the next line differently)`);
+    continued = continues.test(line);
+  });
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
 }
 
 /**
