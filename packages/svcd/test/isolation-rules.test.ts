@@ -127,7 +127,7 @@ describe('Dockerfile rules', () => {
     refused('# x=y\n# escape=`\nFROM busybox\nRUN true #`\nFROM busybox', /parser directives must be the first lines/);
     refused('# syntax=docker/dockerfile:1 \n# escape=`\nFROM busybox', /parser directives must be the first lines/);
     // Docker takes the quotes out of a flag's name.
-    refused(`FROM busybox\nCOPY --"from"=svc/${B}/s:1 /a /b`, /line 2: quotes and escape characters are not allowed in flag names/);
+    refused(`FROM busybox\nCOPY --"from"=svc/${B}/s:1 /a /b`, /line 2: quotes and escape characters are not allowed in flags/);
     // Found on the next review: an ADD of a URL hidden by JSON escapes, an escaped escape at a
     // line's end, several "directives" on one line, a comment inside a continued keyword, a
     // heredoc's quoted delimiter; an unchecked --from by bytes Docker splits flags on.
@@ -138,6 +138,18 @@ describe('Dockerfile rules', () => {
     refused('FROM alpine\nRUN <<E"O"F\nEOF\nADD http://169.254.169.254/ /m', /line 2: heredocs/);
     refused(`FROM alpine\nCOPY --chown=0:0\u00e0--from=svc/${B}/s:1 /secret /x`, /line 2: non-ASCII characters are allowed only in comments/);
     refused('FROM alpine\nRUN echo \uFFFD', /line 2: character U\+FFFD/);
+    // Found on the third review: quotes Docker takes out of an ADD source, a URL with `--` in it
+    // (dockerfile-ast counts it as a flag, and drops it from the arguments), a --from behind a
+    // flag value with a space, and an escape character in a flag.
+    refused('FROM alpine\nADD "http"://169.254.169.254/latest/meta-data/ /m', /line 2: ADD from a URL/);
+    refused("FROM alpine\nADD ['http'://169.254.169.254/x', '/m']", /line 2: ADD from a URL/);
+    refused('FROM alpine\nADD ["\'http\'://169.254.169.254/x","/m"]', /line 2: ADD from a URL/);
+    refused('FROM alpine\nADD h\\ttp://169.254.169.254/x /m', /line 2: ADD from a URL/);
+    refused('FROM alpine\nADD http://xn--e1afmkfd.example/x --f /d/', /line 2: `--` is allowed only in the flags before the sources/);
+    refused(`FROM alpine\nCOPY --chown="a b" --from=svc/${B}/s:1 /secret /x`, /line 2: quotes and escape characters are not allowed in flags/);
+    refused(`FROM alpine\nCOPY --chown=a\\ b --from=svc/${B}/s:1 /secret /x`, /line 2: quotes and escape characters are not allowed in flags/);
+    // Still read: flags before the sources, a continued instruction, a quoted COPY source.
+    assert.deepEqual(checkDockerfile('FROM busybox AS b\nFROM alpine\nCOPY --chown=1:1 \\\n  --from=b /a "/b c"', owner), ['busybox', 'alpine']);
     // Still read: non-ASCII in comments, continuations, the JSON form without escapes.
     assert.deepEqual(checkDockerfile('# café\nFROM busybox\nRUN echo a \\\n  b\nADD ["local.tar", "/x"]', owner), ['busybox']);
     // Still read: directives as Docker reads them, and CRLF line ends.

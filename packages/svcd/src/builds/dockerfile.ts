@@ -53,6 +53,7 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
   checkLines(text, escape);
   const stages = new Stages();
   const images: string[] = [];
+  const offset = offsets(text);
   for (const instruction of dockerfile.getInstructions()) {
     const at = `Dockerfile line ${instruction.getRange().start.line + 1}`;
     const refuse = (why: string): never => {
@@ -72,6 +73,25 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       // JSON form: Docker decodes escapes (\u003a is ':'), which the checks here would not see.
       if (keyword !== 'RUN' && raw.trimStart().startsWith('[') && raw.includes('\\')) refuse('backslashes are not allowed in the JSON form of ADD and COPY');
     }
+    if (keyword === 'ADD' || keyword === 'COPY') {
+      // The instruction's words as Docker tells flags apart: only the leading words that begin
+      // with `--`, their quotes taken out. dockerfile-ast counts any word with `--` in it as a
+      // flag and keeps quotes (found on review: a URL with `--` in its host dropped from the
+      // arguments; `--chown="a b" --from=IMAGE` hiding the --from). So the two agree only
+      // without quotes or escape characters in flags, and without `--` in a later word.
+      const { start, end } = instruction.getRange();
+      const whole = text.slice(offset(start), offset(end)).replace(new RegExp(`${escapeRegExp(escape)}[ \t]*\r?\n`, 'g'), ' ');
+      const words = whole.trim().split(/\s+/).slice(1);
+      const flags = words.findIndex((w) => !w.startsWith('--'));
+      const leading = flags === -1 ? words : words.slice(0, flags);
+      if (leading.some((w) => /["'`\\]/.test(w) || w.includes(escape))) refuse('quotes and escape characters are not allowed in flags');
+      if ((flags === -1 ? [] : words.slice(flags)).some((w) => w.includes('--'))) refuse('`--` is allowed only in the flags before the sources (svc\'s check and Docker would tell flags apart differently)');
+      // Docker takes quotes and escapes out of each source (`"http"://` is http://): the URL
+      // rule reads the whole instruction without them.
+      if (keyword === 'ADD' && REMOTE_SOURCE.test(whole.replace(/["'`\\]/g, ''))) {
+        refuse('ADD from a URL is not allowed (the engine would fetch it from the host network); fetch it in a RUN step or COPY it from the repository');
+      }
+    }
     if (keyword === 'ADD') {
       // Each argument as the engine joins it (continuations and the escape directive undone),
       // and the raw text too; a variable could hold a URL the engine expands after this check.
@@ -85,8 +105,6 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       refuse('ONBUILD is not allowed');
     }
     if ((keyword === 'ADD' || keyword === 'COPY') && instruction instanceof ModifiableInstruction) {
-      // Docker takes quotes out of a flag's name (`--"from"=` is --from), dockerfile-ast does not.
-      if (instruction.getFlags().some((f) => /["'\\`]/.test(f.getName()))) refuse('quotes and escape characters are not allowed in flag names');
       const from = fromFlag(instruction)?.getValue();
       if (from === null || from === '') refuse('--from names nothing');
       const named = imageNamed(instruction, stages);
@@ -107,9 +125,7 @@ export function pinImages(text: string, ids: ReadonlyMap<string, string>): strin
   const stages = new Stages();
   const edits: { start: number; end: number; id: string }[] = [];
   // Where each line starts in the text, for the parser's line and character positions.
-  const lineStarts = [0];
-  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
-  const offset = (p: Position) => (lineStarts[p.line] ?? text.length) + p.character;
+  const offset = offsets(text);
   for (const instruction of DockerfileParser.parse(text).getInstructions()) {
     const named = imageNamed(instruction, stages);
     const id = named ? ids.get(named.image) : undefined;
@@ -196,6 +212,16 @@ class Stages {
 interface Position {
   line: number;
   character: number;
+}
+
+/**
+ * Where the parser's positions (line, character) are in the text: lines end at `\n` (a lone
+ * `\r`, which the parser would count as a line end too, is refused by checkDockerfile).
+ */
+function offsets(text: string): (p: Position) => number {
+  const lineStarts = [0];
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
+  return (p) => (lineStarts[p.line] ?? text.length) + p.character;
 }
 
 /**
