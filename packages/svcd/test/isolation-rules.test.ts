@@ -135,6 +135,11 @@ describe('Dockerfile rules', () => {
     refused('FROM alpine\nRUN echo \\\\\nADD http://169.254.169.254/ /m', /line 2: a line may not end in/);
     refused('#a=1 #b=2 #c=3\nFROM alpine\nADD http://169.254.169.254/ /m\nFROM alpine', /parser directives must be the first lines/);
     refused('FROM alpine\nAD\\\n#x\nD http://169.254.169.254/ /m', /line 3: a comment within a continued instruction/);
+    // Found on the fourth review: the same with a blank line first (which ended the rule's
+    // continuation), and any keyword Docker does not know (the half of a split one).
+    refused('FROM alpine\nAD\\\n\n# x\nD http://169.254.169.254/ /m', /line 4: a comment within a continued instruction/);
+    assert.throws(() => checkDockerfile('FROM alpine\nAD x\nD http://169.254.169.254/ /m', owner), /line 2: unknown instruction AD/);
+    assert.deepEqual(checkDockerfile('FROM alpine\nRUN a \\\n\n  b', owner), ['alpine'], 'a blank line within a continuation is read');
     refused('FROM alpine\nRUN <<E"O"F\nEOF\nADD http://169.254.169.254/ /m', /line 2: heredocs/);
     refused(`FROM alpine\nCOPY --chown=0:0\u00e0--from=svc/${B}/s:1 /secret /x`, /line 2: non-ASCII characters are allowed only in comments/);
     refused('FROM alpine\nRUN echo \uFFFD', /line 2: character U\+FFFD/);

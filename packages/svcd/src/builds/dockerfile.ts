@@ -28,6 +28,9 @@ const AMBIGUOUS_CHARACTER = /\r(?!\n)|[\u0000-\u0008\u000B\u000C\u000E-\u001F\u0
 const DOCKER_DIRECTIVE = /^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$/;
 const DOCKER_DIRECTIVES = new Set(['escape', 'syntax', 'check']);
 
+/** The instructions Docker's builder knows (any other fails the build). */
+const DOCKER_INSTRUCTIONS = new Set(['ADD', 'ARG', 'CMD', 'COPY', 'ENTRYPOINT', 'ENV', 'EXPOSE', 'FROM', 'HEALTHCHECK', 'LABEL', 'MAINTAINER', 'ONBUILD', 'RUN', 'SHELL', 'STOPSIGNAL', 'USER', 'VOLUME', 'WORKDIR']);
+
 /** A URL scheme (http://, https://, git://, ...) or scp-like git remote (git@host:repo). */
 const REMOTE_SOURCE = /[a-z][a-z0-9+.-]*:\/\/|(^|[\s"'[,])git@/i;
 
@@ -60,6 +63,9 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       throw new ValidationError(`${at}: ${why}`);
     };
     const keyword = instruction.getKeyword();
+    // A keyword Docker would not know fails its build anyway; to the check it can be the half of
+    // one Docker joins across lines (found on review: `AD\`, a blank line, a comment, `D URL`).
+    if (!DOCKER_INSTRUCTIONS.has(keyword)) refuse(`unknown instruction ${keyword}`);
     if (keyword === 'FROM' && instruction instanceof From) {
       if (fromImage(instruction) === null) refuse('FROM names no image');
       const named = imageNamed(instruction, stages);
@@ -177,6 +183,8 @@ function checkLines(text: string, escape: string): void {
     const refuse = (why: string): never => {
       throw new ValidationError(`Dockerfile line ${i + 1}: ${why}`);
     };
+    // A blank line within a continuation continues it for both (Docker warns): it changes nothing.
+    if (line.trim() === '') return;
     const comment = line.trimStart().startsWith('#');
     if (comment && continued) refuse('a comment within a continued instruction is not allowed (Docker and svc\'s check would join the lines differently)');
     if (comment) return;
