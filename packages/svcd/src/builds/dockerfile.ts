@@ -11,7 +11,7 @@
 //
 // Parsed with dockerfile-ast (the parser of VS Code's Docker support) rather than regular
 // expressions: line continuations, the escape directive, JSON forms and flags are its business.
-import { DockerfileParser, From, ModifiableInstruction, type Instruction } from 'dockerfile-ast';
+import { DockerfileParser, From, ModifiableInstruction, type Argument, type Instruction } from 'dockerfile-ast';
 import { ValidationError } from '../errors.js';
 import { tenantImageRefusal, type ImageOwnership } from '../services/images.js';
 
@@ -33,6 +33,7 @@ const DOCKER_INSTRUCTIONS = new Set(['ADD', 'ARG', 'CMD', 'COPY', 'ENTRYPOINT', 
 
 /** A URL scheme (http://, https://, git://, ...) or scp-like git remote (git@host:repo). */
 const REMOTE_SOURCE = /[a-z][a-z0-9+.-]*:\/\/|(^|[\s"'[,])git@/i;
+const REMOTE_ADD_REFUSAL = 'ADD from a URL is not allowed (the engine would fetch it from the host network); fetch it in a RUN step or COPY it from the repository';
 
 /**
  * Throws ValidationError naming the first line that breaks a rule. Returns the images the build
@@ -67,7 +68,7 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
     // one Docker joins across lines (found on review: `AD\`, a blank line, a comment, `D URL`).
     if (!DOCKER_INSTRUCTIONS.has(keyword)) refuse(`unknown instruction ${keyword}`);
     if (keyword === 'FROM' && instruction instanceof From) {
-      if (fromImage(instruction) === null) refuse('FROM names no image');
+      if (!fromImage(instruction)) refuse('FROM names no image');
       const named = imageNamed(instruction, stages);
       if (named) images.push(checkImage(named.image, owner, refuse));
     }
@@ -94,17 +95,13 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
       if ((flags === -1 ? [] : words.slice(flags)).some((w) => w.includes('--'))) refuse('`--` is allowed only in the flags before the sources (svc\'s check and Docker would tell flags apart differently)');
       // Docker takes quotes and escapes out of each source (`"http"://` is http://): the URL
       // rule reads the whole instruction without them.
-      if (keyword === 'ADD' && REMOTE_SOURCE.test(whole.replace(/["'`\\]/g, ''))) {
-        refuse('ADD from a URL is not allowed (the engine would fetch it from the host network); fetch it in a RUN step or COPY it from the repository');
-      }
+      if (keyword === 'ADD' && REMOTE_SOURCE.test(whole.replace(/["'`\\]/g, ''))) refuse(REMOTE_ADD_REFUSAL);
     }
     if (keyword === 'ADD') {
       // Each argument as the engine joins it (continuations and the escape directive undone),
       // and the raw text too; a variable could hold a URL the engine expands after this check.
       const args = instruction.getArguments().map((arg) => arg.getValue());
-      if ([...args, instruction.getRawArgumentsContent() ?? ''].some((text) => REMOTE_SOURCE.test(text))) {
-        refuse('ADD from a URL is not allowed (the engine would fetch it from the host network); fetch it in a RUN step or COPY it from the repository');
-      }
+      if ([...args, instruction.getRawArgumentsContent() ?? ''].some((text) => REMOTE_SOURCE.test(text))) refuse(REMOTE_ADD_REFUSAL);
       if (args.some((text) => text.includes('$'))) refuse('variables are not allowed in ADD (a variable could name a URL); use COPY, or spell the path out');
     } else if (keyword === 'ONBUILD') {
       // A later stage built FROM this one would run the trigger, unchecked.
@@ -130,7 +127,6 @@ export function checkDockerfile(text: string, owner: ImageOwnership): string[] {
 export function pinImages(text: string, ids: ReadonlyMap<string, string>): string {
   const stages = new Stages();
   const edits: { start: number; end: number; id: string }[] = [];
-  // Where each line starts in the text, for the parser's line and character positions.
   const offset = offsets(text);
   for (const instruction of DockerfileParser.parse(text).getInstructions()) {
     const named = imageNamed(instruction, stages);
@@ -240,7 +236,7 @@ function offsets(text: string): (p: Position) => number {
 function imageNamed(instruction: Instruction, stages: Stages): { image: string; range: { start: Position; end: Position } } | null {
   if (instruction instanceof From && instruction.getKeyword() === 'FROM') {
     stages.begin(instruction.getBuildStage());
-    const arg = instruction.getArguments().find((a) => !a.getValue().startsWith('--'));
+    const arg = fromImage(instruction);
     const image = arg?.getValue();
     return arg && image && image.toLowerCase() !== 'scratch' && !stages.has(image) ? { image, range: arg.getRange() } : null;
   }
@@ -255,9 +251,9 @@ function imageNamed(instruction: Instruction, stages: Stages): { image: string; 
   return null;
 }
 
-function fromImage(instruction: From): string | null {
-  // The first argument that is not a flag (--platform=...).
-  return instruction.getArguments().map((a) => a.getValue()).find((v) => !v.startsWith('--')) ?? null;
+/** FROM's image: its first argument that is not a flag (--platform=...). */
+function fromImage(instruction: From): Argument | undefined {
+  return instruction.getArguments().find((a) => !a.getValue().startsWith('--'));
 }
 
 /** COPY --from=<stage|index|image>: an image is fetched by the engine like FROM. */

@@ -84,6 +84,15 @@ const DOCKERFILE_MAX_BYTES = 1024 * 1024;
  * own host while the engine resolves it inside the build context, so the check and the build
  * would read different files. Bounded, so a huge file cannot fill svcd's memory.
  */
+export async function readDockerfile(dir: string): Promise<string> {
+  const path = join(dir, 'Dockerfile');
+  const info = await lstat(path).catch(() => null);
+  if (!info) throw new Error('no Dockerfile at the root of the repository');
+  if (!info.isFile()) throw new Error('the Dockerfile must be a regular file (not a symlink or a directory)');
+  if (info.size > DOCKERFILE_MAX_BYTES) throw new Error(`the Dockerfile is larger than ${DOCKERFILE_MAX_BYTES / 1024} KB`);
+  return readFile(path, 'utf8');
+}
+
 /**
  * Writes the Dockerfile again with its images pinned to the checked copies (pinImages). Written
  * beside it and renamed over it, so that whatever is at that path is replaced, never written
@@ -95,15 +104,6 @@ async function pinDockerfile(dir: string, text: string, ids: ReadonlyMap<string,
   const written = join(dir, `.svc-dockerfile-${randomUUID()}`);
   await writeFile(written, pinImages(text, ids), { flag: 'wx' });
   await rename(written, path);
-}
-
-export async function readDockerfile(dir: string): Promise<string> {
-  const path = join(dir, 'Dockerfile');
-  const info = await lstat(path).catch(() => null);
-  if (!info) throw new Error('no Dockerfile at the root of the repository');
-  if (!info.isFile()) throw new Error('the Dockerfile must be a regular file (not a symlink or a directory)');
-  if (info.size > DOCKERFILE_MAX_BYTES) throw new Error(`the Dockerfile is larger than ${DOCKERFILE_MAX_BYTES / 1024} KB`);
-  return readFile(path, 'utf8');
 }
 
 /** What a BuildRunner is built from, by name. */
