@@ -61,7 +61,7 @@ import type {
 export type * from '@svc/contract';
 /** The files API's cap, both ways (the CLI checks a local file against it before reading it). */
 // From the module without TypeBox: a client's start does not load the schemas.
-export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, REPLICAS_MAX, SERVICE_WAIT_MAX_S, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
+export { CSRF_HEADER, EXEC_ID_HEADER, FILE_MAX_BYTES, LEASE_MAX_S, REPLICAS_MAX, WAIT_MAX_S, SNAPSHOTS_PER_TENANT_MAX, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/contract/limits';
 import { EXEC_ID_HEADER } from '@svc/contract/limits';
 
 /** What the client reads of an answer's headers (fetch's Headers has it). */
@@ -424,8 +424,9 @@ export class SvcClient {
   tenantBuilds(limit?: number): Promise<Build[]> {
     return this.call('GET', '/v1/builds', { query: { limit } });
   }
-  build(serviceId: string, buildId: string): Promise<Build> {
-    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`);
+  /** `wait` (beyond the spec, seconds): while it is queued or running, answered once it ends or the time is up. */
+  build(serviceId: string, buildId: string, q: { wait?: number } = {}): Promise<Build> {
+    return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}`, { query: q });
   }
   buildLogs(serviceId: string, buildId: string): Promise<string> {
     return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds/${encodeURIComponent(buildId)}/logs`);

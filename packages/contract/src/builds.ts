@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { PAGE_LIMIT_DEFAULT, pageLimit, Pagination, UnixSeconds } from './common.js';
+import { WAIT_MAX_S } from './limits.js';
 
 /** Stored build output per build; when it grows past this, the oldest output is dropped. */
 export const BUILD_LOG_MAX_BYTES = 5 * 1024 * 1024;
@@ -61,6 +62,15 @@ export type SourceArchive = Static<typeof SourceArchive>;
 export const BuildParams = Type.Object({
   serviceID: Type.String({ minLength: 1, maxLength: 64 }),
   buildID: Type.String({ minLength: 1, maxLength: 64 }),
+});
+export const BuildGetQuery = Type.Object({
+  wait: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: WAIT_MAX_S,
+      description: `beyond the spec: seconds (1-${WAIT_MAX_S}). While the build is queued or running, the answer waits until it ends or the time is up, then gives the build as it is then (still queued or running when the time ran out)`,
+    }),
+  ),
 });
 export const BuildListQuery = Type.Object(Pagination);
 export const TenantBuildsQuery = Type.Object({

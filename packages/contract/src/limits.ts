@@ -9,11 +9,12 @@ export const SOURCE_ARCHIVE_MAX_BYTES = 64 * 1024 * 1024;
 /** What an uploaded archive's files may add up to unpacked (a git clone's cap too). */
 export const SOURCE_UNPACKED_MAX_BYTES = 500 * 1024 * 1024;
 /**
- * GET /v1/services/{id}?wait=N (beyond the spec): a client following a deploy asks once and is
- * answered when it ends, instead of asking again and again. At most 20 s, within the 30 s every
- * normal request has; a longer wait is a loop of these.
+ * GET /v1/services/{id}?wait=N and GET /v1/services/{id}/builds/{build_id}?wait=N (beyond the
+ * spec): a client following a deploy or a build asks once and is answered when it ends, instead
+ * of asking again and again. At most 20 s, within the 30 s every normal request has; a longer
+ * wait is a loop of these.
  */
-export const SERVICE_WAIT_MAX_S = 20;
+export const WAIT_MAX_S = 20;
 /** The header a streamed exec's answer names its command by, for the signal route (beyond the spec). */
 export const EXEC_ID_HEADER = 'x-exec-id';
 

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { PAGE_LIMIT_DEFAULT, pageLimit, pageOffset, UnixSeconds } from './common.js';
-import { REPLICAS_MAX, SERVICE_WAIT_MAX_S } from './limits.js';
+import { REPLICAS_MAX, WAIT_MAX_S } from './limits.js';
 
 export const SERVICE_NAME_MAX = 128;
 /** Letters, digits, hyphen, underscore, space and dot (spec 2, Service.name). */
@@ -95,8 +95,8 @@ export const ServiceGetQuery = Type.Object({
   wait: Type.Optional(
     Type.Integer({
       minimum: 1,
-      maximum: SERVICE_WAIT_MAX_S,
-      description: `beyond the spec: seconds (1-${SERVICE_WAIT_MAX_S}). While the service is deploying, the answer waits until the deploy ends or the time is up, then gives the service as it is then (still deploying when the time ran out)`,
+      maximum: WAIT_MAX_S,
+      description: `beyond the spec: seconds (1-${WAIT_MAX_S}). While the service is deploying, the answer waits until the deploy ends or the time is up, then gives the service as it is then (still deploying when the time ran out)`,
     }),
   ),
 });

@@ -52,6 +52,7 @@ import { createLogger } from './observability/logger.js';
 import { MetricsListener } from './observability/metrics-listener.js';
 import { openMeteringStore, type MeteringStore } from './store/index.js';
 import { Retention, RETENTION_EVERY_MS, RETENTION_JOB } from './retention/retention.js';
+import { HeldWaits } from './sessions/held-waits.js';
 import { SessionLimits, type SessionLimitsOptions } from './sessions/session-limits.js';
 import { DiskMeter, DiskQuota } from './disk/disk-quota.js';
 import { ScratchSpace } from './scratch/scratch-space.js';
@@ -100,6 +101,8 @@ export interface Deps {
   retention: Retention;
   /** Log streams, execs and syncs open at once: per tenant (store) and per svcd. */
   sessions: SessionLimits;
+  /** ?wait requests held open (a service's deploy, a build): per tenant and per svcd. */
+  waits: HeldWaits;
   /** The disk quota's refusals (measured by diskMeter on the metering interval). */
   disk: DiskQuota;
   diskMeter: DiskMeter;
@@ -310,6 +313,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // Domain changes that move routes: push them to Caddy (pushes fold together while one runs).
   const routesChanged = () => void proxy?.sync().catch((err: unknown) => log.warn({ err }, 'proxy sync failed'));
   const sessions = new SessionLimits(store, clock, timers, holder, o.sessions);
+  const waits = new HeldWaits();
   // This instance's own folder: two svcd on one host never clear each other's clones.
   const scratch = new ScratchSpace(join(config.scratch.dir, instance), config.scratch.budgetBytes);
   // Before anything can clone (requests come once the server listens).
@@ -336,7 +340,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     routesChanged,
   });
   const snapshots = new Snapshots(store, sealer, activity, clock);
-  const services = new Services({ ...core, controller: workloads, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, disk, ports: deployer });
+  const services = new Services({ ...core, controller: workloads, snapshots, ...routing, routesChanged, buildRegistry: config.buildRegistry, sessions, waits, disk, ports: deployer });
   const domains = new Domains({
     ...core,
     routing,
@@ -386,7 +390,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ...(swarm ? { nodeAddress: (node: string) => swarm.nodeAddress(node) } : {}),
     sandbox: () => sandbox.use(),
   });
-  const builds = new Builds({ ...core, execution: buildRunner, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, disk });
+  const builds = new Builds({ ...core, execution: buildRunner, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, waits, disk });
   const environments = new Environments({
     ...core,
     controller: workloads,
@@ -494,6 +498,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     sampler,
     retention,
     sessions,
+    waits,
     disk,
     diskMeter,
     scratch,

@@ -7,9 +7,9 @@ import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
-import { SERVICE_WAIT_MAX_S } from '@svc/contract/limits';
+import { WAIT_MAX_S } from '@svc/contract/limits';
 import { DEPLOY_DEADLINE_MS, workloadName } from '../src/services/deployer.js';
-import { WAITS_PER_TENANT } from '../src/services/services.js';
+import { WAITS_PER_TENANT } from '../src/sessions/held-waits.js';
 import { PORT_REST_S } from '../src/provisioning/published-ports.js';
 import { LABELS, isSetAside, type Runtime } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
@@ -117,17 +117,17 @@ eachStore((kind) => {
       assert.ok(Date.now() - before >= 950, `answered after ${Date.now() - before} ms, before its second was up`);
 
       // Ten held at once; the eleventh is answered without waiting, and the ten are still held.
-      const held = Array.from({ length: WAITS_PER_TENANT }, () => a.client.service(s.id, { wait: SERVICE_WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status));
-      await waitFor('the ten waits to be held', () => Promise.resolve(t.deps.services.waitsHeld(a.id) === WAITS_PER_TENANT || undefined));
+      const held = Array.from({ length: WAITS_PER_TENANT }, () => a.client.service(s.id, { wait: WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status));
+      await waitFor('the ten waits to be held', () => Promise.resolve(t.deps.waits.heldBy(a.id) === WAITS_PER_TENANT || undefined));
       const eleventh = Date.now();
-      assert.equal((await a.client.service(s.id, { wait: SERVICE_WAIT_MAX_S })).status, 'deploying');
+      assert.equal((await a.client.service(s.id, { wait: WAIT_MAX_S })).status, 'deploying');
       assert.ok(Date.now() - eleventh < 5_000, `the eleventh wait took ${Date.now() - eleventh} ms`);
-      assert.equal(t.deps.services.waitsHeld(a.id), WAITS_PER_TENANT, 'the ten are still held');
+      assert.equal(t.deps.waits.heldBy(a.id), WAITS_PER_TENANT, 'the ten are still held');
       // Another tenant's waits are its own.
-      const otherHeld = b.client.service(other.id, { wait: SERVICE_WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status);
-      await waitFor("the other tenant's wait to be held", () => Promise.resolve(t.deps.services.waitsHeld(b.id) === 1 || undefined));
+      const otherHeld = b.client.service(other.id, { wait: WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status);
+      await waitFor("the other tenant's wait to be held", () => Promise.resolve(t.deps.waits.heldBy(b.id) === 1 || undefined));
 
-      for (const wait of [0, SERVICE_WAIT_MAX_S + 1]) {
+      for (const wait of [0, WAIT_MAX_S + 1]) {
         await assert.rejects(a.client.service(s.id, { wait }), (err: { status?: number }) => err.status === 400);
       }
       await assert.rejects(b.client.service(s.id, { wait: 1 }), (err: { status?: number }) => err.status === 404, "another tenant's service is not found");
@@ -136,18 +136,18 @@ eachStore((kind) => {
       await a.client.deleteService(s.id);
       await b.client.deleteService(other.id);
       assert.deepEqual(await Promise.all([...held, otherHeld]), Array.from({ length: WAITS_PER_TENANT + 1 }, () => 404));
-      assert.equal(t.deps.services.waitsHeld(a.id) + t.deps.services.waitsHeld(b.id), 0, 'nothing held once they were answered');
+      assert.equal(t.deps.waits.heldBy(a.id) + t.deps.waits.heldBy(b.id), 0, 'nothing held once they were answered');
     });
 
     test('a held ?wait ends when its client hangs up (its place under the caps freed), and when the server closes (answered as the service is)', async () => {
       const a = await newTenant(t);
       const s = await a.client.createService({ name: 'slow-hung-up', image: SLOW, port: 8000 });
-      const req = request(`${t.url}/v1/services/${s.id}?wait=${SERVICE_WAIT_MAX_S}`, { headers: { authorization: `Bearer ${a.key}` } });
+      const req = request(`${t.url}/v1/services/${s.id}?wait=${WAIT_MAX_S}`, { headers: { authorization: `Bearer ${a.key}` } });
       req.on('error', () => {});
       req.end();
-      await waitFor('the wait to be held', () => Promise.resolve(t.deps.services.waitsHeld(a.id) === 1 || undefined));
+      await waitFor('the wait to be held', () => Promise.resolve(t.deps.waits.heldBy(a.id) === 1 || undefined));
       req.destroy();
-      await waitFor('the wait to end with its client', () => Promise.resolve(t.deps.services.waitsHeld(a.id) === 0 || undefined), 5_000);
+      await waitFor('the wait to end with its client', () => Promise.resolve(t.deps.waits.heldBy(a.id) === 0 || undefined), 5_000);
       await a.client.deleteService(s.id);
 
       // A server of its own, closed while a wait is held: the wait is answered at once (not
@@ -159,7 +159,7 @@ eachStore((kind) => {
         const b = await newTenant(own);
         const slow = await b.client.createService({ name: 'slow-closing', image: SLOW, port: 8000 });
         const answer = new Promise<{ status: number; connection: string | undefined; body: string; at: number }>((resolve, reject) => {
-          const held = request(`${own.url}/v1/services/${slow.id}?wait=${SERVICE_WAIT_MAX_S}`, { headers: { authorization: `Bearer ${b.key}` } }, (res) => {
+          const held = request(`${own.url}/v1/services/${slow.id}?wait=${WAIT_MAX_S}`, { headers: { authorization: `Bearer ${b.key}` } }, (res) => {
             let body = '';
             res.on('data', (c: Buffer) => (body += c.toString()));
             res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body, at: Date.now() }));
@@ -167,7 +167,7 @@ eachStore((kind) => {
           held.on('error', reject);
           held.end();
         });
-        await waitFor('the wait to be held', () => Promise.resolve(own.deps.services.waitsHeld(b.id) === 1 || undefined));
+        await waitFor('the wait to be held', () => Promise.resolve(own.deps.waits.heldBy(b.id) === 1 || undefined));
         const closing = Date.now();
         closes = own.close();
         const got = await answer;
@@ -621,6 +621,56 @@ eachStore((kind) => {
         const built = await build();
         assert.equal(built.status, 'succeeded', built.last_error ?? '');
         assert.notEqual(built.deployment_id, null);
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
+    });
+  });
+});
+
+eachStore((kind) => {
+  describe(`a build's ?wait (beyond the spec) (${kind})`, () => {
+    test('answers once the build ended, with the build as it is then; after its seconds while it runs; counted with the tenant\'s other held waits; bounds and 404 as without it', async () => {
+      const mem = memoryRuntime(IMAGES);
+      // The engine's build holds until the test lets it end.
+      let release = () => {};
+      const engineBuilt = new Promise<void>((resolve) => (release = resolve));
+      const runtime: Runtime = { ...mem.runtime, buildImage: () => engineBuilt };
+      const t = await startServer({ store: kind, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const b = await newTenant(t);
+        const s = await a.client.createService({ name: 'built', await_build: true });
+        const up = await a.client.uploadSource(s.id, new Uint8Array(gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${SERVING}\n` }]))));
+        const build = await a.client.createBuild(s.id, { source_type: 'archive', source_id: up.id });
+        await waitFor('the build to run', async () => (await a.client.build(s.id, build.build_id)).status === 'running' || undefined);
+
+        const before = Date.now();
+        assert.equal((await a.client.build(s.id, build.build_id, { wait: 1 })).status, 'running', 'after its second, as it is then');
+        assert.ok(Date.now() - before >= 950, `answered after ${Date.now() - before} ms, before its second was up`);
+        for (const wait of [0, WAIT_MAX_S + 1]) {
+          await assert.rejects(a.client.build(s.id, build.build_id, { wait }), (err: { status?: number }) => err.status === 400, String(wait));
+        }
+        await assert.rejects(b.client.build(s.id, build.build_id, { wait: 1 }), (err: { status?: number }) => err.status === 404, "another tenant's build is not found");
+        await assert.rejects(a.client.build(s.id, 'nope', { wait: 1 }), (err: { status?: number }) => err.status === 404);
+
+        // Held, under the tenant's count of held waits (services' and builds' together).
+        const held = a.client.build(s.id, build.build_id, { wait: WAIT_MAX_S });
+        await waitFor('the wait to be held', () => Promise.resolve(t.deps.waits.heldBy(a.id) === 1 || undefined));
+        // The runner's end of the build wakes a pause on it at once (not at the pause's end):
+        // without it this pause of a minute would outlast the 10 s below.
+        const woken = t.deps.buildRunner.nextChange(60_000, build.build_id).then(() => 'woken');
+        release();
+        const done = await held;
+        assert.equal(done.status, 'succeeded', done.last_error ?? '');
+        assert.notEqual(done.deployment_id, null);
+        assert.equal(await Promise.race([woken, new Promise((resolve) => setTimeout(() => resolve('not woken within 10 s'), 10_000).unref())]), 'woken');
+        assert.equal(t.deps.waits.heldBy(a.id), 0, 'nothing held once it was answered');
+        // An ended build is answered at once.
+        const ended = Date.now();
+        assert.equal((await a.client.build(s.id, build.build_id, { wait: WAIT_MAX_S })).status, 'succeeded');
+        assert.ok(Date.now() - ended < 5_000, `an ended build's wait took ${Date.now() - ended} ms`);
       } finally {
         await t.close();
         await mem.driver.close();

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { ScratchSpace } from '../src/scratch/scratch-space.js';
+import { HeldWaits } from '../src/sessions/held-waits.js';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { DiskQuota } from '../src/disk/disk-quota.js';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -407,7 +408,7 @@ describe('source URLs: the checked address is the connected address', () => {
         checkSource,
       });
       const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
-      const builds = new Builds({ store, execution: runner, activity, clock: systemClock, timers: systemTimers, checkSource, buildRegistry: null, sessions, disk: new DiskQuota(store) });
+      const builds = new Builds({ store, execution: runner, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(), disk: new DiskQuota(store) });
       await runner.start();
       try {
         const { build_id } = await builds.create('t-src', 's-src', { source_type: 'git', source_url: url });

@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
-import { ApiError, FILE_MAX_BYTES, SERVICE_WAIT_MAX_S, type Service, type SvcClient } from '@svc/client';
+import { ApiError, FILE_MAX_BYTES, WAIT_MAX_S, type Service, type SvcClient } from '@svc/client';
 import { spawn } from 'node:child_process';
 import type { Cli } from '../context.js';
 import { action, CommandFailed, integer, keyValues, pipeToStdout, waitUntil, type Output } from '../output.js';
@@ -22,7 +22,7 @@ const DEPLOY_WAIT_MS = 10 * 60_000;
  * not at the next of a poll's questions.
  */
 export async function settled(out: Output, c: SvcClient, serviceId: string): Promise<Service> {
-  const get = (leftMs: number) => c.service(serviceId, { wait: Math.min(SERVICE_WAIT_MAX_S, Math.max(1, Math.ceil(leftMs / 1000))) });
+  const get = (leftMs: number) => c.service(serviceId, { wait: Math.min(WAIT_MAX_S, Math.max(1, Math.ceil(leftMs / 1000))) });
   const s = await waitUntil(out, 'deploy', get, (v) => v.status !== 'deploying', 'running', DEPLOY_WAIT_MS, 'deploying');
   if (s.url) out.note(`running at ${s.url}`);
   return s;

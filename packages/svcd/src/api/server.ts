@@ -145,9 +145,9 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('idempotencyClaim', undefined);
   registerFollowedStreams(app, deps.timers, deps.config.stalledReaderMs);
-  // Held ?wait requests (a service's deploy) are answered as they are: the close waits for requests in flight.
+  // Held ?wait requests (a service's deploy, a build) are answered as they are: the close waits for requests in flight.
   app.addHook('preClose', (done) => {
-    deps.services.endWaits();
+    deps.waits.endAll();
     done();
   });
 

@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import type { Build, CreateBuildRequest, CreateBuildResponse } from '@svc/contract';
 import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
+import type { HeldWaits } from '../sessions/held-waits.js';
 import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
 import type { DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
@@ -69,6 +70,8 @@ export interface BuildExecution {
   kick(): void;
   /** Stops a build this process runs; false when it runs elsewhere (its holder sees the store). */
   abort(buildId: string, why: string): boolean;
+  /** A pause of a poll of the build's record, ended early when this process ends the build (Wakeups). */
+  nextChange(pauseMs: number, buildId: string, signal?: AbortSignal): Promise<void>;
 }
 
 export interface BuildsOptions {
@@ -83,10 +86,12 @@ export interface BuildsOptions {
   sessions: Pick<SessionLimits, 'acquire'>;
   /** A build makes an image the tenant's disk counts: none is queued while it is at its quota. */
   disk: Pick<DiskQuota, 'assertRoom'>;
+  /** ?wait requests held open: capped per tenant and in all, ended when the server closes. */
+  waits: Pick<HeldWaits, 'readOnceSettled'>;
 }
 
 /** What a Builds is built from, by name. */
-export interface BuildsDeps extends BuildsOptions, Pick<Platform, 'store' | 'activity' | 'clock' | 'timers'> {
+export interface BuildsDeps extends BuildsOptions, Pick<Platform, 'store' | 'activity' | 'clock'> {
   execution: BuildExecution;
 }
 
@@ -182,6 +187,21 @@ export class Builds implements TenantResources {
     return buildView(await this.row(tenantId, serviceId, id));
   }
 
+  /**
+   * The build once it has ended, or as it is after `waitMs` (?wait=N, beyond the spec): a client
+   * waiting for a build is answered when it ends, not at its next poll (HeldWaits).
+   */
+  getOnceFinished(tenantId: string, serviceId: string, id: string, waitMs: number, gone: AbortSignal): Promise<Build> {
+    return this.deps.waits.readOnceSettled(
+      tenantId,
+      gone,
+      waitMs,
+      () => this.get(tenantId, serviceId, id),
+      (b) => isFinished(b.status),
+      (pauseMs, ended) => this.deps.execution.nextChange(pauseMs, id, ended),
+    );
+  }
+
   /** DELETE: a queued or running build ends cancelled at once; a finished one is 409. */
   async cancel(tenantId: string, serviceId: string, id: string): Promise<{ status: 'cancelled' }> {
     const b = await this.row(tenantId, serviceId, id);
@@ -236,7 +256,7 @@ export class Builds implements TenantResources {
     return cancelled;
   }
 
-  /** The log as stored; with follow, then what is written until the build ends (polled). */
+  /** The log as stored; with follow, then what is written until the build ends (polled, and woken by its end). */
   private async *readLog(b: BuildRow, follow: boolean): AsyncGenerator<string> {
     let seq = 0;
     if (b.log_truncated) yield TRUNCATED_NOTE;
@@ -252,7 +272,8 @@ export class Builds implements TenantResources {
         if (page.length < LOG_PAGE_CHUNKS) break;
       }
       if (!follow || !now || isFinished(now.status)) return;
-      await new Promise<void>((resolve) => this.deps.timers.setTimeout(resolve, FOLLOW_POLL_MS));
+      // Ended early when this svcd's runner ends the build: the follower's stream ends with it.
+      await this.deps.execution.nextChange(FOLLOW_POLL_MS, b.id);
     }
   }
 

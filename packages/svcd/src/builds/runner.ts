@@ -25,6 +25,7 @@ import { checkDockerfile, pinImages } from './dockerfile.js';
 import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
 import type { Platform } from '../platform.js';
+import { Wakeups } from '../wakeups.js';
 
 export interface BuildRunnerOptions {
   /** Where clones live while their build runs, each reserving its maximum size of the budget. */
@@ -113,6 +114,8 @@ export interface BuildRunnerDeps extends BuildRunnerOptions, Pick<Platform, 'sto
 
 export class BuildRunner implements BuildExecution {
   private readonly running = new Map<string, Running>();
+  /** Polls of a build's record (?wait) waiting to read it again, by build id. */
+  private readonly ended = new Wakeups();
   private ticker: TimerHandle | null = null;
   private ticking: Promise<void> | null = null;
   private again = false;
@@ -152,6 +155,10 @@ export class BuildRunner implements BuildExecution {
     if (!r) return false;
     r.controller.abort(new Error(why));
     return true;
+  }
+
+  nextChange(pauseMs: number, buildId: string, signal?: AbortSignal): Promise<void> {
+    return this.ended.pause(pauseMs, buildId, signal);
   }
 
   /** Stops the tick and every build this process runs; they end failed as interrupted (a restart would say the same). */
@@ -496,6 +503,8 @@ export class BuildRunner implements BuildExecution {
         details: error ? { error } : { image: b.image, deployment_id: deploymentId },
       });
     });
+    // Whether or not this moved it (a cancel may have ended it first), the record is final now.
+    this.ended.wake(b.id);
     this.deps.log.info({ build: b.id, status, error }, 'build finished');
   }
 }

@@ -6,6 +6,7 @@
 import type { CreateServiceRequest, Deployment, LifecycleResponse, Service } from '@svc/contract';
 import { DEFAULT_SERVICE_PORT, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
+import type { HeldWaits } from '../sessions/held-waits.js';
 import { holdWhileOpen, type SessionLimits } from '../sessions/session-limits.js';
 import type { DiskOverrunHalt, DiskQuota } from '../disk/disk-quota.js';
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
@@ -29,11 +30,6 @@ const MASK = '********';
  * the controller finishes the removal later.
  */
 const SETTLE_TIMEOUT_MS = 20_000;
-/** ?wait's longest pause between reads: a deploy that another svcd ends is seen within it. */
-const WAIT_PAUSE_MAX_MS = 250;
-/** ?wait requests held at once by this svcd, per tenant and in all (README, OpenAPI). */
-export const WAITS_PER_TENANT = 10;
-export const WAITS_PER_SVCD = 500;
 
 export function deploymentView(d: DeploymentRow): Deployment {
   return {
@@ -59,6 +55,8 @@ export interface ServicesOptions extends RoutingOptions {
   sessions: Pick<SessionLimits, 'acquire'>;
   /** New services are refused while the tenant is at its disk quota. */
   disk: Pick<DiskQuota, 'assertRoom'>;
+  /** ?wait requests held open: capped per tenant and in all, ended when the server closes. */
+  waits: Pick<HeldWaits, 'readOnceSettled'>;
 }
 
 /** What a Services is built from, by name. */
@@ -77,13 +75,6 @@ function assertShares(maxServices: number, shares: number): void {
 }
 
 export class Services implements TenantResources, DiskOverrunHalt {
-  /** ?wait requests this process holds, by tenant (a cap of this process's sockets: in memory). */
-  private readonly waits = new Map<string, number>();
-  private waitsOpen = 0;
-  /** The held waits' own signals, so that endWaits() ends each (and nothing outlives its wait). */
-  private readonly heldWaits = new Set<AbortController>();
-  private closing = false;
-
   constructor(private readonly deps: ServicesDeps) {}
 
   view(s: ServiceRow): Service {
@@ -204,62 +195,20 @@ export class Services implements TenantResources, DiskOverrunHalt {
     return this.view(await this.row(tenantId, id));
   }
 
-  /** ?wait requests of the tenant this process holds now. */
-  waitsHeld(tenantId: string): number {
-    return this.waits.get(tenantId) ?? 0;
-  }
-
   /**
    * The service once it is no longer deploying, or as it is after `waitMs` (?wait=N): a client
    * following a deploy is answered when it ends, not at its next poll. Read again as soon as this
-   * svcd's controller ends its work on the service, and at growing pauses for a deploy another
-   * svcd carries out. `gone` (the client hung up) ends the wait, as endWaits() does. Real time,
-   * as the controller's own waits on other processes.
+   * svcd's controller ends its work on the service (HeldWaits).
    */
-  async getOnceDeployed(tenantId: string, id: string, waitMs: number, gone: AbortSignal): Promise<Service> {
-    // Past the caps the answer comes at once, as without ?wait: the client asks again, as it
-    // would poll. A request costs a tenant one token of its rate; a held one costs the store a
-    // read every pause for up to 20 s, and a socket.
-    const mine = this.waits.get(tenantId) ?? 0;
-    if (mine >= WAITS_PER_TENANT || this.waitsOpen >= WAITS_PER_SVCD || this.closing || gone.aborted) return this.get(tenantId, id);
-    this.waits.set(tenantId, mine + 1);
-    this.waitsOpen++;
-    // Its own signal, ended by `gone` or by endWaits(): not a composite of a signal that lives as
-    // long as the process, which each wait would join for good.
-    const ended = new AbortController();
-    const end = () => ended.abort();
-    gone.addEventListener('abort', end, { once: true });
-    this.heldWaits.add(ended);
-    try {
-      const until = Date.now() + waitMs;
-      for (let pauseMs = 20; ; pauseMs = Math.min(pauseMs * 2, WAIT_PAUSE_MAX_MS)) {
-        const s = await this.row(tenantId, id);
-        const left = until - Date.now();
-        if (s.status !== 'deploying' || left <= 0 || ended.signal.aborted) return this.view(s);
-        await this.deps.controller.nextChange(Math.min(pauseMs, left), 'service', id, ended.signal);
-      }
-    } finally {
-      gone.removeEventListener('abort', end);
-      this.heldWaits.delete(ended);
-      this.waitsOpen--;
-      const left = (this.waits.get(tenantId) ?? 1) - 1;
-      if (left === 0) this.waits.delete(tenantId);
-      else this.waits.set(tenantId, left);
-    }
-  }
-
-  /**
-   * Answers every held ?wait now, and every later one at once: the server is closing, and its
-   * close waits for requests in flight (a held wait would keep it up to 20 s).
-   */
-  endWaits(): void {
-    this.closing = true;
-    for (const held of this.heldWaits) held.abort();
-  }
-
-  /** Whether endWaits() was called. */
-  get waitsEnded(): boolean {
-    return this.closing;
+  getOnceDeployed(tenantId: string, id: string, waitMs: number, gone: AbortSignal): Promise<Service> {
+    return this.deps.waits.readOnceSettled(
+      tenantId,
+      gone,
+      waitMs,
+      async () => this.view(await this.row(tenantId, id)),
+      (s) => s.status !== 'deploying',
+      (pauseMs, ended) => this.deps.controller.nextChange(pauseMs, 'service', id, ended),
+    );
   }
 
   async rename(tenantId: string, id: string, newName: string): Promise<Service> {

@@ -13,6 +13,7 @@ import { type TimerHandle, unixSeconds } from '../clock.js';
 import { LABELS, NodeUnavailableError, WARM_POOL_TENANT, connectionDropped, isSetAside, engineAnswers, isEngineFault, type Applied, type WorkloadDriver, type WorkloadInfo, type WorkloadKind } from '../runtime/index.js';
 import type { Repositories, WorkloadObservation, WorkloadRow } from '../store/index.js';
 import type { Platform } from '../platform.js';
+import { Wakeups } from '../wakeups.js';
 
 /** How often reconcile matches the store's workloads against the engine's (a periodic job). */
 export const RECONCILE_EVERY_MS = 30_000;
@@ -121,12 +122,8 @@ export class WorkloadController {
   private readonly rules = new Map<WorkloadRow['kind'], WorkloadRules>();
   /** Rows this process works on now, to await them on close (ownership is the lease in the store). */
   private readonly working = new Map<string, { row: WorkloadRow; controller: AbortController; done: Promise<void> }>();
-  /**
-   * Polls of the store (settled(), a service's ?wait) waiting to read it again, by the workload
-   * they wait on (`kind/resourceId`): a hint only, the store says what is done. By workload, so
-   * that one piece of work ending wakes only those waiting on it.
-   */
-  private readonly workEnded = new Map<string, Set<() => void>>();
+  /** Polls of the store (settled(), a service's ?wait) waiting to read it again, by the workload they wait on (`kind/resourceId`). */
+  private readonly workEnded = new Wakeups();
   private ticker: TimerHandle | null = null;
   private pass: Promise<void> | null = null;
   private passAgain = false;
@@ -186,32 +183,16 @@ export class WorkloadController {
   }
 
   private wakeWaiters(w: WorkloadRow): void {
-    for (const wake of [...(this.workEnded.get(waiterKey(w.kind, w.resource_id)) ?? [])]) wake();
+    this.workEnded.wake(waiterKey(w.kind, w.resource_id));
   }
 
   /**
    * A pause of a poll of the store (settled(), a service's ?wait), ended early when this
    * process's work on that workload ends (the store is read again then): a request answered by
-   * its own svcd's controller does not wait out a pause. Real time: this paces a caller's wait
-   * on other processes, like a poll of the engine. `signal` ends it too (the waiting request went).
+   * its own svcd's controller does not wait out a pause. `signal` ends it too (the waiting request went).
    */
   nextChange(pauseMs: number, kind: WorkloadRow['kind'], resourceId: string, signal?: AbortSignal): Promise<void> {
-    const key = waiterKey(kind, resourceId);
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        const waiting = this.workEnded.get(key);
-        waiting?.delete(done);
-        if (waiting?.size === 0) this.workEnded.delete(key);
-        resolve();
-      };
-      const timer = setTimeout(done, signal?.aborted ? 0 : pauseMs);
-      signal?.addEventListener('abort', done, { once: true });
-      const waiting = this.workEnded.get(key) ?? new Set<() => void>();
-      waiting.add(done);
-      this.workEnded.set(key, waiting);
-    });
+    return this.workEnded.pause(pauseMs, waiterKey(kind, resourceId), signal);
   }
 
   /**

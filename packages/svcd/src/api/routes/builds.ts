@@ -1,5 +1,6 @@
 import {
   Build,
+  BuildGetQuery,
   BuildList,
   BuildListQuery,
   BuildLogsQuery,
@@ -11,7 +12,9 @@ import {
   TenantBuildsQuery,
 } from '@svc/contract';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { WAITS_PER_SVCD, WAITS_PER_TENANT } from '../../sessions/held-waits.js';
 import { TENANT_SESSION_CAPS } from '../../sessions/session-limits.js';
+import { answerHeldWait } from '../held-wait.js';
 import { Type } from 'typebox';
 import type { Deps } from '../../app.js';
 import { tenantOf } from '../guards.js';
@@ -60,9 +63,20 @@ export function buildRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       '/v1/services/:serviceID/builds/:buildID',
       {
         config: key,
-        schema: { summary: 'One build', tags: ['builds'], params: BuildParams, response: { 200: Build, ...errors(...KEY_ROUTE_ERRORS, 404) } },
+        schema: {
+          summary: `One build. With ?wait=N (beyond the spec), answered once it has ended (succeeded, failed or cancelled) or after N seconds; past ${WAITS_PER_TENANT} held waits of a tenant at once (on services and builds), or ${WAITS_PER_SVCD} in all, on one svcd, the answer comes at once`,
+          tags: ['builds'],
+          params: BuildParams,
+          querystring: BuildGetQuery,
+          response: { 200: Build, ...errors(...KEY_ROUTE_ERRORS, 404) },
+        },
       },
-      async (request) => builds.get(tenantOf(request), request.params.serviceID, request.params.buildID),
+      async (request, reply) => {
+        const { serviceID, buildID } = request.params;
+        const { wait } = request.query;
+        if (wait === undefined) return builds.get(tenantOf(request), serviceID, buildID);
+        return answerHeldWait(request, reply, deps.waits, (gone) => builds.getOnceFinished(tenantOf(request), serviceID, buildID, wait * 1000, gone));
+      },
     );
 
     app.get(

@@ -31,7 +31,8 @@ import { tenantOf } from '../guards.js';
 import { errors, KEY_ROUTE_ERRORS } from './responses.js';
 import { streamFollow } from '../streaming.js';
 import { routePlugin } from './plugin.js';
-import { WAITS_PER_SVCD, WAITS_PER_TENANT } from '../../services/services.js';
+import { WAITS_PER_SVCD, WAITS_PER_TENANT } from '../../sessions/held-waits.js';
+import { answerHeldWait } from '../held-wait.js';
 
 export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
   const { services } = deps;
@@ -71,7 +72,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       {
         config: key,
         schema: {
-          summary: `One service, with url, dns_label, last_error and crash/circuit fields. With ?wait=N (beyond the spec), answered once it is no longer deploying or after N seconds; past ${WAITS_PER_TENANT} waits of a tenant at once, or ${WAITS_PER_SVCD} in all, on one svcd, the answer comes at once`,
+          summary: `One service, with url, dns_label, last_error and crash/circuit fields. With ?wait=N (beyond the spec), answered once it is no longer deploying or after N seconds; past ${WAITS_PER_TENANT} held waits of a tenant at once (on services and builds), or ${WAITS_PER_SVCD} in all, on one svcd, the answer comes at once`,
           tags: ['services'],
           params: ServiceIdParams,
           querystring: ServiceGetQuery,
@@ -81,23 +82,7 @@ export function serviceRoutes(deps: Deps): FastifyPluginAsyncTypebox {
       async (request, reply) => {
         const { wait } = request.query;
         if (wait === undefined) return services.get(tenantOf(request), request.params.serviceID);
-        // A client that hangs up ends its wait (and frees its place under the caps); so does an
-        // answer sent meanwhile by someone else (the request timeout's 503). The listener goes
-        // before this handler's own answer is sent, so a close it hears is one of those; one
-        // that came before the handler ran is seen on the socket.
-        const gone = new AbortController();
-        const hungUp = () => gone.abort();
-        reply.raw.once('close', hungUp);
-        if (reply.raw.destroyed || request.raw.socket.destroyed) gone.abort();
-        try {
-          const service = await services.getOnceDeployed(tenantOf(request), request.params.serviceID, wait * 1000, gone.signal);
-          // Answered because the server is closing: the connection goes with the answer (kept
-          // alive, it would hold the close until the client let it go).
-          if (services.waitsEnded) void reply.header('connection', 'close');
-          return service;
-        } finally {
-          reply.raw.off('close', hungUp);
-        }
+        return answerHeldWait(request, reply, deps.waits, (gone) => services.getOnceDeployed(tenantOf(request), request.params.serviceID, wait * 1000, gone));
       },
     );
 

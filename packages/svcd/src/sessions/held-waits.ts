@@ -1,0 +1,84 @@
+// Requests held open until something ends (?wait on a service's deploy or on a build): capped
+// per tenant and in all on this svcd, and answered at once when the server closes.
+//
+// The caps are about this process's sockets (a held request keeps one open for up to 20 s, and
+// costs the store a read every pause), so they live in this process, shared by every kind of
+// wait: a tenant holds at most WAITS_PER_TENANT of them here, whatever it waits on.
+
+/** ?wait requests held at once by this svcd, per tenant and in all (README, OpenAPI). */
+export const WAITS_PER_TENANT = 10;
+export const WAITS_PER_SVCD = 500;
+/** The first pause between reads, doubled up to PAUSE_MAX_MS: work another svcd ends is seen within it. */
+const FIRST_PAUSE_MS = 20;
+const PAUSE_MAX_MS = 250;
+
+export class HeldWaits {
+  private readonly byTenant = new Map<string, number>();
+  private open = 0;
+  /** The held waits' own signals, so that endAll() ends each (and nothing outlives its wait). */
+  private readonly held = new Set<AbortController>();
+  private closing = false;
+
+  /**
+   * What `read` answers once `settled` holds of it, or after `waitMs` (?wait=N): read again when
+   * `nextChange` ends a pause (early, when this svcd's own work on the thing ended; at growing
+   * pauses otherwise, for work another svcd carries out). Ends early when the client hangs up
+   * (`gone`) or the server closes. Past the caps, once closing, or with the client gone already,
+   * one read at once (the client asks again, as it would poll: a request costs a tenant one token
+   * of its rate). Real time, as the waits on other processes it paces.
+   */
+  async readOnceSettled<T>(
+    tenantId: string,
+    gone: AbortSignal,
+    waitMs: number,
+    read: () => Promise<T>,
+    settled: (value: T) => boolean,
+    nextChange: (pauseMs: number, ended: AbortSignal) => Promise<void>,
+  ): Promise<T> {
+    const mine = this.byTenant.get(tenantId) ?? 0;
+    if (mine >= WAITS_PER_TENANT || this.open >= WAITS_PER_SVCD || this.closing || gone.aborted) return read();
+    this.byTenant.set(tenantId, mine + 1);
+    this.open++;
+    // Its own signal, ended by `gone` or by endAll(): not a composite of a signal that lives as
+    // long as the process, which each wait would join for good.
+    const ended = new AbortController();
+    const end = () => ended.abort();
+    gone.addEventListener('abort', end, { once: true });
+    this.held.add(ended);
+    try {
+      const until = Date.now() + waitMs;
+      for (let pauseMs = FIRST_PAUSE_MS; ; pauseMs = Math.min(pauseMs * 2, PAUSE_MAX_MS)) {
+        const value = await read();
+        const left = until - Date.now();
+        if (settled(value) || left <= 0 || ended.signal.aborted) return value;
+        await nextChange(Math.min(pauseMs, left), ended.signal);
+      }
+    } finally {
+      gone.removeEventListener('abort', end);
+      this.held.delete(ended);
+      this.open--;
+      const left = (this.byTenant.get(tenantId) ?? 1) - 1;
+      if (left === 0) this.byTenant.delete(tenantId);
+      else this.byTenant.set(tenantId, left);
+    }
+  }
+
+  /** Waits of the tenant this process holds now. */
+  heldBy(tenantId: string): number {
+    return this.byTenant.get(tenantId) ?? 0;
+  }
+
+  /**
+   * Answers every held wait now, and every later one at once: the server is closing, and its
+   * close waits for requests in flight (a held wait would keep it up to 20 s).
+   */
+  endAll(): void {
+    this.closing = true;
+    for (const h of this.held) h.abort();
+  }
+
+  /** Whether endAll() was called. */
+  get ended(): boolean {
+    return this.closing;
+  }
+}
