@@ -27,6 +27,7 @@ import { EnvironmentFiles } from './environments/files.js';
 import { previewRouteTargets } from './environments/previews.js';
 import { KEPT_IDLE_S, WarmPool } from './environments/warm-pool.js';
 import { writeCaBundle } from './sources/git.js';
+import { BaseImagePrefetch } from './builds/base-image-prefetch.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck } from './sources/sources.js';
 import { openStore, type Store } from './store/index.js';
@@ -87,6 +88,8 @@ export interface Deps {
   builds: Builds;
   sourceUploads: SourceUploads;
   buildRunner: BuildRunner;
+  /** Base images pulled ahead of builds, from an upload's start (a hint kept in this process). */
+  baseImagePrefetch: BaseImagePrefetch;
   databases: Databases;
   workloads: WorkloadController;
   kanban: Kanban;
@@ -355,9 +358,11 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
   const checkBuildSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: config.allowLoopbackGit }, o.resolveHost ?? resolveWithSystem);
+  const baseImagePrefetch = new BaseImagePrefetch({ store, runtime, timers, buildRegistry: config.buildRegistry });
   const buildRunner = new BuildRunner({
     ...core,
     services,
+    prefetch: baseImagePrefetch,
     scratch,
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,
@@ -486,7 +491,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     snapshots,
     crashes,
     builds,
-    sourceUploads: new SourceUploads({ ...core, disk }),
+    sourceUploads: new SourceUploads({ ...core, disk, prefetch: baseImagePrefetch }),
+    baseImagePrefetch,
     buildRunner,
     databases,
     workloads,
@@ -571,6 +577,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
   deps.sessions.close();
   await deps.buildRunner.close();
+  deps.baseImagePrefetch.close();
   await deps.workloads.close();
   await deps.crashes.close();
   await deps.jobs.close();

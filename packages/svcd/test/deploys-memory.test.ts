@@ -630,13 +630,54 @@ eachStore((kind) => {
 });
 
 eachStore((kind) => {
+  describe(`base images pulled from an upload's start (${kind})`, () => {
+    test("an upload begins the pull of the base image the tenant's latest build named, and the build that follows takes it instead of pulling again", async () => {
+      const mem = memoryRuntime(IMAGES);
+      const pulls: string[] = [];
+      const runtime: Runtime = { ...mem.runtime, buildImage: () => Promise.resolve(), pullImage: (image, signal) => (pulls.push(image), mem.runtime.pullImage(image, signal)) };
+      const t = await startServer({ store: kind, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const archive = async () => new Uint8Array(gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${SERVING}\n` }])));
+        const built = async (serviceId: string, sourceId: string) => {
+          const b = await a.client.createBuild(serviceId, { source_type: 'archive', source_id: sourceId });
+          const done = await a.client.build(serviceId, b.build_id, { wait: WAIT_MAX_S });
+          assert.equal(done.status, 'succeeded', done.last_error ?? '');
+        };
+        // The tenant's first build: nothing to guess from, so its pull comes with the build.
+        const first = await a.client.createService({ name: 'first', await_build: true });
+        const up = await a.client.uploadSource(first.id, await archive());
+        assert.deepEqual(pulls, [], 'no build of the tenant named a base image yet');
+        await built(first.id, up.id);
+        assert.deepEqual(pulls, [SERVING]);
+
+        // A new service's upload: its pull begins before any build is asked for.
+        const second = await a.client.createService({ name: 'second', await_build: true });
+        const next = await a.client.uploadSource(second.id, await archive());
+        await waitFor('the upload to begin the pull', () => Promise.resolve(pulls.length === 2 || undefined));
+        assert.deepEqual(pulls, [SERVING, SERVING]);
+        await built(second.id, next.id);
+        assert.deepEqual(pulls, [SERVING, SERVING], 'the build took the pull its upload began');
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
+    });
+  });
+
   describe(`a build's ?wait (beyond the spec) (${kind})`, () => {
     test('answers once the build ended, with the build as it is then; after its seconds while it runs; counted with the tenant\'s other held waits; bounds and 404 as without it', async () => {
       const mem = memoryRuntime(IMAGES);
-      // The engine's build holds until the test lets it end.
+      // The engine's build holds until the test lets it end, or the build's signal stops it.
       let release = () => {};
-      const engineBuilt = new Promise<void>((resolve) => (release = resolve));
-      const runtime: Runtime = { ...mem.runtime, buildImage: () => engineBuilt };
+      const runtime: Runtime = {
+        ...mem.runtime,
+        buildImage: (spec) =>
+          new Promise<void>((resolve, reject) => {
+            release = resolve;
+            spec.signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true });
+          }),
+      };
       const t = await startServer({ store: kind, overrides: { runtime } });
       try {
         const a = await newTenant(t);
@@ -655,14 +696,20 @@ eachStore((kind) => {
         await assert.rejects(b.client.build(s.id, build.build_id, { wait: 1 }), (err: { status?: number }) => err.status === 404, "another tenant's build is not found");
         await assert.rejects(a.client.build(s.id, 'nope', { wait: 1 }), (err: { status?: number }) => err.status === 404);
 
-        // Held, under the tenant's count of held waits (services' and builds' together).
+        // Held, under the tenant's count of held waits (services' and builds' together), its
+        // pauses on the runner's (watched here: the wait must pause there to be woken by its end).
+        const runner = t.deps.buildRunner;
+        const nextChange = runner.nextChange.bind(runner);
+        const pausedOn: string[] = [];
+        runner.nextChange = (pauseMs, buildId, signal) => (pausedOn.push(buildId), nextChange(pauseMs, buildId, signal));
         const held = a.client.build(s.id, build.build_id, { wait: WAIT_MAX_S });
         await waitFor('the wait to be held', () => Promise.resolve(t.deps.waits.heldBy(a.id) === 1 || undefined));
         // The runner's end of the build wakes a pause on it at once (not at the pause's end):
         // without it this pause of a minute would outlast the 10 s below.
-        const woken = t.deps.buildRunner.nextChange(60_000, build.build_id).then(() => 'woken');
+        const woken = nextChange(60_000, build.build_id).then(() => 'woken');
         release();
         const done = await held;
+        assert.ok(pausedOn.length > 0 && pausedOn.every((id) => id === build.build_id), `the wait paused on the runner, on its build: ${JSON.stringify(pausedOn)}`);
         assert.equal(done.status, 'succeeded', done.last_error ?? '');
         assert.notEqual(done.deployment_id, null);
         assert.equal(await Promise.race([woken, new Promise((resolve) => setTimeout(() => resolve('not woken within 10 s'), 10_000).unref())]), 'woken');
@@ -671,6 +718,23 @@ eachStore((kind) => {
         const ended = Date.now();
         assert.equal((await a.client.build(s.id, build.build_id, { wait: WAIT_MAX_S })).status, 'succeeded');
         assert.ok(Date.now() - ended < 5_000, `an ended build's wait took ${Date.now() - ended} ms`);
+
+        // A cancel wakes the waits on the build as it writes the record: here one of a build that
+        // waits in the queue (one build at a time for this tenant, and one runs), which no run ends.
+        await t.deps.store.tenants.updateQuotas(a.id, { max_builds_concurrent: 1 }, Math.floor(Date.now() / 1000));
+        const archive = async () => a.client.uploadSource(s.id, new Uint8Array(gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${SERVING}\n` }]))));
+        const running = await a.client.createBuild(s.id, { source_type: 'archive', source_id: (await archive()).id });
+        await waitFor('the second build to run', async () => (await a.client.build(s.id, running.build_id)).status === 'running' || undefined);
+        const cancelled = await a.client.createBuild(s.id, { source_type: 'archive', source_id: (await archive()).id });
+        assert.equal((await a.client.build(s.id, cancelled.build_id)).status, 'queued');
+        const heldOnCancel = a.client.build(s.id, cancelled.build_id, { wait: WAIT_MAX_S });
+        await waitFor('the wait to be held', () => Promise.resolve(t.deps.waits.heldBy(a.id) === 1 || undefined));
+        const wokenByCancel = nextChange(60_000, cancelled.build_id).then(() => 'woken');
+        assert.equal((await a.client.cancelBuild(s.id, cancelled.build_id)).status, 'cancelled');
+        assert.equal(await Promise.race([wokenByCancel, new Promise((resolve) => setTimeout(() => resolve('not woken within 10 s'), 10_000).unref())]), 'woken');
+        assert.equal((await heldOnCancel).status, 'cancelled');
+        release();
+        assert.equal((await a.client.build(s.id, running.build_id, { wait: WAIT_MAX_S })).status, 'succeeded');
       } finally {
         await t.close();
         await mem.driver.close();

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { ScratchSpace } from '../src/scratch/scratch-space.js';
+import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
 import { HeldWaits } from '../src/sessions/held-waits.js';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { DiskQuota } from '../src/disk/disk-quota.js';
@@ -398,6 +399,7 @@ describe('source URLs: the checked address is the connected address', () => {
         store,
         runtime,
         services: {} as unknown as Services,
+        prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null }),
         activity,
         clock: systemClock,
         timers: systemTimers,

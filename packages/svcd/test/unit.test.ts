@@ -41,6 +41,7 @@ import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { KEPT_ANSWER_LOCAL_MAX_AGE_MS, KEPT_ANSWER_MAX_AGE_MS, KeptAnswer, WATCH_RETRY_MS } from '../src/runtime/kept-answer.js';
 import { ManualClock } from './manual-clock.js';
+import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
@@ -1330,5 +1331,62 @@ describe("a watch of the engine's events (DockerRuntime.watchEngine), against a 
         await engine.close();
       }
     }
+  });
+});
+
+describe("base images pulled ahead of a build (an upload's warm-up)", () => {
+  const IMAGE = '127.0.0.1:5999/memory/base:1';
+  /** A puller whose pulls end when the test says, each with the signal it was given. */
+  const puller = () => {
+    const pulls: { image: string; signal: AbortSignal; done: () => void }[] = [];
+    return {
+      pulls,
+      pullImage: (image: string, signal: AbortSignal) =>
+        new Promise<void>((resolve, reject) => {
+          pulls.push({ image, signal, done: resolve });
+          signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+        }),
+    };
+  };
+  const store = (images: string[]) => ({ builds: { lastBaseImages: () => Promise.resolve(JSON.stringify(images)) } }) as never;
+
+  test("a build takes the pull its upload began (no second pull), and it then ends with the build's signal", async () => {
+    const engine = puller();
+    const clock = new ManualClock();
+    const prefetch = new BaseImagePrefetch({ store: store([IMAGE]), runtime: engine, timers: clock, buildRegistry: null });
+    await prefetch.warm('t1', 's1');
+    assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE], 'the upload began the pull');
+    await prefetch.warm('t1', 's1');
+    assert.equal(engine.pulls.length, 1, 'a second upload does not pull it again while the first pull is kept');
+    const build = new AbortController();
+    const pulls = await prefetch.forBuild('t1', 's1', build.signal);
+    assert.equal(engine.pulls.length, 1, 'the build took it');
+    engine.pulls[0]?.done();
+    assert.equal(await pulls.get(IMAGE), IMAGE);
+    // Another tenant's build pulls for itself: what one tenant warmed is not another's.
+    await prefetch.warm('t1', 's1');
+    await prefetch.forBuild('t2', 's2', new AbortController().signal);
+    assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE, IMAGE, IMAGE]);
+    build.abort(new Error('the build ended'));
+    assert.equal(engine.pulls[0]?.signal.aborted, true, "a taken pull ends with the build's signal");
+    prefetch.close();
+  });
+
+  test('a warmed pull no build took is stopped after 10 s, and a build after that pulls for itself', async () => {
+    const engine = puller();
+    const clock = new ManualClock();
+    const prefetch = new BaseImagePrefetch({ store: store([IMAGE, 'svc/other-tenant/x:1']), runtime: engine, timers: clock, buildRegistry: null });
+    await prefetch.warm('t1', 's1');
+    assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE], "not an image of another tenant's builds");
+    const warmed = engine.pulls[0];
+    assert.ok(warmed);
+    clock.advance(9_999);
+    assert.equal(warmed.signal.aborted, false);
+    clock.advance(1);
+    assert.equal(warmed.signal.aborted, true, 'stopped once kept 10 s');
+    await prefetch.forBuild('t1', 's1', new AbortController().signal);
+    assert.equal(engine.pulls.length, 2, 'the build pulled anew');
+    assert.equal(engine.pulls[1]?.signal.aborted, false);
+    prefetch.close();
   });
 });

@@ -7,7 +7,7 @@ import type { HeldWaits } from '../sessions/held-waits.js';
  * (the request timeout's 503). An answer sent because the server is closing takes the connection
  * with it: kept alive, it would hold the close until the client let it go.
  */
-export async function answerHeldWait<T>(request: FastifyRequest, reply: FastifyReply, waits: Pick<HeldWaits, 'ended'>, wait: (gone: AbortSignal) => Promise<T>): Promise<T> {
+export async function answerHeldWait<T>(request: FastifyRequest, reply: FastifyReply, waits: Pick<HeldWaits, 'closing'>, wait: (gone: AbortSignal) => Promise<T>): Promise<T> {
   // The listener goes before this handler's own answer is sent, so a close it hears is one of
   // those; one that came before the handler ran is seen on the socket.
   const gone = new AbortController();
@@ -16,7 +16,7 @@ export async function answerHeldWait<T>(request: FastifyRequest, reply: FastifyR
   if (reply.raw.destroyed || request.raw.socket.destroyed) gone.abort();
   try {
     const answer = await wait(gone.signal);
-    if (waits.ended) void reply.header('connection', 'close');
+    if (waits.closing) void reply.header('connection', 'close');
     return answer;
   } finally {
     reply.raw.off('close', hungUp);

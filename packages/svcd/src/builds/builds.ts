@@ -68,7 +68,10 @@ export function isFinished(status: string): boolean {
 export interface BuildExecution {
   /** Looks for queued builds to start now (instead of at the next tick). */
   kick(): void;
-  /** Stops a build this process runs; false when it runs elsewhere (its holder sees the store). */
+  /**
+   * A build's record has ended (cancelled): wakes those waiting on it here, and stops it if this
+   * process runs it; false when it runs elsewhere (its holder sees the store).
+   */
   abort(buildId: string, why: string): boolean;
   /** A pause of a poll of the build's record, ended early when this process ends the build (Wakeups). */
   nextChange(pauseMs: number, buildId: string, signal?: AbortSignal): Promise<void>;
@@ -192,14 +195,11 @@ export class Builds implements TenantResources {
    * waiting for a build is answered when it ends, not at its next poll (HeldWaits).
    */
   getOnceFinished(tenantId: string, serviceId: string, id: string, waitMs: number, gone: AbortSignal): Promise<Build> {
-    return this.deps.waits.readOnceSettled(
-      tenantId,
-      gone,
-      waitMs,
-      () => this.get(tenantId, serviceId, id),
-      (b) => isFinished(b.status),
-      (pauseMs, ended) => this.deps.execution.nextChange(pauseMs, id, ended),
-    );
+    return this.deps.waits.readOnceSettled(tenantId, gone, waitMs, {
+      read: () => this.get(tenantId, serviceId, id),
+      settled: (b) => isFinished(b.status),
+      nextChange: (pauseMs, ended) => this.deps.execution.nextChange(pauseMs, id, ended),
+    });
   }
 
   /** DELETE: a queued or running build ends cancelled at once; a finished one is 409. */

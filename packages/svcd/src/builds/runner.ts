@@ -14,7 +14,7 @@ import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import { type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import { SANDBOX_RUNTIME } from '../runtime/index.js';
 import { workloadLimits } from '../runtime/index.js';
-import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
+import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
@@ -22,6 +22,7 @@ import { cloneAt } from '../sources/git.js';
 import { readArchive } from '../sources/archive.js';
 import { ARCHIVE_LIMITS, storedArchive } from './source-uploads.js';
 import { checkDockerfile, pinImages } from './dockerfile.js';
+import type { BaseImagePrefetch, PrefetchedPulls } from './base-image-prefetch.js';
 import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
 import type { Platform } from '../platform.js';
@@ -64,8 +65,6 @@ const WATCH_MS = 500;
 const LOG_FLUSH_MS = 200;
 const LOG_FLUSH_BYTES = 64 * 1024;
 const INTERRUPTED = 'interrupted: svcd stopped during this build; start a new build';
-/** How many of the previous build's base images are pulled ahead while git clones (a Dockerfile names a few). */
-const PREFETCHED_IMAGES_MAX = 3;
 /** Successful builds of a service whose images are kept (the newest; see removeOldImages). */
 export const BUILT_IMAGES_KEPT = 3;
 /** A service keeps at most 200 build records (retention), a tenant at most 50 snapshots. */
@@ -110,12 +109,14 @@ async function pinDockerfile(dir: string, text: string, ids: ReadonlyMap<string,
 /** What a BuildRunner is built from, by name. */
 export interface BuildRunnerDeps extends BuildRunnerOptions, Pick<Platform, 'store' | 'runtime' | 'activity' | 'clock' | 'timers' | 'log' | 'holder'> {
   services: Services;
+  /** The base images a build most likely names, pulled while its source comes in (or since its upload began). */
+  prefetch: Pick<BaseImagePrefetch, 'forBuild'>;
 }
 
 export class BuildRunner implements BuildExecution {
   private readonly running = new Map<string, Running>();
   /** Polls of a build's record (?wait) waiting to read it again, by build id. */
-  private readonly ended = new Wakeups();
+  private readonly buildEnds = new Wakeups();
   private ticker: TimerHandle | null = null;
   private ticking: Promise<void> | null = null;
   private again = false;
@@ -151,6 +152,8 @@ export class BuildRunner implements BuildExecution {
   }
 
   abort(buildId: string, why: string): boolean {
+    // The record is final already: a wait on it need not wait for the run to unwind.
+    this.buildEnds.wake(buildId);
     const r = this.running.get(buildId);
     if (!r) return false;
     r.controller.abort(new Error(why));
@@ -158,7 +161,7 @@ export class BuildRunner implements BuildExecution {
   }
 
   nextChange(pauseMs: number, buildId: string, signal?: AbortSignal): Promise<void> {
-    return this.ended.pause(pauseMs, buildId, signal);
+    return this.buildEnds.pause(pauseMs, buildId, signal);
   }
 
   /** Stops the tick and every build this process runs; they end failed as interrupted (a restart would say the same). */
@@ -320,9 +323,9 @@ export class BuildRunner implements BuildExecution {
    * run them unchecked, and a remote ADD among them is fetched by the engine from the host's
    * network. Resolves to the ID of each checked copy, which the build is then pinned to
    * (pinImages): no second pull that could differ, and no tag moved meanwhile by another pull of
-   * the same name. An image pulled ahead by this build (prefetchBaseImages) is not pulled twice.
+   * the same name. An image pulled ahead for this build (BaseImagePrefetch) is not pulled twice.
    */
-  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: Map<string, Promise<string | null>>): Promise<Map<string, string>> {
+  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: PrefetchedPulls): Promise<Map<string, string>> {
     const ids = new Map<string, string>();
     for (const image of images) {
       if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
@@ -337,34 +340,6 @@ export class BuildRunner implements BuildExecution {
     return ids;
   }
 
-  /**
-   * While git clones (or the upload unpacks): pulls the images the service's previous build
-   * named (its Dockerfile most likely names them again), or for its first build those of the
-   * tenant's latest (a tenant's services often share a base image), each by its full name and
-   * within this build, as the rule asks, so that the pull is not waited for after the source is
-   * in. Only those this build's checked Dockerfile names are used; one that failed here is
-   * pulled again then, and its error reported.
-   */
-  private async prefetchBaseImages(tenantId: string, serviceId: string, signal: AbortSignal): Promise<Map<string, Promise<string | null>>> {
-    const pulls = new Map<string, Promise<string | null>>();
-    // Never rejects: it is awaited only after the clone, and a guess that cannot be read is no guess.
-    const last = await this.deps.store.builds.lastBaseImages(tenantId, serviceId).catch(() => undefined);
-    let images: unknown = [];
-    try {
-      images = last === undefined ? [] : JSON.parse(last);
-    } catch {
-      return pulls;
-    }
-    if (!Array.isArray(images)) return pulls;
-    for (const image of images.slice(0, PREFETCHED_IMAGES_MAX)) {
-      if (typeof image !== 'string' || isLocallyBuilt(image) || pulls.has(image)) continue;
-      // Judged again under today's rules (--build-registry may have changed): what the tenant may not use is not pulled for it.
-      if (tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry ?? null }) !== null) continue;
-      pulls.set(image, pullTenantImage(this.deps.runtime, image, signal).catch(() => null));
-    }
-    return pulls;
-  }
-
   private async run(b: BuildRow, startedMs: number, signal: AbortSignal, dir: string): Promise<void> {
     const output = new LogBatcher(this.deps.store, b.id, this.deps.timers);
     const watch = this.deps.timers.setInterval(() => void this.stillWanted(b, signal), WATCH_MS);
@@ -374,7 +349,8 @@ export class BuildRunner implements BuildExecution {
     // then a refusal is held here, not left unhandled.
     const sandboxCheck = this.checkBuildSandbox();
     sandboxCheck.catch(() => {});
-    const prefetched = this.prefetchBaseImages(b.tenant_id, b.service_id, signal);
+    // While git clones (or the upload unpacks): the images its Dockerfile most likely names.
+    const prefetched = this.deps.prefetch.forBuild(b.tenant_id, b.service_id, signal);
     try {
       await this.fetchSource(b, dir, signal, output);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
@@ -504,7 +480,7 @@ export class BuildRunner implements BuildExecution {
       });
     });
     // Whether or not this moved it (a cancel may have ended it first), the record is final now.
-    this.ended.wake(b.id);
+    this.buildEnds.wake(b.id);
     this.deps.log.info({ build: b.id, status, error }, 'build finished');
   }
 }

@@ -18,6 +18,7 @@ import type { DiskQuota } from '../disk/disk-quota.js';
 import { NotFoundError, QuotaExceededError, TooLargeError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import type { Platform } from '../platform.js';
+import type { BaseImagePrefetch } from './base-image-prefetch.js';
 import { readArchive, type ArchiveLimits } from '../sources/archive.js';
 import { ByteCap } from '../streams/byte-cap.js';
 import type { SourceArchiveRow, Store } from '../store/index.js';
@@ -60,6 +61,8 @@ export async function* storedArchive(store: Pick<Store, 'sourceArchives'>, sourc
 
 export interface SourceUploadsDeps extends Pick<Platform, 'store' | 'activity' | 'clock' | 'log'> {
   disk: Pick<DiskQuota, 'assertRoom'>;
+  /** An upload's build most likely follows at once: its base images are pulled from the upload's start. */
+  prefetch: Pick<BaseImagePrefetch, 'warm'>;
 }
 
 export class SourceUploads {
@@ -73,6 +76,7 @@ export class SourceUploads {
     if (declaredBytes !== undefined && declaredBytes > SOURCE_ARCHIVE_MAX_BYTES) throw tooLarge();
     if (!(await this.deps.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
     await this.deps.disk.assertRoom(tenantId);
+    void this.deps.prefetch.warm(tenantId, serviceId);
     const id = hexId(12);
     const now = unixSeconds(this.deps.clock);
     // The row first (its chunks refer to it), counted with the tenant's other unused uploads.

@@ -201,14 +201,11 @@ export class Services implements TenantResources, DiskOverrunHalt {
    * svcd's controller ends its work on the service (HeldWaits).
    */
   getOnceDeployed(tenantId: string, id: string, waitMs: number, gone: AbortSignal): Promise<Service> {
-    return this.deps.waits.readOnceSettled(
-      tenantId,
-      gone,
-      waitMs,
-      async () => this.view(await this.row(tenantId, id)),
-      (s) => s.status !== 'deploying',
-      (pauseMs, ended) => this.deps.controller.nextChange(pauseMs, 'service', id, ended),
-    );
+    return this.deps.waits.readOnceSettled(tenantId, gone, waitMs, {
+      read: async () => this.view(await this.row(tenantId, id)),
+      settled: (s) => s.status !== 'deploying',
+      nextChange: (pauseMs, ended) => this.deps.controller.nextChange(pauseMs, 'service', id, ended),
+    });
   }
 
   async rename(tenantId: string, id: string, newName: string): Promise<Service> {

@@ -12,12 +12,20 @@ export const WAITS_PER_SVCD = 500;
 const FIRST_PAUSE_MS = 20;
 const PAUSE_MAX_MS = 250;
 
+/** How a held wait reads what it waits on, knows it is settled, and pauses until it may have changed. */
+export interface SettledRead<T> {
+  read: () => Promise<T>;
+  settled: (value: T) => boolean;
+  /** A pause of up to pauseMs, ended early by the end of this svcd's own work on it, or by `ended`. */
+  nextChange: (pauseMs: number, ended: AbortSignal) => Promise<void>;
+}
+
 export class HeldWaits {
   private readonly byTenant = new Map<string, number>();
   private open = 0;
   /** The held waits' own signals, so that endAll() ends each (and nothing outlives its wait). */
   private readonly held = new Set<AbortController>();
-  private closing = false;
+  private isClosing = false;
 
   /**
    * What `read` answers once `settled` holds of it, or after `waitMs` (?wait=N): read again when
@@ -27,16 +35,9 @@ export class HeldWaits {
    * one read at once (the client asks again, as it would poll: a request costs a tenant one token
    * of its rate). Real time, as the waits on other processes it paces.
    */
-  async readOnceSettled<T>(
-    tenantId: string,
-    gone: AbortSignal,
-    waitMs: number,
-    read: () => Promise<T>,
-    settled: (value: T) => boolean,
-    nextChange: (pauseMs: number, ended: AbortSignal) => Promise<void>,
-  ): Promise<T> {
+  async readOnceSettled<T>(tenantId: string, gone: AbortSignal, waitMs: number, { read, settled, nextChange }: SettledRead<T>): Promise<T> {
     const mine = this.byTenant.get(tenantId) ?? 0;
-    if (mine >= WAITS_PER_TENANT || this.open >= WAITS_PER_SVCD || this.closing || gone.aborted) return read();
+    if (mine >= WAITS_PER_TENANT || this.open >= WAITS_PER_SVCD || this.isClosing || gone.aborted) return read();
     this.byTenant.set(tenantId, mine + 1);
     this.open++;
     // Its own signal, ended by `gone` or by endAll(): not a composite of a signal that lives as
@@ -73,12 +74,12 @@ export class HeldWaits {
    * close waits for requests in flight (a held wait would keep it up to 20 s).
    */
   endAll(): void {
-    this.closing = true;
+    this.isClosing = true;
     for (const h of this.held) h.abort();
   }
 
-  /** Whether endAll() was called. */
-  get ended(): boolean {
-    return this.closing;
+  /** Whether endAll() was called: the server is closing. */
+  get closing(): boolean {
+    return this.isClosing;
   }
 }

@@ -1,0 +1,113 @@
+// The base images a build will most likely name, pulled by their full names before its source is
+// in: the images the service's previous build named, or for its first build those of the
+// tenant's latest (a tenant's services often share a base image). A build waits for its
+// Dockerfile's pulls only after its source is in (cloned or unpacked); a pull begun then bounded
+// its start by 20-30 ms on an uploaded directory (README, Performance > Build).
+//
+// An upload begins them (warm): a build of it follows within tens of milliseconds, on this svcd
+// most likely. The build takes what was warmed for its tenant (take), and begins the rest itself.
+// What is warmed is a hint kept in this process, not ownership: a build on another svcd pulls for
+// itself, and a warmed pull no build took is stopped after WARM_KEPT_MS.
+import type { TimerHandle, Timers } from '../clock.js';
+import type { ImagePuller } from '../services/images.js';
+import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
+import type { Store } from '../store/index.js';
+
+/** How many of the previous build's base images are pulled ahead (a Dockerfile names a few). */
+const PREFETCHED_IMAGES_MAX = 3;
+/**
+ * A warmed pull no build took within this long is stopped: the upload's build never came, or came
+ * so much later (a slow upload) that it pulls for itself, as the rule asks of a build.
+ */
+const WARM_KEPT_MS = 10_000;
+
+/** An image's pull: resolves to the name pulled, or null when it failed (the build pulls again, and reports its error). */
+export type PrefetchedPulls = Map<string, Promise<string | null>>;
+
+interface Warmed {
+  pull: Promise<string | null>;
+  stop: AbortController;
+  expiry: TimerHandle;
+}
+
+export interface BaseImagePrefetchDeps {
+  store: Pick<Store, 'builds'>;
+  runtime: ImagePuller;
+  timers: Timers;
+  buildRegistry: string | null;
+}
+
+export class BaseImagePrefetch {
+  /** Pulls an upload began, by tenant and image (`tenantId image`). */
+  private readonly warmed = new Map<string, Warmed>();
+
+  constructor(private readonly deps: BaseImagePrefetchDeps) {}
+
+  /** Begins the pulls for a build of the service that is likely to follow (its source is being uploaded). Never rejects. */
+  async warm(tenantId: string, serviceId: string): Promise<void> {
+    for (const image of await this.guess(tenantId, serviceId)) {
+      const key = `${tenantId} ${image}`;
+      if (this.warmed.has(key)) continue;
+      const stop = new AbortController();
+      const pull = pullTenantImage(this.deps.runtime, image, stop.signal).catch(() => null);
+      const expiry = this.deps.timers.setTimeout(() => {
+        this.warmed.delete(key);
+        stop.abort(new Error('no build took this pull'));
+      }, WARM_KEPT_MS);
+      this.warmed.set(key, { pull, stop, expiry });
+    }
+  }
+
+  /**
+   * The pulls for a build of the service, begun now or taken from an upload's warm-up: each ends
+   * with `signal` (the build's end) unless it finished. Never rejects: it is awaited only after
+   * the source is in, and a guess that cannot be read is no guess.
+   */
+  async forBuild(tenantId: string, serviceId: string, signal: AbortSignal): Promise<PrefetchedPulls> {
+    const pulls: PrefetchedPulls = new Map();
+    for (const image of await this.guess(tenantId, serviceId)) {
+      const key = `${tenantId} ${image}`;
+      const warmed = this.warmed.get(key);
+      if (warmed) {
+        this.warmed.delete(key);
+        warmed.expiry.cancel();
+        // The build owns it now: it ends with the build, as one the build began.
+        if (signal.aborted) warmed.stop.abort(signal.reason);
+        else signal.addEventListener('abort', () => warmed.stop.abort(signal.reason), { once: true });
+        pulls.set(image, warmed.pull);
+      } else {
+        pulls.set(image, pullTenantImage(this.deps.runtime, image, signal).catch(() => null));
+      }
+    }
+    return pulls;
+  }
+
+  /** Stops every warmed pull (svcd closes). */
+  close(): void {
+    for (const w of this.warmed.values()) {
+      w.expiry.cancel();
+      w.stop.abort(new Error('svcd is closing'));
+    }
+    this.warmed.clear();
+  }
+
+  /** The images the service's (or the tenant's) latest build named that the tenant may still use, pulled from a registry. */
+  private async guess(tenantId: string, serviceId: string): Promise<string[]> {
+    const last = await this.deps.store.builds.lastBaseImages(tenantId, serviceId).catch(() => undefined);
+    let images: unknown;
+    try {
+      images = last === undefined ? [] : JSON.parse(last);
+    } catch {
+      return [];
+    }
+    if (!Array.isArray(images)) return [];
+    const guessed = new Set<string>();
+    for (const image of images.slice(0, PREFETCHED_IMAGES_MAX)) {
+      if (typeof image !== 'string' || isLocallyBuilt(image)) continue;
+      // Judged again under today's rules (--build-registry may have changed): what the tenant may not use is not pulled for it.
+      if (tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry }) !== null) continue;
+      guessed.add(image);
+    }
+    return [...guessed];
+  }
+}
