@@ -670,10 +670,17 @@ eachStore((kind) => {
       const mem = memoryRuntime(IMAGES);
       // The engine's build holds until the test lets it end, or the build's signal stops it.
       let release = () => {};
+      let engineBuilds = 0;
+      /** Lets the engine's build end, once the build got that far (it reads running from its pick-up on). */
+      const releaseBuild = async (nth: number) => {
+        await waitFor(`build ${nth} to reach the engine`, () => Promise.resolve(engineBuilds >= nth || undefined));
+        release();
+      };
       const runtime: Runtime = {
         ...mem.runtime,
         buildImage: (spec) =>
           new Promise<void>((resolve, reject) => {
+            engineBuilds++;
             release = resolve;
             spec.signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true });
           }),
@@ -707,7 +714,7 @@ eachStore((kind) => {
         // The runner's end of the build wakes a pause on it at once (not at the pause's end):
         // without it this pause of a minute would outlast the 10 s below.
         const woken = nextChange(60_000, build.build_id).then(() => 'woken');
-        release();
+        await releaseBuild(1);
         const done = await held;
         assert.ok(pausedOn.length > 0 && pausedOn.every((id) => id === build.build_id), `the wait paused on the runner, on its build: ${JSON.stringify(pausedOn)}`);
         assert.equal(done.status, 'succeeded', done.last_error ?? '');
@@ -733,7 +740,7 @@ eachStore((kind) => {
         assert.equal((await a.client.cancelBuild(s.id, cancelled.build_id)).status, 'cancelled');
         assert.equal(await Promise.race([wokenByCancel, new Promise((resolve) => setTimeout(() => resolve('not woken within 10 s'), 10_000).unref())]), 'woken');
         assert.equal((await heldOnCancel).status, 'cancelled');
-        release();
+        await releaseBuild(2);
         assert.equal((await a.client.build(s.id, running.build_id, { wait: WAIT_MAX_S })).status, 'succeeded');
       } finally {
         await t.close();

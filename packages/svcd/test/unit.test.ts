@@ -1349,11 +1349,13 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
     };
   };
   const store = (images: string[]) => ({ builds: { lastBaseImages: () => Promise.resolve(JSON.stringify(images)) } }) as never;
+  const prefetchOf = (images: string[], engine: ReturnType<typeof puller>, clock: ManualClock, buildRegistry: string | null = null) =>
+    new BaseImagePrefetch({ store: store(images), runtime: engine, timers: clock, buildRegistry });
 
-  test("a build takes the pull its upload began (no second pull), and it then ends with the build's signal", async () => {
+  test("a build takes the pull its upload began (no second pull), and it then ends with the build's signal, not at the warm-up's 10 s", async () => {
     const engine = puller();
     const clock = new ManualClock();
-    const prefetch = new BaseImagePrefetch({ store: store([IMAGE]), runtime: engine, timers: clock, buildRegistry: null });
+    const prefetch = prefetchOf([IMAGE], engine, clock);
     await prefetch.warm('t1', 's1');
     assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE], 'the upload began the pull');
     await prefetch.warm('t1', 's1');
@@ -1361,32 +1363,66 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
     const build = new AbortController();
     const pulls = await prefetch.forBuild('t1', 's1', build.signal);
     assert.equal(engine.pulls.length, 1, 'the build took it');
-    engine.pulls[0]?.done();
+    const taken = engine.pulls[0];
+    assert.ok(taken);
+    clock.advance(10_000);
+    assert.equal(taken.signal.aborted, false, 'taken: no longer stopped at the 10 s');
+    taken.done();
     assert.equal(await pulls.get(IMAGE), IMAGE);
     // Another tenant's build pulls for itself: what one tenant warmed is not another's.
     await prefetch.warm('t1', 's1');
     await prefetch.forBuild('t2', 's2', new AbortController().signal);
     assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE, IMAGE, IMAGE]);
     build.abort(new Error('the build ended'));
-    assert.equal(engine.pulls[0]?.signal.aborted, true, "a taken pull ends with the build's signal");
+    assert.equal(taken.signal.aborted, true, "a taken pull ends with the build's signal");
     prefetch.close();
   });
 
-  test('a warmed pull no build took is stopped after 10 s, and a build after that pulls for itself', async () => {
+  test('a warmed pull no build took is stopped after 10 s and not warmed again for a minute; a build pulls for itself meanwhile', async () => {
     const engine = puller();
     const clock = new ManualClock();
-    const prefetch = new BaseImagePrefetch({ store: store([IMAGE, 'svc/other-tenant/x:1']), runtime: engine, timers: clock, buildRegistry: null });
+    const prefetch = prefetchOf([IMAGE], engine, clock);
     await prefetch.warm('t1', 's1');
-    assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE], "not an image of another tenant's builds");
     const warmed = engine.pulls[0];
     assert.ok(warmed);
     clock.advance(9_999);
     assert.equal(warmed.signal.aborted, false);
     clock.advance(1);
     assert.equal(warmed.signal.aborted, true, 'stopped once kept 10 s');
+    await prefetch.warm('t1', 's1');
+    assert.equal(engine.pulls.length, 1, 'resting: an upload now warms nothing');
     await prefetch.forBuild('t1', 's1', new AbortController().signal);
     assert.equal(engine.pulls.length, 2, 'the build pulled anew');
     assert.equal(engine.pulls[1]?.signal.aborted, false);
+    clock.advance(60_000);
+    await prefetch.warm('t1', 's1');
+    assert.equal(engine.pulls.length, 3, 'warmed again after its minute');
+    prefetch.close();
+  });
+
+  test("what the tenant may not pull is not warmed, nor more than 3 of a tenant's at once; close stops them and warms nothing more", async () => {
+    const engine = puller();
+    const clock = new ManualClock();
+    // Another tenant's built image in the build registry: refused to this tenant, so never pulled for it.
+    const foreign = '127.0.0.1:5999/svc/t2/app:1';
+    const prefetch = prefetchOf([foreign, IMAGE], engine, clock, '127.0.0.1:5999');
+    await prefetch.warm('t1', 's1');
+    assert.deepEqual(engine.pulls.map((p) => p.image), [IMAGE], "not an image of another tenant's builds");
+
+    // One svcd's count: the tenant's three warmed, a fourth image of it waits for its build.
+    const images: Record<string, string[]> = { s1: ['127.0.0.1:5999/memory/a:1', '127.0.0.1:5999/memory/b:1', '127.0.0.1:5999/memory/c:1'], s2: ['127.0.0.1:5999/memory/d:1'] };
+    const shared = new BaseImagePrefetch({ store: { builds: { lastBaseImages: (_t: string, s: string) => Promise.resolve(JSON.stringify(images[s])) } } as never, runtime: engine, timers: clock, buildRegistry: null });
+    await shared.warm('t1', 's1');
+    assert.equal(engine.pulls.length, 4, 'three of the tenant');
+    await shared.warm('t1', 's2');
+    assert.equal(engine.pulls.length, 4, 'the tenant has three warmed already');
+    await shared.warm('t2', 's2');
+    assert.equal(engine.pulls.length, 5, "another tenant's are its own");
+
+    shared.close();
+    assert.ok(engine.pulls.slice(1).every((p) => p.signal.aborted), 'close stops what was warmed');
+    await shared.warm('t3', 's2');
+    assert.equal(engine.pulls.length, 5, 'closed: nothing more is warmed');
     prefetch.close();
   });
 });

@@ -5,26 +5,36 @@
 // its start by 20-30 ms on an uploaded directory (README, Performance > Build).
 //
 // An upload begins them (warm): a build of it follows within tens of milliseconds, on this svcd
-// most likely. The build takes what was warmed for its tenant (take), and begins the rest itself.
-// What is warmed is a hint kept in this process, not ownership: a build on another svcd pulls for
-// itself, and a warmed pull no build took is stopped after WARM_KEPT_MS.
+// most likely. The build takes what was warmed for its tenant (forBuild), and begins the rest
+// itself. What is warmed is a hint kept in this process, not ownership: a build on another svcd
+// pulls for itself, and a warmed pull no build took is stopped after WARM_KEPT_MS.
+//
+// Bounded, since an upload costs a tenant little (one that is refused later still warms): at most
+// PREFETCHED_IMAGES_MAX pulls of a tenant kept at once, WARMED_MAX in all, and an image whose
+// warmed pull no build took is not warmed again for the tenant for UNTAKEN_REST_MS (each of its
+// pulls asks its registry, whose rate limits the host's tenants share).
 import type { TimerHandle, Timers } from '../clock.js';
 import type { ImagePuller } from '../services/images.js';
 import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
 import type { Store } from '../store/index.js';
 
-/** How many of the previous build's base images are pulled ahead (a Dockerfile names a few). */
+/** How many of the previous build's base images are pulled ahead (a Dockerfile names a few); also a tenant's warmed pulls at once. */
 const PREFETCHED_IMAGES_MAX = 3;
+/** Warmed pulls this svcd keeps at once, whatever the tenants. */
+const WARMED_MAX = 100;
 /**
  * A warmed pull no build took within this long is stopped: the upload's build never came, or came
  * so much later (a slow upload) that it pulls for itself, as the rule asks of a build.
  */
 const WARM_KEPT_MS = 10_000;
+/** How long an image whose warmed pull went untaken is not warmed again for the tenant (its builds still pull it). */
+const UNTAKEN_REST_MS = 60_000;
 
 /** An image's pull: resolves to the name pulled, or null when it failed (the build pulls again, and reports its error). */
 export type PrefetchedPulls = Map<string, Promise<string | null>>;
 
 interface Warmed {
+  tenantId: string;
   pull: Promise<string | null>;
   stop: AbortController;
   expiry: TimerHandle;
@@ -38,23 +48,30 @@ export interface BaseImagePrefetchDeps {
 }
 
 export class BaseImagePrefetch {
-  /** Pulls an upload began, by tenant and image (`tenantId image`). */
+  /** Pulls uploads began, by tenant and image (`tenantId image`). */
   private readonly warmed = new Map<string, Warmed>();
+  /** Tenant and image whose warmed pull no build took, until they may be warmed again. */
+  private readonly resting = new Map<string, TimerHandle>();
+  private closed = false;
 
   constructor(private readonly deps: BaseImagePrefetchDeps) {}
 
   /** Begins the pulls for a build of the service that is likely to follow (its source is being uploaded). Never rejects. */
   async warm(tenantId: string, serviceId: string): Promise<void> {
-    for (const image of await this.guess(tenantId, serviceId)) {
+    const images = await this.guess(tenantId, serviceId);
+    // Looked at after the store's answer: svcd may have begun to close meanwhile.
+    for (const image of images) {
       const key = `${tenantId} ${image}`;
-      if (this.warmed.has(key)) continue;
+      if (this.closed || this.warmed.has(key) || this.resting.has(key)) continue;
+      if (this.warmed.size >= WARMED_MAX || this.warmedFor(tenantId) >= PREFETCHED_IMAGES_MAX) return;
       const stop = new AbortController();
       const pull = pullTenantImage(this.deps.runtime, image, stop.signal).catch(() => null);
       const expiry = this.deps.timers.setTimeout(() => {
         this.warmed.delete(key);
         stop.abort(new Error('no build took this pull'));
+        this.resting.set(key, this.deps.timers.setTimeout(() => this.resting.delete(key), UNTAKEN_REST_MS));
       }, WARM_KEPT_MS);
-      this.warmed.set(key, { pull, stop, expiry });
+      this.warmed.set(key, { tenantId, pull, stop, expiry });
     }
   }
 
@@ -82,13 +99,22 @@ export class BaseImagePrefetch {
     return pulls;
   }
 
-  /** Stops every warmed pull (svcd closes). */
+  /** Stops every warmed pull, and warms nothing more (svcd closes). */
   close(): void {
+    this.closed = true;
     for (const w of this.warmed.values()) {
       w.expiry.cancel();
       w.stop.abort(new Error('svcd is closing'));
     }
     this.warmed.clear();
+    for (const rest of this.resting.values()) rest.cancel();
+    this.resting.clear();
+  }
+
+  private warmedFor(tenantId: string): number {
+    let n = 0;
+    for (const w of this.warmed.values()) if (w.tenantId === tenantId) n++;
+    return n;
   }
 
   /** The images the service's (or the tenant's) latest build named that the tenant may still use, pulled from a registry. */

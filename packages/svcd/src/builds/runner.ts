@@ -152,7 +152,8 @@ export class BuildRunner implements BuildExecution {
   }
 
   abort(buildId: string, why: string): boolean {
-    // The record is final already: a wait on it need not wait for the run to unwind.
+    // Its record ended (or is no longer this process's to run): a wait on it reads it again now,
+    // not once the run has unwound.
     this.buildEnds.wake(buildId);
     const r = this.running.get(buildId);
     if (!r) return false;

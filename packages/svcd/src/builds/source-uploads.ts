@@ -76,7 +76,6 @@ export class SourceUploads {
     if (declaredBytes !== undefined && declaredBytes > SOURCE_ARCHIVE_MAX_BYTES) throw tooLarge();
     if (!(await this.deps.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
     await this.deps.disk.assertRoom(tenantId);
-    void this.deps.prefetch.warm(tenantId, serviceId);
     const id = hexId(12);
     const now = unixSeconds(this.deps.clock);
     // The row first (its chunks refer to it), counted with the tenant's other unused uploads.
@@ -89,6 +88,9 @@ export class SourceUploads {
       }
       await tx.sourceArchives.insert({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: 0, sha256: '', files: 0, unpacked_bytes: 0, created_at: now });
     });
+    // Once the upload is taken (within the tenant's count of stored archives), before its body
+    // comes: its build most likely follows at once.
+    void this.deps.prefetch.warm(tenantId, serviceId);
     const counted = new ByteCap(SOURCE_ARCHIVE_MAX_BYTES, tooLarge);
     const stored = new StoredChunks(this.deps.store, id);
     try {
