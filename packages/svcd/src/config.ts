@@ -127,6 +127,8 @@ export interface Config {
    * long, with more waiting, is ended (--stalled-reader-seconds; api/streaming.ts).
    */
   stalledReaderMs: number;
+  /** Connections one client address may hold open to the API at once (--connections-per-client; api/connection-cap.ts). */
+  connectionsPerClient: number;
   /**
    * How long the workload controller's claim on a workload holds without renewal: another svcd
    * takes a dead one's work over this long after it died (--workload-lease-seconds).
@@ -135,6 +137,8 @@ export interface Config {
 }
 
 export const DEFAULT_STALLED_READER_S = 60;
+/** Connections one client address may hold open to the API at once (api/connection-cap.ts). */
+export const DEFAULT_CONNECTIONS_PER_CLIENT = 256;
 export const DEFAULT_WORKLOAD_LEASE_S = 30;
 
 export class ConfigError extends Error {}
@@ -225,6 +229,7 @@ export interface RawOptions {
   tenantInit?: string;
   logLinesPerSecond?: string;
   stalledReaderSeconds?: string;
+  connectionsPerClient?: string;
   workloadLeaseSeconds?: string;
   logKibPerSecond?: string;
 }
@@ -414,6 +419,7 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
   };
   return {
     stalledReaderMs: 1000 * integerFlag('--stalled-reader-seconds', raw.stalledReaderSeconds, DEFAULT_STALLED_READER_S, 1, 3600),
+    connectionsPerClient: integerFlag('--connections-per-client', raw.connectionsPerClient, DEFAULT_CONNECTIONS_PER_CLIENT, 1, 65_535),
     workloadLeaseMs: 1000 * integerFlag('--workload-lease-seconds', raw.workloadLeaseSeconds, DEFAULT_WORKLOAD_LEASE_S, 5, 300),
     listen: parseListen(raw.listen),
     dataDir: raw.dataDir,

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
-import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS, parsePortRange, DEFAULT_STALLED_READER_S, DEFAULT_WORKLOAD_LEASE_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS, parsePortRange, DEFAULT_STALLED_READER_S, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_WORKLOAD_LEASE_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
 import { fakeIptables } from './fake-iptables.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
@@ -95,6 +95,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
   return {
     listen: { host: '127.0.0.1', port: 0 },
     stalledReaderMs: DEFAULT_STALLED_READER_S * 1000,
+    connectionsPerClient: DEFAULT_CONNECTIONS_PER_CLIENT,
     workloadLeaseMs: DEFAULT_WORKLOAD_LEASE_S * 1000,
     dataDir: '',
     databaseUrl: null,

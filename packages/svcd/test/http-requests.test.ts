@@ -241,6 +241,52 @@ describe('server timeouts (real sockets, real time)', () => {
     assert.ok(closedByServer > 0 && closedByServer - closing < 5_000, `the idle connection closed ${closedByServer - closing} ms after svcd's close began`);
   });
 
+  test('a client address past --connections-per-client open connections gets 429 on a new one, closed; its others, other addresses and the local proxy address are served', async () => {
+    const t = await startServer({ config: { connectionsPerClient: 2 } });
+    const { hostname, port } = new URL(t.url);
+    const opened: ReturnType<typeof connect>[] = [];
+    /** A connection from `from` (the server listens on 127.0.0.1), and the answer to one request on it. */
+    const ask = async (from: string): Promise<{ answer: string; closed: boolean }> => {
+      const sock = connect({ host: hostname, port: Number(port), localAddress: from });
+      opened.push(sock);
+      const seen = { answer: '', closed: false };
+      sock.on('data', (b) => (seen.answer += b.toString()));
+      sock.on('close', () => (seen.closed = true));
+      sock.on('error', () => {});
+      await new Promise<void>((resolve, reject) => {
+        sock.once('connect', resolve);
+        sock.once('error', reject);
+      });
+      sock.write('GET /v1/system/health HTTP/1.1\r\nHost: x\r\n\r\n');
+      for (const deadline = Date.now() + 5_000; !/\r\n\r\n/.test(seen.answer) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+      // A refused one is closed by the server: wait for it (a kept-alive one stays open).
+      for (const deadline = Date.now() + 2_000; /^HTTP\/1\.1 429/.test(seen.answer) && !seen.closed && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+      return { ...seen };
+    };
+    try {
+      // 127.0.0.2 is another client on this host (not where a local proxy connects from).
+      const first = await ask('127.0.0.2');
+      const second = await ask('127.0.0.2');
+      assert.match(first.answer, /^HTTP\/1\.1 200 /);
+      assert.match(second.answer, /^HTTP\/1\.1 200 /);
+      const third = await ask('127.0.0.2');
+      assert.match(third.answer, /^HTTP\/1\.1 429 /, third.answer);
+      assert.match(third.answer, /too many open connections from this address \(at most 2\)/);
+      assert.equal(third.closed, true, 'the refused connection is closed');
+      assert.equal(first.closed || second.closed, false, 'its two others stay open');
+      // Another address, and the local proxy's (127.0.0.1), are counted apart or not at all.
+      assert.match((await ask('127.0.0.3')).answer, /^HTTP\/1\.1 200 /);
+      for (let i = 0; i < 3; i++) assert.match((await ask('127.0.0.1')).answer, /^HTTP\/1\.1 200 /);
+      // One closed frees its place.
+      opened[0]?.destroy();
+      await new Promise((r) => setTimeout(r, 200));
+      assert.match((await ask('127.0.0.2')).answer, /^HTTP\/1\.1 200 /);
+    } finally {
+      for (const s of opened) s.destroy();
+      await t.close();
+    }
+  });
+
   test('a body not complete within 10 s: 408 and the connection is closed', async () => {
     const t = await startServer({ realTime: true });
     try {

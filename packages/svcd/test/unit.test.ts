@@ -339,6 +339,12 @@ describe('configuration', () => {
     assert.throws(() => buildConfig({ ...raw, dev: true, stalledReaderSeconds: '0' }, {}), /--stalled-reader-seconds/);
     assert.throws(() => buildConfig({ ...raw, dev: true, stalledReaderSeconds: 'soon' }, {}), /--stalled-reader-seconds/);
   });
+  test('--connections-per-client: 256 by default, 1 to 65535', () => {
+    assert.equal(buildConfig({ ...raw, dev: true }, {}).connectionsPerClient, 256);
+    assert.equal(buildConfig({ ...raw, dev: true, connectionsPerClient: '3' }, {}).connectionsPerClient, 3);
+    assert.throws(() => buildConfig({ ...raw, dev: true, connectionsPerClient: '0' }, {}), /--connections-per-client/);
+    assert.throws(() => buildConfig({ ...raw, dev: true, connectionsPerClient: 'many' }, {}), /--connections-per-client/);
+  });
   test('listen addresses, sandbox modes and database URLs are checked', () => {
     assert.deepEqual(parseListen('[::1]:9000'), { host: '::1', port: 9000 });
     assert.throws(() => parseListen('8080'), ConfigError);

@@ -15,6 +15,7 @@ import { accessGuard } from './guards.js';
 import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
 import { openApiRoute, registerOpenApi } from './openapi.js';
 import { READ_HEADER_TIMEOUT_MS, requestTimeouts, UPLOAD_READ_TIMEOUT_MS } from './timeouts.js';
+import { capConnectionsPerClient } from './connection-cap.js';
 import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
@@ -71,7 +72,8 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
  * with ECONNRESET (fetch and Node's agent retry no POST), which a client idle for a few seconds
  * between two calls meets (seen in svc's own tests). An idle connection costs a socket and no
  * work, as it does behind any proxy whose idle timeout is this long; one that stalls within a
- * request is still cut at the read timeouts above, and svcd's close ends idle ones at once.
+ * request is still cut at the read timeouts above, and svcd's close ends idle ones at once. How
+ * many one client holds at once is capped (connection-cap.ts).
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
@@ -117,6 +119,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
         handler,
       );
       server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      capConnectionsPerClient(server, deps.config.connectionsPerClient);
       return server;
     },
     return503OnClosing: true,
