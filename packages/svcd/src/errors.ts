@@ -77,9 +77,10 @@ export class UnprocessableError extends AppError {
 export class RateLimitedError extends AppError {
   constructor(
     retryAfterSeconds: number,
-    readonly limiter: 'tenant' | 'global' | 'client_ip' | 'registration_ip' | 'registration_global',
+    readonly limiter: 'tenant' | 'global' | 'client_ip' | 'registration_ip' | 'registration_global' | 'client_connections',
+    message = 'rate limit exceeded',
   ) {
-    super(429, 'rate limit exceeded', { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+    super(429, message, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
   }
 }
 

@@ -21,7 +21,7 @@ import { previewRouteTargets } from '../src/environments/previews.js';
 import { RouteAnswers, STALE_AFTER_MS, answerQuery } from '../src/proxy/route-answers.js';
 import { Resolver } from 'node:dns/promises';
 import { createServer, request as httpRequest } from 'node:http';
-import { getEventListeners } from 'node:events';
+import { EventEmitter, getEventListeners } from 'node:events';
 import pino from 'pino';
 import dnsPacket from 'dns-packet';
 import { CertificateErrors } from '../src/proxy/certificate-errors.js';
@@ -41,6 +41,8 @@ import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { KEPT_ANSWER_LOCAL_MAX_AGE_MS, KEPT_ANSWER_MAX_AGE_MS, KeptAnswer, WATCH_RETRY_MS } from '../src/runtime/kept-answer.js';
 import { ManualClock } from './manual-clock.js';
+import { clientOf, ConnectionCap } from '../src/api/connection-cap.js';
+import type { Socket } from 'node:net';
 import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
@@ -1430,5 +1432,41 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
     await shared.warm('t3', 's2');
     assert.equal(engine.pulls.length, 5, 'closed: nothing more is warmed');
     prefetch.close();
+  });
+});
+
+describe('connections per client', () => {
+  /** A socket as the cap sees one: its peer's address, and its close. */
+  const socket = (remoteAddress: string) => Object.assign(new EventEmitter(), { remoteAddress, destroyed: false, destroy() { this.destroyed = true; } }) as unknown as Socket & { destroyed: boolean };
+
+  test('a client is an IPv4 address (also written IPv4-mapped) or an IPv6 /64', () => {
+    assert.equal(clientOf('203.0.113.7'), '203.0.113.7');
+    assert.equal(clientOf('::ffff:203.0.113.7'), '203.0.113.7');
+    assert.equal(clientOf('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64');
+    assert.equal(clientOf('2001:0db8:0001:0002:ffff:ffff:ffff:ffff'), '2001:db8:1:2::/64', 'another address of the same /64');
+    assert.equal(clientOf('2001:db8::1'), '2001:db8:0:0::/64');
+    assert.notEqual(clientOf('2001:db8:1:3::1'), clientOf('2001:db8:1:2::1'));
+  });
+
+  test('past the cap a connection is refused (and closed within a second); a closed one frees its place; loopback peers are not counted', () => {
+    const clock = new ManualClock();
+    const cap = new ConnectionCap(2, clock);
+    const [a, b, c] = ['2001:db8:1:2::1', '2001:db8:1:2::2', '2001:db8:1:2::3'].map(socket);
+    for (const s of [a, b, c]) cap.track(s!);
+    assert.equal(cap.refusal(a!), null);
+    assert.equal(cap.refusal(b!), null);
+    assert.match(cap.refusal(c!)?.message ?? '', /too many open connections from this address \(at most 2\)/, 'the third of one /64');
+    assert.equal(c!.destroyed, false);
+    clock.advance(1_000);
+    assert.equal(c!.destroyed, true, 'closed a second after it came, whatever its client does');
+    a!.emit('close');
+    const d = socket('2001:db8:1:2::4');
+    cap.track(d);
+    assert.equal(cap.refusal(d), null, "a closed one's place is free again");
+    for (const address of ['127.0.0.1', '127.0.0.2', '::1', '::ffff:127.0.0.1']) {
+      const local = [socket(address), socket(address), socket(address)];
+      for (const s of local) cap.track(s);
+      assert.ok(local.every((s) => cap.refusal(s) === null), `${address}: a local proxy's connections are not counted`);
+    }
   });
 });

@@ -15,7 +15,7 @@ import { accessGuard } from './guards.js';
 import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from './idempotency.js';
 import { openApiRoute, registerOpenApi } from './openapi.js';
 import { READ_HEADER_TIMEOUT_MS, requestTimeouts, UPLOAD_READ_TIMEOUT_MS } from './timeouts.js';
-import { capConnectionsPerClient } from './connection-cap.js';
+import { ConnectionCap } from './connection-cap.js';
 import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
@@ -106,6 +106,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   // Fastify's base logger type, not pino's own: the instance takes its logger type from this one,
   // and SvcServer's is FastifyBaseLogger.
   const logger: FastifyBaseLogger = deps.log;
+  const connectionCap = new ConnectionCap(deps.config.connectionsPerClient, deps.timers);
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -119,7 +120,7 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
         handler,
       );
       server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-      capConnectionsPerClient(server, deps.config.connectionsPerClient);
+      server.on('connection', connectionCap.track);
       return server;
     },
     return503OnClosing: true,
@@ -211,8 +212,16 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   });
 
   // First of all hooks, so that every answer carries it, refusals by the later hooks included.
+  // A connection past its client's cap is answered here, before anything of the request runs,
+  // and closed with the answer.
   app.addHook('onRequest', (request, reply, done) => {
     void reply.header(REQUEST_ID_HEADER, request.id);
+    const refusal = connectionCap.refusal(request.raw.socket);
+    if (refusal) {
+      void reply.header('connection', 'close');
+      done(refusal);
+      return;
+    }
     done();
   });
   // The timeout starts next, so that slow credential checks count against it too.
