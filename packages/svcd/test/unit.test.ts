@@ -1459,10 +1459,17 @@ describe('connections per client', () => {
     assert.equal(c!.destroyed, false);
     clock.advance(1_000);
     assert.equal(c!.destroyed, true, 'closed a second after it came, whatever its client does');
+    c!.emit('close');
+    const refusedAgain = socket('2001:db8:1:2::5');
+    cap.track(refusedAgain);
+    assert.notEqual(cap.refusal(refusedAgain), null, "a refused one's close frees no place");
     a!.emit('close');
     const d = socket('2001:db8:1:2::4');
     cap.track(d);
     assert.equal(cap.refusal(d), null, "a closed one's place is free again");
+    const ipv4 = ['203.0.113.7', '::ffff:203.0.113.7', '203.0.113.7'].map(socket);
+    for (const s of ipv4) cap.track(s);
+    assert.deepEqual(ipv4.map((s) => cap.refusal(s) !== null), [false, false, true], 'an IPv4 client, whichever way its address is written');
     for (const address of ['127.0.0.1', '127.0.0.2', '::1', '::ffff:127.0.0.1']) {
       const local = [socket(address), socket(address), socket(address)];
       for (const s of local) cap.track(s);

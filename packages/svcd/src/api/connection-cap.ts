@@ -49,8 +49,9 @@ export class ConnectionCap {
     if (held >= this.max) {
       this.refused.add(socket);
       // Closed whatever its client does: one that sends nothing (or does not read) must not
-      // hold the socket until the header timeout.
-      this.timers.setTimeout(() => socket.destroy(), REFUSED_CLOSE_MS);
+      // hold the socket until the header timeout. One that closed sooner holds no timer.
+      const closing = this.timers.setTimeout(() => socket.destroy(), REFUSED_CLOSE_MS);
+      socket.once('close', () => closing.cancel());
       return;
     }
     this.open.set(client, held + 1);
