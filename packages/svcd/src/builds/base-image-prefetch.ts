@@ -47,6 +47,11 @@ export interface BaseImagePrefetchDeps {
   buildRegistry: string | null;
 }
 
+/** A warmed pull's place: what one tenant warmed is never another's. */
+function warmedKey(tenantId: string, image: string): string {
+  return `${tenantId} ${image}`;
+}
+
 export class BaseImagePrefetch {
   /** Pulls uploads began, by tenant and image (`tenantId image`). */
   private readonly warmed = new Map<string, Warmed>();
@@ -61,7 +66,7 @@ export class BaseImagePrefetch {
     const images = await this.guess(tenantId, serviceId);
     // Looked at after the store's answer: svcd may have begun to close meanwhile.
     for (const image of images) {
-      const key = `${tenantId} ${image}`;
+      const key = warmedKey(tenantId, image);
       if (this.closed || this.warmed.has(key) || this.resting.has(key)) continue;
       if (this.warmed.size >= WARMED_MAX || this.warmedFor(tenantId) >= PREFETCHED_IMAGES_MAX) return;
       const stop = new AbortController();
@@ -83,7 +88,7 @@ export class BaseImagePrefetch {
   async forBuild(tenantId: string, serviceId: string, signal: AbortSignal): Promise<PrefetchedPulls> {
     const pulls: PrefetchedPulls = new Map();
     for (const image of await this.guess(tenantId, serviceId)) {
-      const key = `${tenantId} ${image}`;
+      const key = warmedKey(tenantId, image);
       const warmed = this.warmed.get(key);
       if (warmed) {
         this.warmed.delete(key);
