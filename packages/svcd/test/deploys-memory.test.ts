@@ -15,6 +15,7 @@ import { LABELS, isSetAside, type Runtime } from '../src/runtime/index.js';
 import { tcpAccepts } from '../src/runtime/ready-wait.js';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
+import { ManualClock } from './manual-clock.js';
 import { tarOf } from './archive-fixtures.js';
 import { settled } from './service-fixtures.js';
 
@@ -27,28 +28,35 @@ const LATE = `${REGISTRY}/late:1`;
 const IMAGES: Record<string, MemoryImage> = {
   [SERVING]: { serves: true, output: 'serving' },
   [EXITING]: { exitsAfterMs: 0, exitCode: 7, output: 'giving up' },
-  // Listens only after a minute: its deploy is still waiting when the test cancels it.
-  [SLOW]: { serves: true, startsAfterMs: 60_000 },
-  // Ready at once, then exits with code 3 a moment later: a crash loop.
-  [CRASHY]: { serves: true, exitsAfterMs: 300, exitCode: 3 },
-  // Listens after half a second: a deploy that a ?wait sees end.
-  [LATE]: { serves: true, startsAfterMs: 500 },
+  // Listens only after an hour: its deploy is still waiting when the test cancels it.
+  [SLOW]: { serves: true, startsAfterMs: 3_600_000 },
+  // Ready at once, then exits with code 3 two seconds later (a tenth of a second on the main
+  // suite's driver): a crash loop.
+  [CRASHY]: { serves: true, exitsAfterMs: 2_000, exitCode: 3 },
+  // Listens after four seconds (a fifth of a second on the main suite's driver): a deploy that a ?wait sees end.
+  [LATE]: { serves: true, startsAfterMs: 4_000 },
 };
 
 eachStore((kind) => {
   describe(`deploys on the memory driver (${kind})`, () => {
     let t: TestServer;
     let mem: ReturnType<typeof memoryRuntime>;
+    let stopDriverClock = () => {};
 
     before(async () => {
-      mem = memoryRuntime(IMAGES);
-      // Readiness waits in real time: long enough that the deadline test's ten minutes on the test's
-      // clock end first however slow the store is (the other cases never wait for it).
-      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 240_000, crashBackoffMs: 10 } });
+      // The driver's time (its workloads' starts and exits, readiness) runs twenty times faster
+      // than real time; svcd's own clock is the test's, moved by hand.
+      const driverClock = new ManualClock(Date.now());
+      stopDriverClock = driverClock.run(20);
+      mem = memoryRuntime(IMAGES, driverClock);
+      // Readiness waits an hour of the driver's time (three minutes): the deadline test's ten
+      // minutes on svcd's clock end first however slow the store is (the other cases never wait for it).
+      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 3_600_000, crashBackoffMs: 10 } });
     });
     after(async () => {
       await t.close();
       await mem.driver.close();
+      stopDriverClock();
     });
 
     test('a deploy runs the workload at its endpoint, and the service is routed there', async () => {
@@ -153,7 +161,7 @@ eachStore((kind) => {
       // A server of its own, closed while a wait is held: the wait is answered at once (not
       // after its 20 s), as the service is, and its connection goes with the answer (kept alive,
       // it would hold the close until the client let it go).
-      const own = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 240_000 } });
+      const own = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 3_600_000 } });
       let closes: Promise<void> | null = null;
       try {
         const b = await newTenant(own);
@@ -252,9 +260,10 @@ eachStore((kind) => {
           await new Promise((r) => setTimeout(r, 2));
         }
         // The store has the renewal; the controller takes note of it when the write's answer
-        // reaches it (on PostgreSQL another connection may tell this test first): longer after a
-        // step that waited for it, which a starved lane may take long to deliver.
-        await new Promise((r) => setTimeout(r, waited ? 150 : 10));
+        // reaches it (on PostgreSQL another connection may tell this test first; SQLite answers
+        // within the call): longer after a step that waited for it, which a starved lane may take
+        // long to deliver.
+        await new Promise((r) => setTimeout(r, waited ? 150 : kind === 'postgres' ? 10 : 1));
       }
       const done = await settled(a, s.id);
       assert.equal(done.status, 'failed');
@@ -266,19 +275,18 @@ eachStore((kind) => {
     test('crashes restart the service with backoff until five in ten minutes open the circuit; a reset deploys again', async () => {
       const a = await newTenant(t);
       const s = await a.client.createService({ name: 'crashy', image: CRASHY, port: 8000 });
-      // The crash handler's settle and backoff run on the test's clock: move it along while
-      // waiting, by half a second a question (about 5 s a second): slow enough that the
-      // circuit's 10-minute window outlasts the wait's minute however starved the restarts are
-      // (at 1 s a question, five restarts slowed by a busy machine spread past it).
-      const crashed = await waitFor(
-        'the circuit to open',
-        async () => {
-          t.clock.advance(500);
-          const now = await a.client.service(s.id);
-          return now.status === 'crashed' ? now : undefined;
-        },
-        60_000,
-      );
+      // The crash handler's settle and backoff run on the test's clock: it moves on, by half a
+      // second every few milliseconds, only while an exit waits to be judged and restarted (an
+      // exited workload is listed), so that five crashes take seconds of the circuit's 10-minute
+      // window however slow the restarts between them are in real time.
+      let crashed: Awaited<ReturnType<typeof a.client.service>> | undefined;
+      for (const until = Date.now() + 60_000; !crashed; ) {
+        assert.ok(Date.now() < until, 'the circuit opened within a minute');
+        if ((await mem.driver.list({ tenantId: a.id })).some((w) => w.state === 'exited')) t.clock.advance(500);
+        const now = await a.client.service(s.id);
+        if (now.status === 'crashed') crashed = now;
+        else await new Promise((r) => setTimeout(r, 5));
+      }
       assert.match(crashed.last_error ?? '', /exited with code 3; 5 crashes in 10 minutes opened the circuit/);
       const reasons = (await a.client.deployments(s.id)).map((d) => d.reason);
       assert.equal(reasons.filter((r) => r === 'crash').length, 4, 'restarted after each of the first four crashes');

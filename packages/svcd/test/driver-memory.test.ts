@@ -1,9 +1,16 @@
 // The in-memory driver held to the driver port's contract (driver-conformance.ts), with no engine.
 import { MemoryDriver } from '../src/runtime/memory/memory-driver.js';
 import { driverConformance } from './driver-conformance.js';
+import { ManualClock } from './manual-clock.js';
 
 driverConformance('memory', () => {
+  // The driver's time runs twenty times faster than real time: its readiness deadlines, restart
+  // delays and slow starts pass in milliseconds (the real engine's run of the cases takes real time).
+  const clock = new ManualClock(Date.now());
+  const stopClock = clock.run(20);
   const driver = new MemoryDriver({
+    clock,
+    timers: clock,
     images: {
       serving: { serves: true, startsAfterMs: 100, output: 'svc-test starting on port 8000' },
       idle: {},
@@ -19,6 +26,7 @@ driverConformance('memory', () => {
     cleanup: async (tenantIds) => {
       for (const tenantId of tenantIds) for (const w of await driver.list({ tenantId })) await driver.remove(w.id);
       await driver.close();
+      stopClock();
     },
     networksOf: (ref) => {
       const network = driver.networkOf(ref);

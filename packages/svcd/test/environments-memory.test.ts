@@ -7,6 +7,7 @@ import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import { NodeUnavailableError, RuntimeUnavailableError, type Runtime } from '../src/runtime/index.js';
 import { environmentWorkloadName } from '../src/environments/environments.js';
 import { AGENT_PORT } from '../src/environments/agent.js';
+import { KEPT_IDLE_S } from '../src/environments/warm-pool.js';
 import { createServer } from 'node:net';
 import { eachStore, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
@@ -275,7 +276,7 @@ eachStore((kind) => {
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
-      t = await startServer({ store: kind, realTime: true, config: { environmentImages: { ...environmentImages, node: TEMPLATE }, environmentWarmPool: 1 }, overrides: { runtime: mem.runtime } });
+      t = await startServer({ store: kind, clockRuns: 20, config: { environmentImages: { ...environmentImages, node: TEMPLATE }, environmentWarmPool: 1 }, overrides: { runtime: mem.runtime } });
     });
     after(async () => {
       await t.close();
@@ -354,8 +355,8 @@ eachStore((kind) => {
           return engineAway ? Promise.reject(new RuntimeUnavailableError('container engine unavailable')) : mem.runtime.assign(ref, tenantId);
         },
       };
-      // Two shared per template; one kept in all; one not taken goes after 8 s.
-      t = await startServer({ store: kind, realTime: true, config: { environmentImages, environmentWarmPool: 2, environmentWarmReserve: 1 }, overrides: { runtime, warmKeptIdleS: 8 } });
+      // Two shared per template; one kept in all; one not taken goes after 10 min (KEPT_IDLE_S).
+      t = await startServer({ store: kind, clockRuns: 20, config: { environmentImages, environmentWarmPool: 2, environmentWarmReserve: 1 }, overrides: { runtime } });
     });
     after(async () => {
       await t.close();
@@ -401,8 +402,9 @@ eachStore((kind) => {
       assert.equal((await t.deps.store.environments.findAny(two.id))?.address, kept.address);
       assert.equal((await a.client.exec(two.id, { command: ['true'] })).exit_code, 0);
 
-      // The next is kept for it again; not taken within 8 s, it goes, container and row.
+      // The next is kept for it again; not taken within 10 min, it goes, container and row.
       const next = await keptReady(a.id, kept.workload);
+      t.clock.advance(KEPT_IDLE_S * 1000);
       await waitFor('the one not taken to go', async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(next.container_id)) === null ? true : undefined), 30_000);
 
       // Kept again after a take; its tenant suspended, it goes.

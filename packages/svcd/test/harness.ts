@@ -1,10 +1,10 @@
 // Starts a real svcd (in-process, on a loopback port) for HTTP tests, on either store. Each
 // server gets its own data dir or PostgreSQL database, its own clock and its own limiters, so
 // test files run in parallel without sharing anything.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes, randomInt } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { test } from 'node:test';
@@ -13,12 +13,13 @@ import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
 import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS, parsePortRange, DEFAULT_STALLED_READER_S, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_WORKLOAD_LEASE_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
 import { ManualClock } from './manual-clock.js';
+import { SchemaCompilers } from '../src/api/schema-compilers.js';
 import { fakeIptables } from './fake-iptables.js';
 import { responseValidator, type OpenApiDocument } from './openapi-validator.js';
 import { DEFAULT_QUOTAS } from '../src/tenants/tenants.js';
 import { DEFAULT_RETENTION } from '../src/retention/rules.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, HostFirewall, builtTenantInit } from '../src/runtime/index.js';
-import type { NewTenantRow } from '../src/store/index.js';
+import { openStore, type NewTenantRow } from '../src/store/index.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 
@@ -42,18 +43,63 @@ export const DOCKER_HOST = process.env.SVC_TEST_DOCKER_HOST ?? 'unix:///var/run/
 export const BOOTSTRAP_TOKEN = 'bootstrap-token-for-tests-0123456789abcdef';
 export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789abcdef-xyz';
 
-/** A fresh, empty PostgreSQL database; drop() removes it. */
-export async function freshPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+/** The URL of database `name` on the tests' PostgreSQL server. */
+function pgUrl(name: string): string {
+  const url = new URL(PG_ADMIN_URL ?? '');
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * A PostgreSQL database with every migration applied, kept on the tests' server under a name
+ * from the migrations' own text, and cloned for each server's store (CREATE DATABASE ...
+ * TEMPLATE): migrating took about half of a server's start. Made by the first test process that
+ * needs it, under an advisory lock (the lanes of make test start files at once), and published
+ * by a rename once migrated; the templates of older migrations are dropped then.
+ */
+let migratedPg: Promise<string> | null = null;
+function migratedPgTemplate(): Promise<string> {
+  migratedPg ??= (async () => {
+    const dir = new URL('../src/store/migrations/', import.meta.url);
+    const hash = createHash('sha256');
+    for (const f of readdirSync(dir).sort()) hash.update(f).update(readFileSync(new URL(f, dir)));
+    const name = `svc_test_migrated_${hash.digest('hex').slice(0, 16)}`;
+    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+    await admin.connect();
+    try {
+      await admin.query("SELECT pg_advisory_lock(hashtext('svc_test_migrated'))");
+      const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+      if (exists.rowCount === 0) {
+        const stale = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'svc\\_test\\_migrated\\_%'");
+        for (const { datname } of stale.rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+        const building = `${name}_building`;
+        await admin.query(`CREATE DATABASE ${building}`);
+        const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-pg-'));
+        const store = await openStore({ dataDir, databaseUrl: pgUrl(building) });
+        await store.close();
+        rmSync(dataDir, { recursive: true, force: true });
+        await admin.query(`ALTER DATABASE ${building} RENAME TO ${name}`);
+      }
+    } finally {
+      // Ends the session, and its advisory lock with it.
+      await admin.end();
+    }
+    return name;
+  })();
+  return migratedPg;
+}
+
+/** A fresh PostgreSQL database, empty or (`migrated`) a clone of the migrated template; drop() removes it. */
+export async function freshPgDatabase(o: { migrated?: boolean } = {}): Promise<{ url: string; drop: () => Promise<void> }> {
   if (!PG_ADMIN_URL) throw new Error('SVC_TEST_PG_URL is not set');
   const name = `svc_test_${randomBytes(6).toString('hex')}`;
+  const template = o.migrated ? await migratedPgTemplate() : null;
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.query(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   await admin.end();
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
   return {
-    url: url.toString(),
+    url: pgUrl(name),
     drop: async () => {
       const a = new pg.Client({ connectionString: PG_ADMIN_URL });
       await a.connect();
@@ -78,9 +124,32 @@ export async function freshPgDatabase(): Promise<{ url: string; drop: () => Prom
 }
 
 /** Where a store lives: a temp data dir, and for PostgreSQL a fresh database. */
-export async function storeLocation(kind: StoreKind): Promise<{ dataDir: string; databaseUrl: string | null; cleanup: () => Promise<void> }> {
+/**
+ * A SQLite store with every migration applied, made once per test process and copied into each
+ * server's data dir (migrating took about a tenth of a second of a server's quarter-second start).
+ * The migrations themselves run on fresh stores (store.test.ts, and this template's own).
+ */
+let migratedSqlite: Promise<string> | null = null;
+function migratedSqliteFile(): Promise<string> {
+  migratedSqlite ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-test-migrated-'));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    const store = await openStore({ dataDir: dir, databaseUrl: null });
+    await store.close();
+    return join(dir, 'svc.db');
+  })();
+  return migratedSqlite;
+}
+
+/** `migrated`: the store starts as a copy of one already migrated. */
+export async function storeLocation(kind: StoreKind, o: { migrated?: boolean } = {}): Promise<{ dataDir: string; databaseUrl: string | null; cleanup: () => Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-'));
-  const db = kind === 'postgres' ? await freshPgDatabase() : null;
+  const db = kind === 'postgres' ? await freshPgDatabase(o) : null;
+  if (kind === 'sqlite' && o.migrated) {
+    const file = await migratedSqliteFile();
+    copyFileSync(file, join(dataDir, 'svc.db'));
+    if (existsSync(`${file}-wal`)) copyFileSync(`${file}-wal`, join(dataDir, 'svc.db-wal'));
+  }
   return {
     dataDir,
     databaseUrl: db?.url ?? null,
@@ -166,12 +235,21 @@ export interface StartOptions {
    * still exists, but moving it changes nothing.
    */
   realTime?: boolean;
+  /**
+   * The manual clock runs on its own at this many times real time (ManualClock.run) from the
+   * start until close: the server's passes, backoffs, leases and periodic jobs take their turns
+   * in order, in milliseconds; a test may still move it on by hand.
+   */
+  clockRuns?: number;
   /** Where the API listens (default 127.0.0.1). */
   listenHost?: string;
 }
 
+/** Every server of a test file compiles its route schemas once (schema-compilers.ts). */
+const schemaCompilers = new SchemaCompilers();
+
 export async function startServer(o: StartOptions = {}): Promise<TestServer> {
-  const loc = await storeLocation(o.store ?? 'sqlite');
+  const loc = await storeLocation(o.store ?? 'sqlite', { migrated: true });
   const clock = new ManualClock();
   // A svcd on a stand-in runtime starts no container: the machine's iptables rules and tenant CPU
   // groups are the engine tests' (isolation.test.ts takes a rule away and expects health to
@@ -192,7 +270,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     await loc.cleanup();
     throw err;
   });
-  const server = await buildServer(deps);
+  const server = await buildServer(deps, { schemaCompilers });
   const listenHost = o.listenHost ?? '127.0.0.1';
   let port = 0;
   try {
@@ -208,6 +286,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     throw err;
   }
   const address = `http://127.0.0.1:${port}`;
+  const stopClock = o.clockRuns === undefined ? () => {} : clock.run(o.clockRuns);
   return {
     url: address,
     // Every answer its clients see is checked against the OpenAPI document.
@@ -216,6 +295,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     clock,
     server,
     close: async () => {
+      stopClock();
       await server.close();
       await closeDeps(deps);
       await loc.cleanup();
@@ -357,7 +437,9 @@ function bindable(port: number): Promise<boolean> {
 export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 30_000): Promise<T> {
   const until = Date.now() + ms;
   let last = 'its last try answered not yet';
-  for (;;) {
+  // Tries soon at first (in-memory work ends in milliseconds), then every 100 ms at most (work on
+  // the engine takes seconds, and a try is a request to svcd or the engine).
+  for (let pauseMs = 2; ; pauseMs = Math.min(pauseMs * 2, 100)) {
     const v = await fn().catch((err: unknown) => {
       last = `its last try failed: ${err instanceof Error ? err.message : String(err)}`;
       return undefined;
@@ -365,7 +447,7 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     if (v !== undefined && v !== false) return v;
     if (Date.now() > until) throw new Error(`timed out waiting for ${what} (${last})`);
     last = 'its last try answered not yet';
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, pauseMs));
   }
 }
 

@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import { eachStore, newTenant, startServer, type TestServer } from './harness.js';
 import { memoryRuntime } from './memory-runtime.js';
+import { ManualClock } from './manual-clock.js';
 import { settled } from './service-fixtures.js';
 
 const REGISTRY = '127.0.0.1:5999/memory';
@@ -24,15 +25,22 @@ eachStore((kind) => {
   describe(`health checks on the memory driver (${kind})`, () => {
     let t: TestServer;
     let mem: ReturnType<typeof memoryRuntime>;
+    let stopClock = () => {};
 
     before(async () => {
-      mem = memoryRuntime(IMAGES);
-      // A check that never passes fails its deploy after 1.5 s, in real time.
-      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 1_500 } });
+      // The driver's time (its readiness deadline, the probes' pauses and bounds, the trickling
+      // answer's pace) runs fifty times faster than real time: a check that never passes fails
+      // its deploy after 20 s of it (0.4 s), and a try of 5 s takes a tenth of a second. It moves
+      // a step per turn of the event loop: a starved test process slows it as much as its probes.
+      const clock = new ManualClock(Date.now());
+      stopClock = clock.run(50);
+      mem = memoryRuntime(IMAGES, clock);
+      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 20_000 } });
     });
     after(async () => {
       await t.close();
       await mem.driver.close();
+      stopClock();
     });
 
     test('an HTTP check: ready once its path answers 2xx or 3xx; a path answering 404 fails the deploy saying so', async () => {
@@ -48,7 +56,7 @@ eachStore((kind) => {
       const missing = await a.client.createService({ name: 'missing', image: ROUTED, health_check: { type: 'http', path: '/nowhere?x=1' } });
       const failed = await settled(a, missing.id);
       assert.equal(failed.status, 'failed');
-      assert.match(failed.last_error ?? '', /not ready within 2 s: health check GET \/nowhere\?x=1: answered 404/);
+      assert.match(failed.last_error ?? '', /not ready within 20 s: health check GET \/nowhere\?x=1: answered 404/);
       const left = (await mem.driver.list({ tenantId: a.id })).filter((w) => w.state === 'running').map((w) => w.name);
       assert.equal(left.length, 3, `only the three ready services run: ${left.join(', ')}`);
     });

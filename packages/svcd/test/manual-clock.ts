@@ -48,6 +48,20 @@ export class ManualClock implements Clock, Timers {
     this.ms = target;
   }
 
+  /**
+   * Lets time run on its own until the returned function is called: `stepMs` about every real
+   * millisecond (a hundred times real time for 100), each step firing what fell due in order, with
+   * the work those timers started running between steps. For tests whose code waits out backoffs
+   * and leases while doing real work (a store, sockets): the waits pass in milliseconds and nothing
+   * has to know how many steps a rule takes.
+   */
+  run(stepMs: number): () => void {
+    const ticker = setInterval(() => this.advance(stepMs), 1);
+    // A test that forgot to stop it still ends.
+    ticker.unref();
+    return () => clearInterval(ticker);
+  }
+
   private add(fn: () => void, ms: number, every: number | null): TimerHandle {
     const p: Pending = { at: this.ms + ms, fn, every, cancelled: false };
     this.pending.push(p);

@@ -3,9 +3,11 @@
 // refused: tests that need them run on the real engine.
 import { MemoryDriver, type MemoryImage } from '../src/runtime/memory/memory-driver.js';
 import type { Runtime } from '../src/runtime/index.js';
+import type { Clock, Timers } from '../src/clock.js';
 
-export function memoryRuntime(registry: Record<string, MemoryImage>): { runtime: Runtime; driver: MemoryDriver } {
-  const driver = new MemoryDriver({ images: {}, registry });
+/** `time`: the driver's clock and timers (a running ManualClock: its starts, exits and readiness deadlines in less real time); real time by default. */
+export function memoryRuntime(registry: Record<string, MemoryImage>, time?: Clock & Timers): { runtime: Runtime; driver: MemoryDriver } {
+  const driver = new MemoryDriver({ images: {}, registry, ...(time ? { clock: time, timers: time } : {}) });
   const refused = () => Promise.reject(new Error('the memory runtime builds and pushes nothing'));
   const runtime: Runtime = {
     // The driver's own methods, bound: they read its private state.

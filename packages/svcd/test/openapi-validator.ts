@@ -3,7 +3,7 @@
 // installs it on every server it starts, so the HTTP tests keep the document honest.
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { ObservedResponse } from '@svc/client';
-import { addFormats } from '../src/api/server.js';
+import { addFormats } from '../src/api/schema-compilers.js';
 
 interface Operation {
   responses?: Record<string, { content?: Record<string, { schema?: object }> }>;

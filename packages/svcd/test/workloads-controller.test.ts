@@ -5,9 +5,8 @@
 // applying each workload once. The engine-backed suites (databases, kanban, two-svcd) run the
 // same controller on the real engine.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import pino from 'pino';
-import { systemClock, systemTimers, type Timers } from '../src/clock.js';
 import { NodeUnavailableError, type Applied, type ApplyRequest, type Runtime } from '../src/runtime/index.js';
 import { openStore, type Repositories, type Store, type WorkloadRow } from '../src/store/index.js';
 import { DROPPED_CONNECTION_TRIES, Superseded, WorkloadController, parseSpecRecord, type WorkloadOutcome, type WorkloadRules } from '../src/workloads/controller.js';
@@ -72,8 +71,16 @@ eachStore((kind) => {
     /** What the controllers logged at warn and above: { workload, msg }. */
     const warnings: Array<{ workload?: string; msg: string }> = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line) as { workload?: string; msg: string }) });
-    const controller = (holder: string, leaseMs?: number, timers: Timers = systemTimers) => {
-      const c = new WorkloadController({ store, runtime, clock: systemClock, timers, log, holder, leaseMs });
+    /**
+     * The controllers' time, running a hundred times faster than real time (ManualClock.run):
+     * their backoffs (1 s, 2 s, 4 s...), leases and passes pass in milliseconds, in the order they
+     * fall due. Time moves one step per turn of the event loop, so a stalled test process stalls
+     * it too: a lease renewal under way is never overtaken by a lapse it did not have time for.
+     */
+    let clock: ManualClock;
+    let stopClock: () => void = () => {};
+    const controller = (holder: string, leaseMs?: number, time: ManualClock = clock) => {
+      const c = new WorkloadController({ store, runtime, clock: time, timers: time, log, holder, leaseMs });
       const rules = new RecordingRules(runtime);
       c.handle('database', rules);
       controllers.push(c);
@@ -130,7 +137,12 @@ eachStore((kind) => {
         },
       });
     });
+    beforeEach(() => {
+      clock = new ManualClock(Date.now());
+      stopClock = clock.run(100);
+    });
     afterEach(async () => {
+      stopClock();
       for (const c of controllers.splice(0)) await c.close();
       engineDown = false;
       failingRemovals = 0;
@@ -208,14 +220,18 @@ eachStore((kind) => {
 
     test("a dead holder's lease is waited out; then another controller takes the row over and applies it", async () => {
       const w = await add(SERVING);
-      // A svcd that claimed the row and died: its lease runs 5 s more (well past the check below,
-      // on a loaded machine too).
-      assert.equal(await store.workloads.claim(w.id, 'dead-svcd/1', Date.now(), 5_000), true);
+      // A svcd that claimed the row and died: its lease runs 5 s more. Time stands still while
+      // the live lease is looked at (its passes kicked, not timed).
+      stopClock();
+      assert.equal(await store.workloads.claim(w.id, 'dead-svcd/1', clock.now(), 5_000), true);
       const { c, rules } = controller('ctl-b/1');
       c.start();
-      await new Promise((r) => setTimeout(r, 800));
+      await new Promise((r) => setTimeout(r, 100));
+      c.kick();
+      await new Promise((r) => setTimeout(r, 100));
       assert.equal(rules.applies, 0, 'not while the lease is live');
       assert.equal((await row(w.id)).lease_holder, 'dead-svcd/1');
+      stopClock = clock.run(100);
       const running = await observedAt(w.id, 'running');
       assert.equal(rules.applies, 1);
       assert.ok(running.driver_ref);
@@ -305,15 +321,14 @@ eachStore((kind) => {
     });
 
     test('a controller whose lease went to another holder stops its apply, removes what it started, and writes nothing', async () => {
-      // A short lease, renewed every second, so that losing it shows soon (not shorter: a
-      // stall of a loaded test process past its renewals would end the apply before the takeover).
-      const { c, rules } = controller('ctl-a/1', 3_000);
+      // The default lease, renewed every 10 s: losing it shows at the next renewal.
+      const { c, rules } = controller('ctl-a/1');
       const w = await add(SLOW);
       c.start();
       await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));
       // Another svcd takes the row over (as if this one had stalled past its lease).
       assert.equal(await store.workloads.release(w.id, 'ctl-a/1', 1, null, null, 0), true);
-      assert.equal(await store.workloads.claim(w.id, 'ctl-b/1', Date.now(), 60_000), true);
+      assert.equal(await store.workloads.claim(w.id, 'ctl-b/1', clock.now(), 600_000), true);
       await waitFor('the apply to stop and remove its container', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? undefined : true), 15_000);
       const now = await row(w.id);
       assert.equal(now.lease_holder, 'ctl-b/1', "the other holder's lease stands");
@@ -368,7 +383,7 @@ eachStore((kind) => {
 
     test('a request made in this process stops the apply under way at once, without waiting for a timer', async () => {
       // Timers that never fire: neither the pass nor the generation watch runs unless kicked.
-      const { c, rules } = controller('ctl-a/1', undefined, new ManualClock());
+      const { c, rules } = controller('ctl-a/1', undefined, new ManualClock(Date.now()));
       const w = await add(SLOW);
       c.kick();
       await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));

@@ -2,8 +2,6 @@
 // error mapping and the routes. Routes parse and validate, call one domain function, and reply.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import { Ajv, type Options as AjvOptions } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import fastifyWebsocket from '@fastify/websocket';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
@@ -16,6 +14,7 @@ import { idempotencyOnSend, idempotencyPreHandler, isIdempotencyCandidate } from
 import { openApiRoute, registerOpenApi } from './openapi.js';
 import { READ_HEADER_TIMEOUT_MS, requestTimeouts, UPLOAD_READ_TIMEOUT_MS } from './timeouts.js';
 import { ConnectionCap } from './connection-cap.js';
+import { SchemaCompilers } from './schema-compilers.js';
 import { registerFollowedStreams } from './streaming.js';
 import { activityRoutes } from './routes/activity.js';
 import { serviceRoutes } from './routes/services.js';
@@ -34,10 +33,6 @@ import { tenantRoutes } from './routes/tenants.js';
 import { meteringRoutes } from './routes/metering.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import './route-config.js';
-
-// ajv-formats is published as CommonJS with a default export; under NodeNext it arrives wrapped.
-export const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
 
 export interface RouteEntry {
   method: string;
@@ -77,19 +72,6 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
-/**
- * Two validators: bodies are checked strictly (a string "5" is not the integer 5: the quota
- * patch takes integers only), while query strings and path parameters, which are always text on
- * the wire, are coerced to their declared types.
- */
-function validatorCompiler() {
-  const base: AjvOptions = { allErrors: false, useDefaults: true, strict: false };
-  const strictAjv = addFormats(new Ajv({ ...base, coerceTypes: false, removeAdditional: false }));
-  const coercingAjv = addFormats(new Ajv({ ...base, coerceTypes: true, removeAdditional: false }));
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
-    (httpPart === 'body' ? strictAjv : coercingAjv).compile(schema);
-}
-
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 /**
@@ -102,7 +84,12 @@ function toArray<T>(x: T | T[] | undefined): T[] {
   return x === undefined ? [] : Array.isArray(x) ? x : [x];
 }
 
-export async function buildServer(deps: Deps): Promise<SvcServer> {
+export interface BuildServerOptions {
+  /** Compiled route schemas shared with other servers of this process (a test file's); a server of its own otherwise. */
+  schemaCompilers?: SchemaCompilers;
+}
+
+export async function buildServer(deps: Deps, o: BuildServerOptions = {}): Promise<SvcServer> {
   // Fastify's base logger type, not pino's own: the instance takes its logger type from this one,
   // and SvcServer's is FastifyBaseLogger.
   const logger: FastifyBaseLogger = deps.log;
@@ -140,7 +127,9 @@ export async function buildServer(deps: Deps): Promise<SvcServer> {
   // closed after a refusal (a 401 from a later hook would otherwise leave the socket open for
   // good). A frame from a client is input or a resize: 64 KiB at most.
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
-  app.setValidatorCompiler(validatorCompiler());
+  const compilers = o.schemaCompilers ?? new SchemaCompilers();
+  app.setValidatorCompiler(compilers.validator);
+  app.setSerializerCompiler(compilers.serializer);
   app.setErrorHandler(errorHandler);
   // The fields the access pipeline sets on a request (route-config.ts), declared up front so that
   // every request object has one shape, as Fastify advises for V8.

@@ -8,6 +8,8 @@
 // the workload is ready as seen from where svcd and the proxy reach it. It is idempotent by the
 // spec's name, and a failed apply leaves nothing of its own running.
 
+import type { Timers } from '../clock.js';
+
 export type WorkloadKind = 'service' | 'database' | 'kanban' | 'environment' | 'build';
 
 /** What to run: one container (later, one Swarm service). */
@@ -167,8 +169,9 @@ export interface Readiness {
   /**
    * Resolves once the workload answers properly at its endpoint (a login, a health route).
    * Without one: a workload with a port is ready when it accepts TCP there, one without when it runs.
+   * `timers` are the waiting driver's: a probe's own time bounds run on them.
    */
-  probe?: (endpoint: Endpoint) => Promise<void>;
+  probe?: (endpoint: Endpoint, timers: Timers) => Promise<void>;
   /** Not ready by then: apply rejects with the last probe error (and removes what it started). */
   timeoutMs: number;
   /** Pause between probes. */

@@ -63,7 +63,7 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
       reachableSince ??= o.clock.now();
       const probe = o.ready.probe ?? defaultProbe;
       try {
-        await within(o.timers, o.ready.probeTimeoutMs, probe(endpoint));
+        await within(o.timers, o.ready.probeTimeoutMs, probe(endpoint, o.timers));
         return endpoint;
       } catch (err) {
         last = (err as Error).message;
@@ -82,8 +82,8 @@ export async function waitUntilReady(o: ReadyWaitOptions): Promise<Endpoint> {
 }
 
 /** One try of a readiness's probe (its own, or the default) at an endpoint: whether it passed (a replica joining its route). */
-export function probePasses(ready: Pick<Readiness, 'probe'>, endpoint: Endpoint): Promise<boolean> {
-  return (ready.probe ?? defaultProbe)(endpoint).then(
+export function probePasses(ready: Pick<Readiness, 'probe'>, endpoint: Endpoint, timers: Timers): Promise<boolean> {
+  return (ready.probe ?? defaultProbe)(endpoint, timers).then(
     () => true,
     () => false,
   );

@@ -375,7 +375,7 @@ export class Deployer implements WorkloadRules {
   private async routedCopies(s: ServiceRow, running: ReadonlyArray<{ host: string; port: number }>): Promise<string | null> {
     const routed = new Set(s.upstream === null ? [] : splitUpstreams(s.upstream).map((a) => joinUpstreams([a])));
     const check = readinessOf(healthCheckOf(s.health_check), 0);
-    const kept = (await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await probePasses(check, a)) ? [a] : [])))).flat();
+    const kept = (await Promise.all(running.map(async (a) => (routed.has(joinUpstreams([a])) || (await probePasses(check, a, this.deps.timers)) ? [a] : [])))).flat();
     // None routed runs any more and none new passes yet (its one task moved): to where it runs
     // now, as the proxy cannot reach what is gone either.
     return joinUpstreams(kept.length > 0 ? kept : running);

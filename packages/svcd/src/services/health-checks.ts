@@ -59,7 +59,7 @@ export function readinessOf(check: HealthCheck, timeoutMs: number): Readiness {
     everyMs: HTTP_EVERY_MS,
     // The try ends itself at HTTP_PROBE_TIMEOUT_MS (its socket destroyed); the wait's own bound comes after.
     probeTimeoutMs: HTTP_PROBE_TIMEOUT_MS + 500,
-    probe: (endpoint) =>
+    probe: (endpoint, timers) =>
       new Promise<void>((resolve, reject) => {
         const fail = (why: string) => reject(new Error(`health check GET ${path}: ${why}`));
         if (endpoint.port === null) {
@@ -77,10 +77,9 @@ export function readinessOf(check: HealthCheck, timeoutMs: number): Readiness {
           },
         );
         // The whole try, not an idle time: a server trickling its headers, or sending 1xx
-        // answers without end, would hold an idle timer off for as long as it runs. Node's timer,
-        // as a socket's own timeout is: it bounds a real connection, not svc's pacing.
-        const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${String(HTTP_PROBE_TIMEOUT_MS / 1000)} s`)), HTTP_PROBE_TIMEOUT_MS);
-        req.on('close', () => clearTimeout(deadline));
+        // answers without end, would hold an idle timer off for as long as it runs.
+        const deadline = timers.setTimeout(() => req.destroy(new Error(`no answer within ${String(HTTP_PROBE_TIMEOUT_MS / 1000)} s`)), HTTP_PROBE_TIMEOUT_MS);
+        req.on('close', () => deadline.cancel());
         req.on('error', (err) => fail(err.message));
         req.end();
       }),
