@@ -21,6 +21,18 @@ const IMAGES: Record<string, MemoryImage> = { [TEMPLATE]: {} };
 const SERVING = `${REGISTRY}/serving:1`;
 const environmentImages = { default: TEMPLATE, node: MISSING, python: TEMPLATE, go: TEMPLATE };
 
+/**
+ * waitFor, moving svcd's clock on by a second each time it looks: the warm pool's refill job
+ * (every 5 s), the controller's passes and backoffs take their turns while the test waits for
+ * what they do, in steps shorter than any lease's renewal, and never under a request.
+ */
+function waitAdvancing<T>(t: TestServer, what: string, fn: () => Promise<T | undefined | false>, ms?: number): Promise<T> {
+  return waitFor(what, () => {
+    t.clock.advance(1_000);
+    return fn();
+  }, ms);
+}
+
 eachStore((kind) => {
   describe(`environments as workloads on the memory driver (${kind})`, () => {
     let t: TestServer;
@@ -276,7 +288,7 @@ eachStore((kind) => {
 
     before(async () => {
       mem = memoryRuntime(IMAGES);
-      t = await startServer({ store: kind, clockRuns: 20, config: { environmentImages: { ...environmentImages, node: TEMPLATE }, environmentWarmPool: 1 }, overrides: { runtime: mem.runtime } });
+      t = await startServer({ store: kind, config: { environmentImages: { ...environmentImages, node: TEMPLATE }, environmentWarmPool: 1 }, overrides: { runtime: mem.runtime } });
     });
     after(async () => {
       await t.close();
@@ -286,7 +298,7 @@ eachStore((kind) => {
     test('the controller starts the pool; a create takes a ready one (its warm row goes with the claim) and the pool refills', async () => {
       // The shared pool's (a tenant no container is kept for).
       const ready = () => t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody');
-      const [pooled] = await waitFor('the pool to fill', async () => {
+      const [pooled] = await waitAdvancing(t, 'the pool to fill', async () => {
         const r = await ready();
         return r.length === 1 ? r : undefined;
       });
@@ -302,7 +314,7 @@ eachStore((kind) => {
       assert.equal(await t.deps.store.workloads.find('warm', pooled.workload), undefined, 'no longer the pool\'s');
       const w = await t.deps.store.workloads.find('environment', env.id);
       assert.deepEqual(w && [w.observed_generation, w.observed_state, w.driver_ref, (JSON.parse(w.spec) as { name: string }).name], [1, 'running', pooled.container_id, pooled.workload]);
-      await waitFor('the pool to refill', async () => ((await ready()).some((r) => r.workload !== pooled.workload) ? true : undefined));
+      await waitAdvancing(t, 'the pool to refill', async () => ((await ready()).some((r) => r.workload !== pooled.workload) ? true : undefined));
 
       // Reconcile takes neither the waiting one nor the handed-over one for an orphan.
       await t.deps.workloads.reconcile();
@@ -313,11 +325,11 @@ eachStore((kind) => {
       // container's name, which reconcile then leaves alone (it is the environment's, by label).
       await mem.driver.remove(pooled.container_id);
       await t.deps.workloads.reconcile();
-      const again = await waitFor('a new container', async () => {
+      const again = await waitAdvancing(t, 'a new container', async () => {
         const c = await mem.driver.inspect(pooled.workload);
         return c?.state === 'running' ? c : undefined;
       });
-      await waitFor('the environment to be observed on it', async () => ((await t.deps.store.environments.findAny(env.id))?.container_id === again.id ? true : undefined));
+      await waitAdvancing(t, 'the environment to be observed on it', async () => ((await t.deps.store.environments.findAny(env.id))?.container_id === again.id ? true : undefined));
       await t.deps.workloads.reconcile();
       await t.deps.workloads.reconcile();
       assert.equal((await mem.driver.inspect(pooled.workload))?.id, again.id, 'not taken for an orphan');
@@ -333,7 +345,7 @@ eachStore((kind) => {
         ready: { timeoutMs: 5_000, everyMs: 10, probeTimeoutMs: 1_000 },
         signal: new AbortController().signal,
       });
-      await waitFor('the stray to go', async () => ((await mem.driver.inspect('svc-env-stray')) === null ? true : undefined), 20_000);
+      await waitAdvancing(t, 'the stray to go', async () => ((await mem.driver.inspect('svc-env-stray')) === null ? true : undefined), 20_000);
       assert.equal((await ready()).length, 1, "the pool's own stay");
     });
   });
@@ -356,7 +368,7 @@ eachStore((kind) => {
         },
       };
       // Two shared per template; one kept in all; one not taken goes after 10 min (KEPT_IDLE_S).
-      t = await startServer({ store: kind, clockRuns: 20, config: { environmentImages, environmentWarmPool: 2, environmentWarmReserve: 1 }, overrides: { runtime } });
+      t = await startServer({ store: kind, config: { environmentImages, environmentWarmPool: 2, environmentWarmReserve: 1 }, overrides: { runtime } });
     });
     after(async () => {
       await t.close();
@@ -365,10 +377,10 @@ eachStore((kind) => {
 
     test("a tenant that took one gets the next of the template kept on its own network: its next create moves nothing; no other tenant gets it; it goes when not taken in time, or when its tenant is suspended", async () => {
       const shared = () => t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody');
-      const sharedReady = () => waitFor('the shared pool to fill', async () => ((await shared()).length === 2 ? true : undefined), 20_000);
+      const sharedReady = () => waitAdvancing(t, 'the shared pool to fill', async () => ((await shared()).length === 2 ? true : undefined), 20_000);
       const keptFor = async (tenantId: string) => (await t.deps.store.warmPool.all()).find((r) => r.tenant_id === tenantId);
       const keptReady = (tenantId: string, not?: string) =>
-        waitFor(`a container kept for ${tenantId}`, async () => {
+        waitAdvancing(t, `a container kept for ${tenantId}`, async () => {
           const r = await keptFor(tenantId);
           return r?.status === 'kept' && r.workload !== not ? r : undefined;
         }, 20_000);
@@ -402,10 +414,14 @@ eachStore((kind) => {
       assert.equal((await t.deps.store.environments.findAny(two.id))?.address, kept.address);
       assert.equal((await a.client.exec(two.id, { command: ['true'] })).exit_code, 0);
 
-      // The next is kept for it again; not taken within 10 min, it goes, container and row.
+      // The next is kept for it again; not taken within 10 min, it goes, container and row: kept
+      // a minute before (the pool's job has run then), gone after.
       const next = await keptReady(a.id, kept.workload);
-      t.clock.advance(KEPT_IDLE_S * 1000);
-      await waitFor('the one not taken to go', async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(next.container_id)) === null ? true : undefined), 30_000);
+      t.clock.advance((KEPT_IDLE_S - 60) * 1000);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal((await keptFor(a.id))?.workload, next.workload, 'still kept a minute before its time');
+      t.clock.advance(60_000);
+      await waitAdvancing(t, 'the one not taken to go', async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(next.container_id)) === null ? true : undefined), 30_000);
 
       // Kept again after a take; its tenant suspended, it goes.
       await a.client.deleteEnvironment(one.id);
@@ -413,12 +429,12 @@ eachStore((kind) => {
       await a.client.createEnvironment({ name: 'three', template_id: 'default' });
       const last = await keptReady(a.id);
       await a.client.suspendTenant();
-      await waitFor("the suspended tenant's to go", async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(last.container_id)) === null ? true : undefined), 30_000);
+      await waitAdvancing(t, "the suspended tenant's to go", async () => ((await keptFor(a.id)) === undefined && (await mem.driver.inspect(last.container_id)) === null ? true : undefined), 30_000);
     });
 
     test('a hand-over that fails keeps nothing for the tenant; with the engine away, one shared container is tried, not every one', async () => {
-      const sharedFull = () => waitFor('the shared pool to fill', async () => ((await t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody')).length === 2 ? true : undefined), 20_000);
-      await waitFor('no container kept for anyone', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id !== null) ? undefined : true), 30_000);
+      const sharedFull = () => waitAdvancing(t, 'the shared pool to fill', async () => ((await t.deps.store.warmPool.ready('default', TEMPLATE, 'nobody')).length === 2 ? true : undefined), 20_000);
+      await waitAdvancing(t, 'no container kept for anyone', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id !== null) ? undefined : true), 30_000);
       await sharedFull();
       const c = await newTenant(t);
       const before = moved.length;
@@ -435,7 +451,7 @@ eachStore((kind) => {
       // The same create with the engine back keeps one (the slot was free: the check above could fail).
       await sharedFull();
       await c.client.createEnvironment({ name: 'back', template_id: 'default' });
-      await waitFor('one kept for the tenant', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id === c.id) ? true : undefined), 20_000);
+      await waitAdvancing(t, 'one kept for the tenant', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id === c.id) ? true : undefined), 20_000);
     });
 
     test('no more than --env-warm-reserve kept ones are started, whatever was written: a wish past it goes', async () => {
@@ -444,11 +460,11 @@ eachStore((kind) => {
       const wish = (workload: string, tenantId: string, at: number) => ({ workload, template_id: 'python', image: TEMPLATE, container_id: '', status: 'reserved' as const, created_at: at, claimed_at: null, agent_token: null, tenant_id: tenantId, address: null });
       // What the cases before kept goes once their tenants are suspended.
       for (const w of (await t.deps.store.warmPool.all()).filter((r) => r.tenant_id !== null)) await t.deps.tenants.suspend(w.tenant_id ?? '');
-      await waitFor('no container kept for anyone', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id !== null) ? undefined : true), 30_000);
+      await waitAdvancing(t, 'no container kept for anyone', async () => ((await t.deps.store.warmPool.all()).some((w) => w.tenant_id !== null) ? undefined : true), 30_000);
       // Two hand-overs at once may both write one past the count (--env-warm-reserve 1 here).
       assert.equal(await t.deps.store.warmPool.keep(wish('svc-env-wish-d', d.id, now)), true);
       assert.equal(await t.deps.store.warmPool.keep(wish('svc-env-wish-e', e.id, now + 1)), true);
-      const settled = await waitFor('one started and the other gone', async () => {
+      const settled = await waitAdvancing(t, 'one started and the other gone', async () => {
         const rows = (await t.deps.store.warmPool.all()).filter((w) => w.tenant_id === d.id || w.tenant_id === e.id);
         return rows.length === 1 && rows[0]!.status === 'kept' ? rows : undefined;
       }, 30_000);

@@ -70,8 +70,10 @@ function migratedPgTemplate(): Promise<string> {
       await admin.query("SELECT pg_advisory_lock(hashtext('svc_test_migrated'))");
       const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
       if (exists.rowCount === 0) {
+        // Older migrations' templates go, unless in use (another checkout's tests at once clone
+        // theirs: its drop waits for a clone under way, and one after it makes the template again).
         const stale = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'svc\\_test\\_migrated\\_%'");
-        for (const { datname } of stale.rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+        for (const { datname } of stale.rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}"`).catch(() => {});
         const building = `${name}_building`;
         await admin.query(`CREATE DATABASE ${building}`);
         const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-pg-'));
@@ -86,6 +88,8 @@ function migratedPgTemplate(): Promise<string> {
     }
     return name;
   })();
+  // A failure is not kept: the next server's start tries again.
+  migratedPg.catch(() => (migratedPg = null));
   return migratedPg;
 }
 
@@ -93,11 +97,21 @@ function migratedPgTemplate(): Promise<string> {
 export async function freshPgDatabase(o: { migrated?: boolean } = {}): Promise<{ url: string; drop: () => Promise<void> }> {
   if (!PG_ADMIN_URL) throw new Error('SVC_TEST_PG_URL is not set');
   const name = `svc_test_${randomBytes(6).toString('hex')}`;
-  const template = o.migrated ? await migratedPgTemplate() : null;
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();
-  await admin.query(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
-  await admin.end();
+  try {
+    if (!o.migrated) await admin.query(`CREATE DATABASE ${name}`);
+    else {
+      await admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPgTemplate()}`).catch(async (err: unknown) => {
+        // The template was dropped since (another checkout's tests, of other migrations): made again.
+        if ((err as { code?: string }).code !== '3D000') throw err;
+        migratedPg = null;
+        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPgTemplate()}`);
+      });
+    }
+  } finally {
+    await admin.end();
+  }
   return {
     url: pgUrl(name),
     drop: async () => {
@@ -235,12 +249,6 @@ export interface StartOptions {
    * still exists, but moving it changes nothing.
    */
   realTime?: boolean;
-  /**
-   * The manual clock runs on its own at this many times real time (ManualClock.run) from the
-   * start until close: the server's passes, backoffs, leases and periodic jobs take their turns
-   * in order, in milliseconds; a test may still move it on by hand.
-   */
-  clockRuns?: number;
   /** Where the API listens (default 127.0.0.1). */
   listenHost?: string;
 }
@@ -286,7 +294,6 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     throw err;
   }
   const address = `http://127.0.0.1:${port}`;
-  const stopClock = o.clockRuns === undefined ? () => {} : clock.run(o.clockRuns);
   return {
     url: address,
     // Every answer its clients see is checked against the OpenAPI document.
@@ -295,7 +302,6 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     clock,
     server,
     close: async () => {
-      stopClock();
       await server.close();
       await closeDeps(deps);
       await loc.cleanup();

@@ -52,13 +52,15 @@ export class ManualClock implements Clock, Timers {
    * Lets time run on its own until the returned function is called: `stepMs` about every real
    * millisecond (a hundred times real time for 100), each step firing what fell due in order, with
    * the work those timers started running between steps. For tests whose code waits out backoffs
-   * and leases while doing real work (a store, sockets): the waits pass in milliseconds and nothing
-   * has to know how many steps a rule takes.
+   * and readiness deadlines while doing real work (a store, sockets): the waits pass in
+   * milliseconds and nothing has to know how many steps a rule takes. Time runs on while that
+   * work waits for an answer (a PostgreSQL query, a socket): a rule that must see an answer within
+   * a time (a lease's renewal) needs that time to be seconds of real time at the speed chosen.
    */
   run(stepMs: number): () => void {
+    // Not unref'd: a case that waits on this clock alone (a readiness deadline) has nothing
+    // else keeping its process up. Every caller stops it in an after hook.
     const ticker = setInterval(() => this.advance(stepMs), 1);
-    // A test that forgot to stop it still ends.
-    ticker.unref();
     return () => clearInterval(ticker);
   }
 

@@ -73,13 +73,14 @@ eachStore((kind) => {
     const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line) as { workload?: string; msg: string }) });
     /**
      * The controllers' time, running a hundred times faster than real time (ManualClock.run):
-     * their backoffs (1 s, 2 s, 4 s...), leases and passes pass in milliseconds, in the order they
-     * fall due. Time moves one step per turn of the event loop, so a stalled test process stalls
-     * it too: a lease renewal under way is never overtaken by a lapse it did not have time for.
+     * their backoffs (1 s, 2 s, 4 s...) and passes pass in milliseconds, in the order they fall
+     * due. A store's answer is waited for in real time meanwhile (PostgreSQL's, over a socket),
+     * so leases are ten minutes unless the case is about them: a renewal has seconds of real time
+     * to be written before the controller gives its work up.
      */
     let clock: ManualClock;
     let stopClock: () => void = () => {};
-    const controller = (holder: string, leaseMs?: number, time: ManualClock = clock) => {
+    const controller = (holder: string, leaseMs = 600_000, time: ManualClock = clock) => {
       const c = new WorkloadController({ store, runtime, clock: time, timers: time, log, holder, leaseMs });
       const rules = new RecordingRules(runtime);
       c.handle('database', rules);
@@ -226,9 +227,7 @@ eachStore((kind) => {
       assert.equal(await store.workloads.claim(w.id, 'dead-svcd/1', clock.now(), 5_000), true);
       const { c, rules } = controller('ctl-b/1');
       c.start();
-      await new Promise((r) => setTimeout(r, 100));
-      c.kick();
-      await new Promise((r) => setTimeout(r, 100));
+      await c.passNow();
       assert.equal(rules.applies, 0, 'not while the lease is live');
       assert.equal((await row(w.id)).lease_holder, 'dead-svcd/1');
       stopClock = clock.run(100);
@@ -321,8 +320,8 @@ eachStore((kind) => {
     });
 
     test('a controller whose lease went to another holder stops its apply, removes what it started, and writes nothing', async () => {
-      // The default lease, renewed every 10 s: losing it shows at the next renewal.
-      const { c, rules } = controller('ctl-a/1');
+      // A lease of a minute, renewed every 20 s: losing it shows at the next renewal.
+      const { c, rules } = controller('ctl-a/1', 60_000);
       const w = await add(SLOW);
       c.start();
       await waitFor('the apply to run', async () => ((await mem.driver.list({ tenantId: 'tenantctl' })).some((x) => x.name === w.id) ? true : undefined));

@@ -37,7 +37,9 @@ export class SchemaCompilers {
     (httpPart === 'body' ? this.strictAjv : this.coercingAjv).compile(schema);
 
   /** For Fastify's setSerializerCompiler. */
-  readonly serializer = ({ schema }: { schema: object }): Serializer => {
+  readonly serializer = ({ schema }: { schema: unknown }): Serializer => {
+    // A boolean schema (JSON Schema allows one) cannot key a WeakMap: compiled each time.
+    if (typeof schema !== 'object' || schema === null) return fastJsonStringify(schema as object) as Serializer;
     let serialize = this.serializers.get(schema);
     if (!serialize) {
       serialize = fastJsonStringify(schema) as Serializer;
