@@ -26,7 +26,7 @@ import { KanbanImage } from './kanban/image.js';
 import { Environments } from './environments/environments.js';
 import { EnvironmentFiles } from './environments/files.js';
 import { previewRouteTargets } from './environments/previews.js';
-import { KEPT_IDLE_S, WarmPool } from './environments/warm-pool.js';
+import { WarmPool } from './environments/warm-pool.js';
 import { writeCaBundle } from './sources/git.js';
 import { BuildRunner, type BuildRunnerOptions } from './builds/runner.js';
 import { checkSourceUrl, resolveWithSystem, type ResolveHost, type SourceCheck } from './sources/sources.js';
@@ -151,8 +151,6 @@ export interface DepsOverrides {
   kanbanReadyTimeoutMs?: number;
   /** How often the environment lease reaper runs (tests: short). */
   environmentReapEveryMs?: number;
-  /** Tests: how long a warm container kept for a tenant waits to be taken (environments/warm-pool.ts). */
-  warmKeptIdleS?: number;
   /** Name resolution for build sources (tests). */
   resolveHost?: ResolveHost;
   maxActiveTenants?: number;
@@ -420,7 +418,6 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ...core,
     size: config.environmentWarmPool,
     kept: config.environmentWarmReserve,
-    keptIdleS: o.warmKeptIdleS ?? KEPT_IDLE_S,
     images: config.environmentImages,
     start: (workload, image, agentToken, keptFor, signal) => environments.runWarm(workload, image, agentToken, keptFor, signal),
     controller: workloads,

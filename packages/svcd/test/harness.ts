@@ -99,14 +99,15 @@ export async function freshPgDatabase(o: { migrated?: boolean } = {}): Promise<{
   const name = `svc_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();
+  const clone = async () => admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPgTemplate()}`);
   try {
     if (!o.migrated) await admin.query(`CREATE DATABASE ${name}`);
     else {
-      await admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPgTemplate()}`).catch(async (err: unknown) => {
+      await clone().catch(async (err: unknown) => {
         // The template was dropped since (another checkout's tests, of other migrations): made again.
         if ((err as { code?: string }).code !== '3D000') throw err;
         migratedPg = null;
-        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPgTemplate()}`);
+        await clone();
       });
     }
   } finally {
@@ -137,7 +138,6 @@ export async function freshPgDatabase(o: { migrated?: boolean } = {}): Promise<{
   };
 }
 
-/** Where a store lives: a temp data dir, and for PostgreSQL a fresh database. */
 /**
  * A SQLite store with every migration applied, made once per test process and copied into each
  * server's data dir (migrating took about a tenth of a second of a server's quarter-second start).
@@ -155,7 +155,7 @@ function migratedSqliteFile(): Promise<string> {
   return migratedSqlite;
 }
 
-/** `migrated`: the store starts as a copy of one already migrated. */
+/** Where a store lives: a temp data dir, and for PostgreSQL a fresh database; `migrated`: a copy of one already migrated. */
 export async function storeLocation(kind: StoreKind, o: { migrated?: boolean } = {}): Promise<{ dataDir: string; databaseUrl: string | null; cleanup: () => Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-'));
   const db = kind === 'postgres' ? await freshPgDatabase(o) : null;

@@ -32,8 +32,6 @@ export interface WarmPoolOptions {
   images: Record<TemplateId, string>;
   /** Containers kept for tenants, at most, in all (--env-warm-reserve). */
   kept: number;
-  /** A container kept for a tenant and not taken within this goes (KEPT_IDLE_S). */
-  keptIdleS: number;
   /** Starts a container for the pool (the environment's own spec): on the warm-pool network, or on the network of the tenant it is kept for. */
   start(workload: string, image: string, agentToken: string | null, keptFor: string | null, signal: AbortSignal): Promise<Applied>;
   /** Whether pool containers get an agent (environments.ts). */
@@ -218,7 +216,7 @@ export class WarmPool implements WorkloadRules {
     if (w.tenant_id === null) return false;
     if ((await this.deps.store.tenants.findById(w.tenant_id))?.status !== 'active') return true;
     if (w.status === 'starting') return w.created_at < now - STALE_S;
-    return w.status === 'kept' && w.created_at < now - this.deps.keptIdleS;
+    return w.status === 'kept' && w.created_at < now - KEPT_IDLE_S;
   }
 
   /** Starts a pool container of its row's template (ready once its agent answers and a first command ran). */
