@@ -94,6 +94,8 @@ export interface Deps {
   workloads: WorkloadController;
   kanban: Kanban;
   environments: Environments;
+  /** Containers started ahead of environments' creates (its refill is a periodic job). */
+  warmPool: WarmPool;
   /** Environments' files, through their agents (beyond the spec). */
   environmentFiles: EnvironmentFiles;
   /** Usage samples and rollups: svc's store, or a database of its own. */
@@ -314,7 +316,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // Domain changes that move routes: push them to Caddy (pushes fold together while one runs).
   const routesChanged = () => void proxy?.sync().catch((err: unknown) => log.warn({ err }, 'proxy sync failed'));
   const sessions = new SessionLimits(store, clock, timers, holder, o.sessions);
-  const waits = new HeldWaits();
+  const waits = new HeldWaits(clock);
   // This instance's own folder: two svcd on one host never clear each other's clones.
   const scratch = new ScratchSpace(join(config.scratch.dir, instance), config.scratch.budgetBytes);
   // Before anything can clone (requests come once the server listens).
@@ -495,6 +497,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     workloads,
     kanban,
     environments,
+    warmPool,
     environmentFiles: new EnvironmentFiles({ ...core, environments, sessions }),
     meteringStore,
     metering,

@@ -30,12 +30,30 @@ const IMAGES: Record<string, MemoryImage> = {
   [EXITING]: { exitsAfterMs: 0, exitCode: 7, output: 'giving up' },
   // Listens only after an hour: its deploy is still waiting when the test cancels it.
   [SLOW]: { serves: true, startsAfterMs: 3_600_000 },
-  // Ready at once, then exits with code 3 two seconds later (a tenth of a second on the main
-  // suite's driver): a crash loop.
-  [CRASHY]: { serves: true, exitsAfterMs: 2_000, exitCode: 3 },
+  // Ready at once, then exits with code 3 a second later (50 ms on the main suite's driver,
+  // time enough for a deploy to be recorded as running first): a crash loop.
+  [CRASHY]: { serves: true, exitsAfterMs: 1_000, exitCode: 3 },
   // Listens after four seconds (a fifth of a second on the main suite's driver): a deploy that a ?wait sees end.
   [LATE]: { serves: true, startsAfterMs: 4_000 },
 };
+
+/**
+ * Shows that a held ?wait=1 ends on svcd's clock: still held while a millisecond of its second is
+ * left (the store read again three times meanwhile, each read followed by a pause counted by
+ * `pauses`), answered at the first read once it is up. Returns the answer.
+ */
+async function heldForItsSecond<T>(t: TestServer, tenantId: string, pauses: () => number, answer: Promise<T>): Promise<T> {
+  await waitFor('the wait to be held', () => Promise.resolve(t.deps.waits.heldBy(tenantId) === 1 || undefined));
+  t.clock.advance(999);
+  const before = pauses();
+  await waitFor('three reads with a millisecond of its second left', () => Promise.resolve(pauses() >= before + 3 || undefined));
+  assert.equal(t.deps.waits.heldBy(tenantId), 1, 'still held with a millisecond of its second left');
+  t.clock.advance(1);
+  const atItsEnd = pauses();
+  const answered = await answer;
+  assert.ok(pauses() - atItsEnd <= 1, `answered at the first read past its second, not ${pauses() - atItsEnd} pauses later`);
+  return answered;
+}
 
 eachStore((kind) => {
   describe(`deploys on the memory driver (${kind})`, () => {
@@ -120,9 +138,13 @@ eachStore((kind) => {
       // waits' request timeout (and past the slow deploy's lease, which is taken over: it stays deploying).
       const b = await newTenant(t);
       const other = await b.client.createService({ name: 'slow-other', image: SLOW, port: 8000 });
-      const before = Date.now();
-      assert.equal((await a.client.service(s.id, { wait: 1 })).status, 'deploying');
-      assert.ok(Date.now() - before >= 950, `answered after ${Date.now() - before} ms, before its second was up`);
+      const controller = t.deps.workloads;
+      const nextChange = controller.nextChange.bind(controller);
+      let pauses = 0;
+      controller.nextChange = (...args) => (pauses++, nextChange(...args));
+      const waited = await heldForItsSecond(t, a.id, () => pauses, a.client.service(s.id, { wait: 1 }));
+      controller.nextChange = nextChange;
+      assert.equal(waited.status, 'deploying');
 
       // Ten held at once; the eleventh is answered without waiting, and the ten are still held.
       const held = Array.from({ length: WAITS_PER_TENANT }, () => a.client.service(s.id, { wait: WAIT_MAX_S }).then(() => 'answered', (err: unknown) => (err as { status?: number }).status));
@@ -702,9 +724,13 @@ eachStore((kind) => {
         const build = await a.client.createBuild(s.id, { source_type: 'archive', source_id: up.id });
         await waitFor('the build to run', async () => (await a.client.build(s.id, build.build_id)).status === 'running' || undefined);
 
-        const before = Date.now();
-        assert.equal((await a.client.build(s.id, build.build_id, { wait: 1 })).status, 'running', 'after its second, as it is then');
-        assert.ok(Date.now() - before >= 950, `answered after ${Date.now() - before} ms, before its second was up`);
+        const runner = t.deps.buildRunner;
+        const nextChange = runner.nextChange.bind(runner);
+        let pauses = 0;
+        runner.nextChange = (...args) => (pauses++, nextChange(...args));
+        const waited = await heldForItsSecond(t, a.id, () => pauses, a.client.build(s.id, build.build_id, { wait: 1 }));
+        runner.nextChange = nextChange;
+        assert.equal(waited.status, 'running', 'after its second, as it is then');
         for (const wait of [0, WAIT_MAX_S + 1]) {
           await assert.rejects(a.client.build(s.id, build.build_id, { wait }), (err: { status?: number }) => err.status === 400, String(wait));
         }
@@ -713,8 +739,6 @@ eachStore((kind) => {
 
         // Held, under the tenant's count of held waits (services' and builds' together), its
         // pauses on the runner's (watched here: the wait must pause there to be woken by its end).
-        const runner = t.deps.buildRunner;
-        const nextChange = runner.nextChange.bind(runner);
         const pausedOn: string[] = [];
         runner.nextChange = (pauseMs, buildId, signal) => (pausedOn.push(buildId), nextChange(pauseMs, buildId, signal));
         const held = a.client.build(s.id, build.build_id, { wait: WAIT_MAX_S });

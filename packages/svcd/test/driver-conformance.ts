@@ -30,6 +30,8 @@ export interface DriverFixture {
   cleanup(tenantIds: string[]): Promise<void>;
   /** The networks a workload is on: a tenant's by the tenant's id, the warm pool's as `warm-pool`. */
   networksOf(ref: string): Promise<string[]>;
+  /** How long after its first read a subscription to events hears them (the engine's stream opens over HTTP). */
+  eventsOpenMs: number;
 }
 
 const PORT = 8000;
@@ -204,8 +206,8 @@ export function driverConformance(name: string, setup: () => Promise<DriverFixtu
           if (e.id === applied.ref) return;
         }
       })();
-      // Subscribed before the stop: the events stream is open once a first tick has passed.
-      await new Promise((r) => setTimeout(r, 300));
+      // Subscribed before the stop.
+      await new Promise((r) => setTimeout(r, f.eventsOpenMs));
       await f.driver.stop(applied.ref, 2);
       await listening;
       controller.abort();

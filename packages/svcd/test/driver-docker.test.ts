@@ -30,6 +30,8 @@ driverConformance('docker', async () => {
     },
     networksOf: async (ref) =>
       Object.keys((await docker.getContainer(ref).inspect()).NetworkSettings.Networks).map((n) => (n === WARM_POOL_NETWORK ? 'warm-pool' : n.replace(TENANT_NETWORK_PREFIX, ''))),
+    // The events stream's request reaches the engine a moment after the first read.
+    eventsOpenMs: 300,
   };
 });
 

@@ -32,5 +32,7 @@ driverConformance('memory', () => {
       const network = driver.networkOf(ref);
       return Promise.resolve(network === undefined ? [] : [network ?? 'warm-pool']);
     },
+    // Its subscribers are listening from their first read.
+    eventsOpenMs: 0,
   });
 });

@@ -30,12 +30,12 @@ eachStore((kind) => {
     before(async () => {
       // The driver's time (its readiness deadline, the probes' pauses and bounds, the trickling
       // answer's pace) runs fifty times faster than real time: a check that never passes fails
-      // its deploy after 20 s of it (0.4 s), and a try of 5 s takes a tenth of a second. It moves
+      // its deploy after 10 s of it (0.2 s), and a try of 5 s takes a tenth of a second. It moves
       // a step per turn of the event loop: a starved test process slows it as much as its probes.
       const clock = new ManualClock(Date.now());
       stopClock = clock.run(50);
       mem = memoryRuntime(IMAGES, clock);
-      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 20_000 } });
+      t = await startServer({ store: kind, overrides: { runtime: mem.runtime, readyTimeoutMs: 10_000 } });
     });
     after(async () => {
       await t.close();
@@ -56,7 +56,7 @@ eachStore((kind) => {
       const missing = await a.client.createService({ name: 'missing', image: ROUTED, health_check: { type: 'http', path: '/nowhere?x=1' } });
       const failed = await settled(a, missing.id);
       assert.equal(failed.status, 'failed');
-      assert.match(failed.last_error ?? '', /not ready within 20 s: health check GET \/nowhere\?x=1: answered 404/);
+      assert.match(failed.last_error ?? '', /not ready within 10 s: health check GET \/nowhere\?x=1: answered 404/);
       const left = (await mem.driver.list({ tenantId: a.id })).filter((w) => w.state === 'running').map((w) => w.name);
       assert.equal(left.length, 3, `only the three ready services run: ${left.join(', ')}`);
     });

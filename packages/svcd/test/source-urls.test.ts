@@ -410,7 +410,7 @@ describe('source URLs: the checked address is the connected address', () => {
         checkSource,
       });
       const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
-      const builds = new Builds({ store, execution: runner, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(), disk: new DiskQuota(store) });
+      const builds = new Builds({ store, execution: runner, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(systemClock), disk: new DiskQuota(store) });
       await runner.start();
       try {
         const { build_id } = await builds.create('t-src', 's-src', { source_type: 'git', source_url: url });

@@ -5,6 +5,8 @@
 // costs the store a read every pause), so they live in this process, shared by every kind of
 // wait: a tenant holds at most WAITS_PER_TENANT of them here, whatever it waits on.
 
+import type { Clock } from '../clock.js';
+
 /** ?wait requests held at once by this svcd, per tenant and in all (README, OpenAPI). */
 export const WAITS_PER_TENANT = 10;
 export const WAITS_PER_SVCD = 500;
@@ -27,13 +29,17 @@ export class HeldWaits {
   private readonly held = new Set<AbortController>();
   private isClosing = false;
 
+  /** `clock` times a wait's seconds (?wait=N), as every other rule of svcd's time. */
+  constructor(private readonly clock: Clock) {}
+
   /**
    * What `read` answers once `settled` holds of it, or after `waitMs` (?wait=N): read again when
    * `nextChange` ends a pause (early, when this svcd's own work on the thing ended; at growing
    * pauses otherwise, for work another svcd carries out). Ends early when the client hangs up
    * (`gone`) or the server closes. Past the caps, once closing, or with the client gone already,
    * one read at once (the client asks again, as it would poll: a request costs a tenant one token
-   * of its rate). Real time, as the waits on other processes it paces.
+   * of its rate). Its seconds are on svcd's clock; its pauses (nextChange) pace reads of work
+   * other processes may carry out, in real time.
    */
   async readOnceSettled<T>(tenantId: string, gone: AbortSignal, waitMs: number, { read, settled, nextChange }: SettledRead<T>): Promise<T> {
     const mine = this.byTenant.get(tenantId) ?? 0;
@@ -47,10 +53,10 @@ export class HeldWaits {
     gone.addEventListener('abort', end, { once: true });
     this.held.add(ended);
     try {
-      const until = Date.now() + waitMs;
+      const until = this.clock.now() + waitMs;
       for (let pauseMs = FIRST_PAUSE_MS; ; pauseMs = Math.min(pauseMs * 2, PAUSE_MAX_MS)) {
         const value = await read();
-        const left = until - Date.now();
+        const left = until - this.clock.now();
         if (settled(value) || left <= 0 || ended.signal.aborted) return value;
         await nextChange(Math.min(pauseMs, left), ended.signal);
       }
