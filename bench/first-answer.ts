@@ -5,7 +5,7 @@
 import { request } from 'node:http';
 import { dirname } from 'node:path';
 import { docker } from '../packages/svcd/test/images.js';
-import { workloadLimits } from '../packages/svcd/src/runtime/workload-policy.js';
+import { engineCpuLimit, workloadLimits } from '../packages/svcd/src/runtime/index.js';
 import { DEFAULT_TENANT_CPU_WEIGHT, TENANT_CGROUP_PARENT, TenantCgroups, tenantCgroupPath } from '../packages/svcd/src/runtime/tenant-cgroups.js';
 import { DEFAULT_QUOTAS } from '../packages/svcd/src/tenants/tenants.js';
 
@@ -93,11 +93,12 @@ export async function bareFirstAnswer(image: string, network: string, runtime: s
       Runtime: runtime,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
-      // The memory and CPU a tenant's service gets under the default quota: the CPU quota also
-      // holds gVisor's own start (the sandbox's processes are in the container's group).
+      // The memory and CPU a tenant's service gets under the default quota, the CPU quota over
+      // svc's period: it also holds gVisor's own start (the sandbox's processes are in the
+      // container's group).
       Memory: limits.memoryMb * 1024 * 1024,
       MemorySwap: limits.memoryMb * 1024 * 1024,
-      NanoCpus: Math.round(limits.cpus * 1e9),
+      ...engineCpuLimit(limits.cpus),
       ...(cgroup ? { CgroupParent: cgroup } : {}),
     },
   });

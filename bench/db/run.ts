@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SvcClient } from '../../packages/client/src/index.js';
 import { probeDatabase } from '../../packages/svcd/src/databases/probes.js';
-import { workloadLimits } from '../../packages/svcd/src/runtime/index.js';
+import { engineCpuLimit, workloadLimits } from '../../packages/svcd/src/runtime/index.js';
 import { ADMIN_TOKEN, DATABASE_TEST_PLAN, freePort, tenantRow } from '../../packages/svcd/test/harness.js';
 import { docker, removeTenantWorkloads } from '../../packages/svcd/test/images.js';
 import { POSTGRES_IMAGE, REDIS_IMAGE, ensureDbImages } from '../../packages/svcd/test/operator-images.js';
@@ -104,7 +104,7 @@ try {
           PidsLimit: limits.pids,
           Memory: limits.memoryMb * 1024 * 1024,
           MemorySwap: limits.memoryMb * 1024 * 1024,
-          NanoCpus: Math.round(limits.cpus * 1e9),
+          ...engineCpuLimit(limits.cpus),
           Mounts: [{ Type: 'volume', Source: volume, Target: k.dataDir }],
           PortBindings: { [`${k.port}/tcp`]: [{ HostIp: '127.0.0.1', HostPort: String(hostPort) }] },
         },

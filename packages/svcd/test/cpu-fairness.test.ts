@@ -210,6 +210,34 @@ describe('tenant workloads under their CPU group, on the real engine', { concurr
         for (const p of loops.splice(0)) p.kill('SIGKILL');
       });
 
+      // The measurement on one store, as above.
+      if (kind === 'sqlite') test('a busy service is held to its CPU limit on average, enforced over periods of 500 ms', async (ctx) => {
+        const a = await tenants.add();
+        // The default quota: 2 cores over 5 services, 0.4 cores each.
+        const s = await a.client.createService({ name: 'burn', image: BURNER_IMAGE, port: 8000 });
+        assert.equal((await settled(a, s.id)).status, 'running');
+        const [c] = await docker.listContainers({ filters: { label: [`svc.resource=${s.id}`] } });
+        assert.ok(c, `no container for ${s.id}`);
+        const group = join(tenantCgroupPath(a.id), c.Id);
+        // What the kernel enforces, not only what the engine was asked.
+        const limit = CGROUP_V2
+          ? readFileSync(join('/sys/fs/cgroup', group, 'cpu.max'), 'utf8').trim()
+          : ['cpu.cfs_quota_us', 'cpu.cfs_period_us'].map((f) => readFileSync(join('/sys/fs/cgroup/cpu', group, f), 'utf8').trim()).join(' ');
+        assert.equal(limit, '200000 500000', '200 ms of CPU every 500 ms');
+        await sleep(1_500);
+        // Over 5 s the group may touch 11 periods: at most 0.4 cores and one period's quota (0.04).
+        let cores = (await coresOver([group], 5_000))[0]!;
+        // The busy loop does use its limit (a window lost to something else busy is measured again).
+        for (let window = 2; window <= 3 && cores < 0.3; window++) {
+          ctx.diagnostic(`window ${String(window - 1)}: ${cores.toFixed(3)} cores; measuring again`);
+          cores = (await coresOver([group], 5_000))[0]!;
+        }
+        ctx.diagnostic(`the busy service: ${cores.toFixed(3)} cores`);
+        assert.ok(cores >= 0.3, `the busy loop used ${cores.toFixed(3)} cores: not busy, or held below its limit`);
+        assert.ok(cores <= 0.45, `the busy loop used ${cores.toFixed(3)} cores, over its 0.4`);
+        await a.client.deleteService(s.id);
+      });
+
       test("a build's RUN steps run in the tenant's group; the group goes when the tenant's last workload does", async () => {
         const a = await tenants.add();
         const s = await a.client.createService({ name: 'built', image: BURNER_IMAGE, port: 8000 });

@@ -154,7 +154,8 @@ describe('services on the real engine', () => {
     assert.deepEqual(c.Config.Cmd, [...(imageConfig.Entrypoint ?? []), ...(imageConfig.Cmd ?? [])]);
     assert.ok(c.HostConfig.Mounts?.some((m) => m.Target === '/.svc/init' && m.Type === 'bind' && m.ReadOnly === true));
     assert.equal(c.HostConfig.Memory, Math.floor(2048 / 5) * 1024 * 1024, "memory: the tenant's 2048 MB over its 5 services");
-    assert.equal(c.HostConfig.NanoCpus, 0.4e9);
+    // 0.4 cores, over periods of 500 ms (a start's burst fits in the first: runtime/docker).
+    assert.deepEqual([c.HostConfig.CpuQuota, c.HostConfig.CpuPeriod, c.HostConfig.NanoCpus], [200_000, 500_000, 0]);
     assert.equal(c.HostConfig.NetworkMode, tenantNetworkName(a.id));
     assert.equal(c.Config.Labels['svc.tenant'], a.id);
     assert.equal(c.Config.Labels['svc.resource'], s.id);

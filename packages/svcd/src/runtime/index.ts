@@ -2,7 +2,7 @@
 // domain maps) and the Docker Engine code behind it. The types live in port.ts so that the engine
 // code imports them from there, not from this index that re-exports the engine code (a cycle).
 export * from './port.js';
-export { DockerRuntime, workloadStats, type DockerRuntimeOptions } from './docker/docker-runtime.js';
+export { DockerRuntime, engineCpuLimit, workloadStats, type DockerRuntimeOptions } from './docker/docker-runtime.js';
 export { SwarmRuntime, type SwarmRuntimeOptions } from './swarm/swarm-runtime.js';
 export { probePasses } from './ready-wait.js';
 export { DEFAULT_LOG_RATE, TenantInitMissingError, builtTenantInit, installTenantInit, type LogRate, type TenantInit } from './tenant-init.js';
