@@ -136,7 +136,7 @@ DOMAIN_SUITES := workloads-controller environments-memory deploys-memory health-
 test-domain: deps
 	@echo "make: the in-memory domain suites on SQLite, in one process: $(DOMAIN_SUITES)"
 	@cd packages/svcd && began=$$(date +%s%N) && \
-	  env -u SVC_TEST_PG_URL node --import tsx --test --test-isolation=none --test-reporter=dot $(patsubst %,test/%.test.ts,$(DOMAIN_SUITES)) && \
+	  env -u SVC_TEST_PG_URL node --import tsx --test --test-isolation=none --test-timeout=60000 --test-reporter=dot $(patsubst %,test/%.test.ts,$(DOMAIN_SUITES)) && \
 	  echo "make: the in-memory domain suites passed in $$(( ($$(date +%s%N) - began) / 1000000 )) ms"
 
 bench-api: build

@@ -29,7 +29,7 @@ export class HeldWaits {
   private readonly held = new Set<AbortController>();
   private isClosing = false;
 
-  /** `clock` times a wait's seconds (?wait=N), as every other rule of svcd's time. */
+  /** `clock` times a wait's seconds (?wait=N): svcd's, which tests move by hand. */
   constructor(private readonly clock: Clock) {}
 
   /**
@@ -58,6 +58,8 @@ export class HeldWaits {
         const value = await read();
         const left = until - this.clock.now();
         if (settled(value) || left <= 0 || ended.signal.aborted) return value;
+        // A pause in real time bounded by what is left on the clock: the same milliseconds in
+        // production; under a test's clock moved by hand, reads a millisecond apart near the end.
         await nextChange(Math.min(pauseMs, left), ended.signal);
       }
     } finally {

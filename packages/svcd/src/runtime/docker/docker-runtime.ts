@@ -57,14 +57,19 @@ const execFileAsync = promisify(execFile);
  */
 const SANDBOX_PIDS_HEADROOM = 768;
 /**
- * The period over which a workload's CPU limit is enforced (the engine's own default is 100 ms).
- * A start is a burst: gVisor's own start runs inside the container's CPU group (about 130 ms of
- * CPU here), then svc-init and the image's runtime. Over 100 ms periods a service at the default
- * 0.4 cores (40 ms of CPU a period) was throttled one to three times before its first answer; over
- * 500 ms periods (200 ms of CPU) the start fits in the first one, and the limit on average is the
- * same. What it costs: a workload that keeps its whole limit busy is paused up to 300 ms at a time
- * (60 % of the period at 0.4 cores) instead of 60. The period cannot be raised for the start alone
- * and lowered after: gVisor's runsc has no `update` (README, Resource safety).
+ * The period over which a workload's CPU limit is enforced, builds' RUN steps included (the
+ * engine's own default is 100 ms). A start is a burst: gVisor's own start runs inside the
+ * container's CPU group (about 130 ms of CPU here), then svc-init and the image's runtime. Over
+ * 100 ms periods a service at the default 0.4 cores (40 ms of CPU a period) was throttled one to
+ * three times before its first answer; over 500 ms periods (200 ms of CPU) the start fits in the
+ * first one, and the limit on average is the same. What it costs: a workload that keeps its whole
+ * limit busy spends a period's quota and is then paused for the rest of it (one busy thread at 0.4
+ * cores: 300 ms at a time instead of 60; two threads: 400), and a tenant's services busy at once
+ * can hold the cores five times longer before the kernel holds them back (the tenants' CPU group
+ * and its low weight still put svcd first: tenant-cgroups.ts). Not a longer period for the start
+ * alone: Debian's runsc has no `update`, and writing the container's cgroup files after its start
+ * would be undone by any start the engine makes itself (a restart policy, the engine's own
+ * restart), which recreates the group with the period the container was created with.
  */
 const CPU_PERIOD_US = 500_000;
 /** The engine's least CPU quota a period (1 ms). */
@@ -486,6 +491,8 @@ export class DockerRuntime implements Runtime {
     }
     const cgroup = await this.tenantCgroup(spec.tenantId);
     const context = packDirectory(spec.contextDir, { ignore: (name) => name === join(spec.contextDir, '.git') });
+    // Each RUN step starts a sandbox of its own: the start's burst, as a workload's (CPU_PERIOD_US).
+    const cpu = engineCpuLimit(spec.limits.cpus);
     // The streaming client: the API client's idle timeout would cut a build whose step prints
     // nothing for a few seconds (an npm install, a sleep). The build's own deadline and its
     // signal bound it instead.
@@ -496,8 +503,8 @@ export class DockerRuntime implements Runtime {
       networkmode: network,
       memory: spec.limits.memoryMb * 1024 * 1024,
       memswap: spec.limits.memoryMb * 1024 * 1024,
-      cpuperiod: 100_000,
-      cpuquota: Math.max(CPU_QUOTA_MIN_US, Math.round(spec.limits.cpus * 100_000)),
+      cpuperiod: cpu.CpuPeriod,
+      cpuquota: cpu.CpuQuota,
       // The build API has no pids limit: a process rlimit per step instead (inside gVisor it
       // counts the sandbox's own processes). Passed as JSON text: the query takes it so.
       pull: spec.pullBaseImages,

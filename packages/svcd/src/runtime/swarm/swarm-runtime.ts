@@ -492,6 +492,8 @@ export class SwarmRuntime implements Runtime, ClusterNodes {
           // Hardening as far as a service spec goes (Engine API 1.41).
           CapabilityDrop: ['ALL'],
         },
+        // A service spec's CPU limit is NanoCPUs alone (Engine 20.10): the engine's own period,
+        // not the single engine's longer one (docker-runtime.ts, CPU_PERIOD_US).
         Resources: { Limits: { NanoCPUs: Math.round(spec.limits.cpus * 1e9), MemoryBytes: spec.limits.memoryMb * 1024 * 1024, Pids: spec.limits.pids } },
         RestartPolicy: { Condition: 'any', Delay: 1_000_000_000 },
         // Only on nodes whose tenant egress rules svcd put in place (node-firewall.ts); a workload
