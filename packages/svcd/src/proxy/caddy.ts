@@ -282,6 +282,8 @@ export class CaddyProxy {
       this.lastMarker = null;
       this.timers.setTimeout(() => void this.restart(), 500);
     });
+    // Real time, as every wait on another process's start here: the injected clock is svcd's
+    // time for its records, and a test's clock held still would never end this one.
     const until = Date.now() + 10_000;
     for (;;) {
       try {

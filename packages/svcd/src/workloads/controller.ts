@@ -172,6 +172,9 @@ export class WorkloadController {
    */
   async settled(kind: WorkloadRow['kind'], resourceId: string, timeoutMs: number): Promise<boolean> {
     this.kick();
+    // Real time, not the injected clock: this bounds how long a request waits on work done by
+    // the engine or another process (as the driver's own readiness wait), which a test's clock
+    // held still would never end.
     const until = Date.now() + timeoutMs;
     // 20 ms at first (a stop on this svcd takes about that), growing to half a second.
     for (let pauseMs = 20; ; pauseMs = Math.min(pauseMs * 2, 500)) {
