@@ -1,7 +1,7 @@
 // The built bin/svc against a real svcd (started in-process on loopback).
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -15,9 +15,20 @@ import { startGitServer, type GitServer } from '../../svcd/test/git-fixtures.js'
 const run = promisify(execFile);
 const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
 
+/** The temporary directories this file's tests make (configs, directories to deploy), removed once all have run. */
+const tempDirs: string[] = [];
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+after(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 describe('svc CLI', () => {
   let t: TestServer;
-  const config = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'config.json');
+  const config = join(tempDir('svc-cli-'), 'config.json');
   const env = () => ({ PATH: process.env.PATH, SVC_CONFIG: config });
   const svc = (...args: string[]) => run(SVC, args, { env: env() });
 
@@ -62,7 +73,7 @@ describe('svc CLI', () => {
 
   test('login checks the key, stores it 0600; SVC_URL overrides the file', async () => {
     const key = (JSON.parse(readFileSync(config, 'utf8')) as { apiKey: string }).apiKey;
-    const other = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'nested', 'config.json');
+    const other = join(tempDir('svc-cli-'), 'nested', 'config.json');
     const login = (...args: string[]) => run(SVC, ['login', ...args], { env: { PATH: process.env.PATH, SVC_CONFIG: other } });
     await assert.rejects(login('--url', t.url, '--key', '0000000000000000.bad'), /invalid API key \(HTTP 401\)/);
     const r = await login('--url', t.url, '--key', key);
@@ -103,7 +114,7 @@ describe('svc kanban', () => {
     await ensureNodeImage();
     // Real time: the board is provisioned in the background while the commands run.
     const t = await startServer({ realTime: true });
-    const config = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'config.json');
+    const config = join(tempDir('svc-cli-'), 'config.json');
     const svc = (...args: string[]) => run(SVC, args, { env: { PATH: process.env.PATH, SVC_CONFIG: config } });
     let tenantId = '';
     try {
@@ -126,7 +137,7 @@ describe('svc kanban', () => {
 
 /** bin/svc with its own config file, logged in as a fresh tenant of `t`. */
 async function cliTenant(t: TestServer, name: string) {
-  const config = join(mkdtempSync(join(tmpdir(), 'svc-cli-')), 'config.json');
+  const config = join(tempDir('svc-cli-'), 'config.json');
   const env = { PATH: process.env.PATH, SVC_CONFIG: config };
   const svc = (...args: string[]) => run(SVC, args, { env, maxBuffer: 16 * 1024 * 1024 });
   const json = async <T>(...args: string[]) => JSON.parse((await svc('--json', ...args)).stdout) as T;
@@ -301,7 +312,7 @@ describe('svc on the real engine: services, env, logs, snapshots, builds, databa
     assert.match(shell.stdout, /in-the-shell-42/);
 
     // Files both ways, a listing and a removal.
-    const dir = mkdtempSync(join(tmpdir(), 'svc-cli-cp-'));
+    const dir = tempDir('svc-cli-cp-');
     writeFileSync(join(dir, 'local.txt'), 'from the laptop\n', { mode: 0o640 });
     await c.svc('env', 'cp', join(dir, 'local.txt'), `${e.id}:notes/remote.txt`);
     assert.equal((await c.svc('env', 'exec', e.id, '--', 'cat', '/workspace/notes/remote.txt')).stdout, 'from the laptop\n');
@@ -374,8 +385,8 @@ describe('svc deploy: a directory to a URL', () => {
 
     // svc open hands the URL to $BROWSER (its first entry, with its arguments), the service by
     // name, and does not wait for the browser to exit (this one stays 30 s).
-    const opened = join(mkdtempSync(join(tmpdir(), 'svc-open-')), 'opened');
-    const browser = join(mkdtempSync(join(tmpdir(), 'svc-browser-')), 'browser');
+    const opened = join(tempDir('svc-open-'), 'opened');
+    const browser = join(tempDir('svc-browser-'), 'browser');
     writeFileSync(browser, `#!/bin/sh\necho "$@" > ${opened}\nsleep 30\n`, { mode: 0o755 });
     const t0 = Date.now();
     await run(SVC, ['open', 'hello'], { env: { ...c.env, BROWSER: `${browser} --new-window:/usr/bin/false` } });
@@ -388,7 +399,7 @@ describe('svc deploy: a directory to a URL', () => {
   test('a directory svc cannot build fails with the reason and a non-zero exit', async () => {
     const c = await cliTenant(t, 'cli-deploy-bad');
     tenants.push(c.id);
-    const dir = mkdtempSync(join(tmpdir(), 'svc-deploy-'));
+    const dir = tempDir('svc-deploy-');
     await assert.rejects(c.svc('deploy', dir), (e: { code?: number; stderr?: string }) => e.code === 2 && /no Dockerfile in /.test(e.stderr ?? ''));
     writeFileSync(join(dir, 'Dockerfile'), `FROM ${EXAMPLE_BUSYBOX_IMAGE}\nRUN echo about to fail && exit 3\n`);
     await assert.rejects(c.svc('deploy', dir, '--name', 'broken'), (e: { code?: number; stderr?: string }) => {
@@ -408,7 +419,7 @@ describe('svc deploy: a directory to a URL', () => {
     assert.match(ok.stderr, /deploying into service broken \([0-9a-f]+, waiting for its first build, port 8000\)/);
 
     // As the Docker CLI: the Dockerfile goes even when .dockerignore leaves everything out.
-    const minimal = mkdtempSync(join(tmpdir(), 'svc-deploy-'));
+    const minimal = tempDir('svc-deploy-');
     writeFileSync(join(minimal, 'Dockerfile'), `FROM ${EXAMPLE_BUSYBOX_IMAGE}\nCMD ["httpd", "-f", "-p", "8000", "-h", "/"]\n`);
     writeFileSync(join(minimal, '.dockerignore'), '*\n');
     writeFileSync(join(minimal, 'secret.txt'), 'left out\n');
