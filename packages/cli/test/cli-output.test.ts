@@ -9,7 +9,8 @@ import type { Command } from 'commander';
 import { buildProgram, COMMAND_GROUPS, groupOf } from '../src/program.js';
 import { allCommands, commandPath, EXAMPLES } from '../src/examples.js';
 import { bashCompletion } from '../src/commands/completion.js';
-import { ApiError } from '@svc/client';
+import { ApiError, SvcClient } from '@svc/client';
+import { uploadAndBuild } from '../src/commands/deploy.js';
 import { colorWanted, fields, output, pollPauseMs, relativeTime, table, waitUntil, type CellStyle } from '../src/output.js';
 
 process.env.TZ = 'UTC';
@@ -237,5 +238,40 @@ describe('the command tree', () => {
     assert.deepEqual(await complete('svc', 'environments', 'previews', 'c'), ['create']);
     assert.deepEqual(await complete('svc', 'dep'), ['deploy', 'deployments'].filter((w) => w === 'deploy'));
     assert.ok((await complete('svc', '--')).includes('--wide'));
+  });
+});
+
+describe('svc deploy: the upload and its build', () => {
+  /** A client whose answers are given here, with the requests it sent. */
+  const answering = (answers: Array<[number, unknown]>) => {
+    const sent: string[] = [];
+    const client = new SvcClient({
+      baseUrl: 'http://svcd.test',
+      apiKey: 'k',
+      transport: (url, req) => {
+        sent.push(`${req.method} ${url.pathname}${url.search}`);
+        const [status, body] = answers.shift() ?? [500, { error: 'no more answers' }];
+        return Promise.resolve(new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } }));
+      },
+    });
+    return { client, sent };
+  };
+  const archive = new Uint8Array([1, 2, 3]);
+  const queued = { build_id: 'b1', status: 'queued', image: 'svc/t/s:b1' };
+  const upload = { id: 'u1', service_id: 's1', size_bytes: 3, sha256: 'f'.repeat(64), files: 1, unpacked_bytes: 1, created_at: 1, expires_at: 2 };
+
+  test('one request when svcd queues the build with the upload', async () => {
+    const { client, sent } = answering([[201, { ...upload, build: queued }]]);
+    assert.deepEqual(await uploadAndBuild(client, 's1', archive), queued);
+    assert.deepEqual(sent, ['POST /v1/services/s1/sources?build=true']);
+  });
+
+  test('an svcd that answers the upload alone (from before ?build=true) is asked for the build', async () => {
+    const { client, sent } = answering([
+      [201, upload],
+      [202, queued],
+    ]);
+    assert.deepEqual(await uploadAndBuild(client, 's1', archive), queued);
+    assert.deepEqual(sent, ['POST /v1/services/s1/sources?build=true', 'POST /v1/services/s1/builds']);
   });
 });

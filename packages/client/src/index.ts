@@ -4,7 +4,7 @@ import type {
   ClusterNode,
   ClusterNodeList,
   Domain,
-  SourceArchive,
+  SourceUpload,
   CreateEnvironmentRequest,
   CreatePreviewRequest,
   Environment,
@@ -415,8 +415,9 @@ export class SvcClient {
     return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/builds`, { body: req });
   }
   /** Uploads a source archive (a tar, gzipped or not, with a Dockerfile at its root) to build from. */
-  uploadSource(serviceId: string, archive: Uint8Array<ArrayBuffer>): Promise<SourceArchive> {
-    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/sources`, { rawBody: archive, headers: { 'content-type': 'application/gzip' } });
+  /** `build` (beyond the two steps): also queue the archive's build, answered under `build`. */
+  uploadSource(serviceId: string, archive: Uint8Array<ArrayBuffer>, q: { build?: boolean } = {}): Promise<SourceUpload> {
+    return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/sources`, { rawBody: archive, headers: { 'content-type': 'application/gzip' }, query: { build: q.build || undefined } });
   }
   builds(serviceId: string, q: { limit?: number; offset?: number } = {}): Promise<Build[]> {
     return this.call('GET', `/v1/services/${encodeURIComponent(serviceId)}/builds`, { query: q });

@@ -59,6 +59,21 @@ export const SourceArchive = Type.Object({
 });
 export type SourceArchive = Static<typeof SourceArchive>;
 
+export const SourceUploadQuery = Type.Object({
+  build: Type.Optional(
+    Type.Boolean({
+      description:
+        'beyond the two steps: also queue the build of this archive, in the same request (as POST /v1/services/{id}/builds with source_type archive and its id would); answered under `build`. Either both happen or neither: a build the service cannot take now (its queue full) is refused with its status, and the archive is not kept',
+    }),
+  ),
+});
+/** An upload as answered: the archive, and with ?build=true the build that takes it. */
+export const SourceUpload = Type.Object({
+  ...SourceArchive.properties,
+  build: Type.Optional(Type.Object(CreateBuildResponse.properties, { description: 'with ?build=true: the build queued for this archive' })),
+});
+export type SourceUpload = Static<typeof SourceUpload>;
+
 export const BuildParams = Type.Object({
   serviceID: Type.String({ minLength: 1, maxLength: 64 }),
   buildID: Type.String({ minLength: 1, maxLength: 64 }),

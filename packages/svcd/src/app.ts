@@ -395,7 +395,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     ...(swarm ? { nodeAddress: (node: string) => swarm.nodeAddress(node) } : {}),
     sandbox: () => sandbox.use(),
   });
-  const builds = new Builds({ ...core, execution: buildRunner, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, waits, disk });
+  const sourceUploads = new SourceUploads({ ...core, disk, prefetch: baseImagePrefetch });
+  const builds = new Builds({ ...core, execution: buildRunner, uploads: sourceUploads, checkSource: checkBuildSource, buildRegistry: config.buildRegistry, sessions, waits, disk });
   const environments = new Environments({
     ...core,
     controller: workloads,
@@ -490,7 +491,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     snapshots,
     crashes,
     builds,
-    sourceUploads: new SourceUploads({ ...core, disk, prefetch: baseImagePrefetch }),
+    sourceUploads,
     baseImagePrefetch,
     buildRunner,
     databases,

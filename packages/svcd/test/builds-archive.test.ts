@@ -9,7 +9,8 @@ import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVES_STORED_MAX, type SourceArchive } from '@svc/contract';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_ARCHIVES_STORED_MAX, type SourceArchive, type SourceUpload } from '@svc/contract';
+import { BUILD_QUEUE_MAX } from '../src/builds/builds.js';
 import { ADMIN_TOKEN, eachStore, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
 import { BUSYBOX_IMAGE, engineTenants, ensureTestImages, removeImages } from './images.js';
 import { rewriteHeader, tarOf, type ArchiveEntry } from './archive-fixtures.js';
@@ -222,6 +223,57 @@ eachStore((kind) => {
       assert.ok((await anHourOn.pruneSourceArchives()) >= SOURCE_ARCHIVES_STORED_MAX);
       assert.equal(await t.deps.store.sourceArchives.countStored(a.id), 0);
       assert.equal((await upload(a, s.id, archive)).status, 201);
+    });
+
+    test('one request, ?build=true: the archive stored and its build queued, or neither', async () => {
+      // A server of its own whose builds stay queued (no workers), so that its queue can be
+      // filled; git sources resolve to a public address without asking DNS.
+      const q = await startServer({ store: kind, config: { adminTokens: [ADMIN_TOKEN] }, overrides: { buildRunner: { workers: 0 }, resolveHost: async () => ['93.184.216.34'] } });
+      try {
+        const a = await newTenant(q);
+        const s = await a.client.createService({ name: 'one-request', await_build: true });
+        const send = (body: Buffer, build?: boolean) =>
+          a.client.raw<SourceUpload & { error: string }>('POST', `/v1/services/${s.id}/sources`, { query: { build }, rawBody: new Uint8Array(body), headers: { 'content-type': 'application/gzip' } });
+        const uploaded = () => a.client.activity({ resource_type: 'source_archive' }).then((entries) => entries.length);
+        const archive = gzipSync(await tarOf(site('one request\n')));
+
+        const both = await send(archive, true);
+        assert.equal(both.status, 201, both.text);
+        assert.equal(both.body.files, 2);
+        const build = both.body.build;
+        assert.ok(build, 'the build is answered with the upload');
+        assert.equal(build.status, 'queued');
+        const queued = await a.client.build(s.id, build.build_id);
+        assert.equal(queued.source_type, 'archive');
+        assert.equal(queued.source_url, `archive:sha256:${both.body.sha256}`);
+        const again = await a.client.raw<{ error: string }>('POST', `/v1/services/${s.id}/builds`, { body: { source_type: 'archive', source_id: both.body.id } });
+        assert.equal(again.status, 409, 'the archive is that build\'s');
+        assert.match(again.body.error, /built already/);
+        // Without the flag, the upload alone, as before.
+        const alone = await send(archive);
+        assert.equal(alone.status, 201, alone.text);
+        assert.equal(alone.body.build, undefined);
+        assert.equal((await a.client.builds(s.id)).length, 1);
+
+        // A refused archive queues nothing.
+        const refused = await send(gzipSync(await tarOf([{ name: 'index.html', body: 'x' }])), true);
+        assert.equal(refused.status, 400);
+        assert.match(refused.body.error, /no Dockerfile at its root/);
+        assert.equal((await a.client.builds(s.id)).length, 1);
+
+        // A build the service cannot take (its queue full): 409, and the upload is not kept,
+        // nor said to have come.
+        for (let i = 1; i < BUILD_QUEUE_MAX; i++) await a.client.createBuild(s.id, { source_type: 'git', source_url: 'https://git.example.test/app.git' });
+        const [stored, entries] = [await q.deps.store.sourceArchives.countStored(a.id), await uploaded()];
+        const full = await send(archive, true);
+        assert.equal(full.status, 409, full.text);
+        assert.match(full.body.error, /build queue is full/);
+        assert.equal(await q.deps.store.sourceArchives.countStored(a.id), stored, 'no archive kept');
+        assert.equal(await uploaded(), entries, 'no upload in the activity log');
+        assert.equal((await a.client.builds(s.id, { limit: 50 })).length, BUILD_QUEUE_MAX);
+      } finally {
+        await q.close();
+      }
     });
   });
 });

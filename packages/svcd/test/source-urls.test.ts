@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { ScratchSpace } from '../src/scratch/scratch-space.js';
+import { SourceUploads } from '../src/builds/source-uploads.js';
 import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
 import { HeldWaits } from '../src/sessions/held-waits.js';
 import { SessionLimits } from '../src/sessions/session-limits.js';
@@ -410,7 +411,9 @@ describe('source URLs: the checked address is the connected address', () => {
         checkSource,
       });
       const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
-      const builds = new Builds({ store, execution: runner, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(systemClock), disk: new DiskQuota(store) });
+      const disk = new DiskQuota(store);
+      const uploads = new SourceUploads({ store, activity, clock: systemClock, log: pino({ level: 'silent' }), disk, prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null }) });
+      const builds = new Builds({ store, execution: runner, uploads, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(systemClock), disk });
       await runner.start();
       try {
         const { build_id } = await builds.create('t-src', 's-src', { source_type: 'git', source_url: url });

@@ -5,7 +5,7 @@
 import { lstat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES } from '@svc/client';
+import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES, type CreateBuildResponse, type SvcClient } from '@svc/client';
 import type { Cli } from '../context.js';
 import { action, CommandFailed, integer, keyValues } from '../output.js';
 import { PackError, packDirectory } from '../source-archive.js';
@@ -18,6 +18,15 @@ const MB = 1024 ** 2;
 export function serviceNameFor(dirName: string): string {
   const name = dirName.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '').slice(0, 63);
   return name === '' ? 'app' : name;
+}
+
+/**
+ * The archive uploaded and its build queued, in one request (?build=true: a round trip less); an
+ * svcd from before it answers the upload alone, and the build is then asked for on its own.
+ */
+export async function uploadAndBuild(c: SvcClient, serviceId: string, archive: Uint8Array<ArrayBuffer>): Promise<CreateBuildResponse> {
+  const upload = await c.uploadSource(serviceId, archive, { build: true });
+  return upload.build ?? c.createBuild(serviceId, { source_type: 'archive', source_id: upload.id });
 }
 
 interface DeployOptions {
@@ -68,8 +77,7 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
           if (o.port !== undefined || o.env !== undefined) out.note('--port and --env apply to a new service only (svc env set changes its variables)');
         }
 
-        const upload = await c.uploadSource(service.id, new Uint8Array(packed.archive));
-        const build = await c.createBuild(service.id, { source_type: 'archive', source_id: upload.id });
+        const build = await uploadAndBuild(c, service.id, new Uint8Array(packed.archive));
         out.note(`build ${build.build_id} queued`);
         if (!o.wait) return build;
 

@@ -21,7 +21,7 @@ import type { Platform } from '../platform.js';
 import type { BaseImagePrefetch } from './base-image-prefetch.js';
 import { readArchive, type ArchiveLimits } from '../sources/archive.js';
 import { ByteCap } from '../streams/byte-cap.js';
-import type { SourceArchiveRow, Store } from '../store/index.js';
+import type { Repositories, SourceArchiveRow, Store } from '../store/index.js';
 
 /** Stored chunk size: a reader (the build) holds one or a few, never the archive. */
 const CHUNK_BYTES = 1024 * 1024;
@@ -70,9 +70,11 @@ export class SourceUploads {
 
   /**
    * Stores the archive `body` for a build of the service. `declaredBytes` (the request's
-   * Content-Length) past the cap is refused before anything is read.
+   * Content-Length) past the cap is refused before anything is read. `alsoInTransaction` runs in
+   * the transaction that makes the stored archive complete (a build that takes it: one request,
+   * Builds.createFromUpload); when it throws, nothing of the upload is kept.
    */
-  async upload(tenantId: string, serviceId: string, body: Readable, declaredBytes: number | undefined): Promise<SourceArchive> {
+  async upload(tenantId: string, serviceId: string, body: Readable, declaredBytes: number | undefined, alsoInTransaction?: (tx: Repositories, archive: SourceArchive) => Promise<void>): Promise<SourceArchive> {
     if (declaredBytes !== undefined && declaredBytes > SOURCE_ARCHIVE_MAX_BYTES) throw tooLarge();
     if (!(await this.deps.store.services.find(tenantId, serviceId))) throw new NotFoundError('service');
     await this.deps.disk.assertRoom(tenantId);
@@ -106,6 +108,8 @@ export class SourceUploads {
       await stored.done;
       if (!summary.hasDockerfile) throw new ValidationError('the archive has no Dockerfile at its root (a regular file named Dockerfile)');
       const sha256 = stored.sha256();
+      // As stored: the view from what this upload writes, not read back.
+      const archive = sourceArchiveView({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes, build_id: null, created_at: now });
       await this.deps.store.transaction(async (tx) => {
         await tx.sourceArchives.describe(id, { size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes });
         await this.deps.activity.record(tx, {
@@ -116,9 +120,9 @@ export class SourceUploads {
           serviceId,
           details: { size_bytes: counted.bytes, sha256, files: summary.files },
         });
+        await alsoInTransaction?.(tx, archive);
       });
-      // As stored: the view from what this upload wrote, not read back.
-      return sourceArchiveView({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes, build_id: null, created_at: now });
+      return archive;
     } catch (err) {
       body.unpipe(counted);
       stored.destroy();
