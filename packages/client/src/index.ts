@@ -414,8 +414,10 @@ export class SvcClient {
   createBuild(serviceId: string, req: CreateBuildRequest): Promise<CreateBuildResponse> {
     return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/builds`, { body: req });
   }
-  /** Uploads a source archive (a tar, gzipped or not, with a Dockerfile at its root) to build from. */
-  /** `build` (beyond the two steps): also queue the archive's build, answered under `build`. */
+  /**
+   * Uploads a source archive (a tar, gzipped or not, with a Dockerfile at its root) to build from;
+   * with `build`, its build is queued in the same request and answered under `build`.
+   */
   uploadSource(serviceId: string, archive: Uint8Array<ArrayBuffer>, q: { build?: boolean } = {}): Promise<SourceUpload> {
     return this.call('POST', `/v1/services/${encodeURIComponent(serviceId)}/sources`, { rawBody: archive, headers: { 'content-type': 'application/gzip' }, query: { build: q.build || undefined } });
   }

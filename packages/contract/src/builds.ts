@@ -63,7 +63,7 @@ export const SourceUploadQuery = Type.Object({
   build: Type.Optional(
     Type.Boolean({
       description:
-        'beyond the two steps: also queue the build of this archive, in the same request (as POST /v1/services/{id}/builds with source_type archive and its id would); answered under `build`. Either both happen or neither: a build the service cannot take now (its queue full) is refused with its status, and the archive is not kept',
+        'beyond the two steps: also queue the build of this archive, in the same request (as POST /v1/services/{id}/builds with source_type archive and its id would); answered under `build`. Either both happen or neither: a build the tenant cannot queue now (its queue of builds full) is refused with its status, and the archive is not kept',
     }),
   ),
 });

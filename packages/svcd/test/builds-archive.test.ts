@@ -261,16 +261,52 @@ eachStore((kind) => {
         assert.match(refused.body.error, /no Dockerfile at its root/);
         assert.equal((await a.client.builds(s.id)).length, 1);
 
-        // A build the service cannot take (its queue full): 409, and the upload is not kept,
-        // nor said to have come.
-        for (let i = 1; i < BUILD_QUEUE_MAX; i++) await a.client.createBuild(s.id, { source_type: 'git', source_url: 'https://git.example.test/app.git' });
+        // Another tenant's service: 404, and nothing of the upload kept.
+        const other = await newTenant(q);
+        const theirs = await other.client.raw<{ error: string }>('POST', `/v1/services/${s.id}/sources`, { query: { build: true }, rawBody: new Uint8Array(archive), headers: { 'content-type': 'application/gzip' } });
+        assert.equal(theirs.status, 404);
+        assert.equal(await q.deps.store.sourceArchives.countStored(other.id), 0);
+
+        // A build the tenant cannot queue (its queue full, with builds of another of its
+        // services: the queue is the tenant's): 409, and the upload is not kept, nor said to have come.
+        const second = await a.client.createService({ name: 'second', await_build: true });
+        for (let i = 1; i < BUILD_QUEUE_MAX; i++) await a.client.createBuild(second.id, { source_type: 'git', source_url: 'https://git.example.test/app.git' });
         const [stored, entries] = [await q.deps.store.sourceArchives.countStored(a.id), await uploaded()];
         const full = await send(archive, true);
         assert.equal(full.status, 409, full.text);
         assert.match(full.body.error, /build queue is full/);
         assert.equal(await q.deps.store.sourceArchives.countStored(a.id), stored, 'no archive kept');
         assert.equal(await uploaded(), entries, 'no upload in the activity log');
-        assert.equal((await a.client.builds(s.id, { limit: 50 })).length, BUILD_QUEUE_MAX);
+        assert.equal((await a.client.builds(s.id, { limit: 50 })).length, 1);
+
+        // A tenant suspended while its archive comes (an upload may take minutes) gets no build
+        // queued after the suspension cancelled its queue: 409, nothing kept.
+        const late = await newTenant(q);
+        const lateService = await late.client.createService({ name: 'late', await_build: true });
+        const body = gzipSync(await tarOf([...site('late\n'), { name: 'padding.bin', body: randomBytes(256 * 1024).toString('hex') }]));
+        const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
+          const req = httpRequest(`${q.url}/v1/services/${lateService.id}/sources?build=true`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${late.key}`, 'content-type': 'application/gzip', 'content-length': String(body.length) },
+          });
+          req.once('response', (res) => {
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (text += c));
+            res.once('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          });
+          req.once('error', reject);
+          req.write(body.subarray(0, body.length / 2));
+          void waitFor('the upload to be taken', async () => ((await q.deps.store.sourceArchives.countStored(late.id)) === 1 ? true : undefined)).then(async () => {
+            assert.equal((await late.client.raw('DELETE', '/v1/tenant')).status, 200, 'suspended');
+            req.end(body.subarray(body.length / 2));
+          }, reject);
+        });
+        const refusedLate = await answer;
+        assert.equal(refusedLate.status, 409, refusedLate.text);
+        assert.match(refusedLate.text, /the tenant was suspended/);
+        assert.equal(await q.deps.store.sourceArchives.countStored(late.id), 0, 'no archive kept');
+        assert.deepEqual(await q.deps.store.builds.listUnfinished({ tenantId: late.id }), [], 'no build queued');
       } finally {
         await q.close();
       }

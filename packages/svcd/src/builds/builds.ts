@@ -96,7 +96,7 @@ export interface BuildsOptions {
 /** What a Builds is built from, by name. */
 export interface BuildsDeps extends BuildsOptions, Pick<Platform, 'store' | 'activity' | 'clock'> {
   execution: BuildExecution;
-  /** Stores an archive a build is queued for in the same request (createFromUpload). */
+  /** Stores the uploaded archives, and one a build is queued for in the same request (upload). */
   uploads: Pick<SourceUploads, 'upload'>;
 }
 
@@ -119,15 +119,17 @@ export class Builds implements TenantResources {
   }
 
   /**
-   * An archive uploaded and its build queued in one request (POST .../sources?build=true, beyond
-   * the spec): one round trip less for `svc deploy`. The build is queued in the transaction that
-   * completes the stored archive, so that either both are kept or neither is (a full queue: 409,
-   * and the upload is removed as any refused one).
+   * An archive uploaded (POST .../sources, beyond the spec), and with `build` its build queued in
+   * the same request: one round trip less for `svc deploy`. The build is queued in the
+   * transaction that completes the stored archive, so that either both are kept or neither is (the
+   * tenant's queue full: 409, and the upload is removed as any refused one).
    */
-  async createFromUpload(tenantId: string, serviceId: string, body: Readable, declaredBytes: number | undefined): Promise<SourceUpload> {
+  async upload(tenantId: string, serviceId: string, body: Readable, declaredBytes: number | undefined, o: { build: boolean }): Promise<SourceUpload> {
+    if (!o.build) return this.deps.uploads.upload(tenantId, serviceId, body, declaredBytes);
     let build: CreateBuildResponse | undefined;
     const archive = await this.deps.uploads.upload(tenantId, serviceId, body, declaredBytes, async (tx, stored) => {
-      // The service was found and the tenant's disk checked by the upload, as source() does.
+      // The service was found and the tenant's disk checked when the upload began (the disk not
+      // again here: a read outside this transaction would wait for it on SQLite).
       build = await this.queue(tx, tenantId, serviceId, { type: 'archive', url: archiveSourceUrl(stored.sha256), ref: null, archiveId: stored.id });
     });
     this.deps.execution.kick();
@@ -140,6 +142,9 @@ export class Builds implements TenantResources {
     const image = builtImageTag(this.deps.buildRegistry, tenantId, serviceId, id);
     // Held to commit: concurrent requests of this tenant count the queue one after another.
     await tx.tenants.lockForQuota(tenantId);
+    // A suspension (which cancels the queued builds) may have come while the request ran (an
+    // upload may take minutes): read under the lock, which waits for it.
+    if ((await tx.tenants.findById(tenantId))?.status !== 'active') throw new ConflictError('the tenant was suspended: no build is queued');
     if ((await tx.builds.countWithStatus(tenantId, 'queued')) >= BUILD_QUEUE_MAX) {
       throw new ConflictError(`build queue is full (${BUILD_QUEUE_MAX} builds waiting): wait for one to finish or cancel one`);
     }

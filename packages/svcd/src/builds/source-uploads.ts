@@ -72,7 +72,7 @@ export class SourceUploads {
    * Stores the archive `body` for a build of the service. `declaredBytes` (the request's
    * Content-Length) past the cap is refused before anything is read. `alsoInTransaction` runs in
    * the transaction that makes the stored archive complete (a build that takes it: one request,
-   * Builds.createFromUpload); when it throws, nothing of the upload is kept.
+   * Builds.upload); when it throws, nothing of the upload is kept.
    */
   async upload(tenantId: string, serviceId: string, body: Readable, declaredBytes: number | undefined, alsoInTransaction?: (tx: Repositories, archive: SourceArchive) => Promise<void>): Promise<SourceArchive> {
     if (declaredBytes !== undefined && declaredBytes > SOURCE_ARCHIVE_MAX_BYTES) throw tooLarge();
@@ -111,7 +111,11 @@ export class SourceUploads {
       // As stored: the view from what this upload writes, not read back.
       const archive = sourceArchiveView({ id, tenant_id: tenantId, service_id: serviceId, size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes, build_id: null, created_at: now });
       await this.deps.store.transaction(async (tx) => {
-        await tx.sourceArchives.describe(id, { size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes });
+        // A build queued with it counts the tenant's queue under its quota lock, taken first as
+        // that lock asks (store/tenants.ts).
+        if (alsoInTransaction) await tx.tenants.lockForQuota(tenantId);
+        // Its service deleted while the archive came took the row with it.
+        if (!(await tx.sourceArchives.describe(id, { size_bytes: counted.bytes, sha256, files: summary.files, unpacked_bytes: summary.unpackedBytes }))) throw new NotFoundError('service');
         await this.deps.activity.record(tx, {
           tenantId,
           action: 'source.uploaded',

@@ -10,8 +10,10 @@ export class SourceArchiveStore {
   }
 
   /** What the upload turned out to be, once all of it is stored and checked. */
-  async describe(id: string, d: Pick<SourceArchivesTable, 'size_bytes' | 'sha256' | 'files' | 'unpacked_bytes'>): Promise<void> {
-    await this.db.updateTable('source_archives').set(d).where('id', '=', id).execute();
+  /** False when the row is gone (its service was deleted while the archive came). */
+  async describe(id: string, d: Pick<SourceArchivesTable, 'size_bytes' | 'sha256' | 'files' | 'unpacked_bytes'>): Promise<boolean> {
+    const r = await this.db.updateTable('source_archives').set(d).where('id', '=', id).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
   }
 
   async appendChunk(sourceId: string, seq: number, data: Buffer): Promise<void> {
