@@ -33,6 +33,28 @@ async function declaring(bytes: number): Promise<Buffer> {
   return rewriteHeader(tar, 512 * 2, (h) => h.write(bytes.toString(8).padStart(11, '0') + '\0', 124, 'latin1'));
 }
 
+/**
+ * POST .../sources?build=true of `body` in two halves, `meanwhile` run between them (once the
+ * upload has begun): the answer's status and text.
+ */
+function uploadWithAPause(base: string, key: string, serviceId: string, body: Buffer, meanwhile: () => Promise<void>): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${base}/v1/services/${serviceId}/sources?build=true`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/gzip', 'content-length': String(body.length) },
+    });
+    req.once('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.once('error', reject);
+    req.write(body.subarray(0, body.length / 2));
+    meanwhile().then(() => req.end(body.subarray(body.length / 2)), reject);
+  });
+}
+
 eachStore((kind) => {
   describe(`builds from an uploaded archive (${kind})`, () => {
     let t: TestServer;
@@ -284,29 +306,23 @@ eachStore((kind) => {
         const late = await newTenant(q);
         const lateService = await late.client.createService({ name: 'late', await_build: true });
         const body = gzipSync(await tarOf([...site('late\n'), { name: 'padding.bin', body: randomBytes(256 * 1024).toString('hex') }]));
-        const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
-          const req = httpRequest(`${q.url}/v1/services/${lateService.id}/sources?build=true`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${late.key}`, 'content-type': 'application/gzip', 'content-length': String(body.length) },
-          });
-          req.once('response', (res) => {
-            let text = '';
-            res.setEncoding('utf8');
-            res.on('data', (c: string) => (text += c));
-            res.once('end', () => resolve({ status: res.statusCode ?? 0, text }));
-          });
-          req.once('error', reject);
-          req.write(body.subarray(0, body.length / 2));
-          void waitFor('the upload to be taken', async () => ((await q.deps.store.sourceArchives.countStored(late.id)) === 1 ? true : undefined)).then(async () => {
-            assert.equal((await late.client.raw('DELETE', '/v1/tenant')).status, 200, 'suspended');
-            req.end(body.subarray(body.length / 2));
-          }, reject);
+        const refusedLate = await uploadWithAPause(q.url, late.key, lateService.id, body, async () => {
+          await waitFor('the upload to be taken', async () => ((await q.deps.store.sourceArchives.countStored(late.id)) === 1 ? true : undefined));
+          assert.equal((await late.client.raw('DELETE', '/v1/tenant')).status, 200, 'suspended');
         });
-        const refusedLate = await answer;
         assert.equal(refusedLate.status, 409, refusedLate.text);
         assert.match(refusedLate.text, /the tenant was suspended/);
         assert.equal(await q.deps.store.sourceArchives.countStored(late.id), 0, 'no archive kept');
         assert.deepEqual(await q.deps.store.builds.listUnfinished({ tenantId: late.id }), [], 'no build queued');
+
+        // Its service deleted while the archive came: 404, as for a service that is not there.
+        const gone = await a.client.createService({ name: 'gone', await_build: true });
+        const deleted = await uploadWithAPause(q.url, a.key, gone.id, body, async () => {
+          await waitFor('the upload to be taken', async () => ((await q.deps.store.sourceArchives.countStored(a.id)) === 3 ? true : undefined));
+          await a.client.deleteService(gone.id);
+        });
+        assert.equal(deleted.status, 404, deleted.text);
+        assert.equal(await q.deps.store.sourceArchives.countStored(a.id), 2, 'no archive kept');
       } finally {
         await q.close();
       }

@@ -15,7 +15,7 @@ import {
 } from '@svc/contract';
 import { unixSeconds } from '../clock.js';
 import type { DiskQuota } from '../disk/disk-quota.js';
-import { NotFoundError, QuotaExceededError, TooLargeError, ValidationError } from '../errors.js';
+import { AppError, NotFoundError, QuotaExceededError, TooLargeError, ValidationError } from '../errors.js';
 import { hexId } from '../ids.js';
 import type { Platform } from '../platform.js';
 import type { BaseImagePrefetch } from './base-image-prefetch.js';
@@ -131,7 +131,11 @@ export class SourceUploads {
       body.unpipe(counted);
       stored.destroy();
       await this.deps.store.sourceArchives.delete(id).catch((e: unknown) => this.deps.log.warn({ err: e, source: id }, 'could not remove a refused upload (retention will)'));
-      throw counted.exceeded ? tooLarge() : err;
+      if (counted.exceeded) throw tooLarge();
+      // Its service deleted while the archive came took the row with it, and the store refused
+      // the chunks written after: as for a service that is not there.
+      if (!(err instanceof AppError) && !(await this.deps.store.services.find(tenantId, serviceId).catch(() => true))) throw new NotFoundError('service');
+      throw err;
     }
   }
 }
