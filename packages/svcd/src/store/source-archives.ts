@@ -9,8 +9,10 @@ export class SourceArchiveStore {
     await this.db.insertInto('source_archives').values({ ...row, build_id: null }).execute();
   }
 
-  /** What the upload turned out to be, once all of it is stored and checked. */
-  /** False when the row is gone (its service was deleted while the archive came). */
+  /**
+   * What the upload turned out to be, once all of it is stored and checked; false when the row is
+   * gone (its service was deleted while the archive came).
+   */
   async describe(id: string, d: Pick<SourceArchivesTable, 'size_bytes' | 'sha256' | 'files' | 'unpacked_bytes'>): Promise<boolean> {
     const r = await this.db.updateTable('source_archives').set(d).where('id', '=', id).executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
