@@ -17,6 +17,7 @@ import { PeriodicJobs, type JobDefinition } from './jobs/periodic.js';
 import { RateLimits } from './ratelimit/index.js';
 import { DockerRuntime, EGRESS_NODE_LABEL, HostFirewall, NodeFirewalls, SANDBOX_NODE_LABEL, SwarmRuntime, TenantCgroups, SandboxPolicy, installTenantInit, readNodeTenantInit, tenantInitNodeLabel, type Runtime } from './runtime/index.js';
 import { BaseImagePrefetch } from './builds/base-image-prefetch.js';
+import { RecentPulls } from './builds/recent-pulls.js';
 import { Builds } from './builds/builds.js';
 import { SourceUploads } from './builds/source-uploads.js';
 import { Databases } from './databases/databases.js';
@@ -358,11 +359,13 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const gitCaBundle = config.gitCaFile ? writeCaBundle(config.dataDir, config.gitCaFile) : null;
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
   const checkBuildSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: config.allowLoopbackGit }, o.resolveHost ?? resolveWithSystem);
-  const baseImagePrefetch = new BaseImagePrefetch({ store, runtime, timers, buildRegistry: config.buildRegistry });
+  const recentPulls = new RecentPulls(clock, config.baseImageReuseSeconds * 1000);
+  const baseImagePrefetch = new BaseImagePrefetch({ store, runtime, timers, buildRegistry: config.buildRegistry, recent: recentPulls });
   const buildRunner = new BuildRunner({
     ...core,
     services,
     prefetch: baseImagePrefetch,
+    recentPulls,
     scratch,
     gitCaBundle,
     pushBuilds: config.buildRegistry !== null,

@@ -11,6 +11,7 @@ import type { TemplateId } from '@svc/contract';
 import { asciiHostname, isDnsName } from './domains/hostnames.js';
 import { parseMasterKey } from './secrets/sealer.js';
 import { isLoopbackRegistry } from './services/images.js';
+import { BASE_IMAGE_REUSE_S } from './builds/recent-pulls.js';
 import { parseEgressAllow, type EgressAllowance } from './runtime/host-firewall.js';
 import type { EngineTls } from './runtime/docker/docker-runtime.js';
 import { CPU_WEIGHT_RANGE, DEFAULT_TENANT_CPU_WEIGHT } from './runtime/tenant-cgroups.js';
@@ -76,6 +77,8 @@ export interface Config {
   allowLoopbackGit: boolean;
   /** A loopback registry (HOST:PORT) that builds are pushed to (--build-registry). */
   buildRegistry: string | null;
+  /** How long a tenant's pull of a base image serves its next builds (--base-image-reuse; 0: every build pulls). */
+  baseImageReuseSeconds: number;
   /** Operator images of the managed databases (--postgres-image, --redis-image). */
   databaseImages: { postgres: string; redis: string };
   /** Loopback host ports databases are published on (--database-ports FROM-TO). */
@@ -197,6 +200,7 @@ export interface RawOptions {
   devRateLimit?: string;
   allowLoopbackGit?: boolean;
   buildRegistry?: string;
+  baseImageReuse?: string;
   postgresImage?: string;
   redisImage?: string;
   databasePorts?: string;
@@ -443,6 +447,8 @@ export function buildConfig(raw: RawOptions, env: NodeJS.ProcessEnv): Config {
     logLevel: raw.logLevel,
     allowLoopbackGit: dev || raw.allowLoopbackGit === true,
     buildRegistry,
+    // At most an hour: beyond it, a tag moved in the registry would go unseen too long.
+    baseImageReuseSeconds: integerFlag('--base-image-reuse', raw.baseImageReuse, BASE_IMAGE_REUSE_S, 0, 3600),
     databaseImages: { postgres: raw.postgresImage ?? DEFAULT_POSTGRES_IMAGE, redis: raw.redisImage ?? DEFAULT_REDIS_IMAGE },
     databasePorts,
     swarmPorts,

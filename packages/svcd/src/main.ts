@@ -7,6 +7,7 @@ import { closeDeps, createDeps, startBackground } from './app.js';
 import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENV_WARM_RESERVE, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_WORKLOAD_LEASE_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
+import { BASE_IMAGE_REUSE_S } from './builds/recent-pulls.js';
 
 const program = new Command('svcd')
   .description('svc API server')
@@ -43,6 +44,7 @@ const program = new Command('svcd')
   .addOption(new Option('--log-level <level>', 'pino log level').env('SVC_LOG_LEVEL').default('info'))
   .addOption(new Option('--allow-loopback-git', 'builds may clone from loopback hosts (always so with --dev)').env('SVC_ALLOW_LOOPBACK_GIT'))
   .addOption(new Option('--build-registry <host:port>', 'a loopback registry that built images are pushed to').env('SVC_BUILD_REGISTRY'))
+  .addOption(new Option('--base-image-reuse <seconds>', "how long a tenant's pull of a base image serves its next builds without a pull (0: every build pulls)").env('SVC_BASE_IMAGE_REUSE').default(String(BASE_IMAGE_REUSE_S)))
   .addOption(new Option('--postgres-image <ref>', 'image of managed postgres databases').env('SVC_POSTGRES_IMAGE').default(DEFAULT_POSTGRES_IMAGE))
   .addOption(new Option('--redis-image <ref>', 'image of managed redis databases').env('SVC_REDIS_IMAGE').default(DEFAULT_REDIS_IMAGE))
   .addOption(new Option('--database-ports <from-to>', 'loopback host ports for databases').env('SVC_DATABASE_PORTS').default(DEFAULT_DATABASE_PORTS))

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ADMIN_TOKEN, freePort, newTenant, startServer, viaProxy, waitFor, type TestServer } from './harness.js';
-import { BUSYBOX_IMAGE, docker, ensureTestImages, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
+import { BUSYBOX_IMAGE, SLEEPER_IMAGE, TEST_REGISTRY, docker, ensureTestImages, pushToRegistry, removeImages, removeTenantWorkloads, startRegistry } from './images.js';
 import { commit, dockerfile, gitHttpBackend, repo, startGitServer, type GitServer } from './git-fixtures.js';
 import { finishedBuild } from './service-fixtures.js';
 import { killableSvcd } from './svcd-process.js';
@@ -21,6 +21,20 @@ async function answers(port: number, serviceId: string, text: string): Promise<v
     const r = await viaProxy(port, `${serviceId}.localhost:${port}`, '/index.html').catch(() => ({ status: 0, body: '' }));
     return r.status === 200 && r.body === text ? true : undefined;
   }, 60_000);
+}
+
+/** When the engine pulled `image` since `startedAt` (ms), by its events. */
+async function pullsSince(image: string, startedAt: number): Promise<number[]> {
+  const events = await docker.getEvents({ since: Math.floor(startedAt / 1000), until: Math.ceil(Date.now() / 1000) + 1, filters: { type: ['image'], event: ['pull'] } });
+  const pulls: number[] = [];
+  for await (const chunk of events as AsyncIterable<Buffer>) {
+    for (const line of chunk.toString().split('\n').filter(Boolean)) {
+      const e = JSON.parse(line) as { Actor?: { ID?: string }; timeNano: number };
+      const at = e.timeNano / 1e6;
+      if (e.Actor?.ID === image && at >= startedAt) pulls.push(at);
+    }
+  }
+  return pulls;
 }
 
 describe('builds from git', () => {
@@ -38,7 +52,9 @@ describe('builds from git', () => {
     await ensureTestImages();
     git = await startGitServer({ quiet: { Dockerfile: dockerfile('RUN sleep 7 && echo done sleeping') } });
     proxyPort = await freePort();
-    t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}` }, overrides: { readyTimeoutMs: 10_000 } });
+    // Every build pulls its base images here (the pulls ahead of a clone are under test); a
+    // tenant's recent pull used again has a describe of its own below.
+    t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}`, baseImageReuseSeconds: 0 }, overrides: { readyTimeoutMs: 10_000 } });
     t.client.adminToken = ADMIN_TOKEN;
   });
   after(async () => {
@@ -181,16 +197,7 @@ describe('builds from git', () => {
         const b = await client.createBuild(serviceId, { source_type: 'git', source_url: url });
         const done = await finishedBuild(client, serviceId, b.build_id);
         assert.equal(done.status, 'succeeded', done.last_error ?? '');
-        const events = await docker.getEvents({ since: Math.floor(startedAt / 1000), until: Math.ceil(Date.now() / 1000) + 1, filters: { type: ['image'], event: ['pull'] } });
-        const pulls: number[] = [];
-        for await (const chunk of events as AsyncIterable<Buffer>) {
-          for (const line of chunk.toString().split('\n').filter(Boolean)) {
-            const e = JSON.parse(line) as { Actor?: { ID?: string }; timeNano: number };
-            const at = e.timeNano / 1e6;
-            if (e.Actor?.ID === BUSYBOX_IMAGE && at >= startedAt) pulls.push(at);
-          }
-        }
-        return { done, pulls };
+        return { done, pulls: await pullsSince(BUSYBOX_IMAGE, startedAt) };
       };
       const first = await build();
       const row = await t.deps.store.builds.findAny(first.done.id);
@@ -289,6 +296,59 @@ describe('builds from git', () => {
     assert.match(text, /==> built; deploying/);
     const missing = await fetch(`${t.url}/v1/services/${s.id}/builds/nope/logs?follow=true`, { headers: { authorization: `Bearer ${a.key}` } });
     assert.equal(missing.status, 404, 'existence is checked before the 200');
+  });
+});
+
+describe("a tenant's recent pull of a base image (--base-image-reuse)", () => {
+  test("serves the tenant's next build without a pull; another tenant's build pulls, and so does the tenant's once the name holds another copy", async () => {
+    await ensureTestImages();
+    // A name of this test's own in the registry: its local tag is moved below.
+    const repository = `${TEST_REGISTRY}/svc-test/reused-base`;
+    const base = `${repository}:1`;
+    await pushToRegistry(BUSYBOX_IMAGE, base);
+    const git = await startGitServer({ reuse: { Dockerfile: `FROM ${base}\nCOPY index.html /www/index.html\n`, 'index.html': 'reused\n' } });
+    // The default window (a minute): the builds below follow each other within seconds.
+    const t = await startServer({ realTime: true, overrides: { readyTimeoutMs: 10_000 } });
+    const a = await newTenant(t);
+    const b = await newTenant(t);
+    try {
+      const build = async (tenant: Tenant, serviceId: string) => {
+        const startedAt = Date.now();
+        const created = await tenant.client.createBuild(serviceId, { source_type: 'git', source_url: git.url('reuse') });
+        const done = await finishedBuild(tenant.client, serviceId, created.build_id);
+        const log = await tenant.client.buildLogs(serviceId, created.build_id);
+        assert.equal(done.status, 'succeeded', `${done.last_error}\n${log}`);
+        return { log, pulls: (await pullsSince(base, startedAt)).length };
+      };
+      const registryCopy = (await docker.getImage(base).inspect()).Id;
+      const sa = await a.client.createService({ name: 'reuse', await_build: true });
+      const first = await build(a, sa.id);
+      assert.equal(first.pulls, 1);
+      assert.match(first.log, /==> pulling /);
+
+      const second = await build(a, sa.id);
+      assert.equal(second.pulls, 0, 'the registry was not asked');
+      assert.match(second.log, /was pulled for this tenant \d+ s ago: not pulled again \(within --base-image-reuse, 60 s\)/);
+      assert.ok(second.log.includes(`FROM ${registryCopy}`), 'built from the copy the first pull checked');
+
+      // A's pull proves nothing for B.
+      const sb = await b.client.createService({ name: 'reuse', await_build: true });
+      const other = await build(b, sb.id);
+      assert.equal(other.pulls, 1);
+
+      // The name moved to another copy on the engine (a local tag): not the one A's pull checked.
+      await docker.getImage(SLEEPER_IMAGE).tag({ repo: repository, tag: '1' });
+      const moved = await build(a, sa.id);
+      assert.equal(moved.pulls, 1, 'pulled again');
+      assert.match(moved.log, /==> pulling /);
+      assert.ok(moved.log.includes(`FROM ${registryCopy}`), "built from the registry's copy, pulled back under the name");
+    } finally {
+      await t.close();
+      await removeTenantWorkloads([a.id, b.id]);
+      for (const id of [a.id, b.id]) await removeImages(`svc/${id}/*`);
+      await docker.getImage(base).remove({ force: true }).catch(() => {});
+      await git.stop();
+    }
   });
 });
 

@@ -7,6 +7,7 @@ import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { MemoryImage } from '../src/runtime/memory/memory-driver.js';
+import type { SvcClient } from '@svc/client';
 import { WAIT_MAX_S } from '@svc/contract/limits';
 import { DEPLOY_DEADLINE_MS, workloadName } from '../src/services/deployer.js';
 import { WAITS_PER_TENANT } from '../src/sessions/held-waits.js';
@@ -664,12 +665,13 @@ eachStore((kind) => {
 });
 
 eachStore((kind) => {
-  describe(`base images pulled from an upload's start (${kind})`, () => {
+  describe(`base images: pulled from an upload's start, and a tenant's recent pull used again (${kind})`, () => {
     test("an upload begins the pull of the base image the tenant's latest build named, and the build that follows takes it instead of pulling again", async () => {
       const mem = memoryRuntime(IMAGES);
       const pulls: string[] = [];
       const runtime: Runtime = { ...mem.runtime, buildImage: () => Promise.resolve(), pullImage: (image, signal) => (pulls.push(image), mem.runtime.pullImage(image, signal)) };
-      const t = await startServer({ store: kind, overrides: { runtime } });
+      // Every build pulls: the tenant's recent pull is not used again (the next test).
+      const t = await startServer({ store: kind, config: { baseImageReuseSeconds: 0 }, overrides: { runtime } });
       try {
         const a = await newTenant(t);
         const archive = async () => new Uint8Array(gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${SERVING}\n` }])));
@@ -692,6 +694,62 @@ eachStore((kind) => {
         assert.deepEqual(pulls, [SERVING, SERVING]);
         await built(second.id, next.id);
         assert.deepEqual(pulls, [SERVING, SERVING], 'the build took the pull its upload began');
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
+    });
+
+    test("a tenant's pull of a base image serves its next builds for --base-image-reuse: never another tenant's, not once the engine's copy under the name changed, not past the window", async () => {
+      const mem = memoryRuntime(IMAGES);
+      const pulls: string[] = [];
+      /** What the engine holds under a name: its ID changes when the tag moves to another copy. */
+      let copy = 'first';
+      const runtime: Runtime = {
+        ...mem.runtime,
+        buildImage: () => Promise.resolve(),
+        pullImage: (image, signal) => (pulls.push(image), mem.runtime.pullImage(image, signal)),
+        baseImage: (image) => Promise.resolve({ id: `sha256:${copy}-${image.length}`, triggers: [] }),
+      };
+      const t = await startServer({ store: kind, overrides: { runtime } });
+      try {
+        assert.equal(t.deps.config.baseImageReuseSeconds, 60, 'the default');
+        const archive = async () => new Uint8Array(gzipSync(await tarOf([{ name: 'Dockerfile', body: `FROM ${SERVING}\n` }])));
+        /** An upload and its build into the tenant's one service; resolves to the build's log once it succeeded. */
+        const services = new Map<string, string>();
+        const build = async (tenant: { id: string; client: SvcClient }) => {
+          const serviceId = services.get(tenant.id) ?? (await tenant.client.createService({ name: 'app', await_build: true })).id;
+          services.set(tenant.id, serviceId);
+          const up = await tenant.client.uploadSource(serviceId, await archive(), { build: true });
+          const done = await tenant.client.build(serviceId, up.build?.build_id ?? '', { wait: WAIT_MAX_S });
+          assert.equal(done.status, 'succeeded', done.last_error ?? '');
+          return tenant.client.buildLogs(serviceId, done.id);
+        };
+        const basePulls = () => pulls.filter((p) => p === SERVING).length;
+        const a = await newTenant(t);
+        const b = await newTenant(t);
+
+        assert.match(await build(a), /==> pulling /);
+        assert.equal(basePulls(), 1);
+        // Within the window: neither the upload's warm-up nor the build asks the registry.
+        const reused = await build(a);
+        assert.match(reused, /was pulled for this tenant 0 s ago: not pulled again \(within --base-image-reuse, 60 s\)/);
+        assert.doesNotMatch(reused, /==> pulling /);
+        assert.equal(basePulls(), 1);
+        // Another tenant's pull proves nothing for this one.
+        assert.match(await build(b), /==> pulling /);
+        assert.equal(basePulls(), 2);
+        // The engine's copy under the name is not the one A's pull checked (the tag moved): pulled again.
+        copy = 'second';
+        assert.match(await build(a), /==> pulling /);
+        assert.equal(basePulls(), 3);
+        // The window counts from that pull, not from a use of it.
+        t.clock.advance(59_000);
+        assert.match(await build(a), /59 s ago: not pulled again/);
+        assert.equal(basePulls(), 3);
+        t.clock.advance(1_000);
+        assert.match(await build(a), /==> pulling /);
+        assert.equal(basePulls(), 4);
       } finally {
         await t.close();
         await mem.driver.close();

@@ -12,6 +12,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { SvcClient, type RequestOptions } from '@svc/client';
 import { buildServer, closeDeps, createDeps, startBackground, DEFAULT_DASHBOARD_DIR, DEFAULT_DATABASE_PORTS, DEFAULT_KANBAN_PORTS, DEFAULT_SWARM_PORTS, parsePortRange, DEFAULT_STALLED_READER_S, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_WORKLOAD_LEASE_S, SPEC_RATE_LIMITS, systemClock, systemTimers, type Config, type Deps, type DepsOverrides, type SvcServer } from '../src/index.js';
+import { BASE_IMAGE_REUSE_S } from '../src/builds/recent-pulls.js';
 import { ManualClock } from './manual-clock.js';
 import { SchemaCompilers } from '../src/api/schema-compilers.js';
 import { fakeIptables } from './fake-iptables.js';
@@ -204,6 +205,7 @@ export function testConfig(over: Partial<Config> = {}): Config {
     logLevel: 'silent',
     allowLoopbackGit: true,
     buildRegistry: null,
+    baseImageReuseSeconds: BASE_IMAGE_REUSE_S,
     databaseImages: { postgres: 'svc-test/postgres:15', redis: 'svc-test/redis:7' },
     databasePorts: { from: 22000, to: 22999 },
     kanbanImage: 'svc-test/node:18',

@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { ScratchSpace } from '../src/scratch/scratch-space.js';
 import { SourceUploads } from '../src/builds/source-uploads.js';
 import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
+import { RecentPulls } from '../src/builds/recent-pulls.js';
 import { HeldWaits } from '../src/sessions/held-waits.js';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { DiskQuota } from '../src/disk/disk-quota.js';
@@ -400,7 +401,8 @@ describe('source URLs: the checked address is the connected address', () => {
         store,
         runtime,
         services: {} as unknown as Services,
-        prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null }),
+        prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null, recent: new RecentPulls(systemClock, 0) }),
+        recentPulls: new RecentPulls(systemClock, 0),
         activity,
         clock: systemClock,
         timers: systemTimers,
@@ -412,7 +414,7 @@ describe('source URLs: the checked address is the connected address', () => {
       });
       const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
       const disk = new DiskQuota(store);
-      const uploads = new SourceUploads({ store, activity, clock: systemClock, log: pino({ level: 'silent' }), disk, prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null }) });
+      const uploads = new SourceUploads({ store, activity, clock: systemClock, log: pino({ level: 'silent' }), disk, prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null, recent: new RecentPulls(systemClock, 0) }) });
       const builds = new Builds({ store, execution: runner, uploads, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(systemClock), disk });
       await runner.start();
       try {

@@ -44,6 +44,7 @@ import { ManualClock } from './manual-clock.js';
 import { clientOf, ConnectionCap } from '../src/api/connection-cap.js';
 import type { Socket } from 'node:net';
 import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
+import { RecentPulls } from '../src/builds/recent-pulls.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
@@ -266,6 +267,15 @@ describe('configuration', () => {
     assert.equal(buildConfig({ ...dev, sandbox: 'required' }, {}).sandbox, 'required');
     assert.throws(() => buildConfig({ ...raw, dev: true, runtime: 'kubernetes' }, {}), /--runtime must be docker or swarm/);
     assert.throws(() => buildConfig({ ...raw, dev: true, swarmNode: 'node1=unix:///x' }, {}), /--swarm-node needs --runtime swarm/);
+  });
+
+  test("--base-image-reuse: a minute by default, 0 to pull on every build, at most an hour", () => {
+    assert.equal(buildConfig({ ...raw, dev: true }, {}).baseImageReuseSeconds, 60);
+    assert.equal(buildConfig({ ...raw, dev: true, baseImageReuse: '0' }, {}).baseImageReuseSeconds, 0);
+    assert.equal(buildConfig({ ...raw, dev: true, baseImageReuse: '3600' }, {}).baseImageReuseSeconds, 3600);
+    for (const v of ['3601', '-1', '1.5', 'soon', '']) {
+      assert.throws(() => buildConfig({ ...raw, dev: true, baseImageReuse: v }, {}), /--base-image-reuse must be an integer from 0 to 3600/, v);
+    }
   });
 
   test("engines over TLS: https:// takes the CA, client certificate and key from the data dir, checked at start-up (a key only its owner reads, files only it writes, a key that is the certificate's); refused without them", () => {
@@ -1358,7 +1368,7 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
   };
   const store = (images: string[]) => ({ builds: { lastBaseImages: () => Promise.resolve(JSON.stringify(images)) } }) as never;
   const prefetchOf = (images: string[], engine: ReturnType<typeof puller>, clock: ManualClock, buildRegistry: string | null = null) =>
-    new BaseImagePrefetch({ store: store(images), runtime: engine, timers: clock, buildRegistry });
+    new BaseImagePrefetch({ store: store(images), runtime: engine, timers: clock, buildRegistry, recent: new RecentPulls(clock, 0) });
 
   test("a build takes the pull its upload began (no second pull), and it then ends with the build's signal, not at the warm-up's 10 s", async () => {
     const engine = puller();
@@ -1419,7 +1429,7 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
 
     // One svcd's count: the tenant's three warmed, a fourth image of it waits for its build.
     const images: Record<string, string[]> = { s1: ['127.0.0.1:5999/memory/a:1', '127.0.0.1:5999/memory/b:1', '127.0.0.1:5999/memory/c:1'], s2: ['127.0.0.1:5999/memory/d:1'] };
-    const shared = new BaseImagePrefetch({ store: { builds: { lastBaseImages: (_t: string, s: string) => Promise.resolve(JSON.stringify(images[s])) } } as never, runtime: engine, timers: clock, buildRegistry: null });
+    const shared = new BaseImagePrefetch({ store: { builds: { lastBaseImages: (_t: string, s: string) => Promise.resolve(JSON.stringify(images[s])) } } as never, runtime: engine, timers: clock, buildRegistry: null, recent: new RecentPulls(clock, 0) });
     await shared.warm('t1', 's1');
     assert.equal(engine.pulls.length, 4, 'three of the tenant');
     await shared.warm('t1', 's2');

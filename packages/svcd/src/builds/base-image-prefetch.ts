@@ -15,8 +15,9 @@
 // pulls asks its registry, whose rate limits the host's tenants share).
 import type { TimerHandle, Timers } from '../clock.js';
 import type { ImagePuller } from '../services/images.js';
-import { isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
+import { canonicalImageReference, isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
 import type { Store } from '../store/index.js';
+import type { RecentPulls } from './recent-pulls.js';
 
 /** How many of the previous build's base images are pulled ahead (a Dockerfile names a few); also a tenant's warmed pulls at once. */
 const PREFETCHED_IMAGES_MAX = 3;
@@ -45,6 +46,8 @@ export interface BaseImagePrefetchDeps {
   runtime: ImagePuller;
   timers: Timers;
   buildRegistry: string | null;
+  /** A build uses the tenant's recent pull of an image again (recent-pulls.ts): nothing to pull ahead. */
+  recent: Pick<RecentPulls, 'recent'>;
 }
 
 /** A warmed pull's place: what one tenant warmed is never another's. */
@@ -137,6 +140,8 @@ export class BaseImagePrefetch {
       if (typeof image !== 'string' || isLocallyBuilt(image)) continue;
       // Judged again under today's rules (--build-registry may have changed): what the tenant may not use is not pulled for it.
       if (tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry }) !== null) continue;
+      // Pulled a moment ago by the tenant: the build uses that pull again, unless the engine's copy changed (it pulls then).
+      if (this.deps.recent.recent(tenantId, canonicalImageReference(image)) !== null) continue;
       guessed.add(image);
     }
     return [...guessed];

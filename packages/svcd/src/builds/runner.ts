@@ -14,7 +14,7 @@ import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import { type TimerHandle, type Timers, unixSeconds } from '../clock.js';
 import { SANDBOX_RUNTIME } from '../runtime/index.js';
 import { workloadLimits } from '../runtime/index.js';
-import { isLocallyBuilt, pullTenantImage } from '../services/images.js';
+import { canonicalImageReference, isLocallyBuilt, pullTenantImage } from '../services/images.js';
 import type { Services } from '../services/services.js';
 import type { BuildRow, Store } from '../store/index.js';
 import { durationSince, type BuildExecution } from './builds.js';
@@ -23,6 +23,7 @@ import { readArchive } from '../sources/archive.js';
 import { ARCHIVE_LIMITS, storedArchive } from './source-uploads.js';
 import { checkDockerfile, pinImages } from './dockerfile.js';
 import type { BaseImagePrefetch, PrefetchedPulls } from './base-image-prefetch.js';
+import type { RecentPulls } from './recent-pulls.js';
 import type { SourceCheck } from '../sources/sources.js';
 import type { ScratchArea, ScratchSpace } from '../scratch/scratch-space.js';
 import type { Platform } from '../platform.js';
@@ -111,6 +112,8 @@ export interface BuildRunnerDeps extends BuildRunnerOptions, Pick<Platform, 'sto
   services: Services;
   /** The base images a build most likely names, pulled while its source comes in (or since its upload began). */
   prefetch: Pick<BaseImagePrefetch, 'forBuild'>;
+  /** The tenant's recent pulls of base images, used again for a while (--base-image-reuse). */
+  recentPulls: RecentPulls;
 }
 
 export class BuildRunner implements BuildExecution {
@@ -324,18 +327,34 @@ export class BuildRunner implements BuildExecution {
    * run them unchecked, and a remote ADD among them is fetched by the engine from the host's
    * network. Resolves to the ID of each checked copy, which the build is then pinned to
    * (pinImages): no second pull that could differ, and no tag moved meanwhile by another pull of
-   * the same name. An image pulled ahead for this build (BaseImagePrefetch) is not pulled twice.
+   * the same name. An image pulled ahead for this build (BaseImagePrefetch) is not pulled twice,
+   * and one the tenant pulled a moment ago is not pulled again (RecentPulls).
    */
-  private async pullBaseImages(images: string[], signal: AbortSignal, output: LogBatcher, prefetched: PrefetchedPulls): Promise<Map<string, string>> {
+  private async pullBaseImages(tenantId: string, images: string[], signal: AbortSignal, output: LogBatcher, prefetched: PrefetchedPulls): Promise<Map<string, string>> {
     const ids = new Map<string, string>();
     for (const image of images) {
-      if (!isLocallyBuilt(image)) output.line(`==> pulling ${image}`);
-      const name = (await prefetched.get(image)) ?? (await pullTenantImage(this.deps.runtime, image, signal));
-      // The ID and the triggers of one read: the copy checked is the copy built from.
-      const base = await this.deps.runtime.baseImage(name);
+      const local = isLocallyBuilt(image);
+      const name = local ? image : canonicalImageReference(image);
+      // The tenant's own pull of that name a moment ago (recent-pulls.ts), while the engine still
+      // holds the copy it checked under that name.
+      const recent = local ? null : this.deps.recentPulls.recent(tenantId, name);
+      const kept = recent ? await this.deps.runtime.baseImage(name).catch(() => null) : null;
+      const reused = recent !== null && kept?.id === recent.id;
+      let base: { id: string; triggers: string[] };
+      if (kept && reused) {
+        base = kept;
+        output.line(`==> ${image} was pulled for this tenant ${Math.round(recent.ageMs / 1000)} s ago: not pulled again (within --base-image-reuse, ${this.deps.recentPulls.reuseSeconds} s)`);
+      } else {
+        if (!local) output.line(`==> pulling ${image}`);
+        const pulled = (await prefetched.get(image)) ?? (await pullTenantImage(this.deps.runtime, image, signal));
+        // The ID and the triggers of one read: the copy checked is the copy built from.
+        base = await this.deps.runtime.baseImage(pulled);
+      }
       if (base.triggers.length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
+      // Recorded once checked, and only for a pull made now: a reuse does not stretch the window.
+      if (!local && !reused) this.deps.recentPulls.pulled(tenantId, name, base.id);
       ids.set(image, base.id);
     }
     return ids;
@@ -358,7 +377,7 @@ export class BuildRunner implements BuildExecution {
       const dockerfile = await readDockerfile(dir);
       const images = checkDockerfile(dockerfile, { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
       await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
-      const ids = await this.pullBaseImages(images, signal, output, await prefetched);
+      const ids = await this.pullBaseImages(b.tenant_id, images, signal, output, await prefetched);
       await pinDockerfile(dir, dockerfile, ids);
       for (const [image, id] of ids) output.line(`==> ${image} is ${id}`);
       const sandboxed = await sandboxCheck;
