@@ -360,7 +360,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   // One set of source rules for builds: checked at create, and again by the runner before the clone.
   const checkBuildSource: SourceCheck = (raw) => checkSourceUrl(raw, { allowLoopback: config.allowLoopbackGit }, o.resolveHost ?? resolveWithSystem);
   const recentPulls = new RecentPulls(clock, config.baseImageReuseSeconds * 1000);
-  const baseImagePrefetch = new BaseImagePrefetch({ store, runtime, timers, buildRegistry: config.buildRegistry, recent: recentPulls });
+  const baseImagePrefetch = new BaseImagePrefetch({ store, runtime, clock, timers, buildRegistry: config.buildRegistry, recent: recentPulls });
   const buildRunner = new BuildRunner({
     ...core,
     services,

@@ -307,8 +307,8 @@ describe("a tenant's recent pull of a base image (--base-image-reuse)", () => {
     const base = `${repository}:1`;
     await pushToRegistry(BUSYBOX_IMAGE, base);
     const git = await startGitServer({ reuse: { Dockerfile: `FROM ${base}\nCOPY index.html /www/index.html\n`, 'index.html': 'reused\n' } });
-    // The default window (a minute): the builds below follow each other within seconds.
-    const t = await startServer({ realTime: true, overrides: { readyTimeoutMs: 10_000 } });
+    // A window of 10 minutes: the builds below follow each other within seconds, on a slow machine too.
+    const t = await startServer({ realTime: true, config: { baseImageReuseSeconds: 600 }, overrides: { readyTimeoutMs: 10_000 } });
     const a = await newTenant(t);
     const b = await newTenant(t);
     try {
@@ -328,7 +328,7 @@ describe("a tenant's recent pull of a base image (--base-image-reuse)", () => {
 
       const second = await build(a, sa.id);
       assert.equal(second.pulls, 0, 'the registry was not asked');
-      assert.match(second.log, /was pulled for this tenant \d+ s ago: not pulled again \(within --base-image-reuse, 60 s\)/);
+      assert.match(second.log, /was pulled for this tenant \d+ s ago: not pulled again \(within --base-image-reuse, 600 s\)/);
       assert.ok(second.log.includes(`FROM ${registryCopy}`), 'built from the copy the first pull checked');
 
       // A's pull proves nothing for B.

@@ -734,6 +734,7 @@ eachStore((kind) => {
         // Within the window: neither the upload's warm-up nor the build asks the registry.
         const reused = await build(a);
         assert.match(reused, /was pulled for this tenant 0 s ago: not pulled again \(within --base-image-reuse, 60 s\)/);
+        assert.match(reused, /is sha256:first-/, 'pinned to the copy that pull left');
         assert.doesNotMatch(reused, /==> pulling /);
         assert.equal(basePulls(), 1);
         // Another tenant's pull proves nothing for this one.
@@ -744,12 +745,28 @@ eachStore((kind) => {
         assert.match(await build(a), /==> pulling /);
         assert.equal(basePulls(), 3);
         // The window counts from that pull, not from a use of it.
-        t.clock.advance(59_000);
-        assert.match(await build(a), /59 s ago: not pulled again/);
+        t.clock.advance(45_000);
+        assert.match(await build(a), /45 s ago: not pulled again/);
         assert.equal(basePulls(), 3);
-        t.clock.advance(1_000);
+        t.clock.advance(15_000);
         assert.match(await build(a), /==> pulling /);
         assert.equal(basePulls(), 4);
+        // With less than the 10 s a pull ahead is kept left of the window, the upload pulls ahead
+        // and the build takes that pull, the newer one.
+        t.clock.advance(55_000);
+        assert.match(await build(a), /==> pulling /);
+        assert.equal(basePulls(), 5);
+        // Pulled ahead, and the name moved to another copy before the build checked it: pulled
+        // again, and built from what that pull left.
+        t.clock.advance(55_000);
+        const serviceId = services.get(a.id) ?? '';
+        const up = await a.client.uploadSource(serviceId, await archive());
+        await waitFor('the upload to pull ahead', () => Promise.resolve(basePulls() === 6 || undefined));
+        copy = 'third';
+        const moved = await a.client.createBuild(serviceId, { source_type: 'archive', source_id: up.id });
+        assert.equal((await a.client.build(serviceId, moved.build_id, { wait: WAIT_MAX_S })).status, 'succeeded');
+        assert.equal(basePulls(), 7);
+        assert.match(await a.client.buildLogs(serviceId, moved.build_id), /is sha256:third-/);
       } finally {
         await t.close();
         await mem.driver.close();

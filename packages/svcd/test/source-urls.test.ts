@@ -401,7 +401,7 @@ describe('source URLs: the checked address is the connected address', () => {
         store,
         runtime,
         services: {} as unknown as Services,
-        prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null, recent: new RecentPulls(systemClock, 0) }),
+        prefetch: new BaseImagePrefetch({ store, runtime, clock: systemClock, timers: systemTimers, buildRegistry: null, recent: new RecentPulls(systemClock, 0) }),
         recentPulls: new RecentPulls(systemClock, 0),
         activity,
         clock: systemClock,
@@ -414,7 +414,7 @@ describe('source URLs: the checked address is the connected address', () => {
       });
       const sessions = new SessionLimits(store, systemClock, systemTimers, 'source-test/1');
       const disk = new DiskQuota(store);
-      const uploads = new SourceUploads({ store, activity, clock: systemClock, log: pino({ level: 'silent' }), disk, prefetch: new BaseImagePrefetch({ store, runtime, timers: systemTimers, buildRegistry: null, recent: new RecentPulls(systemClock, 0) }) });
+      const uploads = new SourceUploads({ store, activity, clock: systemClock, log: pino({ level: 'silent' }), disk, prefetch: new BaseImagePrefetch({ store, runtime, clock: systemClock, timers: systemTimers, buildRegistry: null, recent: new RecentPulls(systemClock, 0) }) });
       const builds = new Builds({ store, execution: runner, uploads, activity, clock: systemClock, checkSource, buildRegistry: null, sessions, waits: new HeldWaits(systemClock), disk });
       await runner.start();
       try {

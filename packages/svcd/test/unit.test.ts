@@ -44,7 +44,7 @@ import { ManualClock } from './manual-clock.js';
 import { clientOf, ConnectionCap } from '../src/api/connection-cap.js';
 import type { Socket } from 'node:net';
 import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
-import { RecentPulls } from '../src/builds/recent-pulls.js';
+import { KEPT_MAX, RecentPulls } from '../src/builds/recent-pulls.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
@@ -1364,11 +1364,43 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
           pulls.push({ image, signal, done: resolve });
           signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
         }),
+      baseImage: (image: string) => Promise.resolve({ id: `sha256:${image.length}` }),
     };
   };
   const store = (images: string[]) => ({ builds: { lastBaseImages: () => Promise.resolve(JSON.stringify(images)) } }) as never;
   const prefetchOf = (images: string[], engine: ReturnType<typeof puller>, clock: ManualClock, buildRegistry: string | null = null) =>
-    new BaseImagePrefetch({ store: store(images), runtime: engine, timers: clock, buildRegistry, recent: new RecentPulls(clock, 0) });
+    new BaseImagePrefetch({ store: store(images), runtime: engine, clock, timers: clock, buildRegistry, recent: new RecentPulls(clock, 0) });
+
+  test("a tenant's recent pulls: its own only, for the window from the pull, with the time left asked for; forgotten, bounded, none at 0; a clock gone back drops it", () => {
+    const clock = new ManualClock();
+    const recent = new RecentPulls(clock, 60_000);
+    recent.pulled('t1', IMAGE, 'sha256:a', clock.now());
+    assert.deepEqual(recent.recent('t1', IMAGE), { id: 'sha256:a', ageMs: 0 });
+    assert.equal(recent.recent('t2', IMAGE), null, "another tenant's");
+    clock.advance(50_000);
+    assert.deepEqual(recent.recent('t1', IMAGE, 10_000), { id: 'sha256:a', ageMs: 50_000 }, '10 s left');
+    clock.advance(1);
+    assert.equal(recent.recent('t1', IMAGE, 10_000), null, 'less than 10 s left');
+    assert.notEqual(recent.recent('t1', IMAGE), null);
+    clock.advance(9_999);
+    assert.equal(recent.recent('t1', IMAGE), null, 'the window ended');
+    // Recorded with the time the pull ended, which may be before now.
+    recent.pulled('t1', IMAGE, 'sha256:b', clock.now() - 59_000);
+    assert.equal(recent.recent('t1', IMAGE)?.ageMs, 59_000);
+    recent.forget('t1', IMAGE);
+    assert.equal(recent.recent('t1', IMAGE), null, 'forgotten');
+    recent.pulled('t1', IMAGE, 'sha256:c', clock.now() + 1_000);
+    assert.equal(recent.recent('t1', IMAGE), null, 'a pull after now: the clock went back');
+    // Bounded: past KEPT_MAX the oldest goes.
+    for (let i = 0; i <= KEPT_MAX; i++) recent.pulled(`t${i}`, IMAGE, 'sha256:d', clock.now());
+    assert.equal(recent.recent('t0', IMAGE), null, 'the oldest went');
+    assert.notEqual(recent.recent('t1', IMAGE), null);
+    assert.notEqual(recent.recent(`t${KEPT_MAX}`, IMAGE), null);
+    // 0: nothing is kept.
+    const off = new RecentPulls(clock, 0);
+    off.pulled('t1', IMAGE, 'sha256:a', clock.now());
+    assert.equal(off.recent('t1', IMAGE), null);
+  });
 
   test("a build takes the pull its upload began (no second pull), and it then ends with the build's signal, not at the warm-up's 10 s", async () => {
     const engine = puller();
@@ -1386,7 +1418,8 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
     clock.advance(10_000);
     assert.equal(taken.signal.aborted, false, 'taken: no longer stopped at the 10 s');
     taken.done();
-    assert.equal(await pulls.get(IMAGE), IMAGE);
+    // What the pull left, read right after it, and when it ended.
+    assert.deepEqual(await pulls.get(IMAGE), { name: IMAGE, id: `sha256:${IMAGE.length}`, at: clock.now() });
     // Another tenant's build pulls for itself: what one tenant warmed is not another's.
     await prefetch.warm('t1', 's1');
     await prefetch.forBuild('t2', 's2', new AbortController().signal);
@@ -1429,7 +1462,7 @@ describe("base images pulled ahead of a build (an upload's warm-up)", () => {
 
     // One svcd's count: the tenant's three warmed, a fourth image of it waits for its build.
     const images: Record<string, string[]> = { s1: ['127.0.0.1:5999/memory/a:1', '127.0.0.1:5999/memory/b:1', '127.0.0.1:5999/memory/c:1'], s2: ['127.0.0.1:5999/memory/d:1'] };
-    const shared = new BaseImagePrefetch({ store: { builds: { lastBaseImages: (_t: string, s: string) => Promise.resolve(JSON.stringify(images[s])) } } as never, runtime: engine, timers: clock, buildRegistry: null, recent: new RecentPulls(clock, 0) });
+    const shared = new BaseImagePrefetch({ store: { builds: { lastBaseImages: (_t: string, s: string) => Promise.resolve(JSON.stringify(images[s])) } } as never, runtime: engine, clock, timers: clock, buildRegistry: null, recent: new RecentPulls(clock, 0) });
     await shared.warm('t1', 's1');
     assert.equal(engine.pulls.length, 4, 'three of the tenant');
     await shared.warm('t1', 's2');

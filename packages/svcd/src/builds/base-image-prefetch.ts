@@ -13,7 +13,7 @@
 // PREFETCHED_IMAGES_MAX pulls of a tenant kept at once, WARMED_MAX in all, and an image whose
 // warmed pull no build took is not warmed again for the tenant for UNTAKEN_REST_MS (each of its
 // pulls asks its registry, whose rate limits the host's tenants share).
-import type { TimerHandle, Timers } from '../clock.js';
+import type { Clock, TimerHandle, Timers } from '../clock.js';
 import type { ImagePuller } from '../services/images.js';
 import { canonicalImageReference, isLocallyBuilt, pullTenantImage, tenantImageRefusal } from '../services/images.js';
 import type { Store } from '../store/index.js';
@@ -31,19 +31,27 @@ const WARM_KEPT_MS = 10_000;
 /** How long an image whose warmed pull went untaken is not warmed again for the tenant (its builds still pull it). */
 const UNTAKEN_REST_MS = 60_000;
 
-/** An image's pull: resolves to the name pulled, or null when it failed (the build pulls again, and reports its error). */
-export type PrefetchedPulls = Map<string, Promise<string | null>>;
+/** A pull that ended: the name the engine holds the image under, the ID of the copy it left (read right after it), and when. */
+export interface PulledImage {
+  name: string;
+  id: string;
+  at: number;
+}
+
+/** An image's pull: resolves to what it left, or null when it failed (the build pulls again, and reports its error). */
+export type PrefetchedPulls = Map<string, Promise<PulledImage | null>>;
 
 interface Warmed {
   tenantId: string;
-  pull: Promise<string | null>;
+  pull: Promise<PulledImage | null>;
   stop: AbortController;
   expiry: TimerHandle;
 }
 
 export interface BaseImagePrefetchDeps {
   store: Pick<Store, 'builds'>;
-  runtime: ImagePuller;
+  runtime: ImagePuller & { baseImage(image: string): Promise<{ id: string }> };
+  clock: Clock;
   timers: Timers;
   buildRegistry: string | null;
   /** A build uses the tenant's recent pull of an image again (recent-pulls.ts): nothing to pull ahead. */
@@ -73,7 +81,7 @@ export class BaseImagePrefetch {
       if (this.closed || this.warmed.has(key) || this.resting.has(key)) continue;
       if (this.warmed.size >= WARMED_MAX || this.warmedFor(tenantId) >= PREFETCHED_IMAGES_MAX) return;
       const stop = new AbortController();
-      const pull = pullTenantImage(this.deps.runtime, image, stop.signal).catch(() => null);
+      const pull = this.pull(image, stop.signal);
       const expiry = this.deps.timers.setTimeout(() => {
         this.warmed.delete(key);
         stop.abort(new Error('no build took this pull'));
@@ -101,7 +109,7 @@ export class BaseImagePrefetch {
         else signal.addEventListener('abort', () => warmed.stop.abort(signal.reason), { once: true });
         pulls.set(image, warmed.pull);
       } else {
-        pulls.set(image, pullTenantImage(this.deps.runtime, image, signal).catch(() => null));
+        pulls.set(image, this.pull(image, signal));
       }
     }
     return pulls;
@@ -117,6 +125,16 @@ export class BaseImagePrefetch {
     this.warmed.clear();
     for (const rest of this.resting.values()) rest.cancel();
     this.resting.clear();
+  }
+
+  /**
+   * One pull, and the ID of the copy it left read right after it: the build checks later (after
+   * its clone) that the name still holds that copy, and pulls again when it does not.
+   */
+  private pull(image: string, signal: AbortSignal): Promise<PulledImage | null> {
+    return pullTenantImage(this.deps.runtime, image, signal)
+      .then(async (name) => ({ name, id: (await this.deps.runtime.baseImage(name)).id, at: this.deps.clock.now() }))
+      .catch(() => null);
   }
 
   private warmedFor(tenantId: string): number {
@@ -140,8 +158,9 @@ export class BaseImagePrefetch {
       if (typeof image !== 'string' || isLocallyBuilt(image)) continue;
       // Judged again under today's rules (--build-registry may have changed): what the tenant may not use is not pulled for it.
       if (tenantImageRefusal(image, { tenantId, buildRegistry: this.deps.buildRegistry }) !== null) continue;
-      // Pulled a moment ago by the tenant: the build uses that pull again, unless the engine's copy changed (it pulls then).
-      if (this.deps.recent.recent(tenantId, canonicalImageReference(image)) !== null) continue;
+      // Pulled a moment ago by the tenant: the build uses that pull again, unless the engine's copy
+      // changed (it pulls then). Pulled ahead all the same when the window could end before the build comes.
+      if (this.deps.recent.recent(tenantId, canonicalImageReference(image), WARM_KEPT_MS) !== null) continue;
       guessed.add(image);
     }
     return [...guessed];

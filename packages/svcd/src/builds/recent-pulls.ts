@@ -5,9 +5,10 @@
 // Performance > Build).
 //
 // What the pull proves stays proven: a record is the tenant's own, made only by a pull the tenant's
-// build (or its upload's warm-up) got through, of that full name, and it is used only while the
-// engine still holds the image it checked under that name (a pull by someone else that moved the
-// tag, or a copy loaded by hand, is not the one the tenant pulled: the build pulls again). What it
+// build (or its upload's warm-up) got through, of that full name, once the build checked the copy
+// it left, and it is used only while the engine still holds that copy under that name (a pull by
+// someone else that moved the tag, or a copy loaded by hand, is not the one the tenant pulled: the
+// build pulls again, and the record goes). The window counts from the end of the pull. What it
 // gives up, for at most the reuse window: a tag moved in the registry meanwhile, or an image the
 // registry no longer serves, is seen by the next build after it (Docker's own builder and the
 // hosting platforms svc is compared with pull a base image only when it is missing).
@@ -18,11 +19,12 @@ import type { Clock } from '../clock.js';
 /** The default of --base-image-reuse. */
 export const BASE_IMAGE_REUSE_S = 60;
 /** Records kept at most, whatever the tenants (the oldest go first): a map bounded like any tenant-fed one. */
-const KEPT_MAX = 1_000;
+export const KEPT_MAX = 1_000;
 
 interface Pulled {
-  /** The ID of the copy the build checked after the pull (ONBUILD triggers, none). */
+  /** The ID of the copy the pull left, which the build checked (ONBUILD triggers, none). */
   id: string;
+  /** When the pull ended (the window counts from it). */
   at: number;
 }
 
@@ -36,32 +38,38 @@ export class RecentPulls {
   ) {}
 
   /**
-   * The tenant's pull of `image` (its full name) that is recent enough to use again: the image ID it
-   * gave and how long ago; null when there is none.
+   * The tenant's pull of `image` (its full name) that is recent enough to use again, with at least
+   * `remainingMs` of its window left: the image ID it gave and how long ago; null when there is none.
    */
-  recent(tenantId: string, image: string): { id: string; ageMs: number } | null {
+  recent(tenantId: string, image: string, remainingMs = 0): { id: string; ageMs: number } | null {
     const key = keyOf(tenantId, image);
     const pulled = this.pulls.get(key);
     if (!pulled) return null;
     const ageMs = this.clock.now() - pulled.at;
+    // A clock that went back cannot tell the age: the record goes.
     if (ageMs >= this.reuseMs || ageMs < 0) {
       this.pulls.delete(key);
       return null;
     }
-    return { id: pulled.id, ageMs };
+    return this.reuseMs - ageMs >= remainingMs ? { id: pulled.id, ageMs } : null;
   }
 
-  /** The tenant pulled `image` just now, and the copy checked was `id`. */
-  pulled(tenantId: string, image: string, id: string): void {
+  /** The tenant pulled `image` at `at`, and the copy it left and the build checked was `id`. */
+  pulled(tenantId: string, image: string, id: string, at: number): void {
     if (this.reuseMs <= 0) return;
     const key = keyOf(tenantId, image);
     // Last in the map's order: the oldest record is first, and goes first past the bound.
     this.pulls.delete(key);
-    this.pulls.set(key, { id, at: this.clock.now() });
+    this.pulls.set(key, { id, at });
     if (this.pulls.size > KEPT_MAX) {
       const oldest = this.pulls.keys().next();
       if (!oldest.done) this.pulls.delete(oldest.value);
     }
+  }
+
+  /** The record no longer describes what the engine holds under the name: it goes, whatever the next pull does. */
+  forget(tenantId: string, image: string): void {
+    this.pulls.delete(keyOf(tenantId, image));
   }
 
   /** The window, for the build's log. */

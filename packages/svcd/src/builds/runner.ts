@@ -113,7 +113,7 @@ export interface BuildRunnerDeps extends BuildRunnerOptions, Pick<Platform, 'sto
   /** The base images a build most likely names, pulled while its source comes in (or since its upload began). */
   prefetch: Pick<BaseImagePrefetch, 'forBuild'>;
   /** The tenant's recent pulls of base images, used again for a while (--base-image-reuse). */
-  recentPulls: RecentPulls;
+  recentPulls: Pick<RecentPulls, 'recent' | 'pulled' | 'forget' | 'reuseSeconds'>;
 }
 
 export class BuildRunner implements BuildExecution {
@@ -336,25 +336,36 @@ export class BuildRunner implements BuildExecution {
       const local = isLocallyBuilt(image);
       const name = local ? image : canonicalImageReference(image);
       // The tenant's own pull of that name a moment ago (recent-pulls.ts), while the engine still
-      // holds the copy it checked under that name.
-      const recent = local ? null : this.deps.recentPulls.recent(tenantId, name);
+      // holds the copy it left under that name; unless a pull was begun for this build (the
+      // window was about to end when it was asked for): that one is newer.
+      const recent = local || prefetched.has(image) ? null : this.deps.recentPulls.recent(tenantId, name);
       const kept = recent ? await this.deps.runtime.baseImage(name).catch(() => null) : null;
       const reused = recent !== null && kept?.id === recent.id;
+      if (recent && !reused) this.deps.recentPulls.forget(tenantId, name);
       let base: { id: string; triggers: string[] };
+      let pulledAt: number | null = null;
       if (kept && reused) {
         base = kept;
-        output.line(`==> ${image} was pulled for this tenant ${Math.round(recent.ageMs / 1000)} s ago: not pulled again (within --base-image-reuse, ${this.deps.recentPulls.reuseSeconds} s)`);
+        output.line(`==> ${image} was pulled for this tenant ${Math.floor(recent.ageMs / 1000)} s ago: not pulled again (within --base-image-reuse, ${this.deps.recentPulls.reuseSeconds} s)`);
       } else {
         if (!local) output.line(`==> pulling ${image}`);
-        const pulled = (await prefetched.get(image)) ?? (await pullTenantImage(this.deps.runtime, image, signal));
+        const ahead = await prefetched.get(image);
         // The ID and the triggers of one read: the copy checked is the copy built from.
-        base = await this.deps.runtime.baseImage(pulled);
+        base = await this.deps.runtime.baseImage(ahead?.name ?? (await pullTenantImage(this.deps.runtime, image, signal)));
+        pulledAt = this.deps.clock.now();
+        if (ahead && base.id === ahead.id) pulledAt = ahead.at;
+        else if (ahead) {
+          // Pulled ahead during the clone, and the name moved since to a copy that pull did not
+          // leave (another pull, a tag by hand): what the registry serves the tenant, now.
+          base = await this.deps.runtime.baseImage(await pullTenantImage(this.deps.runtime, image, signal));
+          pulledAt = this.deps.clock.now();
+        }
       }
       if (base.triggers.length > 0) {
         throw new Error(`base image ${image} has ONBUILD triggers, which builds do not run (they would escape the Dockerfile check)`);
       }
-      // Recorded once checked, and only for a pull made now: a reuse does not stretch the window.
-      if (!local && !reused) this.deps.recentPulls.pulled(tenantId, name, base.id);
+      // Recorded once checked, and only for a pull made for this build: a reuse does not stretch the window.
+      if (!local && pulledAt !== null) this.deps.recentPulls.pulled(tenantId, name, base.id, pulledAt);
       ids.set(image, base.id);
     }
     return ids;
