@@ -51,6 +51,7 @@ const BLOCKING_STDOUT = 'data:text/javascript,process.stdout._handle?.setBlockin
  */
 const BESIDE = new Set([
   'cli/test/cli-output.test.ts',
+  'cli/test/source-archive.test.ts',
   'kanban/test/board.test.ts',
   'svcd/test/agent-protocol.test.ts',
   'svcd/test/build-sources.test.ts',

@@ -7,9 +7,19 @@
 // what is built and is often the largest thing in a directory.
 // Symlinks go as symlinks (svc refuses those that point out of the directory, so they are refused
 // here first, with their name); other special files are left out with a note.
-import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
+//
+// Synchronous on purpose: every asynchronous file call and every chunk of a zlib stream is a round
+// trip through libuv's thread pool, which the first one also starts, and for the few files of a
+// typical app those hops were most of the pack's time: 17-19 ms of `svc deploy`'s start for the
+// three files of examples/hello, before anything could be created (2026-12-03, bench/build), about
+// 7 ms read and compressed in place. The command waits for the archive anyway; the one thing
+// beside it, the service's lookup, is already on its way. The compressed archive stays bounded as
+// it was: the tar is compressed a MEMBER_BYTES batch at a time, each batch a gzip member of its
+// own (RFC 1952 allows several, and gunzip, Node's and svcd's included, reads them as one
+// stream), and the cap is checked after each.
+import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join, posix, relative, sep } from 'node:path';
-import { createGzip } from 'node:zlib';
+import { gzipSync } from 'node:zlib';
 import dockerignoreModule from '@balena/dockerignore';
 import gitignore from 'ignore';
 import { pack } from 'tar-stream';
@@ -39,14 +49,23 @@ const ALWAYS_SENT = new Set(['Dockerfile', '.dockerignore']);
 /** Whether a path (relative, with `/`) is left out. */
 type Ignored = (path: string, isDirectory: boolean) => boolean;
 
-async function ignoreRules(dir: string): Promise<{ ignored: Ignored; file: PackedDirectory['ignoreFile']; exceptions: boolean }> {
-  const read = (name: string) => readFile(join(dir, name), 'utf8').catch(() => null);
-  const docker = await read('.dockerignore');
+/** Tar bytes compressed into one gzip member: the dictionary restarts at each, which costs next to nothing at this size. */
+const MEMBER_BYTES = 1024 * 1024;
+
+function ignoreRules(dir: string): { ignored: Ignored; file: PackedDirectory['ignoreFile']; exceptions: boolean } {
+  const read = (name: string) => {
+    try {
+      return readFileSync(join(dir, name), 'utf8');
+    } catch {
+      return null;
+    }
+  };
+  const docker = read('.dockerignore');
   if (docker !== null) {
     const rules = dockerignore().add(docker.split(/\r?\n/));
     return { ignored: (p) => rules.ignores(p), file: '.dockerignore', exceptions: /^\s*!/m.test(docker) };
   }
-  const git = await read('.gitignore');
+  const git = read('.gitignore');
   if (git !== null) {
     const rules = gitignore().add(git);
     // git's rules tell a directory by a trailing slash.
@@ -60,25 +79,54 @@ async function ignoreRules(dir: string): Promise<{ ignored: Ignored; file: Packe
  * whole directory is read), with no file over `maxUnpackedBytes`.
  */
 export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBytes: number): Promise<PackedDirectory> {
-  const rules = await ignoreRules(dir);
+  const rules = ignoreRules(dir);
   const tar = pack();
-  const gzip = createGzip();
+  /** The gzip members so far, and their bytes. */
   const chunks: Buffer[] = [];
   let size = 0;
+  /** Tar output not compressed yet (less than MEMBER_BYTES, but at the end). */
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
   const tooLarge = () => new PackError(`the directory packs to more than ${Math.round(maxBytes / 1024 ** 2)} MB: leave out what the build does not need with a .dockerignore`);
+  /** Compresses the pending output a MEMBER_BYTES piece at a time (`all`: the rest too), checking the cap after each: the refusal past it. */
+  const compressPending = (all: boolean): PackError | null => {
+    let rest = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
+    while (rest.length >= MEMBER_BYTES || (all && rest.length > 0)) {
+      const piece = rest.subarray(0, MEMBER_BYTES);
+      rest = rest.subarray(piece.length);
+      const member = gzipSync(piece);
+      size += member.length;
+      if (size > maxBytes) return tooLarge();
+      chunks.push(member);
+    }
+    pending = rest.length > 0 ? [rest] : [];
+    pendingBytes = rest.length;
+    return null;
+  };
   const collected = new Promise<void>((resolve, reject) => {
-    gzip.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > maxBytes) {
-        gzip.destroy(tooLarge());
-        return;
+    let failed = false;
+    // tar-stream's pack emits Buffers (its types say unknown).
+    tar.on('data', (data: unknown) => {
+      if (failed) return;
+      const c = data as Buffer;
+      pending.push(c);
+      pendingBytes += c.length;
+      if (pendingBytes < MEMBER_BYTES) return;
+      const refusal = compressPending(false);
+      if (refusal) {
+        // Past the cap: the walk stops at its next entry (below) and destroys the pack. Not
+        // destroyed here with the error: the entry being written would emit it unheard.
+        failed = true;
+        reject(refusal);
       }
-      chunks.push(c);
     });
-    gzip.once('end', resolve);
-    gzip.once('error', reject);
+    tar.once('end', () => {
+      const refusal = compressPending(true);
+      if (refusal) reject(refusal);
+      else resolve();
+    });
+    tar.once('error', reject);
   });
-  (tar as unknown as NodeJS.ReadableStream).pipe(gzip);
   const result: PackedDirectory = { archive: Buffer.alloc(0), files: 0, bytes: 0, ignoreFile: rules.file, skipped: [] };
 
   // Never resolves; rejects when the compressed side fails (past the cap), so that an entry waiting
@@ -94,12 +142,12 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
     ]);
 
   const walk = async (at: string): Promise<void> => {
-    const names = (await readdir(at)).sort();
+    const names = readdirSync(at).sort();
     for (const name of names) {
       const full = join(at, name);
       const rel = relative(dir, full).split(sep).join('/');
       if (name === '.git') continue; // the repository's, or a submodule's (a file there)
-      const info = await lstat(full);
+      const info = lstatSync(full);
       if (info.isDirectory()) {
         // An ignored directory is not entered, unless an exception could take something back from it.
         if (rules.ignored(rel, true) && !rules.exceptions) continue;
@@ -109,11 +157,11 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
         continue;
       } else if (info.isFile()) {
         if (info.size > maxUnpackedBytes) throw new PackError(`${rel} is larger than ${Math.round(maxUnpackedBytes / 1024 ** 2)} MB, more than svc builds from: add it to .dockerignore`);
-        await entry({ name: rel, type: 'file', mode: info.mode & 0o111 ? 0o755 : 0o644, mtime: info.mtime, size: info.size }, await readFile(full));
+        await entry({ name: rel, type: 'file', mode: info.mode & 0o111 ? 0o755 : 0o644, mtime: info.mtime, size: info.size }, readFileSync(full));
         result.files++;
         result.bytes += info.size;
       } else if (info.isSymbolicLink()) {
-        const target = await readlink(full);
+        const target = readlinkSync(full);
         const resolved = posix.normalize(posix.join(posix.dirname(rel), target));
         if (target.startsWith('/') || resolved === '..' || resolved.startsWith('../')) {
           throw new PackError(`${rel} is a symlink to ${target}, outside the directory: svc builds only what is inside it (copy the file in, or add the link to .dockerignore)`);
@@ -130,7 +178,6 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
     await collected;
   } catch (err) {
     tar.destroy();
-    gzip.destroy();
     throw err;
   }
   result.archive = Buffer.concat(chunks);
