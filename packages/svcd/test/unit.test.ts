@@ -46,6 +46,8 @@ import type { Socket } from 'node:net';
 import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
 import { KEPT_MAX, RecentPulls } from '../src/builds/recent-pulls.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
+import { applyInOrder, type ApplySteps } from '../src/runtime/apply-sequence.js';
+import type { ApplyRequest, WorkloadSpec } from '../src/runtime/driver.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
 import { systemClock, systemTimers } from '../src/clock.js';
@@ -952,6 +954,71 @@ describe('readiness', () => {
     const eagerExpected = EAGER_STATE_MS / (EAGER_STATE_EVERY_MS + 10);
     assert.ok(eagerReads >= eagerExpected - 1 && eagerReads <= EAGER_STATE_MS / EAGER_STATE_EVERY_MS + 1, `${String(eagerReads)} reads in the first ${String(EAGER_STATE_MS)} ms`);
     assert.ok(laterReads <= Math.ceil((500 * 20 - EAGER_STATE_MS) / STATE_EVERY_MS) + 1, `${String(laterReads)} reads after`);
+  });
+});
+
+describe("an apply's steps (apply-sequence.ts)", () => {
+  const spec: WorkloadSpec = { name: 'svc-s1', image: 'img', env: {}, port: 8000, tenantId: 't1', kind: 'service', resourceId: 's1', limits: { memoryMb: 256, cpus: 0.4, pids: 256 }, sandbox: false };
+  /** Steps that log what is asked, each held until the test lets it end. */
+  const steppedEngine = () => {
+    const asked: string[] = [];
+    const held = new Map<string, () => void>();
+    const step = (name: string, fail = false) =>
+      new Promise<void>((resolve, reject) => {
+        asked.push(name);
+        held.set(name, () => (fail ? reject(new Error(`${name} failed`)) : resolve()));
+      });
+    const release = async (name: string) => {
+      await waitFor(`${name} to be asked`, () => Promise.resolve(held.has(name) || undefined));
+      held.get(name)?.();
+    };
+    return { asked, held, step, release };
+  };
+
+  test('the network, the image and the name are asked for together; the run waits for all three, and a failure for every one of them to end', async () => {
+    const e = steppedEngine();
+    let renamed = false;
+    const steps: ApplySteps = {
+      clock: systemClock,
+      timers: systemTimers,
+      ensureNetwork: () => e.step('network'),
+      hasImage: () => e.step('image').then(() => true),
+      pullImage: () => Promise.resolve(),
+      inspect: (ref) => (ref === spec.name ? e.step('inspect').then(() => ({ id: 'old', name: spec.name, state: 'running' as const, exitCode: null, labels: {}, address: null })) : Promise.resolve({ id: ref, name: spec.name, state: 'running' as const, exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } })),
+      rename: () => e.step('rename').then(() => void (renamed = true)),
+      remove: () => Promise.resolve(),
+      run: () => (e.asked.push('run'), Promise.resolve('new')),
+      logTail: () => Promise.resolve(''),
+    };
+    const request: ApplyRequest = { spec, setAside: true, pull: 'missing', ready: { timeoutMs: 1_000, everyMs: 10, probeTimeoutMs: 100, probe: () => Promise.resolve() }, signal: new AbortController().signal };
+    const applied = applyInOrder(request, steps);
+    await waitFor('all three asked', () => Promise.resolve(e.asked.length === 3 || undefined));
+    assert.deepEqual([...e.asked].sort(), ['image', 'inspect', 'network'], 'side by side: none waited for another');
+    await e.release('network');
+    await e.release('image');
+    await e.release('inspect');
+    await e.release('rename');
+    assert.equal((await applied).ref, 'new');
+    assert.deepEqual(e.asked.slice(3), ['rename', 'run'], 'run once the name was free');
+
+    // The network fails while the running one is being renamed aside: the apply fails once the
+    // rename ended, so that the caller's clean-up finds it where it went.
+    const f = steppedEngine();
+    Object.assign(steps, { ensureNetwork: () => f.step('network', true), hasImage: () => f.step('image').then(() => true), rename: () => f.step('rename').then(() => void (renamed = true)) });
+    steps.inspect = (ref) => (ref === spec.name ? f.step('inspect').then(() => ({ id: 'old', name: spec.name, state: 'running' as const, exitCode: null, labels: {}, address: null })) : Promise.resolve(null));
+    renamed = false;
+    let settled = false;
+    const failing = applyInOrder(request, steps).finally(() => void (settled = true));
+    failing.catch(() => {});
+    await f.release('network');
+    await f.release('image');
+    await f.release('inspect');
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(settled, false, 'still renaming');
+    await f.release('rename');
+    await assert.rejects(failing, /network failed/);
+    assert.equal(renamed, true);
+    assert.ok(!f.asked.includes('run'));
   });
 });
 

@@ -1,7 +1,7 @@
 // The order every driver's apply takes its steps in, written once: the tenant's network, the
-// image when missing, whatever ran before under the spec's name (and the workload it replaces)
-// removed (or, rolling, renamed aside to keep serving), the new one run, then the wait until it
-// is ready (ready-wait.ts). A failure or an abort after the start removes what this apply
+// image when missing, and whatever ran before under the spec's name (and the workload it replaces)
+// removed (or, rolling, renamed aside to keep serving), these three side by side; then the new
+// one run, and the wait until it is ready (ready-wait.ts). A failure or an abort after the start removes what this apply
 // started, by its own reference. A driver passes in how it does each step.
 import type { Clock, Timers } from '../clock.js';
 import type { Applied, ApplyRequest, WorkloadInfo, WorkloadSpec } from './driver.js';
@@ -29,20 +29,12 @@ export interface ApplySteps {
 export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Promise<Applied> {
   const { spec, signal } = request;
   throwIfAborted(signal);
-  await steps.ensureNetwork(spec);
-  if (request.pull === 'missing' && !(await steps.hasImage(spec.image))) await steps.pullImage(spec.image, signal);
-  throwIfAborted(signal);
-  if (request.setAside) {
-    // Rolling: what runs keeps serving under another name until the caller removes it; what
-    // does not run under the name goes as it would otherwise.
-    if (!steps.rename) throw new Error('this driver cannot set a workload aside');
-    const running = await steps.inspect(spec.name);
-    if (running?.state === 'running') await steps.rename(running.id, setAsideName(spec.name, running.id));
-  } else if (request.replaces && request.replaces !== spec.name) {
-    // Whatever ran before under this name, including a workload an interrupted apply left.
-    await steps.remove(request.replaces);
-  }
-  await steps.remove(spec.name);
+  // The network, the image and the name do not depend on each other: asked of the engine together
+  // (one after another they were 4-6 ms of every deploy's way to its container, bench/build).
+  // Each runs to its end before anything goes on, failed or not: a rename still under way when a
+  // failure's clean-up looks for what was set aside would escape it.
+  const prepared = await Promise.allSettled([steps.ensureNetwork(spec), imageAtHand(request, steps), clearName(request, steps)]);
+  for (const step of prepared) if (step.status === 'rejected') throw step.reason as Error;
   throwIfAborted(signal);
   const ref = await steps.run(spec);
   try {
@@ -62,4 +54,25 @@ export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Pr
     await steps.remove(ref).catch(() => {});
     throw err;
   }
+}
+
+/** The spec's image in the engine: pulled when the request says so and it is missing. */
+async function imageAtHand(request: ApplyRequest, steps: ApplySteps): Promise<void> {
+  if (request.pull === 'missing' && !(await steps.hasImage(request.spec.image))) await steps.pullImage(request.spec.image, request.signal);
+}
+
+/** The spec's name free for the new workload: what ran under it set aside (rolling) or removed. */
+async function clearName(request: ApplyRequest, steps: ApplySteps): Promise<void> {
+  const { spec } = request;
+  if (request.setAside) {
+    // Rolling: what runs keeps serving under another name until the caller removes it; what
+    // does not run under the name goes as it would otherwise.
+    if (!steps.rename) throw new Error('this driver cannot set a workload aside');
+    const running = await steps.inspect(spec.name);
+    if (running?.state === 'running') await steps.rename(running.id, setAsideName(spec.name, running.id));
+  } else if (request.replaces && request.replaces !== spec.name) {
+    // Whatever ran before under this name, including a workload an interrupted apply left.
+    await steps.remove(request.replaces);
+  }
+  await steps.remove(spec.name);
 }

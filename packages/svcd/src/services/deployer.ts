@@ -440,15 +440,19 @@ export class Deployer implements WorkloadRules {
 
   /** Runs the deployment's image as the service's container; resolves once it passes its health check on its port. */
   private async deploy(dep: DeploymentRow, service: ServiceRow, rolling: boolean, signal: AbortSignal): Promise<Applied> {
-    const tenant = await this.deps.store.tenants.findById(service.tenant_id);
+    // Reads of their own, asked together (one after another, 2-3 ms of every deploy's way to its
+    // container). The published port is allocated after them, once the image is known to run.
+    const [tenant, image, sealedEnv, sandbox] = await Promise.all([
+      this.deps.store.tenants.findById(service.tenant_id),
+      this.imageToRun(dep.image, service.tenant_id, signal),
+      this.deps.store.serviceEnv.get(service.id),
+      this.deps.sandbox.use(),
+    ]);
     if (!tenant) throw new Error('tenant not found');
-    const image = await this.imageToRun(dep.image, service.tenant_id, signal);
-    const sealedEnv = await this.deps.store.serviceEnv.get(service.id);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
     const published = (await this.allocatesPorts()) ? await this.publishedPort(service.id) : null;
     const limits = workloadLimits(tenant);
-    const sandbox = await this.deps.sandbox.use();
     return this.deps.runtime.apply({
       spec: {
         ...(published === null ? {} : { publish: { address: '0.0.0.0', port: published } }),
