@@ -85,22 +85,43 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
   const chunks: Buffer[] = [];
   let size = 0;
   /** Tar output not compressed yet (less than MEMBER_BYTES, but at the end). */
-  let pending: Buffer[] = [];
+  const pending: Buffer[] = [];
   let pendingBytes = 0;
   const tooLarge = () => new PackError(`the directory packs to more than ${Math.round(maxBytes / 1024 ** 2)} MB: leave out what the build does not need with a .dockerignore`);
+  /**
+   * The next `n` pending bytes. A piece within one chunk is a view of it, not a copy: a large
+   * file comes as one chunk, and a copy of all of it would hold it twice in memory.
+   */
+  const takePiece = (n: number): Buffer => {
+    const first = pending[0] as Buffer;
+    pendingBytes -= n;
+    if (first.length >= n) {
+      if (first.length === n) pending.shift();
+      else pending[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    const piece = Buffer.allocUnsafe(n);
+    for (let at = 0; at < n; ) {
+      const c = pending[0] as Buffer;
+      const k = Math.min(c.length, n - at);
+      c.copy(piece, at, 0, k);
+      at += k;
+      if (k === c.length) pending.shift();
+      else pending[0] = c.subarray(k);
+    }
+    return piece;
+  };
   /** Compresses the pending output a MEMBER_BYTES piece at a time (`all`: the rest too), checking the cap after each: the refusal past it. */
   const compressPending = (all: boolean): PackError | null => {
-    let rest = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
-    while (rest.length >= MEMBER_BYTES || (all && rest.length > 0)) {
-      const piece = rest.subarray(0, MEMBER_BYTES);
-      rest = rest.subarray(piece.length);
-      const member = gzipSync(piece);
+    while (pendingBytes >= MEMBER_BYTES || (all && pendingBytes > 0)) {
+      const member = gzipSync(takePiece(Math.min(MEMBER_BYTES, pendingBytes)));
       size += member.length;
       if (size > maxBytes) return tooLarge();
       chunks.push(member);
     }
-    pending = rest.length > 0 ? [rest] : [];
-    pendingBytes = rest.length;
+    // What is left (less than a piece) copied out of a large chunk, so that the chunk can go.
+    const rest = pending[0];
+    if (pending.length === 1 && rest !== undefined && rest.buffer.byteLength > 2 * MEMBER_BYTES) pending[0] = Buffer.from(rest);
     return null;
   };
   const collected = new Promise<void>((resolve, reject) => {

@@ -60,15 +60,18 @@ describe('svc deploy: the archive of a directory', () => {
   test('every file, directory and inner symlink, read back whole through one gunzip stream; a tar over a megabyte goes in several gzip members', async () => {
     // Compressible, larger than a member's batch: three members at least.
     const large = Buffer.from('0123456789abcdef\n'.repeat((2.5 * MB) / 17));
-    const dir = directory({ Dockerfile: 'FROM scratch\n', 'public/index.html': '<h1>hi</h1>\n', 'public/large.txt': large, '.dockerignore': 'secret.txt\n', 'secret.txt': 'left out\n' });
+    // And 300 small files, 1.5 MB together: a member of pieces of many of them.
+    const small = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`many/f${String(i).padStart(3, '0')}`, `${i} `.repeat(2500)]));
+    const dir = directory({ Dockerfile: 'FROM scratch\n', 'public/index.html': '<h1>hi</h1>\n', 'public/large.txt': large, '.dockerignore': 'secret.txt\n', 'secret.txt': 'left out\n', ...small });
     symlinkSync('index.html', join(dir, 'public/home.html'));
     const packed = await packDirectory(dir, 64 * MB, 500 * MB);
     assert.equal(packed.ignoreFile, '.dockerignore');
-    assert.equal(packed.files, 4, 'Dockerfile, .dockerignore, index.html, large.txt');
+    assert.equal(packed.files, 304, 'Dockerfile, .dockerignore, index.html, large.txt and the 300');
     assert.ok(members(packed.archive) >= 3, `gzip members: ${members(packed.archive)}`);
     assert.ok(packed.archive.length < large.length / 10, 'compressed');
     const read = await entries(packed.archive);
-    assert.deepEqual([...read.keys()].sort(), ['.dockerignore', 'Dockerfile', 'public/', 'public/home.html', 'public/index.html', 'public/large.txt']);
+    assert.deepEqual([...read.keys()].filter((k) => !k.startsWith('many/f')).sort(), ['.dockerignore', 'Dockerfile', 'many/', 'public/', 'public/home.html', 'public/index.html', 'public/large.txt']);
+    for (const [name, body] of Object.entries(small)) assert.equal(read.get(name)?.body.toString(), body, name);
     assert.ok(read.get('public/large.txt')?.body.equals(large), 'the large file whole, across the members');
     assert.equal(read.get('public/index.html')?.body.toString(), '<h1>hi</h1>\n');
     assert.equal(read.get('public/home.html')?.linkname, 'index.html');

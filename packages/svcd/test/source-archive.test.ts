@@ -78,6 +78,21 @@ describe('source archives', () => {
     }
   });
 
+  test('a gzip of several members (svc deploy compresses a megabyte at a time) unpacks whole, a member boundary on a chunk boundary too', async () => {
+    const body = 'member '.repeat(40_000);
+    const tar = await tarOf([DOCKERFILE, { name: 'big.txt', body }, { name: 'after.txt', body: 'after' }]);
+    const cut = 100_000;
+    const first = gzipSync(tar.subarray(0, cut));
+    const members = Buffer.concat([first, gzipSync(tar.subarray(cut))]);
+    for (const size of [700, first.length]) {
+      const { into } = await area();
+      const summary = await readArchive(chunked(members, size), LIMITS, into);
+      assert.deepEqual(summary, { files: 3, unpackedBytes: 13 + body.length + 5, hasDockerfile: true });
+      assert.equal(await readFile(join(into, 'big.txt'), 'utf8'), body);
+      assert.equal(await readFile(join(into, 'after.txt'), 'utf8'), 'after');
+    }
+  });
+
   test('the check alone writes nothing and tells whether a Dockerfile is at the root', async () => {
     assert.equal((await readArchive(chunked(await tarOf([{ name: 'sub/Dockerfile', body: 'FROM scratch' }])), LIMITS)).hasDockerfile, false);
     assert.equal((await readArchive(chunked(await tarOf([{ name: 'Dockerfile', type: 'symlink', linkname: 'x' }])), LIMITS)).hasDockerfile, false);

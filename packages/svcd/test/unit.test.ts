@@ -975,50 +975,77 @@ describe("an apply's steps (apply-sequence.ts)", () => {
     return { asked, held, step, release };
   };
 
-  test('the network, the image and the name are asked for together; the run waits for all three, and a failure for every one of them to end', async () => {
-    const e = steppedEngine();
-    let renamed = false;
+  const ready = { timeoutMs: 1_000, everyMs: 10, probeTimeoutMs: 100, probe: () => Promise.resolve() };
+  /** Steps on a stepped engine: the running workload under the name is `old`; what each asked is logged. */
+  const stepsOn = (e: ReturnType<typeof steppedEngine>, o: { networkFails?: boolean; pullFails?: boolean } = {}) => {
+    const moved = { renamed: false, removed: [] as string[] };
     const steps: ApplySteps = {
       clock: systemClock,
       timers: systemTimers,
-      ensureNetwork: () => e.step('network'),
-      hasImage: () => e.step('image').then(() => true),
-      pullImage: () => Promise.resolve(),
+      ensureNetwork: () => e.step('network', o.networkFails),
+      hasImage: () => (e.asked.push('has-image'), Promise.resolve(false)),
+      pullImage: () => e.step('pull', o.pullFails),
       inspect: (ref) => (ref === spec.name ? e.step('inspect').then(() => ({ id: 'old', name: spec.name, state: 'running' as const, exitCode: null, labels: {}, address: null })) : Promise.resolve({ id: ref, name: spec.name, state: 'running' as const, exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } })),
-      rename: () => e.step('rename').then(() => void (renamed = true)),
-      remove: () => Promise.resolve(),
+      rename: () => e.step('rename').then(() => void (moved.renamed = true)),
+      remove: (ref) => (moved.removed.push(ref), Promise.resolve()),
       run: () => (e.asked.push('run'), Promise.resolve('new')),
       logTail: () => Promise.resolve(''),
     };
-    const request: ApplyRequest = { spec, setAside: true, pull: 'missing', ready: { timeoutMs: 1_000, everyMs: 10, probeTimeoutMs: 100, probe: () => Promise.resolve() }, signal: new AbortController().signal };
+    return { steps, moved };
+  };
+
+  test('the network and the name are asked for together, and the run waits for both; a failure waits for the other to end', async () => {
+    const e = steppedEngine();
+    const { steps } = stepsOn(e);
+    const request: ApplyRequest = { spec, setAside: true, pull: 'never', ready, signal: new AbortController().signal };
     const applied = applyInOrder(request, steps);
-    await waitFor('all three asked', () => Promise.resolve(e.asked.length === 3 || undefined));
-    assert.deepEqual([...e.asked].sort(), ['image', 'inspect', 'network'], 'side by side: none waited for another');
+    await waitFor('both asked', () => Promise.resolve(e.asked.length === 2 || undefined));
+    assert.deepEqual([...e.asked].sort(), ['inspect', 'network'], 'side by side: neither waited for the other');
     await e.release('network');
-    await e.release('image');
     await e.release('inspect');
     await e.release('rename');
     assert.equal((await applied).ref, 'new');
-    assert.deepEqual(e.asked.slice(3), ['rename', 'run'], 'run once the name was free');
+    assert.deepEqual(e.asked.slice(2), ['rename', 'run'], 'run once the name was free');
 
     // The network fails while the running one is being renamed aside: the apply fails once the
     // rename ended, so that the caller's clean-up finds it where it went.
     const f = steppedEngine();
-    Object.assign(steps, { ensureNetwork: () => f.step('network', true), hasImage: () => f.step('image').then(() => true), rename: () => f.step('rename').then(() => void (renamed = true)) });
-    steps.inspect = (ref) => (ref === spec.name ? f.step('inspect').then(() => ({ id: 'old', name: spec.name, state: 'running' as const, exitCode: null, labels: {}, address: null })) : Promise.resolve(null));
-    renamed = false;
+    const failing = stepsOn(f, { networkFails: true });
     let settled = false;
-    const failing = applyInOrder(request, steps).finally(() => void (settled = true));
-    failing.catch(() => {});
+    const outcome = applyInOrder(request, failing.steps).finally(() => void (settled = true));
+    outcome.catch(() => {});
     await f.release('network');
-    await f.release('image');
     await f.release('inspect');
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(settled, false, 'still renaming');
     await f.release('rename');
-    await assert.rejects(failing, /network failed/);
-    assert.equal(renamed, true);
+    await assert.rejects(outcome, /network failed/);
+    assert.equal(failing.moved.renamed, true);
     assert.ok(!f.asked.includes('run'));
+  });
+
+  test('an image to pull comes before the name is cleared (beside the network): what runs keeps running through the pull, and through a failed one', async () => {
+    const e = steppedEngine();
+    const { steps, moved } = stepsOn(e);
+    const request: ApplyRequest = { spec, replaces: 'svc-s1-old', pull: 'missing', ready, signal: new AbortController().signal };
+    const applied = applyInOrder(request, steps);
+    await waitFor('the pull asked', () => Promise.resolve(e.asked.includes('pull') || undefined));
+    assert.deepEqual(e.asked, ['has-image', 'network', 'pull']);
+    await e.release('network');
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(moved.removed, [], 'nothing removed while the image is pulled');
+    await e.release('pull');
+    assert.equal((await applied).ref, 'new');
+    assert.deepEqual(moved.removed, ['svc-s1-old', spec.name]);
+
+    const f = steppedEngine();
+    const failing = stepsOn(f, { pullFails: true });
+    const outcome = applyInOrder(request, failing.steps);
+    outcome.catch(() => {});
+    await f.release('network');
+    await f.release('pull');
+    await assert.rejects(outcome, /pull failed/);
+    assert.deepEqual(failing.moved.removed, [], 'a failed pull leaves what runs alone');
   });
 });
 

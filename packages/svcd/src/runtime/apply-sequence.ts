@@ -1,7 +1,7 @@
 // The order every driver's apply takes its steps in, written once: the tenant's network, the
-// image when missing, and whatever ran before under the spec's name (and the workload it replaces)
-// removed (or, rolling, renamed aside to keep serving), these three side by side; then the new
-// one run, and the wait until it is ready (ready-wait.ts). A failure or an abort after the start removes what this apply
+// image when missing, whatever ran before under the spec's name (and the workload it replaces)
+// removed (or, rolling, renamed aside to keep serving) once the image is here, the network and
+// the name side by side; then the new one run, and the wait until it is ready (ready-wait.ts). A failure or an abort after the start removes what this apply
 // started, by its own reference. A driver passes in how it does each step.
 import type { Clock, Timers } from '../clock.js';
 import type { Applied, ApplyRequest, WorkloadInfo, WorkloadSpec } from './driver.js';
@@ -29,12 +29,17 @@ export interface ApplySteps {
 export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Promise<Applied> {
   const { spec, signal } = request;
   throwIfAborted(signal);
-  // The network, the image and the name do not depend on each other: asked of the engine together
-  // (one after another they were 4-6 ms of every deploy's way to its container, bench/build).
-  // Each runs to its end before anything goes on, failed or not: a rename still under way when a
-  // failure's clean-up looks for what was set aside would escape it.
-  const prepared = await Promise.allSettled([steps.ensureNetwork(spec), imageAtHand(request, steps), clearName(request, steps)]);
-  for (const step of prepared) if (step.status === 'rejected') throw step.reason as Error;
+  // The network and the name do not depend on each other: asked of the engine together (one after
+  // another they were 4-6 ms of every deploy's way to its container, bench/build). An image to
+  // pull comes before the name's clearing, as before: a pull can take long, and fail, and what
+  // runs under the name keeps running until the image is here.
+  if (request.pull === 'missing' && !(await steps.hasImage(spec.image))) {
+    await allEnded([steps.ensureNetwork(spec), steps.pullImage(spec.image, signal)]);
+    throwIfAborted(signal);
+    await clearName(request, steps);
+  } else {
+    await allEnded([steps.ensureNetwork(spec), clearName(request, steps)]);
+  }
   throwIfAborted(signal);
   const ref = await steps.run(spec);
   try {
@@ -56,9 +61,13 @@ export async function applyInOrder(request: ApplyRequest, steps: ApplySteps): Pr
   }
 }
 
-/** The spec's image in the engine: pulled when the request says so and it is missing. */
-async function imageAtHand(request: ApplyRequest, steps: ApplySteps): Promise<void> {
-  if (request.pull === 'missing' && !(await steps.hasImage(request.spec.image))) await steps.pullImage(request.spec.image, request.signal);
+/**
+ * Steps taken side by side, each run to its end, failed or not, before the first failure is
+ * thrown: a rename still under way when a failure's clean-up looks for what was set aside would
+ * escape it.
+ */
+async function allEnded(steps: Promise<void>[]): Promise<void> {
+  for (const step of await Promise.allSettled(steps)) if (step.status === 'rejected') throw step.reason as Error;
 }
 
 /** The spec's name free for the new workload: what ran under it set aside (rolling) or removed. */

@@ -440,15 +440,11 @@ export class Deployer implements WorkloadRules {
 
   /** Runs the deployment's image as the service's container; resolves once it passes its health check on its port. */
   private async deploy(dep: DeploymentRow, service: ServiceRow, rolling: boolean, signal: AbortSignal): Promise<Applied> {
+    const tenant = await this.deps.store.tenants.findById(service.tenant_id);
+    if (!tenant) throw new Error('tenant not found');
     // Reads of their own, asked together (one after another, 2-3 ms of every deploy's way to its
     // container). The published port is allocated after them, once the image is known to run.
-    const [tenant, image, sealedEnv, sandbox] = await Promise.all([
-      this.deps.store.tenants.findById(service.tenant_id),
-      this.imageToRun(dep.image, service.tenant_id, signal),
-      this.deps.store.serviceEnv.get(service.id),
-      this.deps.sandbox.use(),
-    ]);
-    if (!tenant) throw new Error('tenant not found');
+    const [image, sealedEnv, sandbox] = await Promise.all([this.imageToRun(dep.image, service.tenant_id, signal), this.deps.store.serviceEnv.get(service.id), this.deps.sandbox.use()]);
     const env = Object.fromEntries([...sealedEnv].map(([k, v]) => [k, this.deps.sealer.open(v)]));
     if (env.PORT === undefined) env.PORT = String(service.port);
     const published = (await this.allocatesPorts()) ? await this.publishedPort(service.id) : null;
