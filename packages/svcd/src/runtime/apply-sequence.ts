@@ -1,8 +1,9 @@
 // The order every driver's apply takes its steps in, written once: the tenant's network, the
 // image when missing, whatever ran before under the spec's name (and the workload it replaces)
 // removed (or, rolling, renamed aside to keep serving) once the image is here, the network and
-// the name side by side; then the new one run, and the wait until it is ready (ready-wait.ts). A failure or an abort after the start removes what this apply
-// started, by its own reference. A driver passes in how it does each step.
+// the name side by side; then the new one run, and the wait until it is ready (ready-wait.ts).
+// A failure or an abort after the start removes what this apply started, by its own reference.
+// A driver passes in how it does each step.
 import type { Clock, Timers } from '../clock.js';
 import type { Applied, ApplyRequest, WorkloadInfo, WorkloadSpec } from './driver.js';
 import { setAsideName } from './port.js';
