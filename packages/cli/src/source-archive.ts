@@ -125,10 +125,10 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
     return null;
   };
   const collected = new Promise<void>((resolve, reject) => {
-    let failed = false;
+    let refused = false;
     // tar-stream's pack emits Buffers (its types say unknown).
     tar.on('data', (data: unknown) => {
-      if (failed) return;
+      if (refused) return;
       const c = data as Buffer;
       pending.push(c);
       pendingBytes += c.length;
@@ -137,7 +137,7 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
       if (refusal) {
         // Past the cap: the walk stops at its next entry (below) and destroys the pack. Not
         // destroyed here with the error: the entry being written would emit it unheard.
-        failed = true;
+        refused = true;
         reject(refusal);
       }
     });

@@ -1,8 +1,7 @@
 // The built bin/svc against a real svcd (started in-process on loopback).
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
@@ -11,20 +10,10 @@ import { EXAMPLE_BUSYBOX_IMAGE, ensureExampleImages } from '../../../examples/ba
 import { BUSYBOX_IMAGE, ensureTestImages, removeImages, removeTenantWorkloads } from '../../svcd/test/images.js';
 import { ensureDbImages, ensureNodeImage, ensureTemplateImages } from '../../svcd/test/operator-images.js';
 import { startGitServer, type GitServer } from '../../svcd/test/git-fixtures.js';
+import { tempDir } from './temp-dirs.js';
 
 const run = promisify(execFile);
 const SVC = join(process.env.SVC_BIN_DIR ?? resolve(import.meta.dirname, '../../../bin'), 'svc');
-
-/** The temporary directories this file's tests make (configs, directories to deploy), removed once all have run. */
-const tempDirs: string[] = [];
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  tempDirs.push(dir);
-  return dir;
-}
-after(() => {
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
-});
 
 describe('svc CLI', () => {
   let t: TestServer;

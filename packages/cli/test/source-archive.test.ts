@@ -3,24 +3,18 @@
 // come before anything is sent. The deploys themselves are in cli.test.ts (against a real svcd).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { extract } from 'tar-stream';
 import { PackError, packDirectory } from '../src/source-archive.js';
+import { tempDir } from './temp-dirs.js';
 
 const MB = 1024 * 1024;
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
 function directory(files: Record<string, string | Buffer>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-pack-'));
-  dirs.push(dir);
+  const dir = tempDir('svc-pack-');
   for (const [name, body] of Object.entries(files)) {
     mkdirSync(join(dir, name, '..'), { recursive: true });
     writeFileSync(join(dir, name), body);
