@@ -615,6 +615,50 @@ eachStore((kind) => {
 });
 
 eachStore((kind) => {
+  describe(`a service created to await its first build (${kind})`, () => {
+    test('is settled stopped from its creation, without a question to the engine; deleted, its name is removed there', async () => {
+      const mem = memoryRuntime(IMAGES);
+      // Every engine call, with its arguments (a signal reads as {}).
+      const calls: string[] = [];
+      const runtime = new Proxy(mem.runtime, {
+        get(target, key, receiver) {
+          const value: unknown = Reflect.get(target, key, receiver);
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) => {
+            calls.push(`${String(key)} ${JSON.stringify(args)}`);
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        },
+      });
+      const t = await startServer({ store: kind, overrides: { runtime } });
+      try {
+        const a = await newTenant(t);
+        const s = await a.client.createService({ name: 'waits', await_build: true });
+        assert.equal(s.status, 'stopped');
+        // Settled by the request itself: the controller has nothing to carry out (before, it asked
+        // the engine to stop and remove the name, and for containers set aside under it: none).
+        const row = await t.deps.store.workloads.find('service', s.id);
+        assert.equal(row?.desired_state, 'stopped');
+        assert.equal(row.observed_state, 'stopped');
+        assert.equal(row.observed_generation, row.generation);
+        // A pass of the controller finds nothing to do for it either.
+        t.deps.workloads.kick();
+        assert.equal(await t.deps.workloads.settled('service', s.id, 5_000), true);
+        const aboutIt = () => calls.filter((c) => c.includes(s.id));
+        assert.deepEqual(aboutIt(), [], 'no engine call names the new service');
+        // The control, through the same recorder: its deletion asks the engine to remove its name.
+        await a.client.deleteService(s.id);
+        await waitFor('the deletion to reach the engine', () => Promise.resolve(aboutIt().some((c) => c.startsWith('remove ')) || undefined));
+        assert.ok(aboutIt().some((c) => c.includes(workloadName(s.id))), JSON.stringify(aboutIt()));
+      } finally {
+        await t.close();
+        await mem.driver.close();
+      }
+    });
+  });
+});
+
+eachStore((kind) => {
   describe(`a build with the sandbox required (${kind})`, () => {
     test("refused when the engine's default runtime is not gVisor's (its RUN steps would run outside it), begun when it is, failed when it changed while the engine built", async () => {
       const mem = memoryRuntime(IMAGES);

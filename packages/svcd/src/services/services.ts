@@ -171,17 +171,22 @@ export class Services implements TenantResources, DiskOverrunHalt {
         for (const [k, v] of Object.entries(env)) await tx.serviceEnv.set(id, k, this.deps.sealer.seal(v), now);
         await this.deps.activity.record(tx, { tenantId, action: 'service.created', resourceType: 'service', resourceId: id, serviceId: id, details: awaitsBuild ? { name, await_build: true } : { name, image } });
         // Its workload, generation 1, and the deployment that carries it out; a service that
-        // awaits its build has a workload that is to stay stopped, and no deployment yet.
+        // awaits its build has a workload that is to stay stopped, settled from the start (the
+        // engine has nothing of it to stop), and no deployment yet.
         const spec = serviceWorkloadSpec(id);
-        await tx.workloads.insertPending({ id: spec.name, tenant_id: tenantId, kind: 'service', resource_id: id, spec: JSON.stringify(spec) }, now);
-        if (awaitsBuild) await tx.workloads.request('service', id, 'stopped', now);
-        else await tx.deployments.insert(deploymentRow(this.deps.clock, { tenantId, serviceId: id, image, reason: 'create', generation: 1 }));
+        const workload = { id: spec.name, tenant_id: tenantId, kind: 'service' as const, resource_id: id, spec: JSON.stringify(spec) };
+        if (awaitsBuild) {
+          await tx.workloads.insertNeverRun(workload, now);
+        } else {
+          await tx.workloads.insertPending(workload, now);
+          await tx.deployments.insert(deploymentRow(this.deps.clock, { tenantId, serviceId: id, image, reason: 'create', generation: 1 }));
+        }
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a service named ${JSON.stringify(name)} already exists`);
       throw err;
     }
-    this.deps.controller.kick();
+    if (!awaitsBuild) this.deps.controller.kick();
     this.deps.routesChanged?.();
     return this.view(await this.row(tenantId, id));
   }

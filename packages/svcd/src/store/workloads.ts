@@ -47,6 +47,32 @@ export class WorkloadStore {
     await this.db.insertInto('workloads').values(row).execute();
   }
 
+  /**
+   * A new workload that is to stay stopped and has never run (a service waiting for its first
+   * build): desired and observed stopped at generation 1, so that the controller has nothing to
+   * carry out. Nothing can run under its name yet (named after a resource created with it in the
+   * same transaction); asking the engine to stop and remove it would find nothing, and its three
+   * questions came while the upload that follows was being built (bench/build).
+   */
+  async insertNeverRun(w: Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>, now: number): Promise<void> {
+    const row: NewWorkloadRow = {
+      ...w,
+      generation: 1,
+      desired_state: 'stopped',
+      observed_generation: 1,
+      observed_state: 'stopped',
+      endpoint: null,
+      driver_ref: null,
+      lease_holder: null,
+      lease_expires_at_ms: null,
+      retry_at_ms: null,
+      last_error: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.db.insertInto('workloads').values(row).execute();
+  }
+
   find(kind: WorkloadRow['kind'], resourceId: string): Promise<WorkloadRow | undefined> {
     return this.db.selectFrom('workloads').selectAll().where('kind', '=', kind).where('resource_id', '=', resourceId).executeTakeFirst();
   }
