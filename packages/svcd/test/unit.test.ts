@@ -47,7 +47,8 @@ import { BaseImagePrefetch } from '../src/builds/base-image-prefetch.js';
 import { KEPT_MAX, RecentPulls } from '../src/builds/recent-pulls.js';
 import { EAGER_STATE_EVERY_MS, EAGER_STATE_MS, STATE_EVERY_MS, waitUntilReady } from '../src/runtime/ready-wait.js';
 import { applyInOrder, type ApplySteps } from '../src/runtime/apply-sequence.js';
-import type { ApplyRequest, WorkloadSpec } from '../src/runtime/driver.js';
+import type { ApplyRequest, WorkloadSpec, WorkloadState } from '../src/runtime/driver.js';
+import { setAsideName } from '../src/runtime/port.js';
 import { tenantNetworkError } from '../src/runtime/docker/docker-runtime.js';
 import { ProbeAnsweredError } from '../src/runtime/index.js';
 import { systemClock, systemTimers } from '../src/clock.js';
@@ -1046,6 +1047,39 @@ describe("an apply's steps (apply-sequence.ts)", () => {
     await f.release('pull');
     await assert.rejects(outcome, /pull failed/);
     assert.deepEqual(failing.moved.removed, [], 'a failed pull leaves what runs alone');
+  });
+});
+
+describe("an apply's clearing of the name, rolling (apply-sequence.ts)", () => {
+  const spec: WorkloadSpec = { name: 'svc-s1', image: 'img', env: {}, port: 8000, tenantId: 't1', kind: 'service', resourceId: 's1', limits: { memoryMb: 256, cpus: 0.4, pids: 256 }, sandbox: false };
+  const ready = { timeoutMs: 1_000, everyMs: 10, probeTimeoutMs: 100, probe: () => Promise.resolve() };
+  /** What an apply asks of an engine whose workload under the name is `under` (null: none), in order. */
+  const askedWith = async (under: WorkloadState | null): Promise<string[]> => {
+    const asked: string[] = [];
+    const steps: ApplySteps = {
+      clock: systemClock,
+      timers: systemTimers,
+      ensureNetwork: () => Promise.resolve(),
+      hasImage: () => Promise.resolve(true),
+      pullImage: () => Promise.resolve(),
+      inspect: (ref) => {
+        if (ref !== spec.name) return Promise.resolve({ id: ref, name: spec.name, state: 'running', exitCode: null, labels: {}, address: { host: '10.0.0.2', port: 8000 } });
+        asked.push('inspect');
+        return Promise.resolve(under === null ? null : { id: 'old', name: spec.name, state: under, exitCode: null, labels: {}, address: null });
+      },
+      rename: (ref, name) => (asked.push(`rename ${ref} ${name}`), Promise.resolve()),
+      remove: (ref) => (asked.push(`remove ${ref}`), Promise.resolve()),
+      run: () => (asked.push('run'), Promise.resolve('new')),
+      logTail: () => Promise.resolve(''),
+    };
+    await applyInOrder({ spec, setAside: true, pull: 'never', ready, signal: new AbortController().signal }, steps);
+    return asked;
+  };
+
+  test('nothing under the name: nothing removed; a running one renamed aside, and nothing removed; any other removed', async () => {
+    assert.deepEqual(await askedWith(null), ['inspect', 'run']);
+    assert.deepEqual(await askedWith('running'), ['inspect', `rename old ${setAsideName(spec.name, 'old')}`, 'run']);
+    for (const state of ['exited', 'created', 'dead'] as const) assert.deepEqual(await askedWith(state), ['inspect', `remove ${spec.name}`, 'run'], state);
   });
 });
 
