@@ -34,12 +34,13 @@ import (
 // kept them open (a daemon) must not hold up the container's exit.
 const drainAfterExit = 200 * time.Millisecond
 
-// prctl's PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER and PR_SET_NO_NEW_PRIVS (linux/prctl.h); the
-// syscall package has no names for them.
+// prctl's PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS and PR_GET_NO_NEW_PRIVS
+// (linux/prctl.h); the syscall package has no names for them.
 const (
 	prSetDumpable       = 4
 	prSetChildSubreaper = 36
 	prSetNoNewPrivs     = 38
+	prGetNoNewPrivs     = 39
 )
 
 func main() {
@@ -85,7 +86,12 @@ func run(args []string) int {
 	// cannot be unset, and every child and exec inherits it. It is a thread's, not the process's:
 	// set on every thread of ours (a child is forked from whichever thread Go picks; threads made
 	// later are cloned from these), which Go does only without cgo (this binary is built without).
-	if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
+	// Already set (an engine asked for no-new-privileges, as svcd's own Docker driver does): every
+	// thread has it from the one the runtime started, and it cannot be unset, so the call on all
+	// threads (a stop of each in turn, 1-2 ms of every start under gVisor) is not made.
+	if alreadySet, _, _ := syscall.RawSyscall(syscall.SYS_PRCTL, prGetNoNewPrivs, 0, 0); alreadySet == 1 {
+		// Nothing to do.
+	} else if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
 		fmt.Fprintf(os.Stderr, "svc-init: prctl(PR_SET_NO_NEW_PRIVS): %v\n", errno)
 		return 126
 	}

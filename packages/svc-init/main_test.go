@@ -262,6 +262,23 @@ func TestNoNewPrivilegesForTheCommand(t *testing.T) {
 	}
 }
 
+// Started with the flag set already (as an engine asked for no-new-privileges starts it), svc-init
+// does not set it again: the command has it all the same, and so do children started later (the
+// agent's commands, from other threads of svc-init).
+func TestNoNewPrivilegesSetAlreadyStaysSet(t *testing.T) {
+	skipUnlessNoNewPrivsUnset(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv (util-linux) is not installed")
+	}
+	cmd, stdout, stderr := startInitAs(t, []string{"setpriv", "--no-new-privs"}, "--", "grep", "NoNewPrivs", "/proc/self/status")
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d: %q", code, stderr.String())
+	}
+	if strings.TrimSpace(stdout.String()) != "NoNewPrivs:\t1" {
+		t.Fatalf("the command runs without no_new_privs: %q", stdout.String())
+	}
+}
+
 func TestExecBecomesTheCommandWithNoNewPrivileges(t *testing.T) {
 	skipUnlessNoNewPrivsUnset(t)
 	// The command is svc-init's own process (its pid is the one the test started), with the flag.
