@@ -12,8 +12,9 @@
 // trip through libuv's thread pool, which the first one also starts, and for the few files of a
 // typical app those hops were most of the pack's time: 17-19 ms of `svc deploy`'s start for the
 // three files of examples/hello, before anything could be created (2026-12-03, bench/build), about
-// 7 ms read and compressed in place. The command waits for the archive anyway; the one thing
-// beside it, the service's lookup, is already on its way. The compressed archive stays bounded as
+// 7 ms read and compressed in place; the tar itself is written in place too (tar-blocks.ts). The
+// command waits for the archive anyway; the one thing beside it, the service's lookup, is sent
+// before the pack begins (commands/deploy.ts). The compressed archive stays bounded as
 // it was: the tar is compressed a MEMBER_BYTES batch at a time, each batch a gzip member of its
 // own (RFC 1952 allows several, and gunzip, Node's and svcd's included, reads them as one
 // stream), and the cap is checked after each.
@@ -22,7 +23,7 @@ import { join, posix, relative, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import dockerignoreModule from '@balena/dockerignore';
 import gitignore from 'ignore';
-import { pack } from 'tar-stream';
+import { archiveEnd, contentPadding, entryHeader, type TarEntry } from './tar-blocks.js';
 
 export interface PackedDirectory {
   archive: Buffer;
@@ -78,19 +79,17 @@ function ignoreRules(dir: string): { ignored: Ignored; file: PackedDirectory['ig
  * The directory as a gzipped tar, at most `maxBytes` compressed (PackError past it, before the
  * whole directory is read), with no file over `maxUnpackedBytes`.
  */
-export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBytes: number): Promise<PackedDirectory> {
+export function packDirectory(dir: string, maxBytes: number, maxUnpackedBytes: number): PackedDirectory {
   const rules = ignoreRules(dir);
-  const tar = pack();
   /** The gzip members so far, and their bytes. */
-  const chunks: Buffer[] = [];
+  const members: Buffer[] = [];
   let size = 0;
   /** Tar output not compressed yet (less than MEMBER_BYTES, but at the end). */
   const pending: Buffer[] = [];
   let pendingBytes = 0;
-  const tooLarge = () => new PackError(`the directory packs to more than ${Math.round(maxBytes / 1024 ** 2)} MB: leave out what the build does not need with a .dockerignore`);
   /**
-   * The next `n` pending bytes. A piece within one chunk is a view of it, not a copy: a large
-   * file comes as one chunk, and a copy of all of it would hold it twice in memory.
+   * The next `n` pending bytes. A piece within one buffer is a view of it, not a copy: a large
+   * file comes as one buffer, and a copy of all of it would hold it twice in memory.
    */
   const takePiece = (n: number): Buffer => {
     const first = pending[0] as Buffer;
@@ -111,58 +110,32 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
     }
     return piece;
   };
-  /** Compresses the pending output a MEMBER_BYTES piece at a time (`all`: the rest too), checking the cap after each: the refusal past it. */
-  const compressPending = (all: boolean): PackError | null => {
+  /** Compresses the pending tar a MEMBER_BYTES piece at a time (`all`: the rest too), checking the cap after each. */
+  const compressPending = (all: boolean): void => {
     while (pendingBytes >= MEMBER_BYTES || (all && pendingBytes > 0)) {
       const member = gzipSync(takePiece(Math.min(MEMBER_BYTES, pendingBytes)));
       size += member.length;
-      if (size > maxBytes) return tooLarge();
-      chunks.push(member);
+      if (size > maxBytes) throw new PackError(`the directory packs to more than ${Math.round(maxBytes / 1024 ** 2)} MB: leave out what the build does not need with a .dockerignore`);
+      members.push(member);
     }
-    // What is left (less than a piece) copied out of a large chunk, so that the chunk can go.
+    // What is left (less than a piece) copied out of a large buffer, so that the buffer can go.
     const rest = pending[0];
     if (pending.length === 1 && rest !== undefined && rest.buffer.byteLength > 2 * MEMBER_BYTES) pending[0] = Buffer.from(rest);
-    return null;
   };
-  const collected = new Promise<void>((resolve, reject) => {
-    let refused = false;
-    // tar-stream's pack emits Buffers (its types say unknown).
-    tar.on('data', (data: unknown) => {
-      if (refused) return;
-      const c = data as Buffer;
-      pending.push(c);
-      pendingBytes += c.length;
-      if (pendingBytes < MEMBER_BYTES) return;
-      const refusal = compressPending(false);
-      if (refusal) {
-        // Past the cap: the walk stops at its next entry (below) and destroys the pack. Not
-        // destroyed here with the error: the entry being written would emit it unheard.
-        refused = true;
-        reject(refusal);
-      }
-    });
-    tar.once('end', () => {
-      const refusal = compressPending(true);
-      if (refusal) reject(refusal);
-      else resolve();
-    });
-    tar.once('error', reject);
-  });
+  const write = (...buffers: Buffer[]) => {
+    for (const b of buffers) {
+      pending.push(b);
+      pendingBytes += b.length;
+    }
+    compressPending(false);
+  };
+  const entry = (e: TarEntry, content?: Buffer) => {
+    write(...entryHeader(e));
+    if (content !== undefined) write(content, contentPadding(content.length));
+  };
   const result: PackedDirectory = { archive: Buffer.alloc(0), files: 0, bytes: 0, ignoreFile: rules.file, skipped: [] };
 
-  // Never resolves; rejects when the compressed side fails (past the cap), so that an entry waiting
-  // for room in a stream nobody reads any more does not wait for good.
-  const failed = collected.then(() => new Promise<never>(() => {}));
-  failed.catch(() => {});
-  const entry = (header: Parameters<typeof tar.entry>[0], body?: Buffer) =>
-    Promise.race([
-      new Promise<void>((resolve, reject) => {
-        tar.entry(header, body ?? Buffer.alloc(0), (err) => (err ? reject(err) : resolve()));
-      }),
-      failed,
-    ]);
-
-  const walk = async (at: string): Promise<void> => {
+  const walk = (at: string): void => {
     const names = readdirSync(at).sort();
     for (const name of names) {
       const full = join(at, name);
@@ -172,35 +145,32 @@ export async function packDirectory(dir: string, maxBytes: number, maxUnpackedBy
       if (info.isDirectory()) {
         // An ignored directory is not entered, unless an exception could take something back from it.
         if (rules.ignored(rel, true) && !rules.exceptions) continue;
-        if (!rules.ignored(rel, true)) await entry({ name: `${rel}/`, type: 'directory', mode: 0o755, mtime: info.mtime });
-        await walk(full);
+        if (!rules.ignored(rel, true)) entry({ name: `${rel}/`, type: 'directory', mode: 0o755, mtime: info.mtime, size: 0 });
+        walk(full);
       } else if (rules.ignored(rel, false) && !ALWAYS_SENT.has(rel)) {
         continue;
       } else if (info.isFile()) {
         if (info.size > maxUnpackedBytes) throw new PackError(`${rel} is larger than ${Math.round(maxUnpackedBytes / 1024 ** 2)} MB, more than svc builds from: add it to .dockerignore`);
-        await entry({ name: rel, type: 'file', mode: info.mode & 0o111 ? 0o755 : 0o644, mtime: info.mtime, size: info.size }, readFileSync(full));
+        // Its bytes as read (a file that changed size since its lstat goes as it is now).
+        const content = readFileSync(full);
+        entry({ name: rel, type: 'file', mode: info.mode & 0o111 ? 0o755 : 0o644, mtime: info.mtime, size: content.length }, content);
         result.files++;
-        result.bytes += info.size;
+        result.bytes += content.length;
       } else if (info.isSymbolicLink()) {
         const target = readlinkSync(full);
         const resolved = posix.normalize(posix.join(posix.dirname(rel), target));
         if (target.startsWith('/') || resolved === '..' || resolved.startsWith('../')) {
           throw new PackError(`${rel} is a symlink to ${target}, outside the directory: svc builds only what is inside it (copy the file in, or add the link to .dockerignore)`);
         }
-        await entry({ name: rel, type: 'symlink', linkname: target, mode: 0o777, mtime: info.mtime });
+        entry({ name: rel, type: 'symlink', linkname: target, mode: 0o777, mtime: info.mtime, size: 0 });
       } else {
         result.skipped.push(rel);
       }
     }
   };
-  try {
-    await walk(dir);
-    tar.finalize();
-    await collected;
-  } catch (err) {
-    tar.destroy();
-    throw err;
-  }
-  result.archive = Buffer.concat(chunks);
+  walk(dir);
+  write(archiveEnd());
+  compressPending(true);
+  result.archive = Buffer.concat(members);
   return result;
 }

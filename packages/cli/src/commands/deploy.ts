@@ -2,8 +2,9 @@
 // service when the tenant has none of that name (it waits for its first build), packs the
 // directory (source-archive.ts), uploads it, builds it from its Dockerfile, follows the build and
 // the deploy, and prints the URL. The exit code is the outcome's.
-import { lstat } from 'node:fs/promises';
+import { lstatSync, type Stats } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
+import { setImmediate as nextLoopTurn } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES, type CreateBuildResponse, type SvcClient } from '@svc/client';
 import type { Cli } from '../context.js';
@@ -18,6 +19,15 @@ const MB = 1024 ** 2;
 export function serviceNameFor(dirName: string): string {
   const name = dirName.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '').slice(0, 63);
   return name === '' ? 'app' : name;
+}
+
+/** A path's own details (a symlink's, not its target's), or null when it cannot be read. */
+function statOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -47,9 +57,11 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
     .action(
       action(out, async (dirArg: string | undefined, o: DeployOptions) => {
         const dir = resolve(dirArg ?? '.');
-        const info = await lstat(dir).catch(() => null);
+        // Synchronous, as the pack: the first asynchronous file call would start libuv's thread
+        // pool, which nothing else of the command needs.
+        const info = statOrNull(dir);
         if (!info?.isDirectory()) throw new CommandFailed(`${dir} is not a directory`, 2);
-        const dockerfile = await lstat(join(dir, 'Dockerfile')).catch(() => null);
+        const dockerfile = statOrNull(join(dir, 'Dockerfile'));
         if (!dockerfile) throw new CommandFailed(`no Dockerfile in ${dir}: svc builds the directory with it`, 2);
         if (!dockerfile.isFile()) throw new CommandFailed(`${join(dir, 'Dockerfile')} must be a regular file (svc does not follow a symlink there)`, 2);
         const name = o.name ?? serviceNameFor(basename(dir));
@@ -57,11 +69,18 @@ export function deployCommand(program: Command, { out, client }: Cli): void {
 
         // The service is looked for while the directory is packed (a read: it changes nothing);
         // created only once packed: a directory that cannot be sent leaves no service behind.
+        // The pack holds the event loop: a turn of it first, in which the lookup's connection is
+        // made and its request sent, so that svcd answers it meanwhile (without the turn it was
+        // sent once the pack ended).
         const existing = serviceNamed(c, name);
         existing.catch(() => {}); // awaited below, after the pack; its error is reported then
-        const packed = await packDirectory(dir, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES).catch((err: unknown) => {
+        await nextLoopTurn();
+        let packed;
+        try {
+          packed = packDirectory(dir, SOURCE_ARCHIVE_MAX_BYTES, SOURCE_UNPACKED_MAX_BYTES);
+        } catch (err) {
           throw err instanceof PackError ? new CommandFailed(err.message) : err;
-        });
+        }
         const ignoring = packed.ignoreFile ? `, without what ${packed.ignoreFile} leaves out` : '';
         out.note(`packed ${packed.files} files, ${(packed.bytes / MB).toFixed(1)} MB (${(packed.archive.length / MB).toFixed(1)} MB compressed)${ignoring}`);
         for (const skipped of packed.skipped) out.note(`left out ${skipped}: neither a file, a directory nor a symlink`);
