@@ -96,31 +96,31 @@ describe('scratch space', () => {
   const MB = 1024 * 1024;
 
   test('clones reserve their cap: within the budget they get a fresh directory, past it none', async () => {
-    const space = new ScratchSpace(root(), 1000 * MB, async () => 100 * 1024 * MB);
+    const space = new ScratchSpace(root(), 1000 * MB, () => 100 * 1024 * MB);
     await space.start();
-    const a = await space.reserve('builds', 'b1', 500 * MB);
-    const b = await space.reserve('sync', 'e1', 500 * MB);
+    const a = space.reserve('builds', 'b1', 500 * MB);
+    const b = space.reserve('sync', 'e1', 500 * MB);
     assert.ok(a && b);
     assert.notEqual(a.dir, b.dir);
     assert.ok(a.dir.startsWith(join(space.root, 'builds')) && b.dir.startsWith(join(space.root, 'sync')));
-    assert.equal(await space.reserve('builds', 'b2', 1), null, 'the budget is spent');
+    assert.equal(space.reserve('builds', 'b2', 1), null, 'the budget is spent');
     writeFileSync(join(a.dir, 'file'), 'x');
     await a.release();
     await a.release(); // twice is harmless
     assert.ok(!existsSync(a.dir), 'a released clone is removed');
     assert.equal(space.inUse, 500 * MB);
-    const c = await space.reserve('builds', 'b3', 500 * MB);
+    const c = space.reserve('builds', 'b3', 500 * MB);
     assert.ok(c, 'a released reservation is free again');
   });
 
   test('no clone starts when the disk lacks room for it and the reserve, whatever the budget', async () => {
     let free = 500 * MB + SCRATCH_DISK_RESERVE_BYTES - 1;
-    const space = new ScratchSpace(root(), 100_000 * MB, async () => free);
+    const space = new ScratchSpace(root(), 100_000 * MB, () => free);
     await space.start();
-    assert.equal(await space.reserve('sync', 'e1', 500 * MB), null);
+    assert.equal(space.reserve('sync', 'e1', 500 * MB), null);
     assert.equal(space.inUse, 0, 'a refused reservation holds nothing');
     free += 1;
-    assert.ok(await space.reserve('sync', 'e1', 500 * MB));
+    assert.ok(space.reserve('sync', 'e1', 500 * MB));
   });
 
   test('a scratch directory others may write to is refused at start', async () => {
@@ -133,16 +133,16 @@ describe('scratch space', () => {
   });
 
   test('concurrent clones each need their room on the disk: reservations count as written', async () => {
-    const space = new ScratchSpace(root(), 100_000 * MB, async () => 900 * MB + SCRATCH_DISK_RESERVE_BYTES);
+    const space = new ScratchSpace(root(), 100_000 * MB, () => 900 * MB + SCRATCH_DISK_RESERVE_BYTES);
     await space.start();
-    assert.ok(await space.reserve('builds', 'b1', 500 * MB));
-    assert.equal(await space.reserve('builds', 'b2', 500 * MB), null, 'the disk has room for one of them, not both');
+    assert.ok(space.reserve('builds', 'b1', 500 * MB));
+    assert.equal(space.reserve('builds', 'b2', 500 * MB), null, 'the disk has room for one of them, not both');
   });
 
   test('start clears what an earlier process of the instance left', async () => {
-    const space = new ScratchSpace(root(), 1000 * MB, async () => 100 * 1024 * MB);
+    const space = new ScratchSpace(root(), 1000 * MB, () => 100 * 1024 * MB);
     await space.start();
-    const left = await space.reserve('builds', 'crashed', 10 * MB);
+    const left = space.reserve('builds', 'crashed', 10 * MB);
     assert.ok(left);
     writeFileSync(join(left.dir, 'half-cloned'), 'x');
     await new ScratchSpace(space.root, 1000 * MB).start();

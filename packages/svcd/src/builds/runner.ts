@@ -8,7 +8,7 @@
 // it runs. A build whose holder died (its lease ran out, or it was an earlier boot of this very
 // instance) is marked failed with a clear error; queued builds are simply run.
 import { randomUUID } from 'node:crypto';
-import { lstat, readFile, rename, writeFile } from 'node:fs/promises';
+import { lstatSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BUILD_LOG_MAX_BYTES } from '@svc/contract';
 import { type TimerHandle, type Timers, unixSeconds } from '../clock.js';
@@ -80,18 +80,27 @@ interface Running {
 
 const DOCKERFILE_MAX_BYTES = 1024 * 1024;
 
+// The Dockerfile is read and written synchronously, as the scratch space is reserved: a file of
+// at most a megabyte in svcd's own local directory. Asynchronous, each call waited for the thread
+// pool and then for an event loop busy with the build's own requests (the upload, its log being
+// followed): 3-4 ms of every build's way to the engine (bench/build).
+
 /**
  * The repository's Dockerfile, which must be a regular file: svcd would follow a symlink on its
  * own host while the engine resolves it inside the build context, so the check and the build
  * would read different files. Bounded, so a huge file cannot fill svcd's memory.
  */
-export async function readDockerfile(dir: string): Promise<string> {
+export function readDockerfile(dir: string): string {
   const path = join(dir, 'Dockerfile');
-  const info = await lstat(path).catch(() => null);
-  if (!info) throw new Error('no Dockerfile at the root of the repository');
+  let info;
+  try {
+    info = lstatSync(path);
+  } catch {
+    throw new Error('no Dockerfile at the root of the repository');
+  }
   if (!info.isFile()) throw new Error('the Dockerfile must be a regular file (not a symlink or a directory)');
   if (info.size > DOCKERFILE_MAX_BYTES) throw new Error(`the Dockerfile is larger than ${DOCKERFILE_MAX_BYTES / 1024} KB`);
-  return readFile(path, 'utf8');
+  return readFileSync(path, 'utf8');
 }
 
 /**
@@ -99,12 +108,12 @@ export async function readDockerfile(dir: string): Promise<string> {
  * beside it and renamed over it, so that whatever is at that path is replaced, never written
  * through (it was read as a regular file; nothing of the tenant's runs in the scratch space).
  */
-async function pinDockerfile(dir: string, text: string, ids: ReadonlyMap<string, string>): Promise<void> {
+function pinDockerfile(dir: string, text: string, ids: ReadonlyMap<string, string>): void {
   if (ids.size === 0) return;
   const path = join(dir, 'Dockerfile');
   const written = join(dir, `.svc-dockerfile-${randomUUID()}`);
-  await writeFile(written, pinImages(text, ids), { flag: 'wx' });
-  await rename(written, path);
+  writeFileSync(written, pinImages(text, ids), { flag: 'wx' });
+  renameSync(written, path);
 }
 
 /** What a BuildRunner is built from, by name. */
@@ -255,7 +264,7 @@ export class BuildRunner implements BuildExecution {
       for (const b of queued) {
         if (started >= limit || runningForTenant >= tenant.max_builds_concurrent || this.running.size >= this.workers || this.closed) return taken;
         // Room for the whole clone first: without it the build stays queued until a clone ends.
-        const area = await this.deps.scratch.reserve('builds', b.id, this.deps.cloneMaxBytes ?? CLONE_MAX_BYTES);
+        const area = this.deps.scratch.reserve('builds', b.id, this.deps.cloneMaxBytes ?? CLONE_MAX_BYTES);
         if (!area) return taken;
         const startedMs = this.deps.clock.now();
         const claimed = await this.deps.store.builds
@@ -385,11 +394,11 @@ export class BuildRunner implements BuildExecution {
     try {
       await this.fetchSource(b, dir, signal, output);
       // Before the engine sees it: remote ADD and images the tenant may not use (dockerfile.ts).
-      const dockerfile = await readDockerfile(dir);
+      const dockerfile = readDockerfile(dir);
       const images = checkDockerfile(dockerfile, { tenantId: b.tenant_id, buildRegistry: this.deps.buildRegistry ?? null });
       await this.deps.store.builds.updateRunning(b.id, this.deps.holder, { base_images: JSON.stringify(images) });
       const ids = await this.pullBaseImages(b.tenant_id, images, signal, output, await prefetched);
-      await pinDockerfile(dir, dockerfile, ids);
+      pinDockerfile(dir, dockerfile, ids);
       for (const [image, id] of ids) output.line(`==> ${image} is ${id}`);
       const sandboxed = await sandboxCheck;
       if (sandboxed !== null) output.line(sandboxed);

@@ -439,7 +439,7 @@ export class Environments implements TenantResources, DiskOverrunHalt {
 
   private async syncInto(e: EnvironmentRow, source: CheckedSource, ref: string | null, repo: string, gitUrl: string): Promise<SyncResult> {
     const started = this.deps.clock.now();
-    const area = await this.deps.scratch.reserve('sync', e.id, SYNC_MAX_BYTES);
+    const area = this.deps.scratch.reserve('sync', e.id, SYNC_MAX_BYTES);
     if (!area) throw new ServerBusyError('server busy: no scratch space for another clone right now; retry shortly', 30);
     const dir = area.dir;
     try {
