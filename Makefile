@@ -84,7 +84,19 @@ build: deps $(SVC_INIT)
 	  --define:import.meta.url=importMetaUrl --banner:js="'use strict'; const importMetaUrl = require('node:url').pathToFileURL(__filename).href;" \
 	  --outfile=packages/cli/dist/svc.cjs
 	@rm -f packages/cli/dist/svc.mjs
-	@printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/start.cjs" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc
+# bin/svc: a link to packages/cli/dist/svc-bin.cjs, whose #! line names Node 24 and which requires
+# start.cjs beside it: no shell started first, 2-3 ms of every command. A .cjs file, since the
+# package.json over bin/ says "type": "module" and an extensionless script would load as an ES
+# module (Node resolves the link, so ../start.cjs is found from dist/). A #! line takes no spaces
+# and at most 255 bytes: a Node path with either (or over 200) keeps the shell script instead.
+	@rm -f bin/svc
+	@if printf '%s' "$(NODE_BIN_DIR)" | grep -q '[[:space:]]' || [ $$(printf '%s' "$(NODE_BIN_DIR)" | wc -c) -gt 200 ]; then \
+	  printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/start.cjs" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc; \
+	else \
+	  printf '#!%s/node\n// bin/svc links here (Makefile).\n'"'"'use strict'"'"';\nrequire('"'"'../start.cjs'"'"');\n' "$(NODE_BIN_DIR)" > packages/cli/dist/svc-bin.cjs; \
+	  chmod +x packages/cli/dist/svc-bin.cjs; \
+	  ln -s ../packages/cli/dist/svc-bin.cjs bin/svc; \
+	fi
 	@chmod +x bin/svcd bin/svc
 	@echo "make: wrote bin/svcd and bin/svc (Node $(NODE_VERSION) in $(NODE_BIN_DIR))"
 
