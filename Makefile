@@ -88,9 +88,10 @@ build: deps $(SVC_INIT)
 # start.cjs beside it: no shell started first, 2-3 ms of every command. A .cjs file, since the
 # package.json over bin/ says "type": "module" and an extensionless script would load as an ES
 # module (Node resolves the link, so ../start.cjs is found from dist/). A #! line takes no spaces
-# and at most 255 bytes: a Node path with either (or over 200) keeps the shell script instead.
+# and at most 127 bytes on kernels before 5.1: a Node path with either (over 120) keeps the shell
+# script instead.
 	@rm -f bin/svc
-	@if printf '%s' "$(NODE_BIN_DIR)" | grep -q '[[:space:]]' || [ $$(printf '%s' "$(NODE_BIN_DIR)" | wc -c) -gt 200 ]; then \
+	@if printf '%s' "$(NODE_BIN_DIR)" | grep -q '[[:space:]]' || [ $$(printf '%s' "$(NODE_BIN_DIR)" | wc -c) -gt 120 ]; then \
 	  printf '#!/bin/sh\nexec "%s/node" "$$(dirname "$$0")/../packages/cli/start.cjs" "$$@"\n' "$(NODE_BIN_DIR)" > bin/svc; \
 	else \
 	  printf '#!%s/node\n// bin/svc links here (Makefile).\n'"'"'use strict'"'"';\nrequire('"'"'../start.cjs'"'"');\n' "$(NODE_BIN_DIR)" > packages/cli/dist/svc-bin.cjs; \

@@ -122,16 +122,18 @@ export function packDirectory(dir: string, maxBytes: number, maxUnpackedBytes: n
     const rest = pending[0];
     if (pending.length === 1 && rest !== undefined && rest.buffer.byteLength > 2 * MEMBER_BYTES) pending[0] = Buffer.from(rest);
   };
-  const write = (...buffers: Buffer[]) => {
-    for (const b of buffers) {
-      pending.push(b);
-      pendingBytes += b.length;
-    }
+  /** One buffer onto the tar, compressed as members fill: a file's content on its own, so that its tail is copied out (compressPending) and the file's buffer can go before the next is read. */
+  const write = (b: Buffer) => {
+    if (b.length === 0) return;
+    pending.push(b);
+    pendingBytes += b.length;
     compressPending(false);
   };
   const entry = (e: TarEntry, content?: Buffer) => {
-    write(...entryHeader(e));
-    if (content !== undefined) write(content, contentPadding(content.length));
+    for (const block of entryHeader(e)) write(block);
+    if (content === undefined) return;
+    write(content);
+    write(contentPadding(content.length));
   };
   const result: PackedDirectory = { archive: Buffer.alloc(0), files: 0, bytes: 0, ignoreFile: rules.file, skipped: [] };
 

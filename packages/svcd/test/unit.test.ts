@@ -1076,9 +1076,9 @@ describe("an apply's clearing of the name, rolling (apply-sequence.ts)", () => {
     return asked;
   };
 
-  test('nothing under the name: nothing removed; a running one renamed aside, and nothing removed; any other removed', async () => {
+  test('nothing under the name: nothing removed; a running one renamed aside (and the name cleared of any other); any other removed', async () => {
     assert.deepEqual(await askedWith(null), ['inspect', 'run']);
-    assert.deepEqual(await askedWith('running'), ['inspect', `rename old ${setAsideName(spec.name, 'old')}`, 'run']);
+    assert.deepEqual(await askedWith('running'), ['inspect', `rename old ${setAsideName(spec.name, 'old')}`, `remove ${spec.name}`, 'run']);
     for (const state of ['exited', 'created', 'dead'] as const) assert.deepEqual(await askedWith(state), ['inspect', `remove ${spec.name}`, 'run'], state);
   });
 });

@@ -76,17 +76,14 @@ async function clearName(request: ApplyRequest, steps: ApplySteps): Promise<void
   const { spec } = request;
   if (request.setAside) {
     // Rolling: what runs keeps serving under another name until the caller removes it; what
-    // does not run under the name goes as it would otherwise. Nothing under it (a first deploy),
-    // or what ran renamed aside: the name is free, and a removal would find nothing (one more
-    // question to the engine on every deploy's way to its container). Only this apply, holding
-    // the workload's lease, makes one under the name.
+    // does not run under the name goes as it would otherwise. Nothing under it (a first deploy):
+    // a removal would find nothing, one more question to the engine on the deploy's way to its
+    // container. (After a rename the removal stays: a Swarm names the newest of two services
+    // that two svcds' applies left under one name, and removes both by it.)
     if (!steps.rename) throw new Error('this driver cannot set a workload aside');
     const current = await steps.inspect(spec.name);
     if (current === null) return;
-    if (current.state === 'running') {
-      await steps.rename(current.id, setAsideName(spec.name, current.id));
-      return;
-    }
+    if (current.state === 'running') await steps.rename(current.id, setAsideName(spec.name, current.id));
   } else if (request.replaces && request.replaces !== spec.name) {
     // Whatever ran before under this name, including a workload an interrupted apply left.
     await steps.remove(request.replaces);
