@@ -11,6 +11,9 @@ export interface WorkloadObservation {
   spec?: string;
 }
 
+/** What a new workload's row is given by its caller: the rest follows from how it begins. */
+type WorkloadIdentity = Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>;
+
 /**
  * The workloads' desired state and the controller's leases on it. Every write of the controller
  * is fenced by its lease (`lease_holder`): one whose lease lapsed and was taken over writes
@@ -25,26 +28,14 @@ export class WorkloadStore {
    * itself; the controller takes it once the lease is released or lapses).
    */
   async insertPending(
-    w: Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>,
+    w: WorkloadIdentity,
     now: number,
     lease?: { holder: string; untilMs: number },
   ): Promise<void> {
-    const row: NewWorkloadRow = {
-      ...w,
-      generation: 1,
-      desired_state: 'running',
-      observed_generation: 0,
-      observed_state: 'pending',
-      endpoint: null,
-      driver_ref: null,
-      lease_holder: lease?.holder ?? null,
-      lease_expires_at_ms: lease?.untilMs ?? null,
-      retry_at_ms: null,
-      last_error: null,
-      created_at: now,
-      updated_at: now,
-    };
-    await this.db.insertInto('workloads').values(row).execute();
+    await this.db
+      .insertInto('workloads')
+      .values(newRow(w, now, { desired_state: 'running', observed_generation: 0, observed_state: 'pending', lease_holder: lease?.holder ?? null, lease_expires_at_ms: lease?.untilMs ?? null }))
+      .execute();
   }
 
   /**
@@ -54,23 +45,11 @@ export class WorkloadStore {
    * same transaction); asking the engine to stop and remove it would find nothing, and its three
    * questions came while the upload that follows was being built (bench/build).
    */
-  async insertNeverRun(w: Pick<NewWorkloadRow, 'id' | 'tenant_id' | 'kind' | 'resource_id' | 'spec'>, now: number): Promise<void> {
-    const row: NewWorkloadRow = {
-      ...w,
-      generation: 1,
-      desired_state: 'stopped',
-      observed_generation: 1,
-      observed_state: 'stopped',
-      endpoint: null,
-      driver_ref: null,
-      lease_holder: null,
-      lease_expires_at_ms: null,
-      retry_at_ms: null,
-      last_error: null,
-      created_at: now,
-      updated_at: now,
-    };
-    await this.db.insertInto('workloads').values(row).execute();
+  async insertNeverRun(w: WorkloadIdentity, now: number): Promise<void> {
+    await this.db
+      .insertInto('workloads')
+      .values(newRow(w, now, { desired_state: 'stopped', observed_generation: 1, observed_state: 'stopped', lease_holder: null, lease_expires_at_ms: null }))
+      .execute();
   }
 
   find(kind: WorkloadRow['kind'], resourceId: string): Promise<WorkloadRow | undefined> {
@@ -287,4 +266,13 @@ export class WorkloadStore {
       .executeTakeFirst();
     return Number(r.numUpdatedRows);
   }
+}
+
+/** A workload's row at generation 1, with nothing observed of it but what `state` says, and no error or retry. */
+function newRow(
+  w: WorkloadIdentity,
+  now: number,
+  state: Pick<NewWorkloadRow, 'desired_state' | 'observed_generation' | 'observed_state' | 'lease_holder' | 'lease_expires_at_ms'>,
+): NewWorkloadRow {
+  return { ...w, ...state, generation: 1, endpoint: null, driver_ref: null, retry_at_ms: null, last_error: null, created_at: now, updated_at: now };
 }
