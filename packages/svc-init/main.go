@@ -89,11 +89,11 @@ func run(args []string) int {
 	// Already set (an engine asked for no-new-privileges, as svcd's own Docker driver does): every
 	// thread has it from the one the runtime started, and it cannot be unset, so the call on all
 	// threads (a stop of each in turn, 1-2 ms of every start under gVisor) is not made.
-	if alreadySet, _, _ := syscall.RawSyscall(syscall.SYS_PRCTL, prGetNoNewPrivs, 0, 0); alreadySet == 1 {
-		// Nothing to do.
-	} else if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
-		fmt.Fprintf(os.Stderr, "svc-init: prctl(PR_SET_NO_NEW_PRIVS): %v\n", errno)
-		return 126
+	if alreadySet, _, _ := syscall.RawSyscall(syscall.SYS_PRCTL, prGetNoNewPrivs, 0, 0); alreadySet != 1 {
+		if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
+			fmt.Fprintf(os.Stderr, "svc-init: prctl(PR_SET_NO_NEW_PRIVS): %v\n", errno)
+			return 126
+		}
 	}
 	if *execOnly {
 		// The image's init (s6-overlay's /init, systemd) runs only as PID 1: it takes our place,
