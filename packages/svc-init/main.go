@@ -107,11 +107,13 @@ func run(args []string) int {
 		return 127
 	}
 
-	// The signals a stop, the engine or an operator may send are forwarded (forwardedSignals,
-	// and the image's real-time STOPSIGNAL when it has one). SIGPIPE is asked for too, only so
-	// that a write to a log whose reader went away fails instead of killing us (supervise drops it).
+	// The signals a stop, the engine or an operator may send are forwarded (stopSignals and
+	// laterSignals, and the image's real-time STOPSIGNAL when it has one). SIGPIPE is asked for
+	// too, only so that a write to a log whose reader went away fails instead of killing us
+	// (supervise drops it). Those a stop sends, and those Go's default would end us with, are
+	// asked for before the command starts; the rest once it has (below).
 	signals := make(chan os.Signal, 64)
-	signal.Notify(signals, forwardedSignals...)
+	signal.Notify(signals, stopSignals...)
 	if *forwardSignal != 0 {
 		signal.Notify(signals, syscall.Signal(*forwardSignal))
 	}
@@ -159,6 +161,9 @@ func run(args []string) int {
 	// The child holds the write ends now; ours closed, the pipes end when its last writer goes.
 	stdoutW.Close()
 	stderrW.Close()
+	// While the command's exec runs: each signal asked for is a round trip to a thread of Go's,
+	// and under gVisor these twelve took about 3 ms before the command began (README, Performance).
+	signal.Notify(signals, laterSignals...)
 
 	copied := make(chan struct{}, 2)
 	go func() { out.copy(stdoutR, false); copied <- struct{}{} }()
@@ -183,24 +188,33 @@ func run(args []string) int {
 	return code
 }
 
-// forwardedSignals are the standard signals a program can catch, passed on to the command: the
-// image's STOPSIGNAL (SIGTERM unless it names another: nginx's SIGQUIT, Apache's SIGWINCH) and
-// what an operator or the engine sends. Not SIGCHLD (reaping is a loop of its own, since a full
-// channel drops signals and a tenant can send many), SIGPIPE (ours) or SIGURG (Go's own
-// preemption, many a second); SIGPROF is Go's profiler's whatever a program asks. The faults
-// (SIGSEGV and the like) are asked for too: Go takes a real fault of its own code for itself
-// anyway, and one sent with kill would otherwise end svc-init with a stack dump. Not the
-// real-time signals: asking Go for a signal it delivers on its own (18 of those above, and the
-// 30 real-time ones from 35) is a round trip to a thread of its own, and under gVisor, within a
-// service's CPU quota, those 30 more cost each start about 20 ms of CPU and some 40 ms before the
-// command listened (README, Resource safety). The one a stop sends is asked for alone
-// (--forward-signal, from the image's STOPSIGNAL).
-var forwardedSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGABRT,
-	syscall.SIGBUS, syscall.SIGFPE, syscall.SIGUSR1, syscall.SIGSEGV, syscall.SIGUSR2, syscall.SIGALRM,
-	syscall.SIGTERM, syscall.SIGSTKFLT, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
-	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGWINCH, syscall.SIGIO, syscall.SIGPWR,
+// The standard signals a program can catch, passed on to the command: the image's STOPSIGNAL
+// (SIGTERM unless it names another: nginx's SIGQUIT, Apache's SIGWINCH) and what an operator or
+// the engine sends. Not SIGCHLD (reaping is a loop of its own, since a full channel drops signals
+// and a tenant can send many), SIGPIPE (ours) or SIGURG (Go's own preemption, many a second);
+// SIGPROF is Go's profiler's whatever a program asks. The faults (SIGSEGV and the like) are asked
+// for too: Go takes a real fault of its own code for itself anyway, and one sent with kill would
+// otherwise end svc-init with a stack dump. Not the real-time signals: asking Go for a signal it
+// delivers on its own (the 25 here, and the 30 real-time ones from 35) is a round trip to a thread
+// of its own, and under gVisor, within a service's CPU quota, those 30 more cost each start about
+// 20 ms of CPU and some 40 ms before the command listened (README, Resource safety). The one a
+// stop sends is asked for alone (--forward-signal, from the image's STOPSIGNAL).
+//
+// stopSignals are asked for before the command starts: those a stop sends (the images' usual
+// STOPSIGNALs) and every other one Go's default would end svc-init with (the faults, SIGABRT,
+// SIGSYS). laterSignals once it has started, while its exec runs: until one is asked for, Go
+// ignores it (the job-control ones it leaves to the kernel, which sends PID 1 none it has no
+// handler for), so one that comes first, in the command's first milliseconds, is dropped, as any
+// is from svc-init's own start to its first request to Go.
+var stopSignals = []os.Signal{
+	syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGWINCH, syscall.SIGABRT,
+	syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT,
 	syscall.SIGSYS,
+}
+
+var laterSignals = []os.Signal{
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN,
+	syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGPWR,
 }
 
 // The real-time signals --forward-signal takes: SIGRTMIN+1 (35) to SIGRTMAX (64). Go installs no

@@ -132,6 +132,53 @@ func TestForwardsTheStandardSignalsAProgramHandles(t *testing.T) {
 	}
 }
 
+func TestAStopAsTheCommandStartsReachesIt(t *testing.T) {
+	// The stop comes the moment the command runs (here from the command itself, to its parent):
+	// svc-init asked for it before it started the command, and forwards it. Go's default would
+	// end svc-init, and the container with it, without a word to the command.
+	cmd, stdout, _ := startInit(t, "--", "sh", "-c", `trap 'echo got TERM; exit 0' TERM; kill -TERM $PPID; while true; do sleep 0.05; done`)
+	if code := exitCode(t, cmd); code != 0 || !strings.Contains(stdout.String(), "got TERM") {
+		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	}
+}
+
+func TestEverySignalIsAskedForOnceAndAStopsBeforeTheCommand(t *testing.T) {
+	// The two lists split one set: none forgotten, none asked twice; and asked for before the
+	// command starts, the signals a stop sends (the images' usual STOPSIGNALs) and those Go's
+	// default would end svc-init with (a fault, SIGABRT, SIGSYS: Go's stack dump).
+	catchable := []syscall.Signal{
+		syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGABRT,
+		syscall.SIGBUS, syscall.SIGFPE, syscall.SIGUSR1, syscall.SIGSEGV, syscall.SIGUSR2, syscall.SIGALRM,
+		syscall.SIGTERM, syscall.SIGSTKFLT, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGWINCH, syscall.SIGIO, syscall.SIGPWR,
+		syscall.SIGSYS,
+	}
+	asked := map[os.Signal]int{}
+	for _, s := range append(append([]os.Signal{}, stopSignals...), laterSignals...) {
+		asked[s]++
+	}
+	for _, s := range catchable {
+		if asked[s] != 1 {
+			t.Errorf("%v asked for %d times, want once", s, asked[s])
+		}
+	}
+	if len(asked) != len(catchable) {
+		t.Errorf("%d signals asked for, want the %d standard ones a program can catch", len(asked), len(catchable))
+	}
+	before := map[os.Signal]bool{}
+	for _, s := range stopSignals {
+		before[s] = true
+	}
+	for _, s := range []syscall.Signal{
+		syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGWINCH,
+		syscall.SIGABRT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS,
+	} {
+		if !before[s] {
+			t.Errorf("%v is asked for only once the command runs", s)
+		}
+	}
+}
+
 func TestForwardsTheRealTimeSignalItIsAskedTo(t *testing.T) {
 	// An image whose STOPSIGNAL is SIGRTMIN+6 (40): svcd passes it, and a stop reaches the command.
 	cmd, stdout, _ := startInit(t, "--forward-signal", "40", "--", "sh", "-c", `trap 'echo got 40; exit 0' 40; echo ready; while true; do sleep 0.05; done`)
