@@ -1,9 +1,12 @@
 // The Docker Engine driver held to the driver port's contract (driver-conformance.ts), on the
 // real engine: the same cases the in-memory driver passes.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { DockerRuntime, TENANT_NETWORK_PREFIX, WARM_POOL_NETWORK } from '../src/runtime/index.js';
+import { DEFAULT_LOG_RATE, DockerRuntime, TENANT_NETWORK_PREFIX, WARM_POOL_NETWORK, builtTenantInit, type WorkloadSpec } from '../src/runtime/index.js';
 import { KeptAnswer } from '../src/runtime/kept-answer.js';
 import { systemClock } from '../src/clock.js';
 import { driverConformance } from './driver-conformance.js';
@@ -108,6 +111,56 @@ describe("the builder's step runtime: the engine's default, kept while the engin
     } finally {
       kept.close();
       await runtime.close();
+    }
+  });
+});
+
+describe("a tenant workload's command, read from its image", () => {
+  test('a deploy resolves its image to an ID and creates from that ID: the image is not inspected again (a driver that has not seen it inspects it)', { skip: !DOCKER_HOST.startsWith('unix://') && 'needs the engine on a unix socket, to record its requests' }, async () => {
+    await ensureTestImages();
+    // Every request line the drivers send to the engine, through a socket of the test's own.
+    const requests: string[] = [];
+    const dir = mkdtempSync(join(tmpdir(), 'svc-image-commands-'));
+    const socket = join(dir, 'engine.sock');
+    const recorder = createServer((client) => {
+      const engine = connect(DOCKER_HOST.slice('unix://'.length));
+      client.on('data', (chunk: Buffer) => {
+        for (const m of chunk.toString('latin1').matchAll(/^(GET|POST|PUT|DELETE|HEAD) (\S+) HTTP\/1\.1\r$/gm)) requests.push(`${m[1]} ${decodeURIComponent(m[2]!)}`);
+      });
+      client.pipe(engine).pipe(client);
+      client.on('error', () => engine.destroy());
+      engine.on('error', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => recorder.listen(socket, resolve));
+    const driver = () => new DockerRuntime({ host: `unix://${socket}`, installation: `image-commands-${process.pid}`, tenantInit: { binary: builtTenantInit(), rate: DEFAULT_LOG_RATE } });
+    const tenant = `imgcmd${Math.random().toString(36).slice(2, 10)}`;
+    const spec = (name: string, image: string): WorkloadSpec => ({ name, image, env: { PORT: '8000' }, port: 8000, tenantId: tenant, kind: 'service', resourceId: name, limits: { memoryMb: 128, cpus: 0.5, pids: 128 }, sandbox: false, tenantCode: true });
+    const apply = (d: DockerRuntime, s: WorkloadSpec) => d.apply({ spec: s, pull: 'never', ready: { timeoutMs: 30_000, everyMs: 50, probeTimeoutMs: 2_000 }, signal: new AbortController().signal });
+    const deploying = driver();
+    const fresh = driver();
+    try {
+      const image = await docker.getImage(BUSYBOX_IMAGE).inspect();
+      const id = await deploying.imageId(BUSYBOX_IMAGE);
+      assert.equal(id, image.Id);
+      const inspectsOfId = () => requests.filter((r) => r.startsWith(`GET /images/${image.Id}/json`)).length;
+
+      const applied = await apply(deploying, spec(`svc-imgcmd-${tenant}-1`, image.Id));
+      assert.equal(inspectsOfId(), 0, 'created from the command its imageId read');
+      // The command it was given is the image's, behind svc-init, as an inspect would have said.
+      const created = await docker.getContainer(applied.ref).inspect();
+      assert.equal(image.Config.Entrypoint, null, 'the test image names a CMD alone');
+      assert.deepEqual([created.Config.Entrypoint?.[0], created.Config.Cmd], ['/.svc/init', image.Config.Cmd]);
+
+      // The control, through the same recorder: a driver that has not resolved the image asks the engine.
+      await apply(fresh, spec(`svc-imgcmd-${tenant}-2`, image.Id));
+      assert.equal(inspectsOfId(), 1, 'a driver that had not seen the image inspected it once');
+    } finally {
+      for (const w of await deploying.list({ tenantId: tenant })) await deploying.remove(w.id);
+      await deploying.releaseTenant(tenant);
+      await deploying.close();
+      await fresh.close();
+      recorder.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

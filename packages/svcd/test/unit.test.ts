@@ -37,6 +37,8 @@ import { repositoryDirectory } from '../src/environments/environments.js';
 import type { KeyWithTenantStatus } from '../src/store/index.js';
 import { DockerRuntime, RuntimeUnavailableError, SandboxPolicy, connectionDropped, isEngineFault, sandboxedByDefault, workloadLimits, type EngineInfo } from '../src/runtime/index.js';
 import { installPublishedPortsGate, publishedPortRules } from '../src/runtime/swarm/published-ports.js';
+import { ImageCommands } from '../src/runtime/docker/docker-runtime.js';
+import type Docker from 'dockerode';
 import { readPortFigures } from '../src/provisioning/published-ports.js';
 import { nodeRefusals } from '../src/runtime/swarm/node-firewall.js';
 import { KEPT_ANSWER_LOCAL_MAX_AGE_MS, KEPT_ANSWER_MAX_AGE_MS, KeptAnswer, WATCH_RETRY_MS } from '../src/runtime/kept-answer.js';
@@ -1646,5 +1648,40 @@ describe('connections per client', () => {
       for (const s of local) cap.track(s);
       assert.ok(local.every((s) => cap.refusal(s) === null), `${address}: a local proxy's connections are not counted`);
     }
+  });
+});
+
+describe('what images say to run, kept by image ID (ImageCommands)', () => {
+  // A stand-in engine: each inspect answered and counted. An image's ID is its content's digest, so
+  // the stand-in gives each name an ID of its own.
+  const asked: string[] = [];
+  const engine = {
+    getImage: (name: string) => ({
+      inspect: () => {
+        asked.push(name);
+        const id = name.startsWith('sha256:') ? name : `sha256:${name.replace(/\W/g, '')}`;
+        return Promise.resolve({ Id: id, Config: { Entrypoint: null, Cmd: ['serve', id], StopSignal: 'SIGQUIT' } });
+      },
+    }),
+  } as unknown as Docker;
+
+  test("an ID answered is not asked again; a name always is; past the bound the oldest is asked again", async () => {
+    asked.length = 0;
+    const kept = new ImageCommands(2);
+    const a = kept.keep(await engine.getImage('app:1').inspect());
+    assert.deepEqual(a, { entrypoint: null, cmd: ['serve', 'sha256:app1'], stopSignal: 'SIGQUIT' });
+    assert.deepEqual(await kept.of(engine, 'sha256:app1'), a);
+    assert.deepEqual(asked, ['app:1'], 'the ID came from the first answer');
+    // A name may move to another image: asked each time.
+    await kept.of(engine, 'app:1');
+    await kept.of(engine, 'app:1');
+    assert.deepEqual(asked, ['app:1', 'app:1', 'app:1']);
+    // Two more IDs: the bound is 2, so the first goes.
+    await kept.of(engine, 'sha256:b');
+    await kept.of(engine, 'sha256:c');
+    asked.length = 0;
+    await kept.of(engine, 'sha256:c');
+    await kept.of(engine, 'sha256:app1');
+    assert.deepEqual(asked, ['sha256:app1'], 'the newest kept, the oldest asked again');
   });
 });

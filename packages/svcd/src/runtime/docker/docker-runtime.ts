@@ -208,6 +208,8 @@ export class DockerRuntime implements Runtime {
   private readonly buildNetwork: 'tenant' | 'own';
   private readonly placement: DockerRuntimeOptions['placement'];
   private readonly tenantInit: TenantInit | null;
+  /** Read by a tenant workload's create, filled by imageId: the deploy's own inspect of the image. */
+  private readonly imageCommands = new ImageCommands(IMAGE_COMMANDS_KEPT);
   private readonly clock: Clock;
   private readonly timers: Timers;
   private readonly timeoutMs: number;
@@ -467,7 +469,9 @@ export class DockerRuntime implements Runtime {
 
   async imageId(image: string): Promise<string | null> {
     try {
-      return (await this.docker.getImage(image).inspect()).Id;
+      const info = await this.docker.getImage(image).inspect();
+      this.imageCommands.keep(info);
+      return info.Id;
     } catch (err) {
       if (isNotFound(err)) return null;
       throw err;
@@ -672,7 +676,7 @@ export class DockerRuntime implements Runtime {
    */
   private async command(spec: WorkloadSpec): Promise<{ entrypoint?: string[]; cmd?: string[]; underInit: string | null }> {
     if (!spec.tenantCode || !this.tenantInit) return { entrypoint: spec.entrypoint, cmd: spec.cmd, underInit: null };
-    return { ...tenantCommand(await imageCommand(this.docker, spec.image), spec, this.tenantInit.rate), underInit: this.tenantInit.binary };
+    return { ...tenantCommand(await this.imageCommands.of(this.docker, spec.image), spec, this.tenantInit.rate), underInit: this.tenantInit.binary };
   }
 
   async assign(id: string, tenantId: string): Promise<string | null> {
@@ -973,14 +977,54 @@ function engineString(value: unknown, fallback: string): string {
 
 /** The parts of the Engine's image answer that svc reads (dockerode's types make Config required). */
 interface EngineImage {
+  Id: string;
   Config?: { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null; StopSignal?: string | null } | null;
 }
 
 /** What an image on this engine says to run (its ENTRYPOINT and CMD) and its STOPSIGNAL; the image must be there. */
 export async function imageCommand(docker: Docker, image: string): Promise<ImageCommand> {
+  return commandOf(await docker.getImage(image).inspect());
+}
+
+/** What an inspect of an image says it runs. */
+function commandOf(image: EngineImage): ImageCommand {
   // An image's config may have no Config at all (an OCI image pushed without one).
-  const config = ((await docker.getImage(image).inspect()) as EngineImage).Config ?? {};
+  const config = image.Config ?? {};
   return { entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd), stopSignal: typeof config.StopSignal === 'string' ? config.StopSignal : null };
+}
+
+/** Image commands an ImageCommands keeps at most: far more than the images one engine runs. */
+const IMAGE_COMMANDS_KEPT = 1_000;
+
+/**
+ * What images say to run, kept by image ID. An image's ID is the digest of its configuration, so
+ * what an ID says to run never changes: a kept answer cannot be stale. A deploy resolves its image
+ * to an ID (imageId) and creates the container from that ID a moment later: the command comes
+ * from the first answer instead of a second inspect (1-2 ms of every deploy's way to its container,
+ * bench/build). Whether the image is still there is the create's to find, as the inspect's was.
+ * The oldest goes first.
+ */
+export class ImageCommands {
+  private readonly byId = new Map<string, ImageCommand>();
+
+  constructor(private readonly max: number) {}
+
+  /** Keeps what an inspect of an image answered; returns its command. */
+  keep(image: EngineImage): ImageCommand {
+    const command = commandOf(image);
+    this.byId.delete(image.Id);
+    this.byId.set(image.Id, command);
+    for (const oldest of this.byId.keys()) {
+      if (this.byId.size <= this.max) break;
+      this.byId.delete(oldest);
+    }
+    return command;
+  }
+
+  /** The command of `image`: the kept one when `image` is an ID already answered, else the engine's (then kept). */
+  async of(docker: Docker, image: string): Promise<ImageCommand> {
+    return this.byId.get(image) ?? this.keep(await docker.getImage(image).inspect());
+  }
 }
 
 /**
