@@ -44,15 +44,17 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], nil))
 }
 
-func run(args []string) int {
+// run is svc-init; commandStarted, when not nil, is called once the command has started, before
+// the signals asked for after it are (the tests widen that moment with it).
+func run(args []string, commandStarted func()) int {
 	flags := flag.NewFlagSet("svc-init", flag.ContinueOnError)
 	linesPerSecond := flags.Int("lines-per-second", 500, "lines of output the container's log takes a second (both streams together)")
 	bytesPerSecond := flags.Int("bytes-per-second", 512*1024, "bytes of output the container's log takes a second (both streams together)")
 	agentPort := flags.Int("agent-port", 0, "serve the agent (agent.go) on this port, with the token in $"+agentTokenEnv+" (0: no agent)")
-	forwardSignal := flags.Int("forward-signal", 0, fmt.Sprintf("a real-time signal to forward too, by number (%d-%d): the image's STOPSIGNAL (0: none)", firstForwardableRealTime, lastRealTime))
+	forwardSignal := flags.Int("forward-signal", 0, fmt.Sprintf("the image's STOPSIGNAL by number, asked for before the command starts; a real-time one (%d-%d) is forwarded only when named here (0: none)", firstForwardableRealTime, lastRealTime))
 	execOnly := flags.Bool("exec", false, "set no-new-privileges and become the command (for an image whose own init must be PID 1: no rate, no reaping of ours)")
 	if err := flags.Parse(args); err != nil {
 		return 2
@@ -61,8 +63,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "svc-init: the rates must be at least 1")
 		return 2
 	}
-	if *forwardSignal != 0 && (*forwardSignal < firstForwardableRealTime || *forwardSignal > lastRealTime) {
-		fmt.Fprintf(os.Stderr, "svc-init: --forward-signal takes a real-time signal from %d to %d\n", firstForwardableRealTime, lastRealTime)
+	if *forwardSignal != 0 && !forwardable(syscall.Signal(*forwardSignal)) {
+		fmt.Fprintf(os.Stderr, "svc-init: --forward-signal takes a signal svc-init forwards: a standard one a program can catch (not KILL, STOP, CHLD, PIPE, URG or PROF) or a real-time one from %d to %d\n", firstForwardableRealTime, lastRealTime)
 		return 2
 	}
 	argv := flags.Args()
@@ -110,8 +112,9 @@ func run(args []string) int {
 	// The signals a stop, the engine or an operator may send are forwarded (stopSignals and
 	// laterSignals, and the image's real-time STOPSIGNAL when it has one). SIGPIPE is asked for
 	// too, only so that a write to a log whose reader went away fails instead of killing us
-	// (supervise drops it). Those a stop sends, and those Go's default would end us with, are
-	// asked for before the command starts; the rest once it has (below).
+	// (supervise drops it). Those a stop sends (the image's, whichever it is), and those Go's
+	// default would end us with, are asked for before the command starts; the rest once it has
+	// (below).
 	signals := make(chan os.Signal, 64)
 	signal.Notify(signals, stopSignals...)
 	if *forwardSignal != 0 {
@@ -161,8 +164,12 @@ func run(args []string) int {
 	// The child holds the write ends now; ours closed, the pipes end when its last writer goes.
 	stdoutW.Close()
 	stderrW.Close()
-	// While the command's exec runs: each signal asked for is a round trip to a thread of Go's,
-	// and under gVisor these twelve took about 3 ms before the command began (README, Performance).
+	if commandStarted != nil {
+		commandStarted()
+	}
+	// While the command starts (Start returned once its exec succeeded): each signal asked for is
+	// a round trip to a thread of Go's, and under gVisor these nine took about 2 ms before the
+	// command began (README, Performance).
 	signal.Notify(signals, laterSignals...)
 
 	copied := make(chan struct{}, 2)
@@ -197,27 +204,44 @@ func run(args []string) int {
 // otherwise end svc-init with a stack dump. Not the real-time signals: asking Go for a signal it
 // delivers on its own (the 25 here, and the 30 real-time ones from 35) is a round trip to a thread
 // of its own, and under gVisor, within a service's CPU quota, those 30 more cost each start about
-// 20 ms of CPU and some 40 ms before the command listened (README, Resource safety). The one a
-// stop sends is asked for alone (--forward-signal, from the image's STOPSIGNAL).
+// 20 ms of CPU and some 40 ms before the command listened (README, Resource safety). A real-time
+// one a stop sends is asked for alone (--forward-signal, from the image's STOPSIGNAL).
 //
-// stopSignals are asked for before the command starts: those a stop sends (the images' usual
-// STOPSIGNALs) and every other one Go's default would end svc-init with (the faults, SIGABRT,
-// SIGSYS). laterSignals once it has started, while its exec runs: until one is asked for, Go
-// ignores it (the job-control ones it leaves to the kernel, which sends PID 1 none it has no
-// handler for), so one that comes first, in the command's first milliseconds, is dropped, as any
-// is from svc-init's own start to its first request to Go.
+// stopSignals are asked for before the command starts: the engine's default stop (SIGTERM), what
+// an operator sends to end a program, those Go's default would end svc-init with (the faults,
+// SIGABRT, SIGSYS), and the job-control ones, which Go leaves to the kernel and gVisor's does not
+// keep from PID 1 (a Linux kernel sends PID 1 none it has no handler for). laterSignals once the
+// command has started: until one is asked for Go ignores it, so one that comes first, in the
+// command's first milliseconds, is dropped, as any is from svc-init's own start to its first
+// request to Go; an image whose STOPSIGNAL is one of them (haproxy's SIGUSR1) has it asked for
+// before the command starts too (--forward-signal), so that no stop is lost.
 var stopSignals = []os.Signal{
 	syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGWINCH, syscall.SIGABRT,
 	syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT,
-	syscall.SIGSYS,
+	syscall.SIGSYS, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 }
 
 var laterSignals = []os.Signal{
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGTTIN,
-	syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGPWR,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGCONT, syscall.SIGXCPU, syscall.SIGXFSZ,
+	syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGPWR,
 }
 
-// The real-time signals --forward-signal takes: SIGRTMIN+1 (35) to SIGRTMAX (64). Go installs no
+// forwardable is whether svc-init forwards sig: one of the standard signals above, or a real-time
+// one Go delivers.
+func forwardable(sig syscall.Signal) bool {
+	if sig >= firstForwardableRealTime && sig <= lastRealTime {
+		return true
+	}
+	for _, s := range append(append([]os.Signal{}, stopSignals...), laterSignals...) {
+		if s == sig {
+			return true
+		}
+	}
+	return false
+}
+
+// The real-time signals --forward-signal takes, besides the standard ones above: SIGRTMIN+1 (35)
+// to SIGRTMAX (64). Go installs no
 // handler for 32 and 34 in a program without cgo (the C library's own, once), so it can deliver
 // neither, and 33 is how it runs a syscall on all its threads (svc-init's no-new-privileges).
 const (

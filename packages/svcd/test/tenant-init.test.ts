@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
-import { TENANT_INIT_PATH, installTenantInit, realTimeStopSignal, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit, withoutPrivilegeGain } from '../src/runtime/tenant-init.js';
+import { TENANT_INIT_PATH, installTenantInit, forwardedStopSignal, resolveCommand, runsOnlyAsPid1, tenantCommand, underTenantInit, withoutPrivilegeGain } from '../src/runtime/tenant-init.js';
 
 describe('the command a tenant workload runs', () => {
   const image = { entrypoint: ['/docker-entrypoint.sh'], cmd: ['nginx', '-g', 'daemon off;'] };
@@ -31,15 +31,20 @@ describe('the command a tenant workload runs', () => {
     assert.deepEqual(wrapped.cmd, ['-weird', 'arg']);
   });
 
-  test("an image's real-time STOPSIGNAL is forwarded by svc-init too; a standard one needs no flag", () => {
-    // svc-init asks Go for the standard signals alone: a stop's real-time signal is named to it.
+  test("an image's STOPSIGNAL other than SIGTERM is named to svc-init, which asks for it before the command starts (and forwards a real-time one only so)", () => {
     const rate = { linesPerSecond: 500, bytesPerSecond: 1024 };
-    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['/start.sh'], stopSignal: 'SIGRTMIN+3' }, {}, rate).entrypoint, [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--forward-signal=37', '--']);
-    assert.deepEqual(tenantCommand({ entrypoint: null, cmd: ['nginx'], stopSignal: 'SIGQUIT' }, {}, rate).entrypoint, [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--']);
+    const flags = (stopSignal: string | null) => tenantCommand({ entrypoint: null, cmd: ['/start.sh'], stopSignal }, {}, rate).entrypoint;
+    assert.deepEqual(flags('SIGRTMIN+3'), [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--forward-signal=37', '--']);
+    // haproxy's: one svc-init asks Go for only once the command runs, unless named.
+    assert.deepEqual(flags('SIGUSR1'), [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--forward-signal=10', '--']);
+    assert.deepEqual(flags('SIGQUIT'), [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--forward-signal=3', '--']);
+    // The engine's default stop, and none: no flag.
+    for (const stopSignal of ['SIGTERM', null]) assert.deepEqual(flags(stopSignal), [TENANT_INIT_PATH, '--lines-per-second=500', '--bytes-per-second=1024', '--']);
     // As the engine reads STOPSIGNAL (moby's names): with or without SIG, any case, or a number.
-    for (const [name, n] of [['SIGRTMIN+1', 35], ['rtmin+15', 49], ['SIGRTMAX-14', 50], ['RTMAX-1', 63], ['SIGRTMAX', 64], ['40', 40], [' 64 ', 64]] as const) assert.equal(realTimeStopSignal(name), n, name);
-    // Standard signals, none, names the engine does not know, and 32 to 34 (SIGRTMIN: Go delivers none of them).
-    for (const name of ['SIGTERM', '15', '', null, undefined, '32', '33', '34', 'SIGRTMIN', 'RTMIN+16', 'RTMAX-15', 'RTMIN-1', 'RTMAX+1', '65', 'SIGBOGUS', '4e1']) assert.equal(realTimeStopSignal(name), null, String(name));
+    for (const [name, n] of [['SIGRTMIN+1', 35], ['rtmin+15', 49], ['SIGRTMAX-14', 50], ['RTMAX-1', 63], ['SIGRTMAX', 64], ['40', 40], [' 64 ', 64], ['usr1', 10], ['SIGPWR', 30], ['IOT', 6], ['poll', 29], ['28', 28], ['SIGHUP', 1]] as const) assert.equal(forwardedStopSignal(name), n, name);
+    // SIGTERM and none; signals svc-init does not forward (KILL and STOP the engine's own, CHLD,
+    // PIPE, URG, PROF); names the engine does not know; and 32 to 34 (SIGRTMIN: Go delivers none of them).
+    for (const name of ['SIGTERM', '15', '', null, undefined, 'SIGKILL', '9', 'STOP', '19', 'SIGCHLD', 'CLD', '17', 'PIPE', '13', 'URG', '23', 'PROF', '27', '0', '32', '33', '34', 'SIGRTMIN', 'RTMIN+16', 'RTMAX-15', 'RTMIN-1', 'RTMAX+1', '65', 'SIGBOGUS', '4e1', 'constructor', '__proto__']) assert.equal(forwardedStopSignal(name), null, String(name));
   });
 
   test('inits that must be PID 1 become PID 1 through svc-init --exec, which only sets no-new-privileges first', () => {

@@ -1684,4 +1684,19 @@ describe('what images say to run, kept by image ID (ImageCommands)', () => {
     await kept.of(engine, 'sha256:app1');
     assert.deepEqual(asked, ['sha256:app1'], 'the newest kept, the oldest asked again');
   });
+
+  test('a command longer than 16 KiB is not kept: asked again each time', async () => {
+    const long = 'x'.repeat(16 * 1024);
+    const answers: string[] = [];
+    const engineOf = (cmd: string[]) =>
+      ({ getImage: (name: string) => ({ inspect: () => (answers.push(name), Promise.resolve({ Id: name, Config: { Cmd: cmd } })) }) }) as unknown as Docker;
+    const kept = new ImageCommands(10);
+    // At the bound, kept; one character past it, asked again.
+    for (const [id, cmd, times] of [['sha256:at', [long], 1], ['sha256:past', [long, 'y'], 2]] as const) {
+      answers.length = 0;
+      await kept.of(engineOf([...cmd]), id);
+      assert.deepEqual((await kept.of(engineOf([...cmd]), id)).cmd, cmd);
+      assert.equal(answers.length, times, `${cmd.join('').length} characters`);
+    }
+  });
 });

@@ -43,19 +43,33 @@ const RTMIN = 34;
 const LAST_REAL_TIME = 64;
 /** What svc-init's --forward-signal takes: Go delivers no 32 to 34 to a program without cgo. */
 const FIRST_FORWARDABLE_REAL_TIME = 35;
+/** SIGTERM: the engine's stop when an image names none, which svc-init always asks for first. */
+const SIGTERM = 15;
+/**
+ * The standard signals svc-init forwards, by moby's names (Linux's numbers): every one a program
+ * can catch but SIGCHLD, SIGPIPE, SIGURG and SIGPROF (svc-init's main.go).
+ */
+const FORWARDED_STANDARD_SIGNALS: Readonly<Record<string, number>> = {
+  HUP: 1, INT: 2, QUIT: 3, ILL: 4, TRAP: 5, ABRT: 6, IOT: 6, BUS: 7, FPE: 8, USR1: 10, SEGV: 11, USR2: 12, ALRM: 14, TERM: 15,
+  STKFLT: 16, CONT: 18, TSTP: 20, TTIN: 21, TTOU: 22, XCPU: 24, XFSZ: 25, VTALRM: 26, WINCH: 28, IO: 29, POLL: 29, PWR: 30, SYS: 31,
+};
+const FORWARDED_STANDARD_NUMBERS = new Set(Object.values(FORWARDED_STANDARD_SIGNALS));
 
 /**
- * The number of an image's real-time STOPSIGNAL, which svc-init forwards only when told to
- * (--forward-signal: it asks Go for the standard signals alone, README, Resource safety); null
- * for a standard one (always forwarded), for none, and for SIGRTMIN itself (34), which Go cannot
- * deliver (such a stop ends with the engine's kill, as it did before). Read as the engine reads
- * it (moby's names: RTMIN, RTMIN+1 to +15, RTMAX-14 to -1, RTMAX, with or without SIG, in any
- * case; or a number).
+ * The number of an image's STOPSIGNAL, which svc-init is told (--forward-signal) so that it asks
+ * Go for it before the command starts: it asks for some standard signals only once the command
+ * runs (haproxy's SIGUSR1 among them), and forwards a real-time one only when told (README,
+ * Resource safety). Null for none and SIGTERM (always asked for first), for a signal svc-init does
+ * not forward (SIGKILL, SIGSTOP: the engine's own; SIGCHLD, SIGPIPE...), and for SIGRTMIN itself
+ * (34), which Go cannot deliver (such a stop ends with the engine's kill, as it did before). Read
+ * as the engine reads it (moby's names, RTMIN+1 to +15 and RTMAX-14 to -1 among them, with or
+ * without SIG, in any case; or a number).
  */
-export function realTimeStopSignal(stopSignal: string | null | undefined): number | null {
+export function forwardedStopSignal(stopSignal: string | null | undefined): number | null {
   const name = (stopSignal ?? '').trim().toUpperCase().replace(/^SIG/, '');
   let n: number | null = null;
   if (/^\d{1,3}$/.test(name)) n = Number(name);
+  else if (Object.hasOwn(FORWARDED_STANDARD_SIGNALS, name)) n = FORWARDED_STANDARD_SIGNALS[name] ?? null;
   else if (name === 'RTMIN') n = RTMIN;
   else if (name === 'RTMAX') n = LAST_REAL_TIME;
   else {
@@ -64,7 +78,8 @@ export function realTimeStopSignal(stopSignal: string | null | undefined): numbe
     if (plus !== undefined && Number(plus) >= 1 && Number(plus) <= 15) n = RTMIN + Number(plus);
     if (minus !== undefined && Number(minus) >= 1 && Number(minus) <= 14) n = LAST_REAL_TIME - Number(minus);
   }
-  return n !== null && n >= FIRST_FORWARDABLE_REAL_TIME && n <= LAST_REAL_TIME ? n : null;
+  if (n === null || n === SIGTERM) return null;
+  return FORWARDED_STANDARD_NUMBERS.has(n) || (n >= FIRST_FORWARDABLE_REAL_TIME && n <= LAST_REAL_TIME) ? n : null;
 }
 
 /**
@@ -94,7 +109,7 @@ export interface UnderTenantInitOptions {
   agentPort?: number;
   /** Where svc-init is in the container (default TENANT_INIT_PATH). */
   initPath?: string;
-  /** A real-time signal to forward too: the image's STOPSIGNAL (realTimeStopSignal). */
+  /** The image's STOPSIGNAL, for svc-init to ask for before the command starts (forwardedStopSignal). */
   forwardSignal?: number | null;
 }
 
@@ -126,7 +141,7 @@ export function tenantCommand(image: ImageCommand, spec: { entrypoint?: string[]
   // svc-init sets no-new-privileges and becomes the image's init (a Swarm task gets the flag from
   // nowhere else); the output is then not held, nor orphans reaped by svc-init.
   if (runsOnlyAsPid1(argv)) return withoutPrivilegeGain(argv, initPath);
-  return underTenantInit(argv, rate, { agentPort: spec.agentPort, initPath, forwardSignal: realTimeStopSignal(image.stopSignal) });
+  return underTenantInit(argv, rate, { agentPort: spec.agentPort, initPath, forwardSignal: forwardedStopSignal(image.stopSignal) });
 }
 
 /**

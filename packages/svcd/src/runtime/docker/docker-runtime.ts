@@ -209,7 +209,7 @@ export class DockerRuntime implements Runtime {
   private readonly placement: DockerRuntimeOptions['placement'];
   private readonly tenantInit: TenantInit | null;
   /** Read by a tenant workload's create, filled by imageId: the deploy's own inspect of the image. */
-  private readonly imageCommands = new ImageCommands(IMAGE_COMMANDS_KEPT);
+  private readonly imageCommands = new ImageCommands();
   private readonly clock: Clock;
   private readonly timers: Timers;
   private readonly timeoutMs: number;
@@ -993,25 +993,31 @@ function commandOf(image: EngineImage): ImageCommand {
   return { entrypoint: asArgv(config.Entrypoint), cmd: asArgv(config.Cmd), stopSignal: typeof config.StopSignal === 'string' ? config.StopSignal : null };
 }
 
-/** Image commands an ImageCommands keeps at most: far more than the images one engine runs. */
-const IMAGE_COMMANDS_KEPT = 1_000;
+/** Image commands an ImageCommands keeps at most (the oldest goes first). */
+const IMAGE_COMMANDS_KEPT = 256;
+/** A command longer than this (its words' characters) is not kept: the image's own, a tenant's to make as long as it likes. */
+const IMAGE_COMMAND_KEPT_MAX_CHARS = 16 * 1024;
 
 /**
- * What images say to run, kept by image ID. An image's ID is the digest of its configuration, so
- * what an ID says to run never changes: a kept answer cannot be stale. A deploy resolves its image
- * to an ID (imageId) and creates the container from that ID a moment later: the command comes
- * from the first answer instead of a second inspect (1-2 ms of every deploy's way to its container,
- * bench/build). Whether the image is still there is the create's to find, as the inspect's was.
- * The oldest goes first.
+ * What images say to run, kept by image ID. An image's ID is a digest of its content (of its
+ * configuration; with the containerd image store, of its manifest or index, which name the
+ * configuration by its digest), so what an ID says to run never changes: a kept answer cannot be
+ * stale. A deploy resolves its image to an ID (imageId) and creates the container from that ID a
+ * moment later: the command comes from the first answer instead of a second inspect (1-2 ms of
+ * every deploy's way to its container, bench/build). Whether the image is still there is the
+ * create's to find, as the inspect's was. At most IMAGE_COMMANDS_KEPT of at most
+ * IMAGE_COMMAND_KEPT_MAX_CHARS each: a few megabytes whatever tenants' images say.
  */
 export class ImageCommands {
   private readonly byId = new Map<string, ImageCommand>();
 
-  constructor(private readonly max: number) {}
+  constructor(private readonly max = IMAGE_COMMANDS_KEPT) {}
 
   /** Keeps what an inspect of an image answered; returns its command. */
   keep(image: EngineImage): ImageCommand {
     const command = commandOf(image);
+    const chars = [...(command.entrypoint ?? []), ...(command.cmd ?? [])].reduce((n, word) => n + word.length, 0);
+    if (chars > IMAGE_COMMAND_KEPT_MAX_CHARS) return command;
     this.byId.delete(image.Id);
     this.byId.set(image.Id, command);
     for (const oldest of this.byId.keys()) {
