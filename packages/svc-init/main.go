@@ -110,11 +110,11 @@ func run(args []string, commandStarted func()) int {
 	}
 
 	// The signals a stop, the engine or an operator may send are forwarded (stopSignals and
-	// laterSignals, and the image's real-time STOPSIGNAL when it has one). SIGPIPE is asked for
-	// too, only so that a write to a log whose reader went away fails instead of killing us
-	// (supervise drops it). Those a stop sends (the image's, whichever it is), and those Go's
-	// default would end us with, are asked for before the command starts; the rest once it has
-	// (below).
+	// laterSignals, and the image's STOPSIGNAL when svcd names it: a real-time one only so).
+	// SIGPIPE is asked for too, only so that a write to a log whose reader went away fails instead
+	// of killing us (supervise drops it). Those a stop sends (the image's, whichever it is), those
+	// Go's default would end us with and the job-control ones are asked for before the command
+	// starts; the rest once it has (below).
 	signals := make(chan os.Signal, 64)
 	signal.Notify(signals, stopSignals...)
 	if *forwardSignal != 0 {
@@ -168,7 +168,7 @@ func run(args []string, commandStarted func()) int {
 		commandStarted()
 	}
 	// While the command starts (Start returned once its exec succeeded): each signal asked for is
-	// a round trip to a thread of Go's, and under gVisor these nine took about 2 ms before the
+	// a round trip to a thread of Go's, and under gVisor these nine took about 3 ms before the
 	// command began (README, Performance).
 	signal.Notify(signals, laterSignals...)
 
@@ -241,9 +241,9 @@ func forwardable(sig syscall.Signal) bool {
 }
 
 // The real-time signals --forward-signal takes, besides the standard ones above: SIGRTMIN+1 (35)
-// to SIGRTMAX (64). Go installs no
-// handler for 32 and 34 in a program without cgo (the C library's own, once), so it can deliver
-// neither, and 33 is how it runs a syscall on all its threads (svc-init's no-new-privileges).
+// to SIGRTMAX (64). Go installs no handler for 32 and 34 in a program without cgo (the C
+// library's own, once), so it can deliver neither, and 33 is how it runs a syscall on all its
+// threads (svc-init's no-new-privileges).
 const (
 	firstForwardableRealTime = 35
 	lastRealTime             = 64

@@ -156,6 +156,24 @@ func TestAStopAsTheCommandStartsReachesIt(t *testing.T) {
 	}
 }
 
+func TestAJobControlSignalAtTheStartIsForwarded(t *testing.T) {
+	// SIGTSTP the moment the command runs: asked for before the command starts, it is forwarded.
+	// Left to the kernel's default it would stop svc-init itself (gVisor does not keep that from
+	// PID 1; here svc-init is no PID 1 either), and the command's end would never be collected.
+	t.Setenv("SVC_INIT_TEST_PAUSE_AFTER_START", "300ms")
+	cmd, stdout, _ := startInit(t, "--", "sh", "-c", signalParentAtStart("TSTP"))
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	select {
+	case err := <-ended:
+		if err != nil || !strings.Contains(stdout.String(), "got TSTP") {
+			t.Fatalf("%v, stdout %q", err, stdout.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("svc-init did not end within 10 s (stopped by the signal?), stdout %q", stdout.String())
+	}
+}
+
 func TestAStopSignalNamedToItIsAskedForBeforeTheCommand(t *testing.T) {
 	// haproxy's STOPSIGNAL, SIGUSR1, is one svc-init asks Go for only once the command runs.
 	// Named with --forward-signal (svcd reads it from the image), it is asked for before, and a

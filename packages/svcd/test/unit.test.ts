@@ -1685,18 +1685,23 @@ describe('what images say to run, kept by image ID (ImageCommands)', () => {
     assert.deepEqual(asked, ['sha256:app1'], 'the newest kept, the oldest asked again');
   });
 
-  test('a command longer than 16 KiB is not kept: asked again each time', async () => {
-    const long = 'x'.repeat(16 * 1024);
+  test('a command larger than 16 K (characters, one more a word, and the stop signal) is not kept: asked again each time', async () => {
     const answers: string[] = [];
-    const engineOf = (cmd: string[]) =>
-      ({ getImage: (name: string) => ({ inspect: () => (answers.push(name), Promise.resolve({ Id: name, Config: { Cmd: cmd } })) }) }) as unknown as Docker;
+    const engineOf = (config: { Cmd: string[]; StopSignal?: string }) =>
+      ({ getImage: (name: string) => ({ inspect: () => (answers.push(name), Promise.resolve({ Id: name, Config: config })) }) }) as unknown as Docker;
     const kept = new ImageCommands(10);
-    // At the bound, kept; one character past it, asked again.
-    for (const [id, cmd, times] of [['sha256:at', [long], 1], ['sha256:past', [long, 'y'], 2]] as const) {
+    // At the bound, kept; one past it (a longer word, an empty word more, a stop signal), asked again.
+    const cases: [string, { Cmd: string[]; StopSignal?: string }, number][] = [
+      ['sha256:at', { Cmd: ['x'.repeat(16 * 1024 - 1)] }, 1],
+      ['sha256:longer', { Cmd: ['x'.repeat(16 * 1024)] }, 2],
+      ['sha256:words', { Cmd: Array<string>(16 * 1024 + 1).fill('') }, 2],
+      ['sha256:stop', { Cmd: ['x'.repeat(16 * 1024 - 1)], StopSignal: 'Q' }, 2],
+    ];
+    for (const [id, config, times] of cases) {
       answers.length = 0;
-      await kept.of(engineOf([...cmd]), id);
-      assert.deepEqual((await kept.of(engineOf([...cmd]), id)).cmd, cmd);
-      assert.equal(answers.length, times, `${cmd.join('').length} characters`);
+      await kept.of(engineOf(config), id);
+      assert.deepEqual((await kept.of(engineOf(config), id)).cmd, config.Cmd);
+      assert.equal(answers.length, times, id);
     }
   });
 });

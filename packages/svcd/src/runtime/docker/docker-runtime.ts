@@ -995,8 +995,11 @@ function commandOf(image: EngineImage): ImageCommand {
 
 /** Image commands an ImageCommands keeps at most (the oldest goes first). */
 const IMAGE_COMMANDS_KEPT = 256;
-/** A command longer than this (its words' characters) is not kept: the image's own, a tenant's to make as long as it likes. */
-const IMAGE_COMMAND_KEPT_MAX_CHARS = 16 * 1024;
+/**
+ * A command larger than this is not kept (its words' characters, one more a word, and its stop
+ * signal's): the image's own, a tenant's to make as large as it likes.
+ */
+const IMAGE_COMMAND_KEPT_MAX_SIZE = 16 * 1024;
 
 /**
  * What images say to run, kept by image ID. An image's ID is a digest of its content (of its
@@ -1006,7 +1009,7 @@ const IMAGE_COMMAND_KEPT_MAX_CHARS = 16 * 1024;
  * moment later: the command comes from the first answer instead of a second inspect (1-2 ms of
  * every deploy's way to its container, bench/build). Whether the image is still there is the
  * create's to find, as the inspect's was. At most IMAGE_COMMANDS_KEPT of at most
- * IMAGE_COMMAND_KEPT_MAX_CHARS each: a few megabytes whatever tenants' images say.
+ * IMAGE_COMMAND_KEPT_MAX_SIZE each: a few megabytes whatever tenants' images say.
  */
 export class ImageCommands {
   private readonly byId = new Map<string, ImageCommand>();
@@ -1016,8 +1019,8 @@ export class ImageCommands {
   /** Keeps what an inspect of an image answered; returns its command. */
   keep(image: EngineImage): ImageCommand {
     const command = commandOf(image);
-    const chars = [...(command.entrypoint ?? []), ...(command.cmd ?? [])].reduce((n, word) => n + word.length, 0);
-    if (chars > IMAGE_COMMAND_KEPT_MAX_CHARS) return command;
+    const size = [...(command.entrypoint ?? []), ...(command.cmd ?? [])].reduce((n, word) => n + 1 + word.length, command.stopSignal?.length ?? 0);
+    if (size > IMAGE_COMMAND_KEPT_MAX_SIZE) return command;
     this.byId.delete(image.Id);
     this.byId.set(image.Id, command);
     for (const oldest of this.byId.keys()) {
