@@ -428,8 +428,12 @@ export class BuildRunner implements BuildExecution {
         await this.deps.runtime.pushImage(b.image, signal, (l) => output.line(l));
       }
       output.line('==> built; deploying');
-      await output.flush();
+      // Written while the deployment is requested (one after the other, 1-2 ms of every build's
+      // way to its container), and in before the build reads finished: a client that follows the
+      // log until the end has every line.
+      const logged = output.flush();
       const dep = await this.deps.services.deployBuild(b.tenant_id, b.service_id, b.image, b.id);
+      await logged;
       await this.finish(b, 'succeeded', null, dep.id, startedMs);
       await this.removeOldImages(b).catch((err: unknown) => this.deps.log.warn({ err, build: b.id }, 'could not remove old build images'));
     } catch (err) {
