@@ -136,6 +136,25 @@ describe('source archives', () => {
     assert.ok(performance.now() - began < 5_000, `read in ${Math.round(performance.now() - began)} ms`);
   });
 
+  test('the event loop gets turns while deep names and many small files are unpacked', async () => {
+    // 200 names 30 deep, each under a new top directory: 6,000 directories made with synchronous
+    // calls. The unpacking yields every 128 calls, not every so many entries.
+    const entries: Entry[] = [DOCKERFILE, ...Array.from({ length: 200 }, (_, i) => ({ name: `t${i}/${Array.from({ length: 29 }, (__, d) => `d${d}`).join('/')}/f`, body: 'x' }))];
+    const tar = await tarOf(entries);
+    let turns = 0;
+    let unpacking = true;
+    const count = () => {
+      turns++;
+      if (unpacking) setImmediate(count);
+    };
+    setImmediate(count);
+    const { into } = await area();
+    await readArchive(chunked(tar, tar.length), { maxUnpackedBytes: 1024 * 1024, maxEntries: 1000 }, into);
+    unpacking = false;
+    assert.equal(await readFile(join(into, entries[200]!.name), 'utf8'), 'x');
+    assert.ok(turns >= 30, `the event loop turned ${turns} times during 6,000 directories`);
+  });
+
   test('the check alone writes nothing and tells whether a Dockerfile is at the root', async () => {
     assert.equal((await readArchive(chunked(await tarOf([{ name: 'sub/Dockerfile', body: 'FROM scratch' }])), LIMITS)).hasDockerfile, false);
     assert.equal((await readArchive(chunked(await tarOf([{ name: 'Dockerfile', type: 'symlink', linkname: 'x' }])), LIMITS)).hasDockerfile, false);
@@ -270,9 +289,9 @@ describe('source archives', () => {
     const gz = gzipSync(await tarOf([DOCKERFILE]));
     async function* stalled(): AsyncGenerator<Buffer> {
       yield gz.subarray(0, 20);
-      waiting.abort(new Error('cancelled while the archive came'));
       await new Promise(() => {}); // the rest never comes
     }
+    setTimeout(() => waiting.abort(new Error('cancelled while the archive came')), 50);
     await assert.rejects(readArchive(stalled(), LIMITS, (await area()).into, waiting.signal), /cancelled while the archive came/);
   });
 

@@ -65,8 +65,13 @@ const GZIP_MAGIC = [0x1f, 0x8b];
  * through asynchronous writes, never held whole.
  */
 const SYNC_FILE_MAX_BYTES = 64 * 1024;
-/** Entries written in a row before the event loop gets a turn: a tar of many small files does not hold svcd's requests. */
-const ENTRIES_PER_LOOP_TURN = 64;
+/**
+ * Synchronous calls made in a row before the event loop gets a turn, counting an entry, each
+ * directory made for it (a name 64 deep under a new top directory makes 64) and each 16 KB
+ * written: a tar of many small files or deep names holds svcd's requests a few ms at most.
+ */
+const SYNC_CALLS_PER_LOOP_TURN = 128;
+const SYNC_BYTES_PER_CALL = 16 * 1024;
 /**
  * A gzip archive this small whole, which unpacks to at most SMALL_GZIP_OUTPUT_MAX_BYTES, is
  * decompressed in one synchronous call (a fraction of a millisecond): streamed, each chunk went
@@ -89,6 +94,11 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
   signal?.throwIfAborted();
   const abortReason = () => (signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
   const source = await sniffed(input, signal, abortReason);
+  // An abort between the first bytes and the listener below is not missed.
+  if (signal?.aborted) {
+    source.stream.destroy();
+    throw abortReason();
+  }
   const abort = () => source.stream.destroy(abortReason());
   signal?.addEventListener('abort', abort, { once: true });
   const tar = extract();
@@ -104,14 +114,20 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
   const judge = new EntryRules(limits);
   /** Directories this pass made (and set to 0755), relative to `into`. */
   const made = new Set<string>(['.']);
-  let written = 0;
+  let syncCalls = 0;
   try {
     for await (const entry of tar) {
       const rule = judge.admit(entry.header);
       if (into === undefined || rule.kind === 'skip') await drain(entry);
       else {
+        const directoriesBefore = made.size;
         await write(into, made, rule, entry as AsyncIterable<Buffer>);
-        if (++written % ENTRIES_PER_LOOP_TURN === 0) await nextLoopTurn();
+        const bytes = rule.kind === 'file' && rule.size <= SYNC_FILE_MAX_BYTES ? rule.size : 0;
+        syncCalls += 1 + (made.size - directoriesBefore) + Math.floor(bytes / SYNC_BYTES_PER_CALL);
+        if (syncCalls >= SYNC_CALLS_PER_LOOP_TURN) {
+          syncCalls = 0;
+          await nextLoopTurn();
+        }
       }
     }
     await feeding;
@@ -197,15 +213,22 @@ async function sniffed(input: AsyncIterable<Buffer>, signal: AbortSignal | undef
       }
     }
   };
-  await readPast(GZIP_MAGIC.length - 1);
-  if (read.bytes === 0) throw new ArchiveRefused('the archive is empty');
-  // The first two bytes, wherever the chunks split them.
-  const head = Buffer.concat(read.chunks.map((c) => c.subarray(0, GZIP_MAGIC.length)));
-  const gzip = GZIP_MAGIC.every((b, i) => head[i] === b);
-  if (gzip) {
-    await readPast(SMALL_GZIP_MAX_BYTES);
-    const whole = read.ended ? smallGunzip(Buffer.concat(read.chunks, read.bytes)) : null;
-    if (whole !== null) return { stream: Readable.from([whole]), gzip: false };
+  let gzip: boolean;
+  try {
+    await readPast(GZIP_MAGIC.length - 1);
+    if (read.bytes === 0) throw new ArchiveRefused('the archive is empty');
+    // The first two bytes, wherever the chunks split them.
+    const head = Buffer.concat(read.chunks.map((c) => c.subarray(0, GZIP_MAGIC.length)));
+    gzip = GZIP_MAGIC.every((b, i) => head[i] === b);
+    if (gzip) {
+      await readPast(SMALL_GZIP_MAX_BYTES);
+      const whole = read.ended ? smallGunzip(Buffer.concat(read.chunks, read.bytes)) : null;
+      if (whole !== null) return { stream: Readable.from([whole]), gzip: false };
+    }
+  } catch (err) {
+    // The input is not read on (an abort, a failed read): it is closed.
+    if (it.return) it.return().catch(() => {});
+    throw err;
   }
   const rest = async function* (): AsyncGenerator<Buffer> {
     yield* read.chunks;
@@ -224,7 +247,10 @@ function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined, abortRe
   if (!signal) return p;
   return new Promise<T>((resolve, reject) => {
     const abort = () => reject(abortReason());
-    if (signal.aborted) abort();
+    if (signal.aborted) {
+      abort();
+      return;
+    }
     signal.addEventListener('abort', abort, { once: true });
     p.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
   });
