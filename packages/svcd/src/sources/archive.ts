@@ -120,10 +120,7 @@ export async function readArchive(input: AsyncIterable<Buffer>, limits: ArchiveL
       const rule = judge.admit(entry.header);
       if (into === undefined || rule.kind === 'skip') await drain(entry);
       else {
-        const directoriesBefore = made.size;
-        await write(into, made, rule, entry as AsyncIterable<Buffer>);
-        const bytes = rule.kind === 'file' && rule.size <= SYNC_FILE_MAX_BYTES ? rule.size : 0;
-        syncCalls += 1 + (made.size - directoriesBefore) + Math.floor(bytes / SYNC_BYTES_PER_CALL);
+        syncCalls += await write(into, made, rule, entry as AsyncIterable<Buffer>);
         if (syncCalls >= SYNC_CALLS_PER_LOOP_TURN) {
           syncCalls = 0;
           await nextLoopTurn();
@@ -537,9 +534,9 @@ function directory(root: string, made: Set<string>, rel: string): void {
  * directory (symlinks are never parents: EntryRules), and files are created exclusively without
  * following a link, so nothing lands outside `root`.
  */
-async function write(root: string, made: Set<string>, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
+async function write(root: string, made: Set<string>, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<number> {
   try {
-    await writeEntry(root, made, rule, entry);
+    return await writeEntry(root, made, rule, entry);
   } catch (err) {
     // The tenant's archive, not svc, is what the file system refused (the scratch path stays out of the message).
     const code = (err as { code?: unknown }).code;
@@ -548,9 +545,12 @@ async function write(root: string, made: Set<string>, rule: Exclude<Admitted, { 
   }
 }
 
-async function writeEntry(root: string, made: Set<string>, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<void> {
+/** Writes the entry; answers the synchronous calls it made (SYNC_CALLS_PER_LOOP_TURN counts them). */
+async function writeEntry(root: string, made: Set<string>, rule: Exclude<Admitted, { kind: 'skip' }>, entry: AsyncIterable<Buffer>): Promise<number> {
   const path = join(root, rule.path);
+  const directoriesBefore = made.size;
   directory(root, made, posix.dirname(rule.path));
+  const calls = () => 1 + made.size - directoriesBefore;
   switch (rule.kind) {
     case 'directory':
       directory(root, made, rule.path);
@@ -562,18 +562,18 @@ async function writeEntry(root: string, made: Set<string>, rule: Exclude<Admitte
       linkSync(join(root, rule.target), path);
       break;
     case 'file':
-      await writeFile(path, rule, entry);
-      return;
+      return calls() + Math.floor((await writeFile(path, rule, entry)) / SYNC_BYTES_PER_CALL);
   }
   await drain(entry);
+  return calls();
 }
 
 /**
  * A regular file, created exclusively without following a link, with the mode as judged
  * (whatever svcd's umask took from it at open: a 0600 file in the image would be unreadable to an
- * app that runs as another user, USER in the Dockerfile).
+ * app that runs as another user, USER in the Dockerfile). Answers the bytes written synchronously.
  */
-async function writeFile(path: string, rule: { mode: number; size: number }, entry: AsyncIterable<Buffer>): Promise<void> {
+async function writeFile(path: string, rule: { mode: number; size: number }, entry: AsyncIterable<Buffer>): Promise<number> {
   const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW;
   if (rule.size <= SYNC_FILE_MAX_BYTES) {
     // Its bytes first (the extractor gives an entry exactly its header's size), then one write.
@@ -586,7 +586,7 @@ async function writeFile(path: string, rule: { mode: number; size: number }, ent
     } finally {
       closeSync(fd);
     }
-    return;
+    return rule.size;
   }
   const file = await open(path, flags, rule.mode);
   try {
@@ -595,4 +595,5 @@ async function writeFile(path: string, rule: { mode: number; size: number }, ent
   } finally {
     await file.close();
   }
+  return 0;
 }
