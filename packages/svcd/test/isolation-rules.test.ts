@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { checkDockerfile, pinImages } from '../src/builds/dockerfile.js';
 import { readDockerfile } from '../src/builds/runner.js';
 import { ValidationError } from '../src/errors.js';
-import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow } from '../src/runtime/host-firewall.js';
+import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow, shellIptablesCheck, type ChainRule, type ShellRun } from '../src/runtime/host-firewall.js';
 import { fakeIptables } from './fake-iptables.js';
 import { SWARM_GATEWAY_BRIDGE } from '../src/runtime/swarm/node-firewall.js';
 
@@ -282,5 +282,40 @@ describe('egress firewall', () => {
     assert.equal(await batched.missing(), null);
     await batched.install();
     assert.equal(batches, 3, "missing(): one check; install(): one for the chains, one for INPUT's jump (FORWARD's first rule is read with -S)");
+  });
+  test('the rules are checked in one shell, a line each, and an answer that is not exactly that fails the check', async () => {
+    const rules: ChainRule[] = [
+      ['INPUT', ['-i', 'svc-+', '-j', HOST_CHAIN]],
+      [EGRESS_CHAIN, ['-d', '10.9.0.0/16', '-m', 'comment', '--comment', "svc's allowance", '-j', 'RETURN']],
+      [EGRESS_CHAIN, ['-d', '10.0.0.0/8', '-j', 'REJECT']],
+    ];
+    const scripts: string[] = [];
+    const answering = (output: string, exitCode = 0): ShellRun => (script) => {
+      scripts.push(script);
+      return Promise.resolve({ exitCode, output });
+    };
+    assert.deepEqual(await shellIptablesCheck(answering('1\n0\n1\n'))(rules), [true, false, true]);
+    assert.equal(scripts.length, 1, 'one shell for every rule');
+    const lines = scripts[0]!.split('\n');
+    assert.equal(lines.length, 3);
+    assert.equal(lines[1], `if iptables -w -C '${EGRESS_CHAIN}' '-d' '10.9.0.0/16' '-m' 'comment' '--comment' 'svc'\\''s allowance' '-j' 'RETURN' >/dev/null 2>&1; then echo 1; else echo 0; fi`);
+    await shellIptablesCheck(answering('1\n'), 'ip6tables')([rules[0]!]);
+    assert.match(scripts.at(-1) ?? '', /^if ip6tables -w -C /);
+    // A rule read as in place is one install() does not add: nothing but a 0 or 1 a rule passes.
+    for (const [output, exitCode] of [['1\n0\n', 0], ['1\n0\n1\n1\n', 0], ['1\nyes\n1\n', 0], ['1\n0\n1\n', 2], ['sh: iptables: not found\n', 127], ['', 0]] as const) {
+      await assert.rejects(shellIptablesCheck(answering(output, exitCode))(rules), /the rules could not be checked/, JSON.stringify([output, exitCode]));
+    }
+    assert.deepEqual(await shellIptablesCheck(answering('garbage', 1))([]), [], 'no rules: no shell');
+    assert.equal(scripts.length, 8);
+    // missing() of a firewall checked so: one shell for all its rules.
+    const { fake } = fakeIptables();
+    await new HostFirewall([{ cidr: '10.9.0.0/16', port: null }], fake).install();
+    let shells = 0;
+    const viaShell = new HostFirewall([{ cidr: '10.9.0.0/16', port: null }], fake, undefined, shellIptablesCheck((script) => {
+      shells++;
+      return Promise.resolve({ exitCode: 0, output: `${script.split('\n').map(() => '1').join('\n')}\n` });
+    }));
+    assert.equal(await viaShell.missing(), null);
+    assert.equal(shells, 1);
   });
 });

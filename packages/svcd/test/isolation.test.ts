@@ -7,12 +7,15 @@
 // - images (item 2): a tenant runs only images it could pull itself, never another tenant's build.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { tenantNetworkName } from '../src/runtime/index.js';
 import { workloadName } from '../src/services/deployer.js';
-import { EGRESS_CHAIN, HOST_CHAIN } from '../src/runtime/host-firewall.js';
+import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, hostShell, shellIptablesCheck } from '../src/runtime/host-firewall.js';
 import type { Build, SvcClient } from '@svc/client';
 import { freePort, newTenant, startServer, waitFor, type TestServer } from './harness.js';
 import { fetchFromService, finishedBuild, settled } from './service-fixtures.js';
@@ -144,6 +147,45 @@ describe('tenant isolation', () => {
     const rules = (await run('iptables', ['-w', '-S', EGRESS_CHAIN])).stdout;
     assert.match(rules, /-d 10\.0\.0\.0\/8 .*REJECT/);
     assert.match(rules, /-d 169\.254\.0\.0\/16 .*REJECT/);
+  });
+
+  test("this host's rules are checked in one shell: in place, missing, a comment with a quote", async () => {
+    const chain = `SVC-TEST-${process.pid}`;
+    const kept = ['-d', '192.0.2.1/32', '-m', 'comment', '--comment', "svc's test", '-j', 'RETURN'];
+    await run('iptables', ['-w', '-N', chain]);
+    try {
+      await run('iptables', ['-w', '-A', chain, ...kept]);
+      const other = ['-d', '192.0.2.2/32', '-j', 'RETURN'];
+      assert.deepEqual(await shellIptablesCheck(hostShell)([[chain, kept], [chain, other], [chain, ['-d', '192.0.2.1/32', '-m', 'comment', '--comment', 'svc', '-j', 'RETURN']]]), [true, false, false]);
+      await run('iptables', ['-w', '-A', chain, ...other]);
+      assert.deepEqual(await shellIptablesCheck(hostShell)([[chain, other], [chain, kept]]), [true, true]);
+    } finally {
+      await run('iptables', ['-w', '-F', chain]);
+      await run('iptables', ['-w', '-X', chain]);
+    }
+  });
+
+  test("svcd's check of this host's rules starts one shell, not an iptables a rule from its own process", async () => {
+    // An iptables first on PATH that notes who started it, then runs the real one: started from
+    // this process, each would be a fork of a large one, holding its event loop (a health
+    // detail any tenant can ask for afresh checks some twenty rules).
+    const shim = mkdtempSync(join(tmpdir(), 'svc-iptables-shim-'));
+    const parents = join(shim, 'parents');
+    const real = (await run('sh', ['-c', 'command -v iptables'])).stdout.trim();
+    writeFileSync(join(shim, 'iptables'), `#!/bin/sh\necho "$PPID" >> '${parents}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+    const path = process.env.PATH;
+    process.env.PATH = `${shim}:${path ?? ''}`;
+    try {
+      await new HostFirewall([{ cidr: '192.0.2.0/24', port: 5000 }]).missing();
+      const started = readFileSync(parents, 'utf8').trim().split('\n');
+      assert.ok(started.length >= 10, `${String(started.length)} rules checked`);
+      assert.equal(new Set(started).size, 1, 'all from one shell');
+      assert.notEqual(started[0], String(process.pid), "not from the checking process itself");
+    } finally {
+      if (path === undefined) delete process.env.PATH;
+      else process.env.PATH = path;
+      rmSync(shim, { recursive: true, force: true });
+    }
   });
 
   test('RUN steps run under gVisor with a process limit and the tenant egress rules', async () => {

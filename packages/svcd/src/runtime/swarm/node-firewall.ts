@@ -41,7 +41,7 @@ import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker
 import { consumeProgress } from '../docker/engine-streams.js';
 import { SANDBOX_RUNTIME } from '../port.js';
 import { installPublishedPortsGate, missingPublishedPortRule, type IptablesFamily, type NodeGateFacts, type PublishedPortsOptions } from './published-ports.js';
-import { FirewallError, HostFirewall, TENANT_BRIDGES, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
+import { FirewallError, HostFirewall, TENANT_BRIDGES, shellIptablesCheck, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
 
 /**
  * The bridge Swarm connects every task to for its traffic off the overlay (and its published
@@ -404,13 +404,8 @@ export class NodeFirewalls {
   }
 
   /** `iptables -C` (or ip6tables) for every rule in one exec (one call to the node's engine rather than one a rule): a line of 1 or 0 each. */
-  private async checkOn(engine: Docker, rules: readonly ChainRule[], family: IptablesFamily = 'iptables'): Promise<boolean[]> {
-    if (rules.length === 0) return [];
-    const script = rules.map(([chain, rule]) => `if ${family} -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`).join('\n');
-    const { exitCode, output } = await this.execIn(engine, ['chroot', '/host', 'sh', '-c', script]);
-    const answers = output.trim().split('\n');
-    if (exitCode !== 0 || answers.length !== rules.length || answers.some((a) => a !== '1' && a !== '0')) throw new Error(`the rules could not be checked: ${output.trim().slice(0, 300)}`);
-    return answers.map((a) => a === '1');
+  private checkOn(engine: Docker, rules: readonly ChainRule[], family: IptablesFamily = 'iptables'): Promise<boolean[]> {
+    return shellIptablesCheck((script) => this.execIn(engine, ['chroot', '/host', 'sh', '-c', script]), family)(rules);
   }
 
   private async execIn(engine: Docker, cmd: string[]): Promise<{ exitCode: number; output: string }> {
@@ -448,11 +443,6 @@ export function nodeRefusals(nodes: ReadonlyArray<{ address: string }>): ChainRu
   );
 }
 
-
-/** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */
-function shellWord(word: string): string {
-  return `'${word.replaceAll("'", "'\\''")}'`;
-}
 
 function ignoreAlreadyStarted(err: unknown): void {
   if ((err as { statusCode?: number }).statusCode !== 304) throw err;

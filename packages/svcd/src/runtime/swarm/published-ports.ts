@@ -22,12 +22,12 @@
 // node's addresses): the node's own processes, svcd's and its proxy's among them, are the
 // operator's. Docker never touches the mangle table of a node for host-mode ports, so the jump's
 // place there is not disputed as FORWARD's is (node-firewall.ts).
-import type { ChainRule } from '../host-firewall.js';
+import type { ChainRule, IptablesFamily } from '../host-firewall.js';
 
 export const PUBLISHED_CHAIN = 'SVC-PUBLISHED';
 
-/** The two address families and the binary that holds each one's rules. */
-export type IptablesFamily = 'iptables' | 'ip6tables';
+/** The two address families and the binary that holds each one's rules (host-firewall.ts). */
+export type { IptablesFamily };
 
 export interface PublishedPortsOptions {
   /** The port ranges svc publishes on the nodes and only svcd's side may reach. */
