@@ -302,20 +302,34 @@ describe('egress firewall', () => {
     await shellIptablesCheck(answering('1\n'), 'ip6tables')([rules[0]!]);
     assert.match(scripts.at(-1) ?? '', /^if ip6tables -w -C /);
     // A rule read as in place is one install() does not add: nothing but a 0 or 1 a rule passes.
-    for (const [output, exitCode] of [['1\n0\n', 0], ['1\n0\n1\n1\n', 0], ['1\nyes\n1\n', 0], ['1\n0\n1\n', 2], ['sh: iptables: not found\n', 127], ['', 0]] as const) {
+    // (iptables' own output, a missing iptables's complaint included, goes to /dev/null: each line is the script's.)
+    for (const [output, exitCode] of [['1\n0\n', 0], ['1\n0\n1\n1\n', 0], ['1\nyes\n1\n', 0], ['1\n0\n1\n', 2], ['spawn sh ENOENT', 127], ['', 0]] as const) {
       await assert.rejects(shellIptablesCheck(answering(output, exitCode))(rules), /the rules could not be checked/, JSON.stringify([output, exitCode]));
     }
     assert.deepEqual(await shellIptablesCheck(answering('garbage', 1))([]), [], 'no rules: no shell');
     assert.equal(scripts.length, 8);
-    // missing() of a firewall checked so: one shell for all its rules.
-    const { fake } = fakeIptables();
-    await new HostFirewall([{ cidr: '10.9.0.0/16', port: null }], fake).install();
+  });
+  test("a long --egress-allow is checked in scripts that fit one of sh's arguments, the answers in the rules' order", async () => {
+    // 400 allowances with a port are 1,600 rules of about 180 bytes: past Linux's 128 KiB for one argument.
+    const allow = parseEgressAllow(Array.from({ length: 400 }, (_, i) => `10.${String(Math.floor(i / 250))}.${String(i % 250)}.1/32:${String(1000 + i)}`).join(','));
+    const sizes: number[] = [];
+    let line = 0;
     let shells = 0;
-    const viaShell = new HostFirewall([{ cidr: '10.9.0.0/16', port: null }], fake, undefined, shellIptablesCheck((script) => {
+    const check = shellIptablesCheck((script) => {
       shells++;
-      return Promise.resolve({ exitCode: 0, output: `${script.split('\n').map(() => '1').join('\n')}\n` });
-    }));
-    assert.equal(await viaShell.missing(), null);
-    assert.equal(shells, 1);
+      sizes.push(Buffer.byteLength(script));
+      // Every third rule of the whole list is missing.
+      return Promise.resolve({ exitCode: 0, output: script.split('\n').map(() => (line++ % 3 === 0 ? '0' : '1')).join('\n') });
+    });
+    const { fake } = fakeIptables();
+    const rules: ChainRule[] = [];
+    await new HostFirewall(allow, fake, undefined, (wanted) => {
+      rules.push(...wanted);
+      return Promise.resolve(wanted.map(() => false));
+    }).install();
+    const present = await check(rules);
+    assert.ok(rules.length > 1600, String(rules.length));
+    assert.ok(shells > 2 && sizes.every((n) => n <= 64 * 1024), `${String(shells)} scripts of ${sizes.join(', ')} bytes`);
+    assert.deepEqual(present, rules.map((_, i) => i % 3 !== 0));
   });
 });

@@ -117,13 +117,35 @@ const systemIptables: Iptables = async (args) => {
  */
 export function shellIptablesCheck(run: ShellRun, family: IptablesFamily = 'iptables'): IptablesCheck {
   return async (rules) => {
-    if (rules.length === 0) return [];
-    const script = rules.map(([chain, rule]) => `if ${family} -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`).join('\n');
-    const { exitCode, output } = await run(script);
-    const answers = output.trim().split('\n');
-    if (exitCode !== 0 || answers.length !== rules.length || answers.some((a) => a !== '1' && a !== '0')) throw new Error(`the rules could not be checked: ${output.trim().slice(0, 300)}`);
-    return answers.map((a) => a === '1');
+    const present: boolean[] = [];
+    for (const part of scriptsOf(rules.map(([chain, rule]) => `if ${family} -w -C ${[chain, ...rule].map(shellWord).join(' ')} >/dev/null 2>&1; then echo 1; else echo 0; fi`))) {
+      const { exitCode, output } = await run(part.join('\n'));
+      const answers = output.trim().split('\n');
+      if (exitCode !== 0 || answers.length !== part.length || answers.some((a) => a !== '1' && a !== '0')) throw new Error(`the rules could not be checked: ${output.trim().slice(0, 300)}`);
+      present.push(...answers.map((a) => a === '1'));
+    }
+    return present;
   };
+}
+
+/**
+ * A script is one argument of `sh -c`, which Linux caps at 128 KiB: the lines go in scripts of at
+ * most SCRIPT_MAX_BYTES each (a long --egress-allow makes hundreds of rules, about 175 bytes a line).
+ */
+const SCRIPT_MAX_BYTES = 64 * 1024;
+function scriptsOf(lines: string[]): string[][] {
+  const scripts: string[][] = [];
+  let bytes = Infinity;
+  for (const line of lines) {
+    const size = Buffer.byteLength(line) + 1;
+    if (bytes + size > SCRIPT_MAX_BYTES) {
+      scripts.push([]);
+      bytes = 0;
+    }
+    scripts.at(-1)?.push(line);
+    bytes += size;
+  }
+  return scripts;
 }
 
 /** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */
@@ -137,8 +159,8 @@ export const hostShell: ShellRun = async (script) => {
     return { exitCode: 0, output: (await execFileAsync('sh', ['-c', script])).stdout };
   } catch (err) {
     const e = err as { code?: unknown; stdout?: string; stderr?: string; message?: string };
-    // Not started at all (no sh): as a failed check, with the reason.
-    return { exitCode: typeof e.code === 'number' ? e.code : 127, output: `${e.stdout ?? ''}${e.stderr ?? e.message ?? ''}` };
+    // Not started at all (no sh: its stderr is empty), or ended by a signal: a failed check, with the reason.
+    return { exitCode: typeof e.code === 'number' ? e.code : 127, output: `${e.stdout ?? ''}${e.stderr || e.message || ''}` };
   }
 };
 
@@ -146,21 +168,24 @@ export class FirewallError extends Error {}
 
 export class HostFirewall {
   private installedAllowances: ChainRule[] = [];
+  private readonly iptables: Iptables;
   private readonly check: IptablesCheck;
 
+  /** Without a runner: this host's iptables, its rules checked in one shell (shellIptablesCheck). */
   constructor(
     private readonly allow: readonly EgressAllowance[],
-    private readonly iptables: Iptables = systemIptables,
+    iptables?: Iptables,
     private readonly tenants: TenantInterfaces = TENANT_BRIDGES,
     check?: IptablesCheck,
   ) {
+    this.iptables = iptables ?? systemIptables;
     // -C fails when the rule is missing (rules left by a killed svcd are found and kept). This
-    // host's rules are checked in one shell: each iptables started from svcd's own process held
-    // its event loop 5-8 ms (the fork of a large process), some twenty of them a health detail
-    // that any tenant may ask for afresh, about as many at every start.
+    // host's checks run in one shell: an iptables started from svcd's own process for each rule
+    // held its event loop 5-8 ms (the fork of a large process), some twenty of them for a health
+    // detail that any tenant may ask for afresh, about as many at every start.
     this.check =
       check ??
-      (iptables === systemIptables
+      (iptables === undefined
         ? shellIptablesCheck(hostShell)
         : async (rules) => {
             const present: boolean[] = [];
