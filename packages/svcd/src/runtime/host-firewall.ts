@@ -96,7 +96,7 @@ export type Iptables = (args: string[]) => Promise<string>;
 export type ChainRule = readonly [chain: string, rule: string[]];
 /**
  * Whether each rule is in place (`iptables -C`): a runner whose calls are dear (an exec on a
- * swarm node, a process started from svcd) checks them all in one go (shellIptablesCheck).
+ * swarm node, a process started from svcd) checks many in one script (shellIptablesCheck).
  */
 export type IptablesCheck = (rules: readonly ChainRule[]) => Promise<boolean[]>;
 /** The two address families and the binary that holds each one's rules. */
@@ -111,9 +111,10 @@ const systemIptables: Iptables = async (args) => {
 };
 
 /**
- * `-C` for every rule in one shell, a line of 1 (in place) or 0 each: one process, or one exec on
- * a node, whatever the number of rules. Read strictly, since a rule read as in place is one
- * install() does not add: anything but one 0 or 1 a rule, or an exit other than 0, throws.
+ * `-C` for every rule in a shell, a line of 1 (in place) or 0 each: one process, or one exec on a
+ * node, for each 64 KB of script (scriptsOf; a set of rules but a long --egress-allow is one).
+ * Read strictly, since a rule read as in place is one install() does not add: anything but one 0
+ * or 1 a rule, or an exit other than 0, throws.
  */
 export function shellIptablesCheck(run: ShellRun, family: IptablesFamily = 'iptables'): IptablesCheck {
   return async (rules) => {
@@ -158,9 +159,10 @@ export const hostShell: ShellRun = async (script) => {
   try {
     return { exitCode: 0, output: (await execFileAsync('sh', ['-c', script])).stdout };
   } catch (err) {
-    const e = err as { code?: unknown; stdout?: string; stderr?: string; message?: string };
+    const e = err as { code?: unknown; signal?: string | null; stdout?: string; stderr?: string; message?: string };
     // Not started at all (no sh: its stderr is empty), or ended by a signal: a failed check, with the reason.
-    return { exitCode: typeof e.code === 'number' ? e.code : 127, output: `${e.stdout ?? ''}${e.stderr || e.message || ''}` };
+    const why = e.stderr || (e.signal ? `sh ended by ${e.signal}` : e.message) || '';
+    return { exitCode: typeof e.code === 'number' ? e.code : 127, output: `${e.stdout ?? ''}${why}` };
   }
 };
 

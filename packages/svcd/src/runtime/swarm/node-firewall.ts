@@ -403,7 +403,7 @@ export class NodeFirewalls {
     return output;
   }
 
-  /** `iptables -C` (or ip6tables) for every rule in one exec (one call to the node's engine rather than one a rule): a line of 1 or 0 each. */
+  /** `iptables -C` (or ip6tables) for the rules in one exec for each 64 KB of script (a call to the node's engine for many rules rather than one a rule): a line of 1 or 0 each. */
   private checkOn(engine: Docker, rules: readonly ChainRule[], family: IptablesFamily = 'iptables'): Promise<boolean[]> {
     return shellIptablesCheck((script) => this.execIn(engine, ['chroot', '/host', 'sh', '-c', script]), family)(rules);
   }
