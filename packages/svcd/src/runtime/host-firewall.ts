@@ -112,7 +112,7 @@ const systemIptables: Iptables = async (args) => {
 
 /**
  * `-C` for every rule in a shell, a line of 1 (in place) or 0 each: one process, or one exec on a
- * node, for each 64 KB of script (scriptsOf; a set of rules but a long --egress-allow is one).
+ * node, for each 64 KB of script (scriptsOf: one for every set of rules but a long --egress-allow's).
  * Read strictly, since a rule read as in place is one install() does not add: anything but one 0
  * or 1 a rule, or an exit other than 0, throws.
  */
@@ -173,7 +173,7 @@ export class HostFirewall {
   private readonly iptables: Iptables;
   private readonly check: IptablesCheck;
 
-  /** Without a runner: this host's iptables, its rules checked in one shell (shellIptablesCheck). */
+  /** Without a runner: this host's iptables, its rules checked in a shell (shellIptablesCheck). */
   constructor(
     private readonly allow: readonly EgressAllowance[],
     iptables?: Iptables,
@@ -182,7 +182,7 @@ export class HostFirewall {
   ) {
     this.iptables = iptables ?? systemIptables;
     // -C fails when the rule is missing (rules left by a killed svcd are found and kept). This
-    // host's checks run in one shell: an iptables started from svcd's own process for each rule
+    // host's checks run in a shell: an iptables started from svcd's own process for each rule
     // held its event loop 5-8 ms (the fork of a large process), some twenty of them for a health
     // detail that any tenant may ask for afresh, about as many at every start.
     this.check =
