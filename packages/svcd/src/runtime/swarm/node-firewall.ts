@@ -40,8 +40,8 @@ import { pack } from 'tar-stream';
 import { CappedText, dockerOptions, isNotFound, type EngineTls } from '../docker/docker-runtime.js';
 import { consumeProgress } from '../docker/engine-streams.js';
 import { SANDBOX_RUNTIME } from '../port.js';
-import { installPublishedPortsGate, missingPublishedPortRule, type IptablesFamily, type NodeGateFacts, type PublishedPortsOptions } from './published-ports.js';
-import { FirewallError, HostFirewall, TENANT_BRIDGES, shellIptablesCheck, type ChainRule, type EgressAllowance, type TenantInterfaces } from '../host-firewall.js';
+import { installPublishedPortsGate, missingPublishedPortRule, type NodeGateFacts, type PublishedPortsOptions } from './published-ports.js';
+import { FirewallError, HostFirewall, TENANT_BRIDGES, shellIptablesCheck, type ChainRule, type EgressAllowance, type IptablesFamily, type TenantInterfaces } from '../host-firewall.js';
 
 /**
  * The bridge Swarm connects every task to for its traffic off the overlay (and its published
@@ -442,7 +442,6 @@ export function nodeRefusals(nodes: ReadonlyArray<{ address: string }>): ChainRu
     addresses.map((a): ChainRule => [chain, ['-d', `${a}/32`, '-m', 'comment', '--comment', 'svc: a swarm node', '-j', 'REJECT', '--reject-with', 'icmp-admin-prohibited']]),
   );
 }
-
 
 function ignoreAlreadyStarted(err: unknown): void {
   if ((err as { statusCode?: number }).statusCode !== 304) throw err;

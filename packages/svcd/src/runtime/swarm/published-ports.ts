@@ -26,9 +26,6 @@ import type { ChainRule, IptablesFamily } from '../host-firewall.js';
 
 export const PUBLISHED_CHAIN = 'SVC-PUBLISHED';
 
-/** The two address families and the binary that holds each one's rules (host-firewall.ts). */
-export type { IptablesFamily };
-
 export interface PublishedPortsOptions {
   /** The port ranges svc publishes on the nodes and only svcd's side may reach. */
   ranges: ReadonlyArray<{ from: number; to: number }>;
