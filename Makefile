@@ -78,10 +78,12 @@ build: deps $(SVC_INIT)
 # instead of 90-98, and about 67 with start.cjs's compile cache. CommonJS has no import.meta: the banner gives its one use (program.ts, the
 # version from ../package.json) the file's own URL, as esbuild's --define is meant for; it starts
 # with 'use strict', which esbuild would otherwise write after it, where it is no directive.
-# dist/svc.cjs sits beside dist/main.js, so its '../package.json' is the same file.
+# dist/svc.cjs sits beside dist/main.js, so its '../package.json' is the same file. node:child_process
+# is loaded when a process is started, not with the CLI (src/child-process-on-use.ts says why).
 	@echo "make: bundling the CLI (esbuild) into packages/cli/dist/svc.cjs, which bin/svc runs (packages/cli/start.cjs)"
 	@npx esbuild packages/cli/dist/main.js --bundle --platform=node --format=cjs --target=node24 --log-level=warning \
 	  --define:import.meta.url=importMetaUrl --banner:js="'use strict'; const importMetaUrl = require('node:url').pathToFileURL(__filename).href;" \
+	  --alias:node:child_process=./packages/cli/dist/child-process-on-use.js \
 	  --outfile=packages/cli/dist/svc.cjs
 	@rm -f packages/cli/dist/svc.mjs
 # bin/svc: a link to packages/cli/dist/svc-bin.cjs, whose #! line names Node 24 and which requires

@@ -159,9 +159,13 @@ describe('the node:http transport', () => {
     assert.throws(() => answer.body, /read already/);
   });
 
-  test('a CLI command that talks to svcd does not load undici (fetch), and the same probe sees it when fetch is used', async () => {
-    // A preload reports, as the process exits, whether fetch's undici was loaded.
-    const probe = `data:text/javascript,${encodeURIComponent("process.on('exit', () => process.stderr.write('undici:' + process.moduleLoadList.some((m) => m.includes('undici')) + '\\n'));")}`;
+  test('a CLI command that talks to svcd loads neither undici (fetch) nor node:child_process nor node:fs/promises, and the same probe sees each when used', async () => {
+    // A preload reports, as the process exits, which of the modules a command's start need not
+    // pay for were loaded: fetch's undici (src/http-transport.ts), node:child_process (the bundle
+    // gives commander src/child-process-on-use.ts instead) and node:fs/promises (svc env cp's).
+    const loaded = "(m) => process.moduleLoadList.some((l) => (m === 'undici' ? l.includes(m) : l === 'NativeModule ' + m))";
+    const report = `process.on('exit', () => process.stderr.write(['undici', 'child_process', 'fs/promises'].map((m) => m + ':' + (${loaded})(m)).join(' ') + '\\n'));`;
+    const probe = `data:text/javascript,${encodeURIComponent(report)}`;
     const env = { PATH: process.env.PATH, SVC_URL: base, SVC_API_KEY: 'k.1', NODE_OPTIONS: `--import=${probe}` };
     // The stand-in server answers 500 to /v1/system/health: the command fails, after its request.
     const cli = await run(SVC, ['health'], { env }).then(
@@ -169,9 +173,11 @@ describe('the node:http transport', () => {
       (err: unknown) => err as { stderr: string },
     );
     assert.match(cli.stderr, /HTTP 500/);
-    assert.match(cli.stderr, /undici:false/);
-    // The positive probe: the same preload in a process that calls fetch.
-    const fetching = await run(process.execPath, ['-e', `fetch(${JSON.stringify(`${base}/echo`)}).then((r) => r.text())`], { env });
-    assert.match(fetching.stderr, /undici:true/);
+    assert.match(cli.stderr, /undici:false child_process:false fs\/promises:false/);
+    // The positive probe: the same preload in a process that calls fetch, starts a process and
+    // reads a file through node:fs/promises.
+    const using = `require('node:child_process').spawnSync(process.execPath, ['-e', '0']); require('node:fs/promises').stat('.').then(() => fetch(${JSON.stringify(`${base}/echo`)})).then((r) => r.text())`;
+    const used = await run(process.execPath, ['-e', using], { env });
+    assert.match(used.stderr, /undici:true child_process:true fs\/promises:true/);
   });
 });
