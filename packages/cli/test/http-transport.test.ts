@@ -176,7 +176,7 @@ describe('the node:http transport', () => {
     assert.match(cli.stderr, /HTTP 500/);
     assert.match(cli.stderr, /undici:false child_process:false fs\/promises:false/);
     // The positive probe: the same preload in a process that calls fetch, starts a process and
-    // reads a file through node:fs/promises.
+    // reads a path's details through node:fs/promises.
     const using = `require('node:child_process').spawnSync(process.execPath, ['-e', '0']); require('node:fs/promises').stat('.').then(() => fetch(${JSON.stringify(`${base}/echo`)})).then((r) => r.text())`;
     const used = await run(process.execPath, ['-e', using], { env });
     assert.match(used.stderr, /undici:true child_process:true fs\/promises:true/);
