@@ -150,7 +150,7 @@ function scriptsOf(lines: string[]): string[][] {
 }
 
 /** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */
-export function shellWord(word: string): string {
+function shellWord(word: string): string {
   return `'${word.replaceAll("'", "'\\''")}'`;
 }
 
