@@ -591,5 +591,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.hostFirewall.close();
   await deps.runtime.close();
   await deps.nodeFirewalls?.close();
+  // Last: the builds and the requests (environment syncs) that clone into it have ended.
+  await deps.scratch.close().catch((err: unknown) => deps.log.warn({ err, dir: deps.scratch.root }, 'could not remove the scratch folder'));
   await deps.store.close();
 }

@@ -165,6 +165,19 @@ describe('bin/svcd start-up', () => {
     assert.equal(await done, 0);
   });
 
+  test("SIGTERM removes svcd's own scratch folder (a data directory thrown away leaves nothing there)", async () => {
+    const scratch = dataDir();
+    const { proc } = await start(['--dev', '--data-dir', dataDir(), '--scratch-dir', scratch]);
+    const done = exited(proc);
+    try {
+      assert.equal(readdirSync(scratch).length, 1, 'its folder, while it runs');
+    } finally {
+      proc.kill('SIGTERM');
+    }
+    assert.equal(await done, 0);
+    assert.deepEqual(readdirSync(scratch), []);
+  });
+
   test('SIGKILL loses nothing that was acknowledged (SQLite)', async () => {
     const dir = dataDir();
     const first = await start(['--dev', '--open-registration', '--data-dir', dir]);

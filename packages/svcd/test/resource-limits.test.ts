@@ -1,9 +1,9 @@
 // The bookkeeping behind the resource limits: session slots on both stores (counted across svcd
 // processes, a dead holder's slots expire), the scratch budget, and whose built image is whose.
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { ScratchSpace, SCRATCH_DISK_RESERVE_BYTES } from '../src/scratch/scratch-space.js';
@@ -147,6 +147,20 @@ describe('scratch space', () => {
     writeFileSync(join(left.dir, 'half-cloned'), 'x');
     await new ScratchSpace(space.root, 1000 * MB).start();
     assert.ok(!existsSync(left.dir));
+  });
+
+  test('close removes the instance folder with whatever is in it, and nothing beside it', async () => {
+    const space = new ScratchSpace(root(), 1000 * MB, () => 100 * 1024 * MB);
+    await space.start();
+    const area = space.reserve('builds', 'b1', 10 * MB);
+    assert.ok(area);
+    writeFileSync(join(area.dir, 'file'), 'x');
+    const beside = join(dirname(space.root), 'other-instance');
+    mkdirSync(beside);
+    assert.ok(existsSync(space.root), 'there while svcd runs');
+    await space.close();
+    assert.ok(!existsSync(space.root));
+    assert.ok(existsSync(beside), "another instance's folder stays");
   });
 });
 

@@ -56,6 +56,16 @@ export class ScratchSpace {
     await mkdir(this.root, { recursive: true, mode: 0o700 });
   }
 
+  /**
+   * Removes this svcd's folder as it stops: what is in it are its own clones, which end with it
+   * (start() clears them too, should it die instead). Kept, the empty folder of an instance whose
+   * data directory is gone stayed for good: one per svcd started on a temporary data directory
+   * (the tests' svcds left some 1,400 on this machine in a day).
+   */
+  async close(): Promise<void> {
+    await rm(this.root, { recursive: true, force: true });
+  }
+
   /** A fresh directory with room for `bytes`, or null when the budget or the disk has none now. */
   reserve(kind: ScratchKind, name: string, bytes: number): ScratchArea | null {
     if (this.reserved + bytes > this.budgetBytes) return null;
