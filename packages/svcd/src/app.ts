@@ -592,6 +592,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.runtime.close();
   await deps.nodeFirewalls?.close();
   // Last: the builds and the requests (environment syncs) that clone into it have ended.
-  await deps.scratch.close().catch((err: unknown) => deps.log.warn({ err, dir: deps.scratch.root }, 'could not remove the scratch folder'));
+  const removed = await deps.scratch.close().catch((err: unknown) => deps.log.warn({ err, dir: deps.scratch.root }, 'could not remove the scratch folder'));
+  if (removed === false) deps.log.info({ dir: deps.scratch.root }, 'a clone still runs in the scratch folder: it stays until the next start clears it');
   await deps.store.close();
 }

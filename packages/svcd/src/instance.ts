@@ -12,5 +12,11 @@ export function loadInstanceId(dataDir: string): string {
     mkdirSync(dataDir, { recursive: true });
     writeFileSync(file, hexId(8), { flag: 'wx' });
   }
-  return readFileSync(file, 'utf8').trim();
+  const id = readFileSync(file, 'utf8').trim();
+  // It names a folder svcd clears and removes (<--scratch-dir>/<instance>): anything but what it
+  // writes (a `..`, a path) could name another one.
+  if (!INSTANCE_ID.test(id)) throw new Error(`${file} holds no instance id (16 hex digits, as svcd writes it): ${JSON.stringify(id.slice(0, 40))}`);
+  return id;
 }
+
+const INSTANCE_ID = /^[0-9a-f]{16}$/;

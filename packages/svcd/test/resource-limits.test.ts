@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { ScratchSpace, SCRATCH_DISK_RESERVE_BYTES } from '../src/scratch/scratch-space.js';
+import { loadInstanceId } from '../src/instance.js';
 import { builtImageOwner } from '../src/services/images.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { eachStore, storeLocation, tenantRow, waitFor } from './harness.js';
@@ -149,7 +150,7 @@ describe('scratch space', () => {
     assert.ok(!existsSync(left.dir));
   });
 
-  test('close removes the instance folder with whatever is in it, and nothing beside it', async () => {
+  test('close removes the instance folder and nothing beside it; not while a clone runs in it; no reservation after', async () => {
     const space = new ScratchSpace(root(), 1000 * MB, () => 100 * 1024 * MB);
     await space.start();
     const area = space.reserve('builds', 'b1', 10 * MB);
@@ -157,10 +158,27 @@ describe('scratch space', () => {
     writeFileSync(join(area.dir, 'file'), 'x');
     const beside = join(dirname(space.root), 'other-instance');
     mkdirSync(beside);
-    assert.ok(existsSync(space.root), 'there while svcd runs');
-    await space.close();
+    assert.equal(await space.close(), false, 'a clone still runs');
+    assert.ok(existsSync(join(area.dir, 'file')), 'its clone is left alone');
+    assert.equal(space.reserve('sync', 'e1', 10 * MB), null, 'a stopping svcd takes no new clone');
+    await area.release();
+    assert.equal(await space.close(), true);
     assert.ok(!existsSync(space.root));
     assert.ok(existsSync(beside), "another instance's folder stays");
+  });
+
+  test('the instance id that names the folder is what svcd writes; anything else is refused', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-instance-'));
+    dirs.push(dir);
+    const id = loadInstanceId(dir);
+    assert.match(id, /^[0-9a-f]{16}$/);
+    assert.equal(loadInstanceId(dir), id, 'kept across starts');
+    for (const bad of ['..', '../other', '/', 'ABCDEF0123456789', `${id}/x`]) {
+      writeFileSync(join(dir, 'instance-id'), bad);
+      assert.throws(() => loadInstanceId(dir), /holds no instance id/, bad);
+    }
+    writeFileSync(join(dir, 'instance-id'), `${id}\n`);
+    assert.equal(loadInstanceId(dir), id, 'a trailing newline (an operator editing it) is fine');
   });
 });
 

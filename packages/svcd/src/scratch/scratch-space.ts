@@ -31,6 +31,7 @@ const freeOnDisk: FreeBytes = (dir) => {
 
 export class ScratchSpace {
   private reserved = 0;
+  private closed = false;
 
   constructor(
     /** This svcd's own directory (`<--scratch-dir>/<instance>`): nobody else writes there. */
@@ -57,18 +58,22 @@ export class ScratchSpace {
   }
 
   /**
-   * Removes this svcd's folder as it stops: what is in it are its own clones, which end with it
-   * (start() clears them too, should it die instead). Kept, the empty folder of an instance whose
-   * data directory is gone stayed for good: one per svcd started on a temporary data directory
-   * (the tests' svcds left some 1,400 on this machine in a day).
+   * Removes this svcd's folder as it stops, and takes no reservation after: kept, the empty
+   * folder of an instance whose data directory is gone stayed for good (the tests' svcds, each
+   * on a temporary data directory, left some 1,400 on this machine in a day). Not while a clone
+   * still runs in it (an environment sync whose client went away runs on after the server
+   * closed): the folder stays, and the instance's next start clears it. True when removed.
    */
-  async close(): Promise<void> {
+  async close(): Promise<boolean> {
+    this.closed = true;
+    if (this.reserved > 0) return false;
     await rm(this.root, { recursive: true, force: true });
+    return true;
   }
 
-  /** A fresh directory with room for `bytes`, or null when the budget or the disk has none now. */
+  /** A fresh directory with room for `bytes`, or null when the budget or the disk has none now (or svcd is stopping). */
   reserve(kind: ScratchKind, name: string, bytes: number): ScratchArea | null {
-    if (this.reserved + bytes > this.budgetBytes) return null;
+    if (this.closed || this.reserved + bytes > this.budgetBytes) return null;
     // Synchronous: three calls on svcd's own local directory, of microseconds each. Each one
     // asynchronous waited for the thread pool, then for the event loop, busy with the very upload
     // that queued the build: 3-5 ms of every build's way to the engine (bench/build). Nothing is
