@@ -126,23 +126,25 @@ async function main(): Promise<void> {
   }
 
   const app = await buildServer(deps);
-  const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+  let address: string;
   try {
+    address = await app.listen({ host: config.listen.host, port: config.listen.port });
     await startBackground(deps, app.server.address() as AddressInfo);
   } catch (err) {
     // Production runs no tenant workload without the egress rules (DECISIONS.md) or the tenants' CPU weight.
-    if (err instanceof FirewallError) {
-      process.stderr.write(`svcd: ${err.message} (svcd needs root or CAP_NET_ADMIN and iptables with Docker's DOCKER-USER chain; --dev runs without them)\n`);
-    } else if (err instanceof TenantCgroupError) {
-      process.stderr.write(`svcd: ${err.message} (svcd needs root on the engine's host and a writable cgroup cpu controller; --tenant-cpu-weight off runs without it)\n`);
-    } else {
-      throw err;
-    }
-    await app.close();
-    await closeDeps(deps);
-    process.exit(2);
+    const why =
+      err instanceof FirewallError
+        ? `${err.message} (svcd needs root or CAP_NET_ADMIN and iptables with Docker's DOCKER-USER chain; --dev runs without them)`
+        : err instanceof TenantCgroupError
+          ? `${err.message} (svcd needs root on the engine's host and a writable cgroup cpu controller; --tenant-cpu-weight off runs without it)`
+          : null;
+    if (why !== null) process.stderr.write(`svcd: ${why}\n`);
+    // Whatever failed (a port taken, too), what started goes as at a stop: Caddy, the scratch folder.
+    await app.close().catch(() => {});
+    await closeDeps(deps).catch((e: unknown) => deps.log.warn({ err: e }, 'closing after a failed start'));
+    if (why !== null) process.exit(2);
+    throw err;
   }
-  process.stdout.write(`svcd listening on ${address} (store: ${deps.store.dialect}${config.dev ? ', dev mode' : ''})\n`);
 
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -153,8 +155,12 @@ async function main(): Promise<void> {
     await closeDeps(deps);
     process.exit(0);
   };
+  // Before the line below: whoever waits for it (a supervisor, a test) may stop svcd at once, and
+  // a signal without a handler ends the process where it stands (one stop in four right after the
+  // line did, before these were set).
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.stdout.write(`svcd listening on ${address} (store: ${deps.store.dialect}${config.dev ? ', dev mode' : ''})\n`);
 }
 
 main().catch((err: unknown) => {
