@@ -577,7 +577,8 @@ export async function startBackground(deps: Deps, api?: { address: string; port:
   await deps.buildRunner.start();
 }
 
-export async function closeDeps(deps: Deps): Promise<void> {
+/** `afterFailedStart`: svcd never served; what it found on the host (another svcd's rules) stays. */
+export async function closeDeps(deps: Deps, o: { afterFailedStart?: boolean } = {}): Promise<void> {
   deps.rateLimits.close();
   deps.sessions.close();
   await deps.buildRunner.close();
@@ -588,7 +589,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.metricsListener.close();
   await deps.meteringStore.close();
   await deps.proxy?.close();
-  await deps.hostFirewall.close();
+  await deps.hostFirewall.close({ onlyInserted: o.afterFailedStart === true });
   await deps.runtime.close();
   await deps.nodeFirewalls?.close();
   // Last: the builds and the requests (environment syncs) that clone into it have ended.

@@ -3,7 +3,8 @@
 import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
-import { closeDeps, createDeps, startBackground } from './app.js';
+import { closeDeps, createDeps, startBackground, type Deps } from './app.js';
+import { InstanceIdError } from './instance.js';
 import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENV_WARM_RESERVE, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_WORKLOAD_LEASE_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
@@ -111,12 +112,21 @@ async function main(): Promise<void> {
     throw err;
   }
 
-  const deps = await createDeps(config);
+  let deps: Deps;
+  try {
+    deps = await createDeps(config);
+  } catch (err) {
+    if (err instanceof InstanceIdError) {
+      process.stderr.write(`svcd: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
   if (config.sandbox === 'required') {
     const info = await deps.runtime.info().catch(() => null);
     if (!info?.runtimes.includes(SANDBOX_RUNTIME)) {
       process.stderr.write(`svcd: --sandbox required, but the engine has no ${SANDBOX_RUNTIME} runtime\n`);
-      await closeDeps(deps);
+      await closeDeps(deps, { afterFailedStart: true });
       process.exit(2);
     }
   }
@@ -139,9 +149,10 @@ async function main(): Promise<void> {
           ? `${err.message} (svcd needs root on the engine's host and a writable cgroup cpu controller; --tenant-cpu-weight off runs without it)`
           : null;
     if (why !== null) process.stderr.write(`svcd: ${why}\n`);
-    // Whatever failed (a port taken, too), what started goes as at a stop: Caddy, the scratch folder.
+    // Whatever failed (a port taken, too), what started goes as at a stop (Caddy, the scratch
+    // folder), but of the host's egress entries only those this start inserted.
     await app.close().catch(() => {});
-    await closeDeps(deps).catch((e: unknown) => deps.log.warn({ err: e }, 'closing after a failed start'));
+    await closeDeps(deps, { afterFailedStart: true }).catch((e: unknown) => deps.log.warn({ err: e }, 'closing after a failed start'));
     if (why !== null) process.exit(2);
     throw err;
   }

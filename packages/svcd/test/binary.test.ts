@@ -62,6 +62,21 @@ describe('bin/svcd start-up', () => {
     refuse(['--dev', '--scratch-budget-gb', '0'], {}, /--scratch-budget-gb must be a number from 1 to 10000/);
   });
 
+  test("a data directory's instance id that svcd did not write is refused, with what to do", async () => {
+    const dir = dataDir();
+    writeFileSync(join(dir, 'instance-id'), '../elsewhere\n');
+    const r = spawnSync(BIN, ['--dev', '--data-dir', dir, '--listen', '127.0.0.1:0', '--metrics-listen', 'off'], { env: { PATH: process.env.PATH }, encoding: 'utf8', timeout: 20_000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /^svcd: .*instance-id holds no instance id .*remove the file and svcd writes a new one\n$/);
+    // As it says: without the file it starts, and writes a new one.
+    rmSync(join(dir, 'instance-id'));
+    const { proc } = await start(['--dev', '--data-dir', dir]);
+    const done = exited(proc);
+    proc.kill('SIGTERM');
+    assert.equal(await done, 0);
+    assert.match(readFileSync(join(dir, 'instance-id'), 'utf8'), /^[0-9a-f]{16}$/);
+  });
+
   test('svc-init and the log rate are checked', () => {
     refuse(['--dev', '--tenant-init', '/nonexistent/svc-init'], {}, /svc-init is missing at \/nonexistent\/svc-init/);
     refuse(['--dev', '--log-lines-per-second', '9'], {}, /--log-lines-per-second must be an integer from 10 to 1000000/);
@@ -88,7 +103,7 @@ describe('bin/svcd start-up', () => {
         encoding: 'utf8',
         timeout: 20_000,
       });
-      assert.notEqual(second.status, 0);
+      assert.equal(second.status, 1);
       assert.match(second.stderr, new RegExp(`--metrics-listen 127\\.0\\.0\\.1:${port}: listen EADDRINUSE`));
       // What its start had made goes as at a stop (its folder was made before the port was tried).
       assert.deepEqual(readdirSync(secondScratch), [], 'a failed start leaves no scratch folder');

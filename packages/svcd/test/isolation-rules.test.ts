@@ -219,6 +219,22 @@ describe('egress firewall', () => {
     assert.equal(await new HostFirewall([], fake).missing(), null, 'the shared rules stay for the other svcd on the host');
   });
 
+  test('after a failed start, close removes only the allowances that start inserted: one another svcd on the host had stays', async () => {
+    const { rules, fake } = fakeIptables();
+    const allowance = (r: string[]) => r.join(' ').includes('10.9.0.0/16');
+    const running = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
+    await running.install();
+    const failed = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }, { cidr: '10.8.0.0/16', port: null }], fake);
+    await failed.install();
+    assert.ok(rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ').includes('10.8.0.0/16')), 'the failed start had inserted its own');
+    await failed.close({ onlyInserted: true });
+    assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ').includes('10.8.0.0/16')), 'what it inserted is gone');
+    assert.ok(rules.get(EGRESS_CHAIN)!.some(allowance), "the running svcd's allowance stays");
+    // A stop of the running one removes its own (as before).
+    await running.close();
+    assert.ok(!rules.get(EGRESS_CHAIN)!.some(allowance));
+  });
+
   test("a swarm node's gateway bridge: the jump is FORWARD's first rule, put back first (never absent meanwhile, no rule deleted by number) when Docker's rules came before it, and nothing passes between the bridge's members", async () => {
     // As Engine 20.10 leaves a node: its accept for docker_gwbridge above the jump to DOCKER-USER.
     const { rules, calls, fake } = fakeIptables({ INPUT: [], 'DOCKER-USER': [['-j', 'RETURN']], FORWARD: [['-i', 'docker_gwbridge', '!', '-o', 'docker_gwbridge', '-j', 'ACCEPT'], ['-j', 'DOCKER-USER']] });

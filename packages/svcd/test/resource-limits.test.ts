@@ -173,7 +173,7 @@ describe('scratch space', () => {
     const id = loadInstanceId(dir);
     assert.match(id, /^[0-9a-f]{16}$/);
     assert.equal(loadInstanceId(dir), id, 'kept across starts');
-    for (const bad of ['..', '../other', '/', 'ABCDEF0123456789', `${id}/x`]) {
+    for (const bad of ['', '..', '../other', '/', 'ABCDEF0123456789', `${id}/x`]) {
       writeFileSync(join(dir, 'instance-id'), bad);
       assert.throws(() => loadInstanceId(dir), /holds no instance id/, bad);
     }

@@ -170,6 +170,8 @@ export class FirewallError extends Error {}
 
 export class HostFirewall {
   private installedAllowances: ChainRule[] = [];
+  /** Those of them this process inserted (the others were there: another svcd's, or a killed one's). */
+  private insertedAllowances: ChainRule[] = [];
   private readonly iptables: Iptables;
   private readonly check: IptablesCheck;
 
@@ -211,7 +213,11 @@ export class HostFirewall {
       }
       for (const [i, [chain, rule]] of base.entries()) if (present[i] !== true) await this.iptables(['-A', chain, ...rule]);
       // Ahead of the rejects.
-      for (const [i, [chain, rule]] of allowances.entries()) if (present[base.length + i] !== true) await this.iptables(['-I', chain, '1', ...rule]);
+      for (const [i, [chain, rule]] of allowances.entries()) {
+        if (present[base.length + i] === true) continue;
+        await this.iptables(['-I', chain, '1', ...rule]);
+        this.insertedAllowances.push([chain, rule]);
+      }
       this.installedAllowances = allowances;
       // Jumps last: until the chains are complete, no traffic is sent through them.
       if (this.tenants.forwardChain === 'FORWARD') await this.ensureFirst();
@@ -233,11 +239,18 @@ export class HostFirewall {
     return null;
   }
 
-  async close(): Promise<void> {
-    for (const [chain, rule] of this.installedAllowances) {
+  /**
+   * Removes this svcd's allowances as it stops. After a start that failed (`onlyInserted`), only
+   * those the start inserted: it leaves the host as it found it, and an allowance that was there
+   * may be another svcd's on this host, which runs on (a second svcd whose start fails at a taken
+   * port would otherwise take its tenants' allowed destinations away).
+   */
+  async close(o: { onlyInserted?: boolean } = {}): Promise<void> {
+    for (const [chain, rule] of o.onlyInserted === true ? this.insertedAllowances : this.installedAllowances) {
       await this.iptables(['-D', chain, ...rule]).catch(() => {});
     }
     this.installedAllowances = [];
+    this.insertedAllowances = [];
   }
 
   /** Inserts the rule at the top of the chain unless it is in the chain already. */
