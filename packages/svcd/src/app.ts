@@ -207,6 +207,8 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
   const timers = o.timers ?? systemTimers;
   const log = o.log ?? createLogger(config.logLevel);
   const audit = log.child({ audit: true });
+  // First: an instance id svcd did not write stops the start before anything is opened.
+  const instance = loadInstanceId(config.dataDir);
   const store =
     o.store ??
     (await openStore({
@@ -266,7 +268,6 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
     missing: async () => (await hostFirewall.missing()) ?? (await nodeFirewalls?.missing()) ?? null,
   };
   // Lease holder: this data dir's instance, this boot. Leases of earlier boots are ours and dead.
-  const instance = loadInstanceId(config.dataDir);
   const holder = `${instance}/${hexId(4)}`;
   await store.jobLocks.releaseEarlierBoots(instance, holder);
   await store.workloads.releaseEarlierBoots(instance, holder);

@@ -90,28 +90,38 @@ describe('bin/svcd start-up', () => {
     refuse(['--dev', '--metrics-listen', 'nowhere'], {}, /listen address must be HOST:PORT/);
   });
 
-  test('--metrics-listen serves Prometheus text; a taken address stops start-up with its name', async () => {
+  test('--metrics-listen serves Prometheus text; a taken address stops start-up with its name, and the failed start undoes only its own', async () => {
+    // The host's egress rules (this machine's iptables, as every svcd here installs them): an
+    // allowance of the running svcd, which the failed one names too, and one of its own.
+    const shared = '192.0.2.57/32:5057';
+    const ownOnly = '192.0.2.58/32:5058';
+    const egressRules = () => spawnSync('iptables', ['-w', '-S', 'SVC-TENANT-EGRESS'], { encoding: 'utf8' }).stdout;
     const port = await freePort();
-    const { proc } = await start(['--dev', '--data-dir', dataDir(), '--metrics-listen', `127.0.0.1:${port}`]);
+    const { proc } = await start(['--dev', '--data-dir', dataDir(), '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', shared]);
+    const done = exited(proc);
     try {
       const r = await fetch(`http://127.0.0.1:${port}/metrics`);
       assert.equal(r.status, 200);
       assert.match(await r.text(), /^# HELP svc_http_requests_total /m);
+      assert.match(egressRules(), /192\.0\.2\.57\/32/, "the running svcd's allowance");
       const secondScratch = dataDir();
-      const second = spawnSync(BIN, ['--dev', '--data-dir', dataDir(), '--scratch-dir', secondScratch, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`], {
+      const second = spawnSync(BIN, ['--dev', '--data-dir', dataDir(), '--scratch-dir', secondScratch, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', `${shared},${ownOnly}`], {
         env: { PATH: process.env.PATH },
         encoding: 'utf8',
         timeout: 20_000,
       });
       assert.equal(second.status, 1);
       assert.match(second.stderr, new RegExp(`--metrics-listen 127\\.0\\.0\\.1:${port}: listen EADDRINUSE`));
-      // What its start had made goes as at a stop (its folder was made before the port was tried).
+      // What its start had made goes as at a stop (its folder was made before the port was tried),
+      // but not what it found: the running svcd's allowance stays.
       assert.deepEqual(readdirSync(secondScratch), [], 'a failed start leaves no scratch folder');
+      assert.doesNotMatch(egressRules(), /192\.0\.2\.58\/32/, 'the allowance the failed start inserted is gone');
+      assert.match(egressRules(), /192\.0\.2\.57\/32/, "the running svcd's allowance is still there");
     } finally {
-      const done = exited(proc);
       proc.kill('SIGTERM');
-      await done;
     }
+    assert.equal(await done, 0);
+    assert.doesNotMatch(egressRules(), /192\.0\.2\.57\/32/, 'its own stop removes it');
   });
 
   test("the launcher runs svcd with Node 20's young generation (Node 24's grows to 128 MB on this machine)", async () => {

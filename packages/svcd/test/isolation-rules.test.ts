@@ -235,6 +235,21 @@ describe('egress firewall', () => {
     assert.ok(!rules.get(EGRESS_CHAIN)!.some(allowance));
   });
 
+  test('an allowance put back by a later install (a node that lost its rules) is still removed once', async () => {
+    const { rules, calls, fake } = fakeIptables();
+    const allowance = (r: string[]) => r.join(' ').includes('10.9.0.0/16');
+    const fw = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
+    await fw.install();
+    const egress = rules.get(EGRESS_CHAIN)!;
+    egress.splice(egress.findIndex(allowance), 1); // lost
+    await fw.install();
+    assert.ok(egress.some(allowance), 'put back');
+    const before = calls.length;
+    await fw.close({ onlyInserted: true });
+    assert.ok(!egress.some(allowance));
+    assert.equal(calls.slice(before).filter((c) => c[0] === '-D').length, 4, 'one delete for each of its four rules (TCP and UDP, in the egress and the host chain), not one more for each install');
+  });
+
   test("a swarm node's gateway bridge: the jump is FORWARD's first rule, put back first (never absent meanwhile, no rule deleted by number) when Docker's rules came before it, and nothing passes between the bridge's members", async () => {
     // As Engine 20.10 leaves a node: its accept for docker_gwbridge above the jump to DOCKER-USER.
     const { rules, calls, fake } = fakeIptables({ INPUT: [], 'DOCKER-USER': [['-j', 'RETURN']], FORWARD: [['-i', 'docker_gwbridge', '!', '-o', 'docker_gwbridge', '-j', 'ACCEPT'], ['-j', 'DOCKER-USER']] });

@@ -216,7 +216,8 @@ export class HostFirewall {
       for (const [i, [chain, rule]] of allowances.entries()) {
         if (present[base.length + i] === true) continue;
         await this.iptables(['-I', chain, '1', ...rule]);
-        this.insertedAllowances.push([chain, rule]);
+        // Once: a node's firewall is installed again every pass, and puts back what a node lost.
+        if (!this.insertedAllowances.some(([c, r]) => c === chain && r.join('\0') === rule.join('\0'))) this.insertedAllowances.push([chain, rule]);
       }
       this.installedAllowances = allowances;
       // Jumps last: until the chains are complete, no traffic is sent through them.
