@@ -92,7 +92,9 @@ export interface KillableSvcd {
  */
 export async function killableSvcd(name: string, args: string[], env: Record<string, string> = {}, plan?: QuotaPatchRequest): Promise<KillableSvcd> {
   const dir = mkdtempSync(join(tmpdir(), `svcd-${name}-`));
-  const allArgs = ['--dev', '--open-registration', '--data-dir', dir, ...args];
+  // Its own scratch directory, removed with the data dir: a killed svcd leaves its folder there.
+  const scratch = mkdtempSync(join(tmpdir(), `svcd-${name}-scratch-`));
+  const allArgs = ['--dev', '--open-registration', '--data-dir', dir, '--scratch-dir', scratch, ...args];
   const adminToken = env.SVC_ADMIN_TOKEN ?? (plan ? ADMIN_TOKEN : undefined);
   const svcdEnv = adminToken ? { ...env, SVC_ADMIN_TOKEN: adminToken } : env;
   let running = await startSvcdProcess(allArgs, svcdEnv);
@@ -123,6 +125,7 @@ export async function killableSvcd(name: string, args: string[], env: Record<str
       await stop('SIGTERM');
       await removeTenantWorkloads([reg.tenant_id]);
       rmSync(dir, { recursive: true, force: true });
+      rmSync(scratch, { recursive: true, force: true });
     },
   };
 }

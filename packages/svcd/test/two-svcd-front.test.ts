@@ -28,7 +28,8 @@ interface Ports {
 
 /** bin/svcd on `dir` and fixed ports (the front names them), sharing the store and the master key; `env` adds to or replaces its environment's. */
 async function startSvcd(dir: string, ports: Ports, databaseUrl: string, env: Record<string, string> = {}): Promise<ChildProcess> {
-  const args = ['--dev', '--open-registration', '--data-dir', dir, '--database-url', databaseUrl, '--proxy-listen', `127.0.0.1:${String(ports.proxy)}`];
+  // The scratch directory beside the data dir, removed with it: a killed svcd leaves its folder there.
+  const args = ['--dev', '--open-registration', '--data-dir', dir, '--scratch-dir', `${dir}-scratch`, '--database-url', databaseUrl, '--proxy-listen', `127.0.0.1:${String(ports.proxy)}`];
   // The tenant's limit would refuse the test's constant requests, not the kill.
   args.push('--dev-rate-limit', '1000:1000,5000:5000');
   return (await startSvcdProcess(args, { SVC_MASTER_KEY: MASTER_KEY, ...env }, ports.api)).proc;
@@ -188,7 +189,7 @@ describe('two svcd behind one name', { skip: !PG_ADMIN_URL && 'needs PostgreSQL 
       for (const pid of [...caddiesOf(dirs.a), ...caddiesOf(dirs.b)]) process.kill(pid, 'SIGKILL');
       if (tenantId) await removeTenantWorkloads([tenantId]);
       await db.drop();
-      for (const dir of Object.values(dirs)) rmSync(dir, { recursive: true, force: true });
+      for (const dir of Object.values(dirs)) for (const d of [dir, `${dir}-scratch`]) rmSync(d, { recursive: true, force: true });
     }
   });
   test("idle, a killed svcd's Caddy dies within a second; without setpriv it lives on, and the next svcd on the data dir stops it", async () => {
@@ -229,6 +230,7 @@ describe('two svcd behind one name', { skip: !PG_ADMIN_URL && 'needs PostgreSQL 
       for (const pid of caddiesOf(dir)) process.kill(pid, 'SIGKILL');
       await db.drop();
       rmSync(dir, { recursive: true, force: true });
+      rmSync(`${dir}-scratch`, { recursive: true, force: true });
       rmSync(bare, { recursive: true, force: true });
     }
   });
