@@ -21,8 +21,13 @@ function dataDir(): string {
   return d;
 }
 
+/** bin/svcd run with `args` as given, for a start expected to end by itself (a refusal, a failure). */
+function startThatEnds(args: string[], env: Record<string, string> = {}) {
+  return spawnSync(BIN, args, { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', timeout: 20_000 });
+}
+
 function refuse(args: string[], env: Record<string, string>, message: RegExp): void {
-  const r = spawnSync(BIN, [...args, '--data-dir', dataDir()], { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', timeout: 20_000 });
+  const r = startThatEnds([...args, '--data-dir', dataDir()], env);
   assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
   assert.match(r.stderr, message);
 }
@@ -65,7 +70,7 @@ describe('bin/svcd start-up', () => {
   test("a data directory's instance id that svcd did not write is refused, with what to do", async () => {
     const dir = dataDir();
     writeFileSync(join(dir, 'instance-id'), '../elsewhere\n');
-    const r = spawnSync(BIN, ['--dev', '--data-dir', dir, '--listen', '127.0.0.1:0', '--metrics-listen', 'off'], { env: { PATH: process.env.PATH }, encoding: 'utf8', timeout: 20_000 });
+    const r = startThatEnds(['--dev', '--data-dir', dir, '--listen', '127.0.0.1:0', '--metrics-listen', 'off']);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /^svcd: .*instance-id holds no instance id .*remove the file and svcd writes a new one\n$/);
     // As it says: without the file it starts, and writes a new one.
@@ -105,11 +110,7 @@ describe('bin/svcd start-up', () => {
       assert.match(await r.text(), /^# HELP svc_http_requests_total /m);
       assert.match(egressRules(), /192\.0\.2\.57\/32/, "the running svcd's allowance");
       const secondScratch = dataDir();
-      const second = spawnSync(BIN, ['--dev', '--data-dir', dataDir(), '--scratch-dir', secondScratch, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', `${shared},${ownOnly}`], {
-        env: { PATH: process.env.PATH },
-        encoding: 'utf8',
-        timeout: 20_000,
-      });
+      const second = startThatEnds(['--dev', '--data-dir', dataDir(), '--scratch-dir', secondScratch, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', `${shared},${ownOnly}`]);
       assert.equal(second.status, 1);
       assert.match(second.stderr, new RegExp(`--metrics-listen 127\\.0\\.0\\.1:${port}: listen EADDRINUSE`));
       // What its start had made goes as at a stop (its folder was made before the port was tried),

@@ -170,8 +170,12 @@ export class FirewallError extends Error {}
 
 export class HostFirewall {
   private installedAllowances: ChainRule[] = [];
-  /** Those of them this process inserted (the others were there: another svcd's, or a killed one's). */
-  private insertedAllowances: ChainRule[] = [];
+  /**
+   * Which of allowanceRules() (by position) this process inserted; the others were there: another
+   * svcd's, or a killed one's. A set: a node's firewall is installed again every pass, and puts
+   * back what a node lost.
+   */
+  private readonly insertedAllowances = new Set<number>();
   private readonly iptables: Iptables;
   private readonly check: IptablesCheck;
 
@@ -216,8 +220,7 @@ export class HostFirewall {
       for (const [i, [chain, rule]] of allowances.entries()) {
         if (present[base.length + i] === true) continue;
         await this.iptables(['-I', chain, '1', ...rule]);
-        // Once: a node's firewall is installed again every pass, and puts back what a node lost.
-        if (!this.insertedAllowances.some(([c, r]) => c === chain && r.join('\0') === rule.join('\0'))) this.insertedAllowances.push([chain, rule]);
+        this.insertedAllowances.add(i);
       }
       this.installedAllowances = allowances;
       // Jumps last: until the chains are complete, no traffic is sent through them.
@@ -247,11 +250,12 @@ export class HostFirewall {
    * port would otherwise take its tenants' allowed destinations away).
    */
   async close(o: { onlyInserted?: boolean } = {}): Promise<void> {
-    for (const [chain, rule] of o.onlyInserted === true ? this.insertedAllowances : this.installedAllowances) {
+    const removing = o.onlyInserted === true ? this.allowanceRules().filter((_, i) => this.insertedAllowances.has(i)) : this.installedAllowances;
+    for (const [chain, rule] of removing) {
       await this.iptables(['-D', chain, ...rule]).catch(() => {});
     }
     this.installedAllowances = [];
-    this.insertedAllowances = [];
+    this.insertedAllowances.clear();
   }
 
   /** Inserts the rule at the top of the chain unless it is in the chain already. */
