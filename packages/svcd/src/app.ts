@@ -243,7 +243,7 @@ export async function createDeps(config: Config, o: DepsOverrides = {}): Promise
       },
       tenantInit: { binary: await installTenantInit(config.tenantInit.binary, config.dataDir), rate: config.tenantInit.rate },
     });
-  const hostFirewall = o.hostFirewall ?? new HostFirewall(config.egressAllow);
+  const hostFirewall = o.hostFirewall ?? new HostFirewall({ allow: config.egressAllow, owner: instance });
   const nodeFirewalls = swarm && nodeTenantInit
     ? new NodeFirewalls({
         nodes: new Map(Object.entries(config.swarmNodes)),
@@ -578,8 +578,8 @@ export async function startBackground(deps: Deps, api?: { address: string; port:
   await deps.buildRunner.start();
 }
 
-/** `afterFailedStart`: svcd never served; what it found on the host (another svcd's rules) stays. */
-export async function closeDeps(deps: Deps, o: { afterFailedStart?: boolean } = {}): Promise<void> {
+/** At a stop, or after a start that failed: what this svcd opened or started goes (another svcd's rules stay). */
+export async function closeDeps(deps: Deps): Promise<void> {
   deps.rateLimits.close();
   deps.sessions.close();
   await deps.buildRunner.close();
@@ -590,7 +590,7 @@ export async function closeDeps(deps: Deps, o: { afterFailedStart?: boolean } = 
   await deps.metricsListener.close();
   await deps.meteringStore.close();
   await deps.proxy?.close();
-  await deps.hostFirewall.close({ onlyInserted: o.afterFailedStart === true });
+  await deps.hostFirewall.close();
   await deps.runtime.close();
   await deps.nodeFirewalls?.close();
   // Last: the builds and the requests (environment syncs) that clone into it have ended.

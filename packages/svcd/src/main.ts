@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     const info = await deps.runtime.info().catch(() => null);
     if (!info?.runtimes.includes(SANDBOX_RUNTIME)) {
       process.stderr.write(`svcd: --sandbox required, but the engine has no ${SANDBOX_RUNTIME} runtime\n`);
-      await closeDeps(deps, { afterFailedStart: true });
+      await closeDeps(deps);
       process.exit(2);
     }
   }
@@ -150,9 +150,9 @@ async function main(): Promise<void> {
           : null;
     if (why !== null) process.stderr.write(`svcd: ${why}\n`);
     // Whatever failed (a port taken, too), what started goes as at a stop (Caddy, the scratch
-    // folder), but of the host's egress entries only those this start inserted.
+    // folder, this svcd's own egress allowances).
     await app.close().catch(() => {});
-    await closeDeps(deps, { afterFailedStart: true }).catch((e: unknown) => deps.log.warn({ err: e }, 'closing after a failed start'));
+    await closeDeps(deps).catch((e: unknown) => deps.log.warn({ err: e }, 'closing after a failed start'));
     if (why !== null) process.exit(2);
     throw err;
   }

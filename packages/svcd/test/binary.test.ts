@@ -97,7 +97,8 @@ describe('bin/svcd start-up', () => {
 
   test('--metrics-listen serves Prometheus text; a taken address stops start-up with its name, and the failed start undoes only its own', async () => {
     // The host's egress rules (this machine's iptables, as every svcd here installs them): an
-    // allowance of the running svcd, which the failed one names too, and one of its own.
+    // allowance of the running svcd, which the failed one names too (each has its own rule of
+    // it), and one of its own.
     const shared = '192.0.2.57/32:5057';
     const ownOnly = '192.0.2.58/32:5058';
     const egressRules = () => spawnSync('iptables', ['-w', '-S', 'SVC-TENANT-EGRESS'], { encoding: 'utf8' }).stdout;
@@ -117,12 +118,42 @@ describe('bin/svcd start-up', () => {
       // but not what it found: the running svcd's allowance stays.
       assert.deepEqual(readdirSync(secondScratch), [], 'a failed start leaves no scratch folder');
       assert.doesNotMatch(egressRules(), /192\.0\.2\.58\/32/, 'the allowance the failed start inserted is gone');
-      assert.match(egressRules(), /192\.0\.2\.57\/32/, "the running svcd's allowance is still there");
+      // Each svcd has its own copy of the entry both name (TCP and UDP): the running one's stays.
+      assert.equal(egressRules().split('\n').filter((line) => line.includes('192.0.2.57/32')).length, 2, "the running svcd's allowance is still there, and only its");
     } finally {
       proc.kill('SIGTERM');
     }
     assert.equal(await done, 0);
     assert.doesNotMatch(egressRules(), /192\.0\.2\.57\/32/, 'its own stop removes it');
+  });
+
+  test("--egress-allow: each svcd's rules carry its instance; an entry a killed svcd left that its flags no longer name is removed by its next start, the rest by its stop", async () => {
+    // This machine's iptables, as every svcd here installs them.
+    const dropped = '192.0.2.59/32:5059';
+    const kept = '192.0.2.60/32';
+    const rulesOf = (address: string) =>
+      spawnSync('iptables', ['-w', '-S'], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .filter((line) => line.includes(`-d ${address}/32 `));
+    const dir = dataDir();
+    const first = await start(['--dev', '--data-dir', dir, '--egress-allow', `${dropped},${kept}`]);
+    const tag = `--comment svc-egress-allow-${readFileSync(join(dir, 'instance-id'), 'utf8').trim()}-192-0-2-59_32_5059 `;
+    const gone = exited(first.proc);
+    first.proc.kill('SIGKILL');
+    await gone;
+    assert.equal(rulesOf('192.0.2.59').length, 4, 'TCP and UDP in the egress and the host chain, left by the killed svcd');
+    assert.ok(rulesOf('192.0.2.59').every((line) => line.includes(tag)), rulesOf('192.0.2.59').join('\n'));
+    // The operator took the first entry out and starts it again on the same data directory.
+    const second = await start(['--dev', '--data-dir', dir, '--egress-allow', kept]);
+    const done = exited(second.proc);
+    try {
+      assert.deepEqual(rulesOf('192.0.2.59'), [], 'the entry taken out is gone');
+      assert.equal(rulesOf('192.0.2.60').length, 2, 'the entry still named, once in each chain');
+    } finally {
+      second.proc.kill('SIGTERM');
+    }
+    assert.equal(await done, 0);
+    assert.deepEqual(rulesOf('192.0.2.60'), [], 'its stop removes the rest');
   });
 
   test("the launcher runs svcd with Node 20's young generation (Node 24's grows to 128 MB on this machine)", async () => {

@@ -2,14 +2,18 @@
 // unit tests of host-firewall.ts, and every test svcd on a stand-in runtime (harness.ts), which
 // starts no container and must leave the machine's rules to the engine tests (they change them).
 
-/** -N, -C, -A, -I, -D and -S on chains that exist. */
+/** -N, -C, -A, -I, -D and -S on chains that exist; -S alone lists them all. */
 export function fakeIptables(chains: Record<string, string[][]> = { INPUT: [], 'DOCKER-USER': [] }) {
   const rules = new Map<string, string[][]>(Object.entries(chains));
   const calls: string[][] = [];
   const key = (r: string[]) => r.join(' ');
+  // As iptables lists a rule: a comment with any character but a letter, digit, `-` or `_` in quotes.
+  const listed = (r: string[]) => r.map((word, i) => (r[i - 1] === '--comment' && /[^A-Za-z0-9_-]/.test(word) ? `"${word}"` : word)).join(' ');
   const fake = (args: string[]): Promise<string> => {
     calls.push(args);
     const [op, chain, ...rest] = args;
+    // The whole table, as `iptables -S` prints it.
+    if (op === '-S' && chain === undefined) return Promise.resolve([...rules].flatMap(([name, list]) => [`-N ${name}`, ...list.map((r) => `-A ${name} ${listed(r)}`)]).join('\n') + '\n');
     if (op === '-N') {
       if (rules.has(chain!)) return Promise.reject(new Error('exists'));
       rules.set(chain!, []);
@@ -17,7 +21,7 @@ export function fakeIptables(chains: Record<string, string[][]> = { INPUT: [], '
     }
     const list = rules.get(chain!);
     if (!list) return Promise.reject(new Error(`no chain ${chain}`));
-    if (op === '-S') return Promise.resolve([`-P ${chain!} ACCEPT`, ...list.map((r) => `-A ${chain!} ${key(r)}`)].join('\n') + '\n');
+    if (op === '-S') return Promise.resolve([`-P ${chain!} ACCEPT`, ...list.map((r) => `-A ${chain!} ${listed(r)}`)].join('\n') + '\n');
     if (op === '-C') {
       if (!list.some((r) => key(r) === key(rest))) return Promise.reject(new Error('missing'));
     } else if (op === '-A') list.push(rest);

@@ -272,7 +272,7 @@ export async function startServer(o: StartOptions = {}): Promise<TestServer> {
     ? pino({ level: 'info' }, { write: (s: string) => void lines.push(s) })
     : pino({ level: 'silent' });
   const time = o.realTime ? { clock: systemClock, timers: systemTimers } : { clock, timers: clock };
-  const standInFirewall = standIn ? { hostFirewall: new HostFirewall(config.egressAllow, fakeIptables().fake) } : {};
+  const standInFirewall = standIn ? { hostFirewall: new HostFirewall({ allow: config.egressAllow, owner: '0000000000000000', iptables: fakeIptables().fake }) } : {};
   // With no proxy on the store, a rolling redeploy has no route to wait out (and the manual clock
   // would hold the wait until a test moved it); a test of two svcd on one store passes its own.
   const followNothing = config.proxyListen === null ? { routeFollowMs: 0 } : {};

@@ -311,7 +311,7 @@ eachStore((store) => {
         }
       }
       const lines: string[] = [];
-      const t = await startServer({ store, logLines: lines, overrides: { runtime: inertRuntime(), hostFirewall: new UnreadableFirewall([]) } });
+      const t = await startServer({ store, logLines: lines, overrides: { runtime: inertRuntime(), hostFirewall: new UnreadableFirewall({ allow: [], owner: null }) } });
       try {
         const a = await newTenant(t);
         const r = await get(t, '/v1/system/health/detailed', bearer(a.key));

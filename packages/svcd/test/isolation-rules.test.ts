@@ -14,6 +14,9 @@ import { fakeIptables } from './fake-iptables.js';
 import { SWARM_GATEWAY_BRIDGE } from '../src/runtime/swarm/node-firewall.js';
 
 const GW_EGRESS = SWARM_GATEWAY_BRIDGE.chains?.egress ?? 'none';
+/** Two svcds' instance ids (instance.ts: 16 hex digits). */
+const OWNER = '0123456789abcdef';
+const OTHER = 'fedcba9876543210';
 import { canonicalImageReference, tenantImageRefusal } from '../src/services/images.js';
 
 const A = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
@@ -192,19 +195,30 @@ describe('egress firewall', () => {
   test('--egress-allow entries', () => {
     assert.deepEqual(parseEgressAllow('10.0.0.5, 192.168.1.0/24:5000'), [{ cidr: '10.0.0.5/32', port: null }, { cidr: '192.168.1.0/24', port: 5000 }]);
     assert.deepEqual(parseEgressAllow(undefined), []);
+    // As iptables prints it back: the host bits of a network cleared.
+    assert.deepEqual(parseEgressAllow('10.1.2.3/8,192.168.7.200/25:53,0.0.0.0/0,1.2.3.4/0'), [
+      { cidr: '10.0.0.0/8', port: null },
+      { cidr: '192.168.7.128/25', port: 53 },
+      { cidr: '0.0.0.0/0', port: null },
+      { cidr: '0.0.0.0/0', port: null },
+    ]);
     for (const bad of ['10.0.0.256', '10.0.0.0/33', '10.0.0.1:0', 'example.com', '::1']) assert.throws(() => parseEgressAllow(bad), /--egress-allow/, bad);
+    // iptables would read 010.0.0.1 as 8.0.0.1.
+    for (const octal of ['010.0.0.1', '10.0.0.01/32:53', '10.00.0.1']) assert.throws(() => parseEgressAllow(octal), /without leading zeros/, octal);
+    assert.deepEqual(parseEgressAllow('0.0.0.0/0,10.0.0.0'), [{ cidr: '0.0.0.0/0', port: null }, { cidr: '10.0.0.0/32', port: null }], 'a zero alone is no leading zero');
   });
 
   test('install: chains complete before the jumps, allowances ahead of the rejects, idempotent; close removes only the allowances', async () => {
     const { rules, calls, fake } = fakeIptables();
     const key = (r: string[]) => r.join(' ');
-    const fw = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
+    const fw = new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: 5000 }], owner: OWNER, iptables: fake });
     assert.equal(await fw.missing(), 'missing rule in DOCKER-USER: -i svc-+ -j SVC-TENANT-EGRESS');
     await fw.install();
     assert.equal(await fw.missing(), null);
     const egress = rules.get(EGRESS_CHAIN)!.map(key);
     const firstReject = egress.findIndex((r) => r.includes('REJECT'));
     assert.ok(egress.findIndex((r) => r.includes('10.9.0.0/16')) < firstReject, 'the allowance comes before the rejects');
+    assert.ok(egress.includes(`-d 10.9.0.0/16 -p tcp --dport 5000 -m comment --comment svc-egress-allow-${OWNER}-10-9-0-0_16_5000 -j RETURN`), egress.join('\n'));
     assert.ok(egress.some((r) => r.startsWith('-d 169.254.0.0/16') && r.endsWith('REJECT --reject-with icmp-admin-prohibited')));
     assert.equal(rules.get(HOST_CHAIN)!.map(key).at(-1), '-j REJECT --reject-with icmp-admin-prohibited');
     const firstJump = calls.findIndex((c) => c[0] === '-I' && (c[1] === 'INPUT' || c[1] === 'DOCKER-USER'));
@@ -212,49 +226,68 @@ describe('egress firewall', () => {
     const lastChainRule = Math.max(...chainRules);
     assert.ok(lastChainRule < firstJump, 'no traffic is sent to a half-built chain');
     const count = [...rules.values()].reduce((n, l) => n + l.length, 0);
-    await new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake).install();
-    assert.equal([...rules.values()].reduce((n, l) => n + l.length, 0), count, 'a second install adds nothing');
+    await new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: 5000 }], owner: OWNER, iptables: fake }).install();
+    assert.equal([...rules.values()].reduce((n, l) => n + l.length, 0), count, 'a second install (the next start) adds nothing');
     await fw.close();
     assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => key(r).includes('10.9.0.0/16')), 'its allowances are gone');
-    assert.equal(await new HostFirewall([], fake).missing(), null, 'the shared rules stay for the other svcd on the host');
+    assert.equal(await new HostFirewall({ allow: [], owner: OTHER, iptables: fake }).missing(), null, 'the shared rules stay for the other svcd on the host');
   });
 
-  test('after a failed start, close removes only the allowances that start inserted: one another svcd on the host had stays', async () => {
+  test("two svcds on one host that name the same entry each have their own rule: a stop, or a failed start, removes its own and never the other's", async () => {
     const { rules, fake } = fakeIptables();
-    const allowance = (r: string[]) => r.join(' ').includes('10.9.0.0/16');
-    const running = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
+    const entry = (cidr: string) => (r: string[]) => r.join(' ').includes(cidr);
+    const running = new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: 5000 }], owner: OWNER, iptables: fake });
     await running.install();
-    const failed = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }, { cidr: '10.8.0.0/16', port: null }], fake);
-    await failed.install();
-    assert.ok(rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ').includes('10.8.0.0/16')), 'the failed start had inserted its own');
-    await failed.close({ onlyInserted: true });
-    assert.ok(!rules.get(EGRESS_CHAIN)!.some((r) => r.join(' ').includes('10.8.0.0/16')), 'what it inserted is gone');
-    assert.ok(rules.get(EGRESS_CHAIN)!.some(allowance), "the running svcd's allowance stays");
-    // A stop of the running one removes its own (as before).
+    const second = new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: 5000 }, { cidr: '10.8.0.0/16', port: null }], owner: OTHER, iptables: fake });
+    await second.install();
+    const egress = rules.get(EGRESS_CHAIN)!;
+    assert.equal(egress.filter(entry('10.9.0.0/16')).length, 4, 'a TCP and a UDP rule for each of the two');
+    await second.close();
+    assert.ok(!egress.some(entry('10.8.0.0/16')), 'its own entry is gone');
+    assert.equal(egress.filter(entry('10.9.0.0/16')).length, 2, "the running svcd's copy of the shared entry stays");
+    assert.equal(await running.missing(), null, 'the running svcd misses nothing');
     await running.close();
-    assert.ok(!rules.get(EGRESS_CHAIN)!.some(allowance));
+    assert.ok(!egress.some(entry('10.9.0.0/16')));
   });
 
-  test('an allowance put back by a later install (a node that lost its rules) is still removed once', async () => {
-    const { rules, calls, fake } = fakeIptables();
-    const allowance = (r: string[]) => r.join(' ').includes('10.9.0.0/16');
-    const fw = new HostFirewall([{ cidr: '10.9.0.0/16', port: 5000 }], fake);
-    await fw.install();
+  test("a start removes the allowances an earlier run of its own left that its flags no longer name (it was killed), not another svcd's", async () => {
+    const { rules, fake } = fakeIptables();
+    const entry = (cidr: string) => (r: string[]) => r.join(' ').includes(cidr);
+    // A run that was killed: its rules stay behind.
+    await new HostFirewall({ allow: [{ cidr: '10.7.0.0/16', port: null }, { cidr: '10.9.0.0/16', port: 5000 }], owner: OWNER, iptables: fake }).install();
+    await new HostFirewall({ allow: [{ cidr: '10.7.0.0/16', port: null }], owner: OTHER, iptables: fake }).install();
     const egress = rules.get(EGRESS_CHAIN)!;
-    egress.splice(egress.findIndex(allowance), 1); // lost
+    const host = rules.get(HOST_CHAIN)!;
+    // The operator took 10.7.0.0/16 out and starts it again.
+    const next = new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: 5000 }], owner: OWNER, iptables: fake });
+    await next.install();
+    assert.equal(await next.missing(), null);
+    const own7 = (r: string[]) => r.includes(`svc-egress-allow-${OWNER}-10-7-0-0_16`);
+    assert.ok(!egress.some(own7) && !host.some(own7), 'the entry taken out is gone from both chains');
+    assert.equal(egress.filter(entry('10.7.0.0/16')).length, 1, "the other svcd's rule of the same entry stays");
+    assert.equal(egress.filter(entry('10.9.0.0/16')).length, 2, 'the entry still named stays, once');
+    await next.close();
+    const named = (r: string[]) => r.some((word) => word.startsWith(`svc-egress-allow-${OWNER}-`));
+    assert.ok(!egress.some(named) && !host.some(named), 'its own allowances are gone at its stop');
+    assert.equal(egress.filter(entry('10.7.0.0/16')).length, 1, "the other svcd's stays");
+  });
+
+  test("a swarm node's allowances are shared by the swarm's svcds: not named after one, and no close removes them", async () => {
+    const { rules, fake } = fakeIptables({ INPUT: [], FORWARD: [] });
+    const fw = new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: 5000 }], owner: null, iptables: fake, tenants: SWARM_GATEWAY_BRIDGE });
     await fw.install();
-    assert.ok(egress.some(allowance), 'put back');
-    const before = calls.length;
-    await fw.close({ onlyInserted: true });
-    assert.ok(!egress.some(allowance));
-    assert.equal(calls.slice(before).filter((c) => c[0] === '-D').length, 4, 'one delete for each of its four rules (TCP and UDP, in the egress and the host chain), not one more for each install');
+    const allowances = () => rules.get(GW_EGRESS)!.filter((r) => r.join(' ').includes('10.9.0.0/16'));
+    assert.equal(allowances().length, 2);
+    assert.ok(allowances().every((r) => r.includes('svc: --egress-allow')));
+    await fw.close();
+    assert.equal(allowances().length, 2);
   });
 
   test("a swarm node's gateway bridge: the jump is FORWARD's first rule, put back first (never absent meanwhile, no rule deleted by number) when Docker's rules came before it, and nothing passes between the bridge's members", async () => {
     // As Engine 20.10 leaves a node: its accept for docker_gwbridge above the jump to DOCKER-USER.
     const { rules, calls, fake } = fakeIptables({ INPUT: [], 'DOCKER-USER': [['-j', 'RETURN']], FORWARD: [['-i', 'docker_gwbridge', '!', '-o', 'docker_gwbridge', '-j', 'ACCEPT'], ['-j', 'DOCKER-USER']] });
     const isJump = (r: string[]) => /^-i docker_gwbridge -m comment --comment svc-egress-[ab] -j SVC-GW-EGRESS$/.test(r.join(' '));
-    const fw = new HostFirewall([], fake, SWARM_GATEWAY_BRIDGE);
+    const fw = new HostFirewall({ allow: [], owner: null, iptables: fake, tenants: SWARM_GATEWAY_BRIDGE });
     assert.match((await fw.missing()) ?? '', /missing rule in INPUT/);
     await fw.install();
     const forward = rules.get('FORWARD')!;
@@ -282,7 +315,7 @@ describe('egress firewall', () => {
       return out;
     };
     calls.length = 0;
-    await new HostFirewall([], watching, SWARM_GATEWAY_BRIDGE).install();
+    await new HostFirewall({ allow: [], owner: null, iptables: watching, tenants: SWARM_GATEWAY_BRIDGE }).install();
     assert.equal(gaps, 0, 'FORWARD was without the jump for a moment');
     assert.ok(!calls.some((c) => c[0] === '-D' && /^\d+$/.test(c[2] ?? '')), 'no delete by rule number (Docker renumbers FORWARD at will)');
     assert.equal(forward.filter(isJump).length, 1, 'moved, not copied');
@@ -293,23 +326,23 @@ describe('egress firewall', () => {
     const other = forward[0]!.join(' ').endsWith('svc-egress-a -j SVC-GW-EGRESS') ? 'svc-egress-b' : 'svc-egress-a';
     forward.push(['-i', 'docker_gwbridge', '-m', 'comment', '--comment', other, '-j', 'SVC-GW-EGRESS']);
     forward.unshift(['-j', 'ACCEPT']);
-    await new HostFirewall([], watching, SWARM_GATEWAY_BRIDGE).install();
+    await new HostFirewall({ allow: [], owner: null, iptables: watching, tenants: SWARM_GATEWAY_BRIDGE }).install();
     assert.equal(gaps, 0, 'FORWARD was without the jump for a moment');
     assert.equal(forward.filter(isJump).length, 1);
     assert.ok(isJump(forward[0]!));
     // An empty FORWARD gets it too.
     const empty = fakeIptables({ INPUT: [], FORWARD: [] });
-    await new HostFirewall([], empty.fake, SWARM_GATEWAY_BRIDGE).install();
+    await new HostFirewall({ allow: [], owner: null, iptables: empty.fake, tenants: SWARM_GATEWAY_BRIDGE }).install();
     assert.ok(isJump(empty.rules.get('FORWARD')![0]!));
-    assert.equal(await new HostFirewall([], empty.fake, SWARM_GATEWAY_BRIDGE).missing(), null);
+    assert.equal(await new HostFirewall({ allow: [], owner: null, iptables: empty.fake, tenants: SWARM_GATEWAY_BRIDGE }).missing(), null);
     // Only replies pass established (a flow a task opened while the rules were away is cut).
     assert.ok(rules.get(GW_EGRESS)!.some((r) => r.join(' ') === '-m conntrack --ctstate RELATED,ESTABLISHED --ctdir REPLY -j RETURN'));
     // One batched check answers for every rule where the runner has one (an exec on a node).
     let batches = 0;
-    const batched = new HostFirewall([], fake, SWARM_GATEWAY_BRIDGE, (wanted) => {
+    const batched = new HostFirewall({ allow: [], owner: null, iptables: fake, tenants: SWARM_GATEWAY_BRIDGE, check: (wanted) => {
       batches++;
       return Promise.all(wanted.map(([chain, rule]) => fake(['-C', chain, ...rule]).then(() => true, () => false)));
-    });
+    } });
     assert.equal(await batched.missing(), null);
     await batched.install();
     assert.equal(batches, 3, "missing(): one check; install(): one for the chains, one for INPUT's jump (FORWARD's first rule is read with -S)");
@@ -358,10 +391,10 @@ describe('egress firewall', () => {
     });
     const { fake } = fakeIptables();
     const rules: ChainRule[] = [];
-    await new HostFirewall(allow, fake, undefined, (wanted) => {
+    await new HostFirewall({ allow, owner: OWNER, iptables: fake, check: (wanted) => {
       rules.push(...wanted);
       return Promise.resolve(wanted.map(() => false));
-    }).install();
+    } }).install();
     const present = await check(rules);
     assert.ok(rules.length > 1600, String(rules.length));
     assert.ok(shells > 2 && sizes.every((n) => n <= 64 * 1024), `${String(shells)} scripts of ${sizes.join(', ')} bytes`);

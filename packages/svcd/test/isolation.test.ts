@@ -176,7 +176,7 @@ describe('tenant isolation', () => {
     const path = process.env.PATH;
     process.env.PATH = `${shim}:${path ?? ''}`;
     try {
-      await new HostFirewall([{ cidr: '192.0.2.0/24', port: 5000 }]).missing();
+      await new HostFirewall({ allow: [{ cidr: '192.0.2.0/24', port: 5000 }], owner: '0123456789abcdef' }).missing();
       const started = readFileSync(parents, 'utf8').trim().split('\n');
       assert.ok(started.length >= 10, `${String(started.length)} rules checked`);
       assert.equal(new Set(started).size, 1, 'all from one shell');

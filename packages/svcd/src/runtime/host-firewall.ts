@@ -19,9 +19,11 @@
 // and Docker never flushes it. REJECT rather than DROP so a refused connection fails at once.
 //
 // The chains are host policy shared by every svcd on the host (the tests run many): installing
-// is idempotent and closing leaves them (a tenant bridge without them would be open); only the
-// allowances of one svcd are removed when it closes. Tenant networks are IPv4 only (svc never
-// enables IPv6 on them), so there is no IPv6 path to close.
+// is idempotent and closing leaves them (a tenant bridge without them would be open). The
+// allowances are each svcd's own: their comment names its instance (the data directory's id), so
+// that a stop removes its own and never another svcd's copy of the same entry, and a start removes
+// those an earlier run of its own left (killed) that its flags no longer name. Tenant networks are
+// IPv4 only (svc never enables IPv6 on them), so there is no IPv6 path to close.
 //
 // The same rules guard a swarm's nodes (swarm/node-firewall.ts), for the interface a node's tasks
 // leave by: Swarm's docker_gwbridge, which every tenant's tasks on the node share; and for the
@@ -168,32 +170,41 @@ export const hostShell: ShellRun = async (script) => {
 
 export class FirewallError extends Error {}
 
-export class HostFirewall {
-  private installedAllowances: ChainRule[] = [];
+export interface HostFirewallOptions {
+  /** The operator's --egress-allow. */
+  allow: readonly EgressAllowance[];
   /**
-   * Which of allowanceRules() (by position) this process inserted; the others were there: another
-   * svcd's, or a killed one's. A set: a node's firewall is installed again every pass, and puts
-   * back what a node lost.
+   * Whose allowances these are: the svcd's instance id on its own host (each svcd's rules its own,
+   * removed at its stop, an earlier run's swept at its start); null on a swarm node, whose
+   * allowances every svcd of the swarm shares and none removes (NodeFirewalls.close).
    */
-  private readonly insertedAllowances = new Set<number>();
+  owner: string | null;
+  /** Default: this host's iptables. */
+  iptables?: Iptables;
+  tenants?: TenantInterfaces;
+  /** Default: this host's iptables checked in a shell (shellIptablesCheck), or `-C` through `iptables` when one is given. */
+  check?: IptablesCheck;
+}
+
+export class HostFirewall {
+  private readonly allow: readonly EgressAllowance[];
+  private readonly owner: string | null;
   private readonly iptables: Iptables;
+  private readonly tenants: TenantInterfaces;
   private readonly check: IptablesCheck;
 
-  /** Without a runner: this host's iptables, its rules checked in a shell (shellIptablesCheck). */
-  constructor(
-    private readonly allow: readonly EgressAllowance[],
-    iptables?: Iptables,
-    private readonly tenants: TenantInterfaces = TENANT_BRIDGES,
-    check?: IptablesCheck,
-  ) {
-    this.iptables = iptables ?? systemIptables;
-    // -C fails when the rule is missing (rules left by a killed svcd are found and kept). This
-    // host's checks run in a shell: an iptables started from svcd's own process for each rule
-    // held its event loop 5-8 ms (the fork of a large process), some twenty of them for a health
-    // detail that any tenant may ask for afresh, about as many at every start.
+  constructor(o: HostFirewallOptions) {
+    this.allow = o.allow;
+    this.owner = o.owner;
+    this.iptables = o.iptables ?? systemIptables;
+    this.tenants = o.tenants ?? TENANT_BRIDGES;
+    // -C fails when the rule is missing (an earlier run's rules are found and kept). This host's
+    // checks run in a shell: an iptables started from svcd's own process for each rule held its
+    // event loop 5-8 ms (the fork of a large process), some twenty of them for a health detail
+    // that any tenant may ask for afresh, about as many at every start.
     this.check =
-      check ??
-      (iptables === undefined
+      o.check ??
+      (o.iptables === undefined
         ? shellIptablesCheck(hostShell)
         : async (rules) => {
             const present: boolean[] = [];
@@ -203,8 +214,9 @@ export class HostFirewall {
   }
 
   /**
-   * Installs the chains, their rules and the jumps to them, and this svcd's allowances.
-   * Idempotent; throws FirewallError naming what could not be installed.
+   * Installs the chains, their rules and the jumps to them, and this svcd's allowances; then
+   * removes the allowances of its own that its flags no longer name (left by an earlier run that
+   * was killed). Idempotent; throws FirewallError naming what could not be installed.
    */
   async install(): Promise<void> {
     try {
@@ -217,12 +229,9 @@ export class HostFirewall {
       }
       for (const [i, [chain, rule]] of base.entries()) if (present[i] !== true) await this.iptables(['-A', chain, ...rule]);
       // Ahead of the rejects.
-      for (const [i, [chain, rule]] of allowances.entries()) {
-        if (present[base.length + i] === true) continue;
-        await this.iptables(['-I', chain, '1', ...rule]);
-        this.insertedAllowances.add(i);
-      }
-      this.installedAllowances = allowances;
+      for (const [i, [chain, rule]] of allowances.entries()) if (present[base.length + i] !== true) await this.iptables(['-I', chain, '1', ...rule]);
+      // After the inserts: an entry still named is never absent meanwhile.
+      await this.removeOwnAllowances(this.allow);
       // Jumps last: until the chains are complete, no traffic is sent through them.
       if (this.tenants.forwardChain === 'FORWARD') await this.ensureFirst();
       else await this.ensure(...dockerUserJump(this.tenants));
@@ -244,18 +253,34 @@ export class HostFirewall {
   }
 
   /**
-   * Removes this svcd's allowances as it stops. After a start that failed (`onlyInserted`), only
-   * those the start inserted: it leaves the host as it found it, and an allowance that was there
-   * may be another svcd's on this host, which runs on (a second svcd whose start fails at a taken
-   * port would otherwise take its tenants' allowed destinations away).
+   * Removes this svcd's allowances as it stops (after a start that failed, too): those that carry
+   * its name, and no other svcd's, even of the same entry. A swarm node's (no owner) stay.
    */
-  async close(o: { onlyInserted?: boolean } = {}): Promise<void> {
-    const removing = o.onlyInserted === true ? this.allowanceRules().filter((_, i) => this.insertedAllowances.has(i)) : this.installedAllowances;
-    for (const [chain, rule] of removing) {
-      await this.iptables(['-D', chain, ...rule]).catch(() => {});
+  async close(): Promise<void> {
+    // Without entries there is nothing of its own: an earlier run's were swept at install. A
+    // stop goes on when iptables cannot be read (as when a delete fails): the next start sweeps.
+    if (this.allow.length > 0) await this.removeOwnAllowances([]).catch(() => {});
+  }
+
+  /**
+   * Deletes every allowance rule in the chains that carries this svcd's name, but those of the
+   * entries in `keep`. Found in `iptables -S` (one listing of the table) by their comment, which
+   * names the svcd and the entry; deleted by the words that listing prints them in (iptables reads
+   * its own listing back). A line with a quoted word (not svc's, whose words need no quotes) is not touched.
+   */
+  private async removeOwnAllowances(keep: readonly EgressAllowance[]): Promise<void> {
+    if (this.owner === null) return;
+    const { egress, host } = chainsOf(this.tenants);
+    const owner = this.owner;
+    const kept = new Set(keep.map((a) => allowanceComment(owner, a)));
+    const own = (await this.iptables(['-S'])).split('\n').filter((line) => {
+      const comment = / --comment (\S+) /.exec(line)?.[1];
+      return (line.startsWith(`-A ${egress} `) || line.startsWith(`-A ${host} `)) && comment?.startsWith(allowanceComment(owner, null)) === true && !kept.has(comment) && !line.includes('"');
+    });
+    for (const line of own) {
+      const [, chain = '', ...rule] = line.split(' ');
+      await this.iptables(['-D', chain, ...rule]).catch(() => {}); // gone already
     }
-    this.installedAllowances = [];
-    this.insertedAllowances.clear();
   }
 
   /** Inserts the rule at the top of the chain unless it is in the chain already. */
@@ -303,7 +328,7 @@ export class HostFirewall {
     for (const a of this.allow) {
       const protocols = a.port === null ? [[]] : [['-p', 'tcp', '--dport', String(a.port)], ['-p', 'udp', '--dport', String(a.port)]];
       for (const p of protocols) {
-        const rule = ['-d', a.cidr, ...p, '-m', 'comment', '--comment', 'svc: --egress-allow', '-j', 'RETURN'];
+        const rule = ['-d', a.cidr, ...p, '-m', 'comment', '--comment', this.owner === null ? SHARED_ALLOWANCE_COMMENT : allowanceComment(this.owner, a), '-j', 'RETURN'];
         const { egress, host } = chainsOf(this.tenants);
         rules.push([egress, rule], [host, rule]);
       }
@@ -311,6 +336,21 @@ export class HostFirewall {
     return rules;
   }
 }
+
+/**
+ * An allowance's comment on a svcd's own host: the svcd's instance (16 hex digits) and the entry
+ * (`svc-egress-allow-<instance>-10-0-0-5_32_5000` for 10.0.0.5/32:5000), in letters, digits, `-`
+ * and `_` only, which `iptables -S` prints as they are (iptables' xtables_save_string quotes a
+ * word with any other character); with a null entry, the prefix all of that svcd's share.
+ */
+function allowanceComment(owner: string, entry: EgressAllowance | null): string {
+  const prefix = `svc-egress-allow-${owner}-`;
+  if (entry === null) return prefix;
+  const [address = '', bits = ''] = entry.cidr.split('/');
+  return `${prefix}${address.replaceAll('.', '-')}_${bits}${entry.port === null ? '' : `_${String(entry.port)}`}`;
+}
+/** An allowance's comment on a swarm node, where every svcd of the swarm shares it. */
+const SHARED_ALLOWANCE_COMMENT = 'svc: --egress-allow';
 
 const REJECT = ['-j', 'REJECT', '--reject-with', 'icmp-admin-prohibited'];
 const REPLIES = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'RETURN'];
@@ -353,12 +393,21 @@ export function parseEgressAllow(value: string | undefined): EgressAllowance[] {
   if (value === undefined || value.trim() === '') return [];
   return value.split(',').map((entry) => {
     const m = /^(\d{1,3}(?:\.\d{1,3}){3})(?:\/(\d{1,2}))?(?::(\d{1,5}))?$/.exec(entry.trim());
-    const octets = m?.[1]?.split('.').map(Number) ?? [];
+    const words = m?.[1]?.split('.') ?? [];
+    const octets = words.map(Number);
     const bits = m?.[2] === undefined ? 32 : Number(m[2]);
     const port = m?.[3] === undefined ? null : Number(m[3]);
     if (!m || octets.some((o) => o > 255) || bits > 32 || (port !== null && (port < 1 || port > 65535))) {
       throw new Error(`--egress-allow entries must be IPv4 CIDR[:PORT] (10.0.0.5/32:5000), got ${JSON.stringify(entry)}`);
     }
-    return { cidr: `${m[1]}/${bits}`, port };
+    // iptables reads an octet with a leading zero as octal (010.0.0.1 is 8.0.0.1): not what was meant.
+    if (words.some((w) => w.length > 1 && w.startsWith('0'))) {
+      throw new Error(`--egress-allow entries are written without leading zeros (iptables would read ${JSON.stringify(m[1])} as octal), got ${JSON.stringify(entry)}`);
+    }
+    // The network as iptables takes it (host bits cleared: 10.0.0.5/8 is 10.0.0.0/8), and so as
+    // its rule's comment and the health detail name it.
+    const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+    const address = (octets.reduce((value, octet) => (value << 8) | octet, 0) & mask) >>> 0;
+    return { cidr: `${[24, 16, 8, 0].map((shift) => (address >>> shift) & 0xff).join('.')}/${bits}`, port };
   });
 }

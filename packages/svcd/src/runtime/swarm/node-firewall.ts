@@ -168,7 +168,7 @@ export class NodeFirewalls {
     this.helperConfig = createHash('sha256').update(JSON.stringify(this.helperSpec())).digest('hex').slice(0, 16);
     for (const [name, url] of o.nodes) {
       const engine = new Docker(dockerOptions(url, o.timeoutMs ?? 10_000, o.tls?.[url] ?? null));
-      const set = (interfaces: TenantInterfaces) => new HostFirewall(o.allow, (args) => this.iptablesOn(engine, args), interfaces, (rules) => this.checkOn(engine, rules));
+      const set = (interfaces: TenantInterfaces) => new HostFirewall({ allow: o.allow, owner: null, iptables: (args) => this.iptablesOn(engine, args), tenants: interfaces, check: (rules) => this.checkOn(engine, rules) });
       this.firewalls.set(name, { engine, sets: [set(SWARM_GATEWAY_BRIDGE), set(SWARM_BUILD_BRIDGES)] });
     }
   }
