@@ -552,6 +552,10 @@ export async function startBackground(deps: Deps, api?: { address: string; port:
     if (!deps.config.dev) throw err;
     deps.log.warn({ err }, 'tenant egress rules are not installed: tenant workloads can reach the host and private networks');
   }
+  // An earlier svc's allowances (before each svcd's carried its name): a running one removes its
+  // own at its stop, a killed one's stay open until deleted by hand.
+  const unowned = deps.hostFirewall.unownedAllowances;
+  if (unowned.length > 0) deps.log.warn({ rules: unowned.slice(0, 20) }, `${String(unowned.length)} egress allowance rules of an earlier svc version: unless an svcd of that version still runs here, delete them by hand (iptables -D with their words); no svcd of this version removes them`);
   // On a swarm, every node's rules, as the periodic job puts them (under its lease: one install at
   // a time among the svcd, or the moves of FORWARD's jump could cross). A node without them runs
   // no task (node-firewall.ts); the job logs what failed and tries again every 30 s.
@@ -590,7 +594,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
   await deps.metricsListener.close();
   await deps.meteringStore.close();
   await deps.proxy?.close();
-  await deps.hostFirewall.close();
+  await deps.hostFirewall.close().catch((err: unknown) => deps.log.warn({ err }, 'could not remove all of this svcd\'s egress allowances'));
   await deps.runtime.close();
   await deps.nodeFirewalls?.close();
   // Last: the builds and the requests (environment syncs) that clone into it have ended.

@@ -103,7 +103,9 @@ describe('bin/svcd start-up', () => {
     const ownOnly = '192.0.2.58/32:5058';
     const egressRules = () => spawnSync('iptables', ['-w', '-S', 'SVC-TENANT-EGRESS'], { encoding: 'utf8' }).stdout;
     const port = await freePort();
-    const { proc } = await start(['--dev', '--data-dir', dataDir(), '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', shared]);
+    const runningDir = dataDir();
+    const { proc } = await start(['--dev', '--data-dir', runningDir, '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', shared]);
+    const runningTag = `--comment svc-egress-allow-${readFileSync(join(runningDir, 'instance-id'), 'utf8').trim()}-`;
     const done = exited(proc);
     try {
       const r = await fetch(`http://127.0.0.1:${port}/metrics`);
@@ -119,7 +121,9 @@ describe('bin/svcd start-up', () => {
       assert.deepEqual(readdirSync(secondScratch), [], 'a failed start leaves no scratch folder');
       assert.doesNotMatch(egressRules(), /192\.0\.2\.58\/32/, 'the allowance the failed start inserted is gone');
       // Each svcd has its own copy of the entry both name (TCP and UDP): the running one's stays.
-      assert.equal(egressRules().split('\n').filter((line) => line.includes('192.0.2.57/32')).length, 2, "the running svcd's allowance is still there, and only its");
+      const sharedEntry = egressRules().split('\n').filter((line) => line.includes('192.0.2.57/32'));
+      assert.equal(sharedEntry.length, 2, "the running svcd's allowance is still there, and only its");
+      assert.ok(sharedEntry.every((line) => line.includes(runningTag)), sharedEntry.join('\n'));
     } finally {
       proc.kill('SIGTERM');
     }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { checkDockerfile, pinImages } from '../src/builds/dockerfile.js';
 import { readDockerfile } from '../src/builds/runner.js';
 import { ValidationError } from '../src/errors.js';
-import { EGRESS_CHAIN, HOST_CHAIN, HostFirewall, parseEgressAllow, shellIptablesCheck, type ChainRule, type ShellRun } from '../src/runtime/host-firewall.js';
+import { EGRESS_CHAIN, FirewallError, HOST_CHAIN, HostFirewall, parseEgressAllow, shellIptablesCheck, type ChainRule, type ShellRun } from '../src/runtime/host-firewall.js';
 import { fakeIptables } from './fake-iptables.js';
 import { SWARM_GATEWAY_BRIDGE } from '../src/runtime/swarm/node-firewall.js';
 
@@ -196,16 +196,16 @@ describe('egress firewall', () => {
     assert.deepEqual(parseEgressAllow('10.0.0.5, 192.168.1.0/24:5000'), [{ cidr: '10.0.0.5/32', port: null }, { cidr: '192.168.1.0/24', port: 5000 }]);
     assert.deepEqual(parseEgressAllow(undefined), []);
     // As iptables prints it back: the host bits of a network cleared.
-    assert.deepEqual(parseEgressAllow('10.1.2.3/8,192.168.7.200/25:53,0.0.0.0/0,1.2.3.4/0'), [
+    assert.deepEqual(parseEgressAllow('10.1.2.3/8,192.168.7.200/25:53,1.2.3.4/0'), [
       { cidr: '10.0.0.0/8', port: null },
       { cidr: '192.168.7.128/25', port: 53 },
-      { cidr: '0.0.0.0/0', port: null },
       { cidr: '0.0.0.0/0', port: null },
     ]);
     for (const bad of ['10.0.0.256', '10.0.0.0/33', '10.0.0.1:0', 'example.com', '::1']) assert.throws(() => parseEgressAllow(bad), /--egress-allow/, bad);
     // iptables would read 010.0.0.1 as 8.0.0.1.
     for (const octal of ['010.0.0.1', '10.0.0.01/32:53', '10.00.0.1']) assert.throws(() => parseEgressAllow(octal), /without leading zeros/, octal);
     assert.deepEqual(parseEgressAllow('0.0.0.0/0,10.0.0.0'), [{ cidr: '0.0.0.0/0', port: null }, { cidr: '10.0.0.0/32', port: null }], 'a zero alone is no leading zero');
+    assert.deepEqual(parseEgressAllow('10.0.0.5/8,10.0.0.0/8,10.0.0.0/8:53,10.1.1.1/8:53'), [{ cidr: '10.0.0.0/8', port: null }, { cidr: '10.0.0.0/8', port: 53 }], 'one network once');
   });
 
   test('install: chains complete before the jumps, allowances ahead of the rejects, idempotent; close removes only the allowances', async () => {
@@ -270,6 +270,37 @@ describe('egress firewall', () => {
     const named = (r: string[]) => r.some((word) => word.startsWith(`svc-egress-allow-${OWNER}-`));
     assert.ok(!egress.some(named) && !host.some(named), 'its own allowances are gone at its stop');
     assert.equal(egress.filter(entry('10.7.0.0/16')).length, 1, "the other svcd's stays");
+  });
+
+  test("the sweep removes only this svcd's own allowances of entries it no longer names: not an operator's rule, another svcd's, nor an earlier svc's (reported)", async () => {
+    const { rules, fake } = fakeIptables();
+    await new HostFirewall({ allow: [{ cidr: '10.7.0.0/16', port: 53 }], owner: OWNER, iptables: fake }).install();
+    await new HostFirewall({ allow: [{ cidr: '10.7.0.0/16', port: 53 }], owner: OTHER, iptables: fake }).install();
+    const egress = rules.get(EGRESS_CHAIN)!;
+    const host = rules.get(HOST_CHAIN)!;
+    const theirs = [
+      ['-d', '10.7.0.0/16', '-m', 'comment', '--comment', 'svc: --egress-allow', '-j', 'RETURN'], // an earlier svc's (listed in quotes)
+      ['-d', '10.7.0.0/16', '-m', 'comment', '--comment', 'operator', '-j', 'RETURN'],
+      ['-d', '10.7.0.0/16', '-j', 'RETURN'],
+      ['-d', '10.7.0.0/16', '-m', 'comment', '--comment', `svc-egress-allow-${OWNER}-not-an-entry`, '-j', 'RETURN'],
+    ];
+    egress.unshift(...theirs);
+    const next = new HostFirewall({ allow: [], owner: OWNER, iptables: fake });
+    await next.install();
+    assert.ok(!egress.some((r) => r.some((w) => w.startsWith(`svc-egress-allow-${OWNER}-10-`))) && !host.some((r) => r.some((w) => w.startsWith(`svc-egress-allow-${OWNER}-10-`))), 'its own are gone');
+    assert.equal(egress.filter((r) => r.includes(`svc-egress-allow-${OTHER}-10-7-0-0_16_53`)).length, 2, "the other svcd's stay");
+    for (const rule of theirs) assert.ok(egress.includes(rule), rule.join(' '));
+    assert.deepEqual(next.unownedAllowances, ['-A SVC-TENANT-EGRESS -d 10.7.0.0/16 -m comment --comment "svc: --egress-allow" -j RETURN'], "an earlier svc's rule is reported");
+  });
+
+  test('an allowance of its own that cannot be removed fails the install (production does not start) and the stop says so', async () => {
+    const { rules, fake } = fakeIptables();
+    await new HostFirewall({ allow: [{ cidr: '10.7.0.0/16', port: null }], owner: OWNER, iptables: fake }).install();
+    const refusingDeletes: typeof fake = (args) => (args[0] === '-D' ? Promise.reject(new Error('iptables: Bad rule')) : fake(args));
+    const next = new HostFirewall({ allow: [{ cidr: '10.9.0.0/16', port: null }], owner: OWNER, iptables: refusingDeletes });
+    await assert.rejects(next.install(), (err: Error) => err instanceof FirewallError && err.message.includes(`svc-egress-allow-${OWNER}-10-7-0-0_16`));
+    await assert.rejects(next.close(), new RegExp(`svc-egress-allow-${OWNER}-10-9-0-0_16`));
+    assert.ok(rules.get(EGRESS_CHAIN)!.some((r) => r.includes(`svc-egress-allow-${OWNER}-10-7-0-0_16`)), 'still there: the error says so, nothing pretends otherwise');
   });
 
   test("a swarm node's allowances are shared by the swarm's svcds: not named after one, and no close removes them", async () => {

@@ -151,7 +151,7 @@ function scriptsOf(lines: string[]): string[][] {
   return scripts;
 }
 
-/** One word for sh: single-quoted (the rules are svc's own words; an allowance's comment has a space). */
+/** One word for sh: single-quoted (the rules are svc's own words; a swarm node's allowance comment has a space). */
 function shellWord(word: string): string {
   return `'${word.replaceAll("'", "'\\''")}'`;
 }
@@ -192,6 +192,7 @@ export class HostFirewall {
   private readonly iptables: Iptables;
   private readonly tenants: TenantInterfaces;
   private readonly check: IptablesCheck;
+  private unowned: readonly string[] = [];
 
   constructor(o: HostFirewallOptions) {
     this.allow = o.allow;
@@ -254,33 +255,60 @@ export class HostFirewall {
 
   /**
    * Removes this svcd's allowances as it stops (after a start that failed, too): those that carry
-   * its name, and no other svcd's, even of the same entry. A swarm node's (no owner) stay.
+   * its name, and no other svcd's, even of the same entry. A swarm node's (no owner) stay. Throws
+   * naming what it could not remove.
    */
   async close(): Promise<void> {
-    // Without entries there is nothing of its own: an earlier run's were swept at install. A
-    // stop goes on when iptables cannot be read (as when a delete fails): the next start sweeps.
-    if (this.allow.length > 0) await this.removeOwnAllowances([]).catch(() => {});
+    // Without entries there is nothing of its own: an earlier run's were swept at install.
+    if (this.allow.length > 0) await this.removeOwnAllowances([]);
+  }
+
+  /**
+   * Rules in the allowances' chains with the comment svcds wrote before theirs named them
+   * (`svc: --egress-allow`): an earlier svc's, which no svcd removes now (read at install).
+   */
+  get unownedAllowances(): readonly string[] {
+    return this.unowned;
   }
 
   /**
    * Deletes every allowance rule in the chains that carries this svcd's name, but those of the
-   * entries in `keep`. Found in `iptables -S` (one listing of the table) by their comment, which
-   * names the svcd and the entry; deleted by the words that listing prints them in (iptables reads
-   * its own listing back). A line with a quoted word (not svc's, whose words need no quotes) is not touched.
+   * entries in `keep`. Found in a listing of the two chains (`iptables -S`) by their comment, which
+   * names the svcd and the entry; deleted by the words svc gives that entry's rules (allowanceRules),
+   * not the listing's. Listed again after: an own allowance still there (a delete that failed, a
+   * rule of the name in other words) throws, naming it.
    */
   private async removeOwnAllowances(keep: readonly EgressAllowance[]): Promise<void> {
     if (this.owner === null) return;
-    const { egress, host } = chainsOf(this.tenants);
     const owner = this.owner;
     const kept = new Set(keep.map((a) => allowanceComment(owner, a)));
-    const own = (await this.iptables(['-S'])).split('\n').filter((line) => {
-      const comment = / --comment (\S+) /.exec(line)?.[1];
-      return (line.startsWith(`-A ${egress} `) || line.startsWith(`-A ${host} `)) && comment?.startsWith(allowanceComment(owner, null)) === true && !kept.has(comment) && !line.includes('"');
-    });
-    for (const line of own) {
-      const [, chain = '', ...rule] = line.split(' ');
-      await this.iptables(['-D', chain, ...rule]).catch(() => {}); // gone already
+    const stale = async () => {
+      const listed = await this.listAllowanceChains();
+      this.unowned = listed.filter((line) => line.includes(` --comment "${SHARED_ALLOWANCE_COMMENT}" `));
+      const found = new Map<string, EgressAllowance>();
+      for (const line of listed) {
+        const comment = / --comment (\S+) /.exec(line)?.[1];
+        const entry = comment === undefined ? null : ownAllowanceEntry(owner, comment);
+        if (comment !== undefined && entry !== null && !kept.has(comment)) found.set(comment, entry);
+      }
+      return found;
+    };
+    const found = await stale();
+    if (found.size === 0) return;
+    for (const entry of found.values()) {
+      for (const [chain, rule] of this.entryRules(entry)) {
+        // Every copy (a rule inserted twice); a delete fails once none is left. At most a bound.
+        for (let i = 0; i < 16 && (await this.iptables(['-D', chain, ...rule]).then(() => true, () => false)); i++);
+      }
     }
+    const left = [...(await stale()).keys()];
+    if (left.length > 0) throw new Error(`could not remove this svcd's allowance rules ${left.join(', ')} (iptables -S ${chainsOf(this.tenants).egress}; delete them by hand)`);
+  }
+
+  /** The lines of `iptables -S` for the chains allowances are kept in. */
+  private async listAllowanceChains(): Promise<string[]> {
+    const { egress, host } = chainsOf(this.tenants);
+    return [...(await this.rulesOf(egress)), ...(await this.rulesOf(host))];
   }
 
   /** Inserts the rule at the top of the chain unless it is in the chain already. */
@@ -324,14 +352,17 @@ export class HostFirewall {
   }
 
   private allowanceRules(): ChainRule[] {
+    return this.allow.flatMap((a) => this.entryRules(a));
+  }
+
+  /** An entry's rules: in the egress and the host chain, for TCP and UDP when it names a port. */
+  private entryRules(a: EgressAllowance): ChainRule[] {
     const rules: ChainRule[] = [];
-    for (const a of this.allow) {
-      const protocols = a.port === null ? [[]] : [['-p', 'tcp', '--dport', String(a.port)], ['-p', 'udp', '--dport', String(a.port)]];
-      for (const p of protocols) {
-        const rule = ['-d', a.cidr, ...p, '-m', 'comment', '--comment', this.owner === null ? SHARED_ALLOWANCE_COMMENT : allowanceComment(this.owner, a), '-j', 'RETURN'];
-        const { egress, host } = chainsOf(this.tenants);
-        rules.push([egress, rule], [host, rule]);
-      }
+    const protocols = a.port === null ? [[]] : [['-p', 'tcp', '--dport', String(a.port)], ['-p', 'udp', '--dport', String(a.port)]];
+    for (const p of protocols) {
+      const rule = ['-d', a.cidr, ...p, '-m', 'comment', '--comment', this.owner === null ? SHARED_ALLOWANCE_COMMENT : allowanceComment(this.owner, a), '-j', 'RETURN'];
+      const { egress, host } = chainsOf(this.tenants);
+      rules.push([egress, rule], [host, rule]);
     }
     return rules;
   }
@@ -348,6 +379,13 @@ function allowanceComment(owner: string, entry: EgressAllowance | null): string 
   if (entry === null) return prefix;
   const [address = '', bits = ''] = entry.cidr.split('/');
   return `${prefix}${address.replaceAll('.', '-')}_${bits}${entry.port === null ? '' : `_${String(entry.port)}`}`;
+}
+/** The entry an allowance comment of this owner's names (allowanceComment), or null for any other comment. */
+function ownAllowanceEntry(owner: string, comment: string): EgressAllowance | null {
+  if (!comment.startsWith(allowanceComment(owner, null))) return null;
+  const m = /^(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})_(\d{1,2})(?:_(\d{1,5}))?$/.exec(comment.slice(allowanceComment(owner, null).length));
+  if (!m) return null;
+  return { cidr: `${m.slice(1, 5).map(Number).join('.')}/${String(Number(m[5]))}`, port: m[6] === undefined ? null : Number(m[6]) };
 }
 /** An allowance's comment on a swarm node, where every svcd of the swarm shares it. */
 const SHARED_ALLOWANCE_COMMENT = 'svc: --egress-allow';
@@ -391,7 +429,7 @@ function describe(err: unknown): string {
 /** `--egress-allow CIDR[:PORT],...` (an address alone means /32). Throws with the reason. */
 export function parseEgressAllow(value: string | undefined): EgressAllowance[] {
   if (value === undefined || value.trim() === '') return [];
-  return value.split(',').map((entry) => {
+  const entries = value.split(',').map((entry): EgressAllowance => {
     const m = /^(\d{1,3}(?:\.\d{1,3}){3})(?:\/(\d{1,2}))?(?::(\d{1,5}))?$/.exec(entry.trim());
     const words = m?.[1]?.split('.') ?? [];
     const octets = words.map(Number);
@@ -410,4 +448,6 @@ export function parseEgressAllow(value: string | undefined): EgressAllowance[] {
     const address = (octets.reduce((value, octet) => (value << 8) | octet, 0) & mask) >>> 0;
     return { cidr: `${[24, 16, 8, 0].map((shift) => (address >>> shift) & 0xff).join('.')}/${bits}`, port };
   });
+  // Once each: two spellings of one network (10.0.0.5/8, 10.0.0.0/8) are one entry.
+  return entries.filter((a, i) => entries.findIndex((b) => b.cidr === a.cidr && b.port === a.port) === i);
 }
