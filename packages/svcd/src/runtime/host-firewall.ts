@@ -274,7 +274,7 @@ export class HostFirewall {
   /**
    * Deletes every allowance rule in the chains that carries this svcd's name, but those of the
    * entries in `keep`. Found in a listing of the two chains (`iptables -S`) by their comment, which
-   * names the svcd and the entry; deleted by the words svc gives that entry's rules (allowanceRules),
+   * names the svcd and the entry; deleted by the words svc gives that entry's rules (entryRules),
    * not the listing's. Listed again after: an own allowance still there (a delete that failed, a
    * rule of the name in other words) throws, naming it.
    */
