@@ -2,7 +2,7 @@
 // unit tests of host-firewall.ts, and every test svcd on a stand-in runtime (harness.ts), which
 // starts no container and must leave the machine's rules to the engine tests (they change them).
 
-/** -N, -C, -A, -I, -D and -S on chains that exist; -S alone lists them all. */
+/** -N, -C, -A, -I, -D and -S on chains that exist. */
 export function fakeIptables(chains: Record<string, string[][]> = { INPUT: [], 'DOCKER-USER': [] }) {
   const rules = new Map<string, string[][]>(Object.entries(chains));
   const calls: string[][] = [];
@@ -12,8 +12,6 @@ export function fakeIptables(chains: Record<string, string[][]> = { INPUT: [], '
   const fake = (args: string[]): Promise<string> => {
     calls.push(args);
     const [op, chain, ...rest] = args;
-    // The whole table, as `iptables -S` prints it.
-    if (op === '-S' && chain === undefined) return Promise.resolve([...rules].flatMap(([name, list]) => [`-N ${name}`, ...list.map((r) => `-A ${name} ${listed(r)}`)]).join('\n') + '\n');
     if (op === '-N') {
       if (rules.has(chain!)) return Promise.reject(new Error('exists'));
       rules.set(chain!, []);
