@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hexId } from './ids.js';
 
@@ -24,3 +24,94 @@ export function loadInstanceId(dataDir: string): string {
 }
 
 const INSTANCE_ID = /^[0-9a-f]{16}$/;
+
+export class DataDirLockedError extends Error {}
+
+/** Who holds a data directory: a process, told from a later one of the same pid by its start. */
+interface LockHolder {
+  pid: number;
+  /** This boot's id: a pid file from before a reboot names no process that runs. */
+  boot: string;
+  /** The process's start (/proc/<pid>/stat), or null when it could not be read. */
+  started: string | null;
+}
+
+/**
+ * One svcd per data directory, checked at start (main.ts). The directory's instance id is the
+ * svcd's: a second svcd on it would take the first's leases as its own dead predecessor's, clear
+ * its scratch folder and remove its egress allowances. A pid file (`svcd.pid`), as PostgreSQL's
+ * postmaster.pid: Node has no flock, and a file a killed svcd left is told from a live svcd's by
+ * its process (the same pid, started at the same moment, in this boot, not a zombie). Returns the
+ * release, which removes the file when it is still this process's. Throws DataDirLockedError when
+ * another svcd holds the directory.
+ */
+export function lockDataDir(dataDir: string): () => void {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, 'svcd.pid');
+  const me = `${JSON.stringify({ pid: process.pid, boot: bootId(), started: processStart(process.pid) } satisfies LockHolder)}\n`;
+  // Twice at most: a stale file is removed once; found again, another svcd took it meanwhile.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, me, { flag: 'wx' });
+      return () => {
+        try {
+          if (readFileSync(file, 'utf8') === me) unlinkSync(file);
+        } catch {
+          // gone already
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const holder = readHolder(file);
+    if (holder !== null && runs(holder)) {
+      throw new DataDirLockedError(`another svcd (pid ${String(holder.pid)}) runs on the data directory ${dataDir}: one svcd per data directory (its instance-id is that svcd's); give this one a --data-dir of its own`);
+    }
+    try {
+      unlinkSync(file); // left by a svcd that is gone
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
+  throw new DataDirLockedError(`another svcd is starting on the data directory ${dataDir} (${file}): one svcd per data directory`);
+}
+
+/** The pid file's holder, or null for a file svcd did not write (taken as stale). */
+function readHolder(file: string): LockHolder | null {
+  try {
+    const h = JSON.parse(readFileSync(file, 'utf8')) as Partial<LockHolder>;
+    if (typeof h.pid !== 'number' || typeof h.boot !== 'string' || (h.started !== null && typeof h.started !== 'string')) return null;
+    return { pid: h.pid, boot: h.boot, started: h.started ?? null };
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the holder's process still runs: this boot, its pid started at the same moment, not a zombie. */
+function runs(h: LockHolder): boolean {
+  if (h.boot !== bootId()) return false;
+  if (h.pid === process.pid) return true; // this very process took it (a second start in one process)
+  const started = processStart(h.pid);
+  return started !== null && (h.started === null || started === h.started);
+}
+
+/** This boot's id (Linux); '' where it cannot be read. */
+function bootId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** A process's start in clock ticks since boot (/proc/<pid>/stat, field 22), or null when it is gone or a zombie. */
+function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
+    // After the command's name, which is in parentheses and may hold spaces: field 3 on.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' ? null : (fields[19] ?? null);
+  } catch {
+    return null;
+  }
+}

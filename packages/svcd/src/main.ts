@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { buildServer } from './api/server.js';
 import { closeDeps, createDeps, startBackground, type Deps } from './app.js';
-import { InstanceIdError } from './instance.js';
+import { DataDirLockedError, InstanceIdError, lockDataDir } from './instance.js';
 import { buildConfig, ConfigError, DEFAULT_DATABASE_PORTS, DEFAULT_ENV_WARM_POOL, DEFAULT_ENV_WARM_RESERVE, DEFAULT_ENVIRONMENT_IMAGES, DEFAULT_KANBAN_ADDRESS, DEFAULT_KANBAN_IMAGE, DEFAULT_KANBAN_PORTS, DEFAULT_METERING_INTERVAL_S, DEFAULT_METERING_RETENTION_DAYS, DEFAULT_METRICS_LISTEN, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, DEFAULT_SCRATCH_BUDGET_GB, DEFAULT_SCRATCH_DIR, DEFAULT_STALLED_READER_S, DEFAULT_CONNECTIONS_PER_CLIENT, DEFAULT_WORKLOAD_LEASE_S, DEFAULT_SWARM_PORTS, DEFAULT_SWARM_HELPER_IMAGE, LETS_ENCRYPT_DIRECTORY, type RawOptions } from './config.js';
 import { DEFAULT_LOG_RATE, DEFAULT_TENANT_CPU_WEIGHT, FirewallError, SANDBOX_RUNTIME, TenantCgroupError } from './runtime/index.js';
 import { DEFAULT_RETENTION } from './retention/rules.js';
@@ -106,6 +106,17 @@ async function main(): Promise<void> {
     config = buildConfig(program.opts<RawOptions>(), process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
+      process.stderr.write(`svcd: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+
+  // First: one svcd per data directory (its instance is the directory's); the file goes as svcd exits.
+  try {
+    process.on('exit', lockDataDir(config.dataDir));
+  } catch (err) {
+    if (err instanceof DataDirLockedError) {
       process.stderr.write(`svcd: ${err.message}\n`);
       process.exit(2);
     }

@@ -2,7 +2,7 @@
 // SIGKILL that loses nothing.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -33,6 +33,13 @@ function refuse(args: string[], env: Record<string, string>, message: RegExp): v
 }
 
 const start = startSvcdProcess;
+
+/** The host's egress allowance rules for one address (this machine's iptables). */
+function allowanceRulesOf(address: string): string[] {
+  return spawnSync('iptables', ['-w', '-S'], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter((line) => line.includes(`-d ${address}/32 `));
+}
 
 describe('bin/svcd start-up', () => {
   test('production refuses to start without SVC_BOOTSTRAP_TOKEN', () => {
@@ -135,29 +142,53 @@ describe('bin/svcd start-up', () => {
     // This machine's iptables, as every svcd here installs them.
     const dropped = '192.0.2.59/32:5059';
     const kept = '192.0.2.60/32';
-    const rulesOf = (address: string) =>
-      spawnSync('iptables', ['-w', '-S'], { encoding: 'utf8' })
-        .stdout.split('\n')
-        .filter((line) => line.includes(`-d ${address}/32 `));
     const dir = dataDir();
     const first = await start(['--dev', '--data-dir', dir, '--egress-allow', `${dropped},${kept}`]);
     const tag = `--comment svc-egress-allow-${readFileSync(join(dir, 'instance-id'), 'utf8').trim()}-192-0-2-59_32_5059 `;
     const gone = exited(first.proc);
     first.proc.kill('SIGKILL');
     await gone;
-    assert.equal(rulesOf('192.0.2.59').length, 4, 'TCP and UDP in the egress and the host chain, left by the killed svcd');
-    assert.ok(rulesOf('192.0.2.59').every((line) => line.includes(tag)), rulesOf('192.0.2.59').join('\n'));
+    assert.equal(allowanceRulesOf('192.0.2.59').length, 4, 'TCP and UDP in the egress and the host chain, left by the killed svcd');
+    assert.ok(allowanceRulesOf('192.0.2.59').every((line) => line.includes(tag)), allowanceRulesOf('192.0.2.59').join('\n'));
     // The operator took the first entry out and starts it again on the same data directory.
     const second = await start(['--dev', '--data-dir', dir, '--egress-allow', kept]);
     const done = exited(second.proc);
     try {
-      assert.deepEqual(rulesOf('192.0.2.59'), [], 'the entry taken out is gone');
-      assert.equal(rulesOf('192.0.2.60').length, 2, 'the entry still named, once in each chain');
+      assert.deepEqual(allowanceRulesOf('192.0.2.59'), [], 'the entry taken out is gone');
+      assert.equal(allowanceRulesOf('192.0.2.60').length, 2, 'the entry still named, once in each chain');
     } finally {
       second.proc.kill('SIGTERM');
     }
     assert.equal(await done, 0);
-    assert.deepEqual(rulesOf('192.0.2.60'), [], 'its stop removes the rest');
+    assert.deepEqual(allowanceRulesOf('192.0.2.60'), [], 'its stop removes the rest');
+  });
+
+  test("one svcd per data directory: a second start on a running svcd's is refused and changes nothing of it; a killed svcd's file does not stop the next start, a stop removes it", async () => {
+    const dir = dataDir();
+    const lockFile = join(dir, 'svcd.pid');
+    const holder = () => (JSON.parse(readFileSync(lockFile, 'utf8')) as { pid: number }).pid;
+    const first = await start(['--dev', '--data-dir', dir, '--egress-allow', '192.0.2.61/32:5061']);
+    const firstGone = exited(first.proc);
+    try {
+      assert.equal(holder(), first.proc.pid);
+      const second = startThatEnds(['--dev', '--data-dir', dir, '--listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0', '--egress-allow', '192.0.2.61/32:5061']);
+      assert.equal(second.status, 2, second.stderr);
+      assert.match(second.stderr, new RegExp(`^svcd: another svcd \\(pid ${String(first.proc.pid)}\\) runs on the data directory .*give this one a --data-dir of its own\n$`));
+      assert.equal(allowanceRulesOf('192.0.2.61').length, 4, "the running svcd's allowances stay");
+      assert.equal(holder(), first.proc.pid, "the file is still the running svcd's");
+      assert.equal((await fetch(`${first.url}/v1/system/health`)).status, 200, 'the running svcd serves on');
+    } finally {
+      first.proc.kill('SIGKILL');
+    }
+    await firstGone;
+    assert.equal(holder(), first.proc.pid, 'a killed svcd leaves its file');
+    const next = await start(['--dev', '--data-dir', dir, '--egress-allow', '192.0.2.61/32:5061']);
+    const done = exited(next.proc);
+    assert.equal(holder(), next.proc.pid);
+    next.proc.kill('SIGTERM');
+    assert.equal(await done, 0);
+    assert.ok(!existsSync(lockFile), 'a stop removes the file');
+    assert.deepEqual(allowanceRulesOf('192.0.2.61'), [], 'and its allowances');
   });
 
   test("the launcher runs svcd with Node 20's young generation (Node 24's grows to 128 MB on this machine)", async () => {

@@ -1,13 +1,14 @@
 // The bookkeeping behind the resource limits: session slots on both stores (counted across svcd
 // processes, a dead holder's slots expire), the scratch budget, and whose built image is whose.
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SessionLimits } from '../src/sessions/session-limits.js';
 import { ScratchSpace, SCRATCH_DISK_RESERVE_BYTES } from '../src/scratch/scratch-space.js';
-import { loadInstanceId } from '../src/instance.js';
+import { DataDirLockedError, loadInstanceId, lockDataDir } from '../src/instance.js';
 import { builtImageOwner } from '../src/services/images.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { eachStore, storeLocation, tenantRow, waitFor } from './harness.js';
@@ -179,6 +180,49 @@ describe('scratch space', () => {
     }
     writeFileSync(join(dir, 'instance-id'), `${id}\n`);
     assert.equal(loadInstanceId(dir), id, 'a trailing newline (an operator editing it) is fine');
+  });
+
+  test("a data directory is one svcd's: a live holder refuses, a file from a process that is gone, another boot or not svcd's does not; the release removes only its own", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-instance-'));
+    dirs.push(dir);
+    const file = join(dir, 'svcd.pid');
+    const release = lockDataDir(dir);
+    const mine = readFileSync(file, 'utf8');
+    assert.equal((JSON.parse(mine) as { pid: number }).pid, process.pid);
+    assert.throws(() => lockDataDir(dir), (err: Error) => err instanceof DataDirLockedError && err.message.includes(`pid ${String(process.pid)}`), 'a second start in this very process');
+    release();
+    assert.ok(!existsSync(file));
+    // Another live process (a child that sleeps), as its own lock would name it.
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      const pid = child.pid!;
+      const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
+      const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+      const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+      writeFileSync(file, JSON.stringify({ pid, boot, started }));
+      assert.throws(() => lockDataDir(dir), new RegExp(`another svcd \\(pid ${String(pid)}\\)`), 'a live holder');
+      assert.equal(readFileSync(file, 'utf8'), JSON.stringify({ pid, boot, started }), 'and its file stays');
+      // Not that process: the same pid started at another moment (a pid used again), or another boot.
+      for (const stale of [{ pid, boot, started: String(Number(started) + 1) }, { pid, boot: 'another-boot', started }, 'not json', { pid: 'x' }]) {
+        writeFileSync(file, typeof stale === 'string' ? stale : JSON.stringify(stale));
+        const again = lockDataDir(dir);
+        assert.equal((JSON.parse(readFileSync(file, 'utf8')) as { pid: number }).pid, process.pid, JSON.stringify(stale));
+        again();
+      }
+      // A release whose file another svcd has since taken leaves it.
+      const taken = lockDataDir(dir);
+      writeFileSync(file, JSON.stringify({ pid, boot, started }));
+      taken();
+      assert.ok(existsSync(file), "another svcd's file stays");
+    } finally {
+      child.kill();
+    }
+    // A holder that is gone (exited and reaped).
+    const ended = spawn('true');
+    await new Promise((resolve) => ended.once('close', resolve));
+    writeFileSync(file, JSON.stringify({ pid: ended.pid, boot: readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(), started: '1' }));
+    lockDataDir(dir)();
+    assert.ok(!existsSync(file), 'taken, then released');
   });
 });
 
