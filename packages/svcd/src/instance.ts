@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hexId } from './ids.js';
 
@@ -41,7 +41,8 @@ interface LockHolder {
  * svcd's: a second svcd on it would take the first's leases as its own dead predecessor's, clear
  * its scratch folder and remove its egress allowances. A pid file (`svcd.pid`), as PostgreSQL's
  * postmaster.pid: Node has no flock, and a file a killed svcd left is told from a live svcd's by
- * its process (the same pid, started at the same moment, in this boot, not a zombie). Returns the
+ * its process (the same pid, started at the same moment, in this boot, not a zombie). Linux's
+ * /proc, one pid namespace: two containers sharing the directory are not told apart. Returns the
  * release, which removes the file when it is still this process's. Throws DataDirLockedError when
  * another svcd holds the directory.
  */
@@ -49,37 +50,72 @@ export function lockDataDir(dataDir: string): () => void {
   mkdirSync(dataDir, { recursive: true });
   const file = join(dataDir, 'svcd.pid');
   const me = `${JSON.stringify({ pid: process.pid, boot: bootId(), started: processStart(process.pid) } satisfies LockHolder)}\n`;
-  // Twice at most: a stale file is removed once; found again, another svcd took it meanwhile.
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(file, me, { flag: 'wx' });
-      return () => {
+  // Written whole under a name of its own, then linked in place: the pid file is never seen
+  // empty or half written (a start reading it then would take it for a stale one).
+  const mine = `${file}.${String(process.pid)}`;
+  writeFileSync(mine, me);
+  try {
+    // Twice at most: a stale file is moved aside once; found again, another svcd took it meanwhile.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        linkSync(mine, file);
+        return () => {
+          try {
+            if (readFileSync(file, 'utf8') === me) unlinkSync(file);
+          } catch {
+            // gone already
+          }
+        };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+      const seen = readOrNull(file);
+      if (seen === null) continue; // removed meanwhile
+      const holder = holderOf(seen);
+      if (holder !== null && runs(holder)) {
+        throw new DataDirLockedError(`another svcd (pid ${String(holder.pid)}) runs on the data directory ${dataDir}: one svcd per data directory (its instance-id is that svcd's); give this one a --data-dir of its own`);
+      }
+      // Stale: moved aside, not removed blindly. Two starts may both judge it stale: when what
+      // was moved is not the file judged, another start had put its own there, which goes back.
+      const aside = `${file}.stale-${String(process.pid)}`;
+      try {
+        renameSync(file, aside);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw err;
+      }
+      const moved = readOrNull(aside);
+      if (moved !== seen) {
         try {
-          if (readFileSync(file, 'utf8') === me) unlinkSync(file);
+          linkSync(aside, file);
         } catch {
-          // gone already
+          // the slot was taken again: that start holds it
         }
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        unlinkSync(aside);
+        break;
+      }
+      unlinkSync(aside);
     }
-    const holder = readHolder(file);
-    if (holder !== null && runs(holder)) {
-      throw new DataDirLockedError(`another svcd (pid ${String(holder.pid)}) runs on the data directory ${dataDir}: one svcd per data directory (its instance-id is that svcd's); give this one a --data-dir of its own`);
-    }
-    try {
-      unlinkSync(file); // left by a svcd that is gone
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
+  } finally {
+    unlinkSync(mine);
   }
   throw new DataDirLockedError(`another svcd is starting on the data directory ${dataDir} (${file}): one svcd per data directory`);
 }
 
-/** The pid file's holder, or null for a file svcd did not write (taken as stale). */
-function readHolder(file: string): LockHolder | null {
+/** A file's text, or null when it is not there. */
+function readOrNull(file: string): string | null {
   try {
-    const h = JSON.parse(readFileSync(file, 'utf8')) as Partial<LockHolder>;
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+/** The pid file's holder, or null for a text svcd did not write (taken as stale). */
+function holderOf(text: string): LockHolder | null {
+  try {
+    const h = JSON.parse(text) as Partial<LockHolder>;
     if (typeof h.pid !== 'number' || typeof h.boot !== 'string' || (h.started !== null && typeof h.started !== 'string')) return null;
     return { pid: h.pid, boot: h.boot, started: h.started ?? null };
   } catch {
@@ -90,7 +126,8 @@ function readHolder(file: string): LockHolder | null {
 /** Whether the holder's process still runs: this boot, its pid started at the same moment, not a zombie. */
 function runs(h: LockHolder): boolean {
   if (h.boot !== bootId()) return false;
-  if (h.pid === process.pid) return true; // this very process took it (a second start in one process)
+  // This process's own pid too: in a container svcd is PID 1 at every start, and only the start
+  // time tells a file of its killed predecessor from its own.
   const started = processStart(h.pid);
   return started !== null && (h.started === null || started === h.started);
 }

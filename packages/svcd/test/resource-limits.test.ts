@@ -2,7 +2,7 @@
 // processes, a dead holder's slots expire), the scratch budget, and whose built image is whose.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -192,13 +192,18 @@ describe('scratch space', () => {
     assert.throws(() => lockDataDir(dir), (err: Error) => err instanceof DataDirLockedError && err.message.includes(`pid ${String(process.pid)}`), 'a second start in this very process');
     release();
     assert.ok(!existsSync(file));
+    assert.deepEqual(readdirSync(dir), [], 'nothing else left: the file is written whole under another name, then linked in place');
+    // This process's own pid with another start: its predecessor's, killed (in a container svcd is PID 1 at every start).
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    writeFileSync(file, JSON.stringify({ pid: process.pid, boot, started: '1' }));
+    lockDataDir(dir)();
+    assert.ok(!existsSync(file), "a predecessor's file of the same pid is taken over");
     // Another live process (a child that sleeps), as its own lock would name it.
     const child = spawn('sleep', ['30'], { stdio: 'ignore' });
     try {
       const pid = child.pid!;
       const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
       const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
-      const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
       writeFileSync(file, JSON.stringify({ pid, boot, started }));
       assert.throws(() => lockDataDir(dir), new RegExp(`another svcd \\(pid ${String(pid)}\\)`), 'a live holder');
       assert.equal(readFileSync(file, 'utf8'), JSON.stringify({ pid, boot, started }), 'and its file stays');
@@ -220,7 +225,7 @@ describe('scratch space', () => {
     // A holder that is gone (exited and reaped).
     const ended = spawn('true');
     await new Promise((resolve) => ended.once('close', resolve));
-    writeFileSync(file, JSON.stringify({ pid: ended.pid, boot: readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(), started: '1' }));
+    writeFileSync(file, JSON.stringify({ pid: ended.pid, boot, started: '1' }));
     lockDataDir(dir)();
     assert.ok(!existsSync(file), 'taken, then released');
   });
