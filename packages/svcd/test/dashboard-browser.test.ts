@@ -31,6 +31,8 @@ let browser: Browser;
 let proxyPort: number;
 let crossSite: Server;
 const tenants: string[] = [];
+/** svcd's log lines: its last warnings and errors are told when a step fails. */
+const svcdLog: string[] = [];
 
 before(async () => {
   await ensureTestImages();
@@ -40,7 +42,7 @@ before(async () => {
   await buildImage(TICKER_IMAGE, httpdImageFiles({ index: 'hello from the dashboard test\n', work: 'while :; do echo tick GREETING=$GREETING; sleep 1; done' }));
   await finished(await docker.getImage(TICKER_IMAGE).push({ authconfig: {} }));
   proxyPort = await freePort();
-  t = await startServer({ realTime: true, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}` } });
+  t = await startServer({ realTime: true, logLines: svcdLog, config: { adminTokens: [ADMIN_TOKEN], proxyListen: `127.0.0.1:${proxyPort}` } });
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -99,11 +101,22 @@ test('in chromium: a tenant registers, deploys, watches, configures and signs ou
     await page.screenshot({ path: shot, fullPage: true }).catch(() => undefined);
     ctx.diagnostic(`failure screenshot: ${shot}`);
     ctx.diagnostic(`page text: ${(await page.locator('main').innerText().catch(() => '?')).replaceAll('\n', ' / ')}`);
+    for (const line of svcdLog.filter((l) => /"level":(4|5|6)0/.test(l)).slice(-30)) ctx.diagnostic(`svcd: ${line.trim()}`);
     throw err;
   } finally {
     await context.close();
   }
 });
+
+/**
+ * Opens a page from the navigation and waits until it is the one shown: the route follows the
+ * hash a render after the click, and a field filled before that is the last page's (seen: the
+ * Databases page's Name took the new environment's name, and the Environments form was sent empty).
+ */
+async function openFromNavigation(page: Page, name: string): Promise<void> {
+  await page.getByRole('link', { name }).click();
+  await page.getByRole('heading', { level: 1, name, exact: true }).waitFor();
+}
 
 async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, context: BrowserContext, { page, problems, dialogs }: Watched): Promise<void> {
   await page.goto(t.url);
@@ -136,7 +149,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
 
   // A service from a locally built image: it reaches running, its URL answers, its logs stream.
-  await page.getByRole('link', { name: 'Services' }).click();
+  await openFromNavigation(page, 'Services');
   await page.getByLabel('Name', { exact: true }).fill('ticker');
   await page.getByLabel('Image', { exact: true }).fill(TICKER_IMAGE);
   await page.getByRole('button', { name: 'Create service' }).click();
@@ -189,7 +202,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await deploymentPages.getByText('1–10').waitFor();
 
   // A deploy that fails shows the API's last_error.
-  await page.getByRole('link', { name: 'Services' }).click();
+  await openFromNavigation(page, 'Services');
   await page.getByLabel('Name', { exact: true }).fill('broken');
   await page.getByLabel('Image', { exact: true }).fill(MISSING_IMAGE);
   await page.getByRole('button', { name: 'Create service' }).click();
@@ -202,7 +215,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   assert.equal(await failure.textContent(), `Last error: ${lastError}`);
 
   // A database, and its connection string revealed (after the audit warning, accepted).
-  await page.getByRole('link', { name: 'Databases' }).click();
+  await openFromNavigation(page, 'Databases');
   await page.getByLabel('Name', { exact: true }).fill('maindb');
   await page.getByRole('button', { name: 'Create database' }).click();
   const dbs = page.getByRole('region', { name: 'Your databases' });
@@ -212,7 +225,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   assert.match(dialogs.at(-1) ?? '', /holds the password.*audit log/);
 
   // An environment, and a command in its console.
-  await page.getByRole('link', { name: 'Environments' }).click();
+  await openFromNavigation(page, 'Environments');
   await page.getByLabel('Name', { exact: true }).fill('work');
   await page.getByRole('button', { name: 'Create environment' }).click();
   await page.getByRole('heading', { name: 'work' }).waitFor({ timeout: 120_000 });
@@ -232,7 +245,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   // The task board: created from the page, running, opened at its url, its admin token revealed
   // after the audit warning; the token the page shows is the board's (the board's API takes it,
   // and refuses another).
-  await page.getByRole('link', { name: 'Task board' }).click();
+  await openFromNavigation(page, 'Task board');
   await page.getByRole('button', { name: 'Create the task board' }).click();
   const boardFacts = page.getByRole('region', { name: 'Board' });
   await boardFacts.getByText('running', { exact: true }).waitFor({ timeout: 180_000 });
@@ -248,7 +261,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   assert.equal((await boardApi(boardUrl, `${boardToken}x`, 'GET', '/api/boards')).status, 401);
 
   // A key: created and shown once, then revoked.
-  await page.getByRole('link', { name: 'API keys' }).click();
+  await openFromNavigation(page, 'API keys');
   await page.getByLabel('Name', { exact: true }).fill('temporary');
   await page.getByRole('button', { name: 'Create key' }).click();
   const created = (await page.locator('.secret code').textContent()) ?? '';
@@ -305,7 +318,7 @@ async function tenantsFirstHour(ctx: { diagnostic: (m: string) => void }, contex
   await overview.close();
 
   // The operator pages: the admin token, typed once, opens tenants, quotas and health.
-  await page.getByRole('link', { name: 'Operator' }).click();
+  await openFromNavigation(page, 'Operator');
   await page.getByLabel('Admin token', { exact: true }).fill(ADMIN_TOKEN);
   await page.getByRole('button', { name: 'Open operator pages' }).click();
   const row = page.getByRole('row').filter({ hasText: 'Page Tenant' });
@@ -409,8 +422,7 @@ test('in chromium: a session ended elsewhere (its key revoked) sends the open pa
     await page.goto(t.url);
     await page.getByLabel('API key', { exact: true }).fill(pageKey.api_key);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('link', { name: 'Services' }).click();
-    await page.getByRole('heading', { name: 'Services', exact: true }).waitFor();
+    await openFromNavigation(page, 'Services');
     await owner.revokeKey(pageKey.id);
     // The list polls every 5 s: its 401 re-reads the session, which is gone.
     await page.getByRole('heading', { name: 'Sign in' }).waitFor({ timeout: 20_000 });
