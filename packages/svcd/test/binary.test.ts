@@ -108,7 +108,6 @@ describe('bin/svcd start-up', () => {
     // it), and one of its own.
     const shared = '192.0.2.57/32:5057';
     const ownOnly = '192.0.2.58/32:5058';
-    const egressRules = () => spawnSync('iptables', ['-w', '-S', 'SVC-TENANT-EGRESS'], { encoding: 'utf8' }).stdout;
     const port = await freePort();
     const runningDir = dataDir();
     const { proc } = await start(['--dev', '--data-dir', runningDir, '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', shared]);
@@ -118,7 +117,7 @@ describe('bin/svcd start-up', () => {
       const r = await fetch(`http://127.0.0.1:${port}/metrics`);
       assert.equal(r.status, 200);
       assert.match(await r.text(), /^# HELP svc_http_requests_total /m);
-      assert.match(egressRules(), /192\.0\.2\.57\/32/, "the running svcd's allowance");
+      assert.equal(allowanceRulesOf('192.0.2.57').length, 4, "the running svcd's allowance (TCP and UDP, in the egress and the host chain)");
       const secondScratch = dataDir();
       const second = startThatEnds(['--dev', '--data-dir', dataDir(), '--scratch-dir', secondScratch, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`, '--egress-allow', `${shared},${ownOnly}`]);
       assert.equal(second.status, 1);
@@ -126,16 +125,16 @@ describe('bin/svcd start-up', () => {
       // What its start had made goes as at a stop (its folder was made before the port was tried),
       // but not what it found: the running svcd's allowance stays.
       assert.deepEqual(readdirSync(secondScratch), [], 'a failed start leaves no scratch folder');
-      assert.doesNotMatch(egressRules(), /192\.0\.2\.58\/32/, 'the allowance the failed start inserted is gone');
-      // Each svcd has its own copy of the entry both name (TCP and UDP): the running one's stays.
-      const sharedEntry = egressRules().split('\n').filter((line) => line.includes('192.0.2.57/32'));
-      assert.equal(sharedEntry.length, 2, "the running svcd's allowance is still there, and only its");
+      assert.deepEqual(allowanceRulesOf('192.0.2.58'), [], 'the allowance the failed start inserted is gone');
+      // Each svcd has its own copy of the entry both name: the running one's stays.
+      const sharedEntry = allowanceRulesOf('192.0.2.57');
+      assert.equal(sharedEntry.length, 4, "the running svcd's allowance is still there, and only its");
       assert.ok(sharedEntry.every((line) => line.includes(runningTag)), sharedEntry.join('\n'));
     } finally {
       proc.kill('SIGTERM');
     }
     assert.equal(await done, 0);
-    assert.doesNotMatch(egressRules(), /192\.0\.2\.57\/32/, 'its own stop removes it');
+    assert.deepEqual(allowanceRulesOf('192.0.2.57'), [], 'its own stop removes it');
   });
 
   test("--egress-allow: each svcd's rules carry its instance; an entry a killed svcd left that its flags no longer name is removed by its next start, the rest by its stop", async () => {
