@@ -302,7 +302,10 @@ export class HostFirewall {
       }
     }
     const left = [...(await stale()).keys()];
-    if (left.length > 0) throw new Error(`could not remove this svcd's allowance rules ${left.join(', ')} (iptables -S ${chainsOf(this.tenants).egress}; delete them by hand)`);
+    if (left.length > 0) {
+      const { egress, host } = chainsOf(this.tenants);
+      throw new Error(`could not remove this svcd's allowance rules ${left.join(', ')} (iptables -S ${egress}, iptables -S ${host}; delete them by hand)`);
+    }
   }
 
   /** The lines of `iptables -S` for the chains allowances are kept in. */
